@@ -1,0 +1,181 @@
+# dpcert — top-level Makefile.
+#
+#   make            build build/dpcert, the tests and (with nvcc) the CUDA objects
+#   make run        install what is missing, build, run the main job
+#   make test       install what is missing, build, run every test (ends "N passed, N failed, N skipped")
+#   make test-fast  the fast subset (under 2 minutes)
+#   make test SANITIZE=1   the same under ASan+UBSan (build-san/)
+#   make coverage   lcov HTML under build/coverage and a one-line summary
+#   make bench      CPU benchmarks (ratios measured side by side)
+#   make fuzz       libFuzzer targets (clang), build/fuzz/
+#   make clean
+#
+# Sources are found by directory: every module's *.c goes into its static
+# library, every <module>/tests/test_*.c is a test program, <module>/tests/*.sh
+# a test script, <module>/bench/bench_*.c a benchmark, optimized/cuda/*.cu the
+# CUDA backend. Dependencies are probed by ci/configure.sh (compile probes).
+
+SANITIZE ?= 0
+ifeq ($(SANITIZE),1)
+BUILD ?= build-san
+else
+BUILD ?= build
+endif
+CC ?= cc
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+
+CONFIG := $(BUILD)/config.mk
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+-include $(CONFIG)
+endif
+
+.DEFAULT_GOAL := all
+MODULES := common accountant reference optimized conformance attacks
+VERSION := 0.1.0
+GIT_REV := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+
+WARN := -Wall -Wextra -Werror -Wno-unused-parameter
+CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -O2 -g -ffp-contract=off -fno-fast-math $(WARN) -I. $(MPI_CFLAGS) \
+	-DDPCERT_VERSION='"$(VERSION)"' -DDPCERT_GIT_REV='"$(GIT_REV)"'
+LDLIBS_BASE := $(MPI_LIBS) -lmpfr -lgmp -lfftw3 -ljansson -lcrypto -lm -lpthread
+ifeq ($(SANITIZE),1)
+CFLAGS_BASE += -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+LDFLAGS_SAN := -fsanitize=address,undefined
+endif
+ifeq ($(COVERAGE),1)
+CFLAGS_BASE += -O0 --coverage
+LDFLAGS_SAN += --coverage
+endif
+
+# ---- CUDA (compiled whenever nvcc, cuBLAS and NCCL are present, GPU or not) ----
+CU_SRC := $(wildcard optimized/cuda/*.cu)
+ifeq ($(HAVE_CUDA),1)
+ifneq ($(SANITIZE),1)
+USE_CUDA := 1
+endif
+endif
+ifeq ($(USE_CUDA),1)
+CFLAGS_BASE += -DDP_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+NVCCFLAGS := -std=c++17 -O3 -g -lineinfo -I. -I$(CUDA_HOME)/include -DDP_HAVE_CUDA=1 \
+	-gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
+	-Xcompiler -Wall,-Wextra,-Wno-unused-parameter -Werror all-warnings $(MPI_CFLAGS)
+CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart_static -ldl -lrt -lstdc++
+else
+CU_OBJ :=
+CUDA_LIBS :=
+endif
+
+# ---- module libraries ----
+lib_src_of = $(filter-out common/main.c,$(sort $(shell find $(1) -name '*.c' -not -path '*/tests/*' -not -path '*/bench/*' -not -path '*/fuzz/*' 2>/dev/null)))
+define MODULE_LIB
+$(1)_SRC := $$(call lib_src_of,$(1))
+$(1)_OBJ := $$($(1)_SRC:%.c=$$(BUILD)/obj/%.o)
+$$(BUILD)/lib/libdp$(1).a: $$($(1)_OBJ) $(if $(filter optimized,$(1)),$$(CU_OBJ)) $$(BUILD)/obj/empty.o
+	@mkdir -p $$(@D)
+	@rm -f $$@
+	ar rcs $$@ $$^
+endef
+$(foreach m,$(MODULES),$(eval $(call MODULE_LIB,$(m))))
+
+# Link order (dependents first). A module's tests link its own library and those below it.
+LIBS_common := common
+LIBS_accountant := accountant common
+LIBS_reference := reference common
+LIBS_optimized := optimized reference common
+LIBS_attacks := attacks optimized reference accountant common
+LIBS_conformance := conformance attacks optimized reference accountant common
+ALL_LIBS := $(LIBS_conformance)
+libfiles = $(foreach l,$(1),$(BUILD)/lib/libdp$(l).a)
+
+DPCERT := $(BUILD)/dpcert
+
+# ---- tests and benches ----
+TEST_SRC := $(wildcard $(MODULES:%=%/tests/test_*.c))
+TEST_BIN := $(foreach s,$(TEST_SRC),$(BUILD)/tests/$(firstword $(subst /, ,$(s)))_$(basename $(notdir $(s))))
+BENCH_SRC := $(wildcard $(MODULES:%=%/bench/bench_*.c))
+BENCH_BIN := $(foreach s,$(BENCH_SRC),$(BUILD)/bench/$(firstword $(subst /, ,$(s)))_$(basename $(notdir $(s))))
+
+define TEST_RULE
+$(BUILD)/$(2)/$(1)_$(basename $(notdir $(3))): $(3) $$(call libfiles,$$(LIBS_$(1))) | $$(CONFIG)
+	@mkdir -p $$(@D)
+	$$(CC) $$(CFLAGS_BASE) $$< -o $$@ $$(call libfiles,$$(LIBS_$(1))) $$(LDFLAGS_SAN) $$(if $$(filter optimized conformance attacks,$(1)),$$(CUDA_LIBS)) $$(LDLIBS_BASE)
+endef
+$(foreach s,$(TEST_SRC),$(eval $(call TEST_RULE,$(firstword $(subst /, ,$(s))),tests,$(s))))
+$(foreach s,$(BENCH_SRC),$(eval $(call TEST_RULE,$(firstword $(subst /, ,$(s))),bench,$(s))))
+
+.PHONY: all run test test-fast test-gpu coverage bench bench-gpu fuzz clean deps config banner check-config
+all: banner $(DPCERT) $(TEST_BIN) $(BENCH_BIN)
+
+banner: | $(CONFIG)
+	@cat $(BUILD)/banner.txt
+
+$(CONFIG): ci/configure.sh
+	@mkdir -p $(BUILD)
+	@CC=$(CC) ci/configure.sh $(BUILD) --quiet || (cat $(BUILD)/banner.txt; exit 1)
+
+# Re-probe, installing missing packages (used by run and test on a fresh machine).
+deps:
+	@mkdir -p $(BUILD)
+	@CC=$(CC) ci/configure.sh $(BUILD) --install --quiet || (cat $(BUILD)/banner.txt; exit 1)
+
+$(BUILD)/obj/empty.o:
+	@mkdir -p $(@D)
+	echo 'typedef int dp_empty_unit;' | $(CC) -x c -c - -o $@
+
+$(BUILD)/obj/%.o: %.c | $(CONFIG)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu | $(CONFIG)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+$(DPCERT): common/main.c $(call libfiles,$(ALL_LIBS)) | $(CONFIG)
+	$(CC) $(CFLAGS_BASE) $< -o $@ $(call libfiles,$(ALL_LIBS)) $(LDFLAGS_SAN) $(CUDA_LIBS) $(LDLIBS_BASE)
+
+# The sanitizer build runs only the fast subset (ci/run-tests.sh --fast).
+TEST_FLAGS := $(if $(filter 1,$(SANITIZE)),--fast,)
+test: deps
+	@$(MAKE) --no-print-directory all
+	@ci/run-tests.sh $(BUILD) $(TEST_FLAGS)
+
+test-fast: deps
+	@$(MAKE) --no-print-directory all
+	@ci/run-tests.sh $(BUILD) --fast
+
+test-gpu: deps
+	@$(MAKE) --no-print-directory all
+	@ci/run-tests.sh $(BUILD) --gpu
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@ci/main-job.sh $(BUILD)
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@ci/run-bench.sh $(BUILD)
+
+bench-gpu: deps
+	@$(MAKE) --no-print-directory all
+	@ci/run-bench.sh $(BUILD) --gpu
+
+coverage:
+	@$(MAKE) --no-print-directory BUILD=build-cov COVERAGE=1 deps
+	@$(MAKE) --no-print-directory BUILD=build-cov COVERAGE=1 all
+	@ci/coverage.sh build-cov build/coverage
+
+FUZZ_SRC := $(wildcard $(MODULES:%=%/fuzz/fuzz_*.c))
+FUZZ_BIN := $(FUZZ_SRC:%.c=$(BUILD)/fuzz/%)
+FUZZ_LIB_SRC := common/status.c common/tensor.c common/safetensors.c
+fuzz: $(FUZZ_BIN)
+$(BUILD)/fuzz/%: %.c $(wildcard common/*.c common/*.h) | $(CONFIG)
+	@mkdir -p $(@D)
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -I. -fsanitize=fuzzer,address,undefined $< $(FUZZ_LIB_SRC) -o $@ -ljansson -lcrypto -lm
+
+clean:
+	rm -rf build build-san build-cov
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,114 @@
+/* common/main.c — the dpcert command: dispatch to subcommands.
+ *
+ * Each subcommand is a function int dp_cmd_NAME(int argc, char **argv) living in
+ * its module (argv holds the words after the subcommand) that returns an exit code:
+ * 0 success, 1 a check failed, 2 bad usage or bad input, 3 internal error. They are
+ * declared weak here so that a module can be developed and linked on its own; a
+ * command whose module is not linked is reported as not built (exit 3). */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/cli.h"
+
+#ifndef DPCERT_VERSION
+#define DPCERT_VERSION "0.0.0"
+#endif
+#ifndef DPCERT_GIT_REV
+#define DPCERT_GIT_REV "unknown"
+#endif
+
+typedef int (*dp_cmd_fn)(int argc, char **argv);
+
+#define DP_WEAK_CMD(fn) extern int fn(int argc, char **argv) __attribute__((weak))
+DP_WEAK_CMD(dp_cmd_rng);
+DP_WEAK_CMD(dp_cmd_inspect);
+DP_WEAK_CMD(dp_cmd_reference_dpsgd);
+DP_WEAK_CMD(dp_cmd_reference_dpzo);
+DP_WEAK_CMD(dp_cmd_train);
+DP_WEAK_CMD(dp_cmd_conform);
+DP_WEAK_CMD(dp_cmd_compare);
+DP_WEAK_CMD(dp_cmd_account);
+DP_WEAK_CMD(dp_cmd_audit_accounting);
+DP_WEAK_CMD(dp_cmd_reproduce);
+DP_WEAK_CMD(dp_cmd_mia);
+DP_WEAK_CMD(dp_cmd_audit);
+
+static int cmd_version(int argc, char **argv);
+static int cmd_reference(int argc, char **argv);
+
+static const struct {
+    const char *name;
+    dp_cmd_fn fn;
+    const char *summary;
+} dp_commands[] = {
+    {"version", cmd_version, "version, git revision and the backends built"},
+    {"rng", dp_cmd_rng, "Philox4x32-10 words and samples from dpcert's RNG streams"},
+    {"inspect", dp_cmd_inspect, "list the tensors (dtype, shape, SHA-256) and metadata of a safetensors file"},
+    {"reference", cmd_reference, "the exact CPU reference: 'reference dpsgd ...' or 'reference dpzo ...'"},
+    {"train", dp_cmd_train, "the optimized engine (host or cuda backend, MPI ranks)"},
+    {"conform", dp_cmd_conform, "run a conformance suite: optimized vs reference, tensor by tensor"},
+    {"compare", dp_cmd_compare, "compare two exports (A.safetensors B.safetensors) under derived tolerances"},
+    {"account", dp_cmd_account, "privacy accounting: RDP, PLD, pure DP, GDP; calibration of sigma"},
+    {"audit-accounting", dp_cmd_audit_accounting, "check claimed (epsilon, delta) values against certified bounds"},
+    {"reproduce", dp_cmd_reproduce, "reproduce tables of the papers (e.g. 'reproduce dpzo-tables')"},
+    {"mia", dp_cmd_mia, "membership-inference sanity checks"},
+    {"audit", dp_cmd_audit, "empirical privacy audits of a DP implementation"},
+};
+#define DP_NCOMMANDS (sizeof dp_commands / sizeof dp_commands[0])
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: dpcert COMMAND [OPTIONS]   (dpcert COMMAND --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < DP_NCOMMANDS; i++)
+        if (dp_commands[i].fn) fprintf(f, "  %-18s %s\n", dp_commands[i].name, dp_commands[i].summary);
+    fprintf(f, "\nexit codes: 0 success, 1 a check failed, 2 bad usage or input, 3 internal error\n");
+}
+
+static int cmd_version(int argc, char **argv) {
+    if (argc > 0 && strcmp(argv[0], "--help") != 0) {
+        fprintf(stderr, "dpcert version: unexpected argument '%s'\n", argv[0]);
+        return 2;
+    }
+    printf("dpcert %s (git %s)\n", DPCERT_VERSION, DPCERT_GIT_REV);
+#ifdef DP_HAVE_CUDA
+    printf("backends: host cuda (sm_90 + compute_90 PTX)\n");
+#else
+    printf("backends: host\n");
+#endif
+    return 0;
+}
+
+static int cmd_reference(int argc, char **argv) {
+    if (argc < 1 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
+        fprintf(argc < 1 ? stderr : stdout, "usage: dpcert reference dpsgd|dpzo [OPTIONS]\n");
+        return argc < 1 ? 2 : 0;
+    }
+    dp_cmd_fn fn = strcmp(argv[0], "dpsgd") == 0 ? dp_cmd_reference_dpsgd
+                 : strcmp(argv[0], "dpzo") == 0 ? dp_cmd_reference_dpzo : NULL;
+    if (strcmp(argv[0], "dpsgd") != 0 && strcmp(argv[0], "dpzo") != 0) {
+        fprintf(stderr, "dpcert reference: unknown algorithm '%s' (expected dpsgd or dpzo)\n", argv[0]);
+        return 2;
+    }
+    if (!fn) {
+        fprintf(stderr, "dpcert reference %s: not built into this binary\n", argv[0]);
+        return 3;
+    }
+    return fn(argc - 1, argv + 1);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { usage(stderr); return 2; }
+    const char *c = argv[1];
+    if (strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0 || strcmp(c, "help") == 0) { usage(stdout); return 0; }
+    if (strcmp(c, "--version") == 0) return cmd_version(0, NULL);
+    for (size_t i = 0; i < DP_NCOMMANDS; i++) {
+        if (strcmp(c, dp_commands[i].name) != 0) continue;
+        if (!dp_commands[i].fn) {
+            fprintf(stderr, "dpcert %s: not built into this binary\n", c);
+            return 3;
+        }
+        return dp_commands[i].fn(argc - 2, argv + 2);
+    }
+    fprintf(stderr, "dpcert: unknown command '%s'\n\n", c);
+    usage(stderr);
+    return 2;
+}

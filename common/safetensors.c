@@ -1,0 +1,226 @@
+/* common/safetensors.c — safetensors I/O on top of jansson. */
+#include "safetensors.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+dp_status dp_read_file(uint8_t **buf, size_t *len, const char *path) {
+    *buf = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return dp_error(DP_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *p = malloc(cap);
+    if (!p) { fclose(f); return dp_error(DP_ERR_NOMEM, "out of memory reading '%s'", path); }
+    for (;;) {
+        if (n == cap) {
+            uint8_t *q = realloc(p, cap * 2);
+            if (!q) { free(p); fclose(f); return dp_error(DP_ERR_NOMEM, "out of memory reading '%s'", path); }
+            p = q;
+            cap *= 2;
+        }
+        size_t r = fread(p + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) break;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) { free(p); return dp_error(DP_ERR_IO, "error reading '%s'", path); }
+    *buf = p;
+    *len = n;
+    return DP_OK;
+}
+
+static void put_u64le(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+dp_status dp_st_serialize(uint8_t **buf, size_t *len, const dp_tensor_set *s) {
+    *buf = NULL;
+    *len = 0;
+    json_t *root = json_object();
+    if (!root) return dp_error(DP_ERR_NOMEM, "out of memory building a safetensors header");
+    size_t off = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const dp_tensor *t = &s->items[i].t;
+        json_t *shape = json_array();
+        for (int d = 0; d < t->ndim; d++) json_array_append_new(shape, json_integer(t->shape[d]));
+        size_t nb = dp_tensor_nbytes(t);
+        json_t *ent = json_pack("{s:s, s:o, s:[I,I]}", "dtype", dp_dtype_name(t->dtype), "shape", shape,
+                                "data_offsets", (json_int_t)off, (json_int_t)(off + nb));
+        if (!ent || json_object_set_new(root, s->items[i].name, ent) != 0) {
+            json_decref(root);
+            return dp_error(DP_ERR_NOMEM, "out of memory building a safetensors header");
+        }
+        off += nb;
+    }
+    if (s->nmeta) {
+        json_t *meta = json_object();
+        for (size_t i = 0; i < s->nmeta; i++) json_object_set_new(meta, s->meta[i].key, json_string(s->meta[i].value));
+        json_object_set_new(root, "__metadata__", meta);
+    }
+    char *hdr = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+    json_decref(root);
+    if (!hdr) return dp_error(DP_ERR_INTERNAL, "cannot encode safetensors header (invalid UTF-8 in a name?)");
+    size_t hl = strlen(hdr), padded = (hl + 7) / 8 * 8;
+    size_t total = 8 + padded + off;
+    uint8_t *p = malloc(total);
+    if (!p) { free(hdr); return dp_error(DP_ERR_NOMEM, "out of memory serializing safetensors"); }
+    put_u64le(p, padded);
+    memcpy(p + 8, hdr, hl);
+    memset(p + 8 + hl, ' ', padded - hl);
+    free(hdr);
+    size_t o = 8 + padded;
+    for (size_t i = 0; i < s->n; i++) {
+        size_t nb = dp_tensor_nbytes(&s->items[i].t);
+        if (nb) memcpy(p + o, s->items[i].t.data, nb);
+        o += nb;
+    }
+    *buf = p;
+    *len = total;
+    return DP_OK;
+}
+
+dp_status dp_st_write(const char *path, const dp_tensor_set *s) {
+    uint8_t *buf;
+    size_t len;
+    DP_TRY(dp_st_serialize(&buf, &len, s));
+    FILE *f = fopen(path, "wb");
+    if (!f) { free(buf); return dp_error(DP_ERR_IO, "cannot create '%s': %s", path, strerror(errno)); }
+    size_t w = fwrite(buf, 1, len, f);
+    free(buf);
+    if (fclose(f) != 0 || w != len) return dp_error(DP_ERR_IO, "error writing '%s'", path);
+    return DP_OK;
+}
+
+typedef struct { const char *name; uint64_t begin, end; json_t *desc; } st_entry;
+
+static int cmp_entry(const void *a, const void *b) {
+    const st_entry *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
+}
+
+#define FMT_ERR(...) do { st = dp_error(DP_ERR_FORMAT, __VA_ARGS__); goto fail; } while (0)
+
+dp_status dp_st_parse(dp_tensor_set *out, const uint8_t *buf, size_t len) {
+    dp_tset_init(out);
+    dp_status st = DP_OK;
+    json_t *root = NULL;
+    st_entry *ents = NULL;
+    if (len < 8) return dp_error(DP_ERR_FORMAT, "truncated file: %zu bytes, the 8-byte header length is missing", len);
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)buf[i] << (8 * i);
+    if (hl > len - 8)
+        return dp_error(DP_ERR_FORMAT, "header length %llu is longer than the rest of the file (%zu bytes)",
+                        (unsigned long long)hl, len - 8);
+    if (hl > DP_ST_MAX_HEADER)
+        return dp_error(DP_ERR_FORMAT, "header length %llu exceeds the limit of %u bytes", (unsigned long long)hl,
+                        DP_ST_MAX_HEADER);
+    if (hl < 2) return dp_error(DP_ERR_FORMAT, "header of %llu bytes cannot hold a JSON object", (unsigned long long)hl);
+    json_error_t jerr;
+    root = json_loadb((const char *)buf + 8, (size_t)hl, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) return dp_error(DP_ERR_FORMAT, "invalid JSON header at line %d column %d: %s", jerr.line, jerr.column, jerr.text);
+    if (!json_is_object(root)) FMT_ERR("JSON header is not an object");
+    const uint8_t *data = buf + 8 + hl;
+    uint64_t dlen = (uint64_t)(len - 8 - hl);
+    size_t nt = json_object_size(root), ne = 0;
+    ents = calloc(nt ? nt : 1, sizeof *ents);
+    if (!ents) { st = dp_error(DP_ERR_NOMEM, "out of memory parsing safetensors"); goto fail; }
+    const char *key;
+    json_t *val;
+    json_object_foreach(root, key, val) {
+        if (strcmp(key, "__metadata__") == 0) {
+            if (!json_is_object(val)) FMT_ERR("__metadata__ is not an object");
+            const char *mk;
+            json_t *mv;
+            json_object_foreach(val, mk, mv) {
+                if (!json_is_string(mv)) FMT_ERR("__metadata__ value of '%s' is not a string", mk);
+                if ((st = dp_tset_set_meta(out, mk, json_string_value(mv))) != DP_OK) goto fail;
+            }
+            continue;
+        }
+        if (!key[0]) FMT_ERR("empty tensor name");
+        if (!json_is_object(val)) FMT_ERR("tensor '%s': descriptor is not an object", key);
+        json_t *jd = json_object_get(val, "dtype"), *js = json_object_get(val, "shape"),
+               *jo = json_object_get(val, "data_offsets");
+        if (!json_is_string(jd)) FMT_ERR("tensor '%s': missing or non-string dtype", key);
+        if (!json_is_array(js)) FMT_ERR("tensor '%s': missing or non-array shape", key);
+        if (!json_is_array(jo) || json_array_size(jo) != 2) FMT_ERR("tensor '%s': data_offsets is not [begin, end]", key);
+        json_t *jb = json_array_get(jo, 0), *je = json_array_get(jo, 1);
+        if (!json_is_integer(jb) || !json_is_integer(je)) FMT_ERR("tensor '%s': data_offsets are not integers", key);
+        json_int_t b = json_integer_value(jb), e = json_integer_value(je);
+        if (b < 0 || e < b || (uint64_t)e > dlen)
+            FMT_ERR("tensor '%s': data_offsets [%lld, %lld] out of range (buffer has %llu bytes)", key, (long long)b,
+                    (long long)e, (unsigned long long)dlen);
+        ents[ne].name = key;
+        ents[ne].begin = (uint64_t)b;
+        ents[ne].end = (uint64_t)e;
+        ents[ne].desc = val;
+        ne++;
+    }
+    qsort(ents, ne, sizeof *ents, cmp_entry);
+    uint64_t expect = 0;
+    for (size_t i = 0; i < ne; i++) {
+        if (ents[i].begin < expect) FMT_ERR("tensor '%s': data_offsets overlap another tensor", ents[i].name);
+        if (ents[i].begin > expect) FMT_ERR("tensor '%s': hole in the byte buffer before offset %llu", ents[i].name,
+                                            (unsigned long long)ents[i].begin);
+        expect = ents[i].end;
+    }
+    if (expect != dlen)
+        FMT_ERR("byte buffer has %llu bytes but the tensors cover %llu", (unsigned long long)dlen,
+                (unsigned long long)expect);
+    /* Build tensors in header order (the order of the JSON object). */
+    json_object_foreach(root, key, val) {
+        if (strcmp(key, "__metadata__") == 0) continue;
+        st_entry *en = NULL;
+        for (size_t i = 0; i < ne; i++)
+            if (ents[i].desc == val) { en = &ents[i]; break; }
+        dp_dtype dt;
+        if (dp_dtype_from_name(&dt, json_string_value(json_object_get(val, "dtype"))) != DP_OK)
+            FMT_ERR("tensor '%s': %s", key, dp_last_error());
+        json_t *js = json_object_get(val, "shape");
+        size_t nd = json_array_size(js);
+        if (nd > DP_MAX_DIMS) FMT_ERR("tensor '%s': rank %zu exceeds the supported maximum of %d", key, nd, DP_MAX_DIMS);
+        int64_t shape[DP_MAX_DIMS] = {0};
+        uint64_t numel = 1;
+        for (size_t d = 0; d < nd; d++) {
+            json_t *x = json_array_get(js, d);
+            if (!json_is_integer(x) || json_integer_value(x) < 0)
+                FMT_ERR("tensor '%s': dimension %zu is not a non-negative integer", key, d);
+            uint64_t v = (uint64_t)json_integer_value(x);
+            if (v && numel > UINT64_MAX / 8 / v) FMT_ERR("tensor '%s': element count overflows", key);
+            numel *= v;
+            shape[d] = (int64_t)v;
+        }
+        uint64_t nbytes = numel * dp_dtype_size(dt);
+        if (nbytes != en->end - en->begin)
+            FMT_ERR("tensor '%s': shape needs %llu bytes of %s but data_offsets span %llu", key,
+                    (unsigned long long)nbytes, dp_dtype_name(dt), (unsigned long long)(en->end - en->begin));
+        dp_tensor t = {.dtype = dt, .ndim = (int)nd, .data = (void *)(data + en->begin)};
+        memcpy(t.shape, shape, sizeof shape);
+        if ((st = dp_tset_add(out, key, &t)) != DP_OK) goto fail;
+    }
+    free(ents);
+    json_decref(root);
+    return DP_OK;
+fail:
+    free(ents);
+    if (root) json_decref(root);
+    dp_tset_free(out);
+    return st;
+}
+
+dp_status dp_st_read(dp_tensor_set *out, const char *path) {
+    uint8_t *buf;
+    size_t len;
+    dp_tset_init(out);
+    DP_TRY(dp_read_file(&buf, &len, path));
+    dp_status st = dp_st_parse(out, buf, len);
+    free(buf);
+    if (st != DP_OK) return dp_error_context(st, "%s", path);
+    return DP_OK;
+}

@@ -1,0 +1,52 @@
+/* common/status.h — status codes and error messages.
+ *
+ * Library code never exits or aborts: every fallible function returns a
+ * dp_status and, on failure, records a human-readable message with
+ * dp_error(). Only main() turns a status into an exit code
+ * (dp_status_exit_code): 0 success, 1 a check failed, 2 bad usage or bad
+ * input, 3 internal error. */
+#ifndef DP_STATUS_H
+#define DP_STATUS_H
+
+#include <stddef.h>
+
+typedef enum {
+    DP_OK = 0,
+    DP_ERR_USAGE,         /* bad command-line usage (unknown option, missing value)   -> exit 2 */
+    DP_ERR_INVALID,       /* bad input value (NaN, negative sigma, q outside (0,1])   -> exit 2 */
+    DP_ERR_FORMAT,        /* malformed input file (safetensors, JSON, CSV)            -> exit 2 */
+    DP_ERR_IO,            /* cannot open/read/write a file                            -> exit 2 */
+    DP_ERR_CHECK_FAILED,  /* a conformance/statistical check did not pass            -> exit 1 */
+    DP_ERR_NOT_SUPPORTED, /* operation not supported by this backend/build            -> exit 3 */
+    DP_ERR_NOMEM,         /* allocation failed                                        -> exit 3 */
+    DP_ERR_NUMERIC,       /* non-finite or out-of-range result in a computation      -> exit 3 */
+    DP_ERR_INTERNAL,      /* a bug or a failing external library call                 -> exit 3 */
+    DP_ERR_DEVICE         /* a CUDA/NCCL/MPI failure                                  -> exit 3 */
+} dp_status;
+
+/* Record a message for the calling thread and return `st` unchanged, so that
+ * `return dp_error(DP_ERR_INVALID, "sigma must be >= 0, got %g", s);` works. */
+dp_status dp_error(dp_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Prefix the current message with context ("reading FILE: ..."). Returns st. */
+dp_status dp_error_context(dp_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+const char *dp_last_error(void);   /* "" when none */
+void dp_clear_error(void);
+const char *dp_status_name(dp_status st);
+int dp_status_exit_code(dp_status st);
+
+/* Propagate a failing status. */
+#define DP_TRY(expr) do { dp_status dp_try_st_ = (expr); if (dp_try_st_ != DP_OK) return dp_try_st_; } while (0)
+
+/* Checked allocation helpers: return NULL and set DP_ERR_NOMEM message on failure. */
+void *dp_malloc(size_t n);
+void *dp_calloc(size_t count, size_t size);
+
+#endif
