@@ -76,7 +76,7 @@ $(1)_OBJ := $$($(1)_SRC:%.c=$$(BUILD)/obj/%.o)
 $$(BUILD)/lib/libdp$(1).a: $$($(1)_OBJ) $(if $(filter optimized,$(1)),$$(CU_OBJ)) $$(BUILD)/obj/empty.o
 	@mkdir -p $$(@D)
 	@rm -f $$@
-	ar rcs $$@ $$^
+	@ar rcs $$@ $$^
 endef
 $(foreach m,$(MODULES),$(eval $(call MODULE_LIB,$(m))))
 
@@ -92,6 +92,17 @@ libfiles = $(foreach l,$(1),$(BUILD)/lib/libdp$(l).a)
 
 DPCERT := $(BUILD)/dpcert
 
+# Quiet build lines unless V=1.
+ifeq ($(V),1)
+Q_CC :=
+Q_NVCC :=
+Q_LD :=
+else
+Q_CC = @echo "  CC      $<";
+Q_NVCC = @echo "  NVCC    $<";
+Q_LD = @echo "  LD      $@";
+endif
+
 # ---- tests and benches ----
 TEST_SRC := $(wildcard $(MODULES:%=%/tests/test_*.c))
 TEST_BIN := $(foreach s,$(TEST_SRC),$(BUILD)/tests/$(firstword $(subst /, ,$(s)))_$(basename $(notdir $(s))))
@@ -101,7 +112,7 @@ BENCH_BIN := $(foreach s,$(BENCH_SRC),$(BUILD)/bench/$(firstword $(subst /, ,$(s
 define TEST_RULE
 $(BUILD)/$(2)/$(1)_$(basename $(notdir $(3))): $(3) $$(call libfiles,$$(LIBS_$(1))) | $$(CONFIG)
 	@mkdir -p $$(@D)
-	$$(CC) $$(CFLAGS_BASE) $$< -o $$@ $$(call libfiles,$$(LIBS_$(1))) $$(LDFLAGS_SAN) $$(if $$(filter optimized conformance attacks,$(1)),$$(CUDA_LIBS)) $$(LDLIBS_BASE)
+	$$(Q_LD)$$(CC) $$(CFLAGS_BASE) $$< -o $$@ $$(call libfiles,$$(LIBS_$(1))) $$(LDFLAGS_SAN) $$(if $$(filter optimized conformance attacks,$(1)),$$(CUDA_LIBS)) $$(LDLIBS_BASE)
 endef
 $(foreach s,$(TEST_SRC),$(eval $(call TEST_RULE,$(firstword $(subst /, ,$(s))),tests,$(s))))
 $(foreach s,$(BENCH_SRC),$(eval $(call TEST_RULE,$(firstword $(subst /, ,$(s))),bench,$(s))))
@@ -127,14 +138,14 @@ $(BUILD)/obj/empty.o:
 
 $(BUILD)/obj/%.o: %.c | $(CONFIG)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
+	$(Q_CC)$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/%.o: %.cu | $(CONFIG)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+	$(Q_NVCC)$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(DPCERT): common/main.c $(call libfiles,$(ALL_LIBS)) | $(CONFIG)
-	$(CC) $(CFLAGS_BASE) $< -o $@ $(call libfiles,$(ALL_LIBS)) $(LDFLAGS_SAN) $(CUDA_LIBS) $(LDLIBS_BASE)
+	$(Q_LD)$(CC) $(CFLAGS_BASE) $< -o $@ $(call libfiles,$(ALL_LIBS)) $(LDFLAGS_SAN) $(CUDA_LIBS) $(LDLIBS_BASE)
 
 # The sanitizer build runs only the fast subset (ci/run-tests.sh --fast).
 TEST_FLAGS := $(if $(filter 1,$(SANITIZE)),--fast,)

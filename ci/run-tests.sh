@@ -23,6 +23,11 @@ BUILD=$(cd "$BUILD" && pwd)
 export DPCERT="$BUILD/dpcert" DPCERT_BUILD="$BUILD" DPCERT_ROOT="$ROOT"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# Sanitizer builds: leaks in third-party runtimes are suppressed (ci/lsan.supp); any
+# UBSan report is fatal.
+export LSAN_OPTIONS="suppressions=$ROOT/ci/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+export ASAN_OPTIONS="detect_odr_violation=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 TIMEOUT=${TEST_TIMEOUT:-900}
 LOGS=$BUILD/test-logs
