@@ -81,12 +81,18 @@ DP_HD dp_philox_ctr dp_stream_block(uint64_t key, uint32_t purpose, uint32_t str
     return dp_philox4x32_10(c, dp_key_from_u64(key));
 }
 
-/* 53 random bits -> double in the open interval (0,1): (x + 0.5) * 2^-53. */
+/* 64-bit word -> double in the open interval (0,1): u = (2j + 1) * 2^-53 with
+ * j = w >> 12 (the top 52 bits). Every value is exact (2j+1 < 2^53), u is never 0
+ * or 1, and the grid is symmetric: 1 - u is also on it, so u - 1/2 is exact and
+ * never 0. (The earlier (w>>11 + 0.5) * 2^-53 rounded to exactly 1.0 for
+ * w>>11 = 2^53 - 1, which made the Laplace sampler return infinity; no grid of
+ * 2^53 equally spaced points fits strictly inside (0,1) in double, see docs/rng.md.) */
 DP_HD double dp_u64_to_open01(uint64_t w) {
-    return ((double)(w >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    return (double)(((w >> 12) << 1) | 1u) * (1.0 / 9007199254740992.0);
 }
 
-/* The 64-bit word of element i: (w0 | w1<<32) for even i, (w2 | w3<<32) for odd i. */
+/* The 64-bit word of element i: (w0 | w1<<32) for even i, (w2 | w3<<32) for odd i
+ * (w0..w3 = the four Philox output words of block i/2). */
 DP_HD uint64_t dp_stream_u64(uint64_t key, uint32_t purpose, uint32_t stream, uint32_t lane,
                              uint64_t i) {
     dp_philox_ctr b = dp_stream_block(key, purpose, stream, lane, i >> 1);
@@ -121,7 +127,8 @@ DP_HD double dp_stream_gaussian(uint64_t key, uint32_t purpose, uint32_t stream,
 }
 
 /* Standard Laplace element i (scale 1) by inversion of uniform element i:
- * d = u - 1/2 (exact), x = -sgn(d) ln(1 - 2|d|) (1 - 2|d| is exact and > 0). */
+ * d = u - 1/2 (exact, never 0), x = -sgn(d) ln(1 - 2|d|) (1 - 2|d| is exact and
+ * >= 2^-52, so |x| <= 52 ln 2 ~ 36.04). */
 DP_HD double dp_stream_laplace(uint64_t key, uint32_t purpose, uint32_t stream, uint32_t lane,
                                uint64_t i) {
     double d = dp_stream_uniform(key, purpose, stream, lane, i) - 0.5;

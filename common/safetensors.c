@@ -47,26 +47,52 @@ dp_status dp_st_serialize(uint8_t **buf, size_t *len, const dp_tensor_set *s) {
     size_t off = 0;
     for (size_t i = 0; i < s->n; i++) {
         const dp_tensor *t = &s->items[i].t;
+        const char *name = s->items[i].name;
+        if ((unsigned)t->dtype >= DP_DTYPE_COUNT || t->ndim < 0 || t->ndim > DP_MAX_DIMS) {
+            json_decref(root);
+            return dp_error(DP_ERR_INVALID, "tensor '%s': invalid dtype or rank", name);
+        }
         json_t *shape = json_array();
-        for (int d = 0; d < t->ndim; d++) json_array_append_new(shape, json_integer(t->shape[d]));
+        int bad = !shape;
+        for (int d = 0; d < t->ndim && !bad; d++) bad = json_array_append_new(shape, json_integer(t->shape[d])) != 0;
         size_t nb = dp_tensor_nbytes(t);
-        json_t *ent = json_pack("{s:s, s:o, s:[I,I]}", "dtype", dp_dtype_name(t->dtype), "shape", shape,
-                                "data_offsets", (json_int_t)off, (json_int_t)(off + nb));
-        if (!ent || json_object_set_new(root, s->items[i].name, ent) != 0) {
+        json_t *ent = bad ? NULL : json_pack("{s:s, s:o, s:[I,I]}", "dtype", dp_dtype_name(t->dtype), "shape", shape,
+                                             "data_offsets", (json_int_t)off, (json_int_t)(off + nb));
+        if (bad) json_decref(shape);
+        if (!ent) {
             json_decref(root);
             return dp_error(DP_ERR_NOMEM, "out of memory building a safetensors header");
+        }
+        /* json_object_set_new fails (and frees ent) when the name is not valid UTF-8. */
+        if (json_object_set_new(root, name, ent) != 0) {
+            json_decref(root);
+            return dp_error(DP_ERR_INVALID, "tensor name '%s' is not valid UTF-8", name);
         }
         off += nb;
     }
     if (s->nmeta) {
         json_t *meta = json_object();
-        for (size_t i = 0; i < s->nmeta; i++) json_object_set_new(meta, s->meta[i].key, json_string(s->meta[i].value));
-        json_object_set_new(root, "__metadata__", meta);
+        if (!meta || json_object_set_new(root, "__metadata__", meta) != 0) {
+            json_decref(root);
+            return dp_error(DP_ERR_NOMEM, "out of memory building a safetensors header");
+        }
+        for (size_t i = 0; i < s->nmeta; i++) {
+            json_t *v = json_string(s->meta[i].value); /* NULL for invalid UTF-8 */
+            if (!v || json_object_set_new(meta, s->meta[i].key, v) != 0) {
+                json_decref(root);
+                return dp_error(DP_ERR_INVALID, "metadata entry '%s' is not valid UTF-8", s->meta[i].key);
+            }
+        }
     }
     char *hdr = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
     json_decref(root);
-    if (!hdr) return dp_error(DP_ERR_INTERNAL, "cannot encode safetensors header (invalid UTF-8 in a name?)");
+    if (!hdr) return dp_error(DP_ERR_NOMEM, "cannot encode safetensors header");
     size_t hl = strlen(hdr), padded = (hl + 7) / 8 * 8;
+    if (padded > DP_ST_MAX_HEADER) {
+        free(hdr);
+        return dp_error(DP_ERR_INVALID, "safetensors header of %zu bytes exceeds the limit of %u", padded,
+                        DP_ST_MAX_HEADER);
+    }
     size_t total = 8 + padded + off;
     uint8_t *p = malloc(total);
     if (!p) { free(hdr); return dp_error(DP_ERR_NOMEM, "out of memory serializing safetensors"); }
@@ -97,7 +123,7 @@ dp_status dp_st_write(const char *path, const dp_tensor_set *s) {
     return DP_OK;
 }
 
-typedef struct { const char *name; uint64_t begin, end; json_t *desc; } st_entry;
+typedef struct { const char *name; uint64_t begin, end; json_t *desc; size_t order; } st_entry;
 
 static int cmp_entry(const void *a, const void *b) {
     const st_entry *x = a, *y = b;
@@ -110,7 +136,8 @@ dp_status dp_st_parse(dp_tensor_set *out, const uint8_t *buf, size_t len) {
     dp_tset_init(out);
     dp_status st = DP_OK;
     json_t *root = NULL;
-    st_entry *ents = NULL;
+    st_entry *ents = NULL, **byhdr = NULL;
+    size_t k_hdr = 0;
     if (len < 8) return dp_error(DP_ERR_FORMAT, "truncated file: %zu bytes, the 8-byte header length is missing", len);
     uint64_t hl = 0;
     for (int i = 0; i < 8; i++) hl |= (uint64_t)buf[i] << (8 * i);
@@ -160,9 +187,14 @@ dp_status dp_st_parse(dp_tensor_set *out, const uint8_t *buf, size_t len) {
         ents[ne].begin = (uint64_t)b;
         ents[ne].end = (uint64_t)e;
         ents[ne].desc = val;
+        ents[ne].order = ne;
         ne++;
     }
+    /* byhdr[k] = the entry of the k-th tensor in header order (kept before sorting). */
+    byhdr = calloc(ne ? ne : 1, sizeof *byhdr);
+    if (!byhdr) { st = dp_error(DP_ERR_NOMEM, "out of memory parsing safetensors"); goto fail; }
     qsort(ents, ne, sizeof *ents, cmp_entry);
+    for (size_t i = 0; i < ne; i++) byhdr[ents[i].order] = &ents[i];
     uint64_t expect = 0;
     for (size_t i = 0; i < ne; i++) {
         if (ents[i].begin < expect) FMT_ERR("tensor '%s': data_offsets overlap another tensor", ents[i].name);
@@ -176,9 +208,7 @@ dp_status dp_st_parse(dp_tensor_set *out, const uint8_t *buf, size_t len) {
     /* Build tensors in header order (the order of the JSON object). */
     json_object_foreach(root, key, val) {
         if (strcmp(key, "__metadata__") == 0) continue;
-        st_entry *en = NULL;
-        for (size_t i = 0; i < ne; i++)
-            if (ents[i].desc == val) { en = &ents[i]; break; }
+        st_entry *en = byhdr[k_hdr++];
         dp_dtype dt;
         if (dp_dtype_from_name(&dt, json_string_value(json_object_get(val, "dtype"))) != DP_OK)
             FMT_ERR("tensor '%s': %s", key, dp_last_error());
@@ -204,10 +234,12 @@ dp_status dp_st_parse(dp_tensor_set *out, const uint8_t *buf, size_t len) {
         memcpy(t.shape, shape, sizeof shape);
         if ((st = dp_tset_add(out, key, &t)) != DP_OK) goto fail;
     }
+    free(byhdr);
     free(ents);
     json_decref(root);
     return DP_OK;
 fail:
+    free(byhdr);
     free(ents);
     if (root) json_decref(root);
     dp_tset_free(out);
