@@ -1,0 +1,163 @@
+/* reference/dpzo.h — the exact CPU reference of DP-ZO (docs/dpzo.md):
+ * zeroth-order DP fine-tuning that privatizes one scalar per direction and step
+ * (Tang et al., "Private fine-tuning of LLMs with zeroth-order optimization",
+ * Algorithms 1 and 2).
+ *
+ * Step t (t = 1..K, the integer t is the RNG stream id of every stream below):
+ *   batch      B_t = { i < N : uniform(SAMPLING, key, stream t, lane 0, element i) < q }
+ *   direction  z_j[p][e] = gaussian(DPZO_DIR, seed, stream t, lane p | j<<16, element e)
+ *   per example l_ij = clip(L_i(theta + phi z_j) - L_i(theta - phi z_j), [-C, C])
+ *   noise      Z_j = sigma C sqrt(n) g_j (Gaussian)  or  sigma C n l_j (Laplace),
+ *              g_j / l_j = gaussian / laplace(DPZO_NOISE, key, stream t, lane 0, element j)
+ *   release    s_j = (sum_i l_ij + Z_j) / ((q N) 2 phi)
+ *   update     theta <- theta - lr ((sum_j s_j z_j) / n + wd theta)
+ * The reference evaluates the losses on f64 copies theta +- phi z_j, so theta
+ * never drifts; ref_dpzo_inplace_* is Algorithm 2 (perturb in place) in f32/bf16. */
+#ifndef REF_DPZO_H
+#define REF_DPZO_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/rng.h"
+#include "common/status.h"
+#include "reference/model.h"
+
+#define REF_DPZO_MAX_N 256        /* direction index j < 2^8 (lane = p | j << 16) */
+#define REF_DPZO_MAX_PARAMS 65536 /* parameter index p < 2^16                      */
+
+typedef enum { REF_DPZO_GAUSSIAN = 0, REF_DPZO_LAPLACE = 1 } ref_dpzo_mech;
+
+typedef struct {
+    int64_t n_data;      /* N, dataset size                          */
+    double q;            /* Poisson sampling rate, (0, 1]             */
+    int64_t steps;       /* K >= 1                                    */
+    double clip;         /* C > 0                                     */
+    double sigma;        /* noise multiplier >= 0                     */
+    ref_dpzo_mech mech;  /* Gaussian or Laplace                       */
+    double phi;          /* perturbation scale > 0                    */
+    double lr;           /* learning rate eta >= 0                    */
+    double weight_decay; /* lambda >= 0 (Algorithm 2, MeZO form)      */
+    int n_spsa;          /* directions per step, 1..REF_DPZO_MAX_N     */
+    dp_seed seed;        /* public: init, data, directions            */
+    dp_noise_key key;    /* secret: sampling and noise                */
+} ref_dpzo_hparams;
+
+/* Checks every field; messages name the command-line option (--phi must be > 0 ...). */
+dp_status ref_dpzo_check(const ref_dpzo_hparams *hp);
+
+/* What the algorithm needs of a model: the trainable tensors as flat f64 arrays
+ * and the per-example loss at arbitrary parameters. */
+typedef dp_status (*ref_dpzo_loss_fn)(double *loss, void *ctx, double *const *params, int64_t i);
+typedef struct {
+    int nparams;
+    int64_t *numel;       /* [nparams]                                   */
+    double **theta;       /* [nparams][numel[p]], updated in place by a step */
+    ref_dpzo_loss_fn loss;
+    void *ctx;
+} ref_dpzo_problem;
+
+/* A problem over a reference model and dataset (theta aliases m's parameters;
+ * numel is allocated, free with ref_dpzo_problem_free). */
+typedef struct { ref_model *m; const ref_dataset *d; } ref_dpzo_model_ctx;
+dp_status ref_dpzo_problem_model(ref_dpzo_problem *pb, ref_dpzo_model_ctx *ctx, ref_model *m,
+                                 const ref_dataset *d);
+void ref_dpzo_problem_free(ref_dpzo_problem *pb);
+
+/* ---- the RNG conventions ---- */
+/* z[e] = N(0,1) element e of DPZO_DIR(seed), stream = step, lane = p | j << 16; e < numel. */
+dp_status ref_dpzo_direction(double *z, dp_seed seed, int64_t step, int p, int j, int64_t numel);
+/* Poisson batch of step `step`: idx[0..*b) increasing (idx holds n entries). */
+dp_status ref_dpzo_poisson(int64_t *idx, int64_t *b, dp_noise_key key, int64_t step, double q, int64_t n);
+/* The noise Z_j added to the clipped sum of direction j (scale included). */
+dp_status ref_dpzo_noise(double *noise, const ref_dpzo_hparams *hp, int64_t step, int j);
+/* (q N) 2 phi, evaluated as ((q * N) * 2.0) * phi. */
+double ref_dpzo_denominator(const ref_dpzo_hparams *hp);
+/* clip(d, [-C, C]); d must not be NaN (checked by the caller). */
+double ref_dpzo_clip(double d, double c);
+/* Pure-epsilon of one Laplace step, log(1 + q (e^(1/sigma) - 1)) (inf when sigma = 0). */
+double ref_dpzo_laplace_eps0(double q, double sigma);
+
+/* ---- one step ---- */
+typedef struct {
+    int64_t step;          /* t, 1-based                                      */
+    int n;                 /* directions                                      */
+    int64_t b;             /* |B_t|                                           */
+    int64_t *idx;          /* [b] increasing example indices                  */
+    double *loss_plus;     /* [n][b] L_i(theta + phi z_j)                     */
+    double *loss_minus;    /* [n][b] L_i(theta - phi z_j)                     */
+    double *diff_clipped;  /* [n][b] clip(loss_plus - loss_minus)             */
+    double *sum;           /* [n] sum of diff_clipped over the batch, in idx order */
+    double *noise;         /* [n] Z_j                                         */
+    double *scalar;        /* [n] released s_j                                */
+    double loss;           /* mean over j and batch of (l+ + l-)/2; NaN if b == 0 */
+    int64_t cap_n_data;    /* allocated for this N                            */
+} ref_dpzo_step_out;
+
+dp_status ref_dpzo_step_out_alloc(ref_dpzo_step_out *o, int64_t n_data, int n);
+void ref_dpzo_step_out_free(ref_dpzo_step_out *o);
+
+/* The privatized part of step t: batch, losses, clipping, noise, released scalars.
+ * theta is not modified. */
+dp_status ref_dpzo_release(ref_dpzo_step_out *out, const ref_dpzo_problem *pb, const ref_dpzo_hparams *hp,
+                           int64_t step);
+/* The public part: theta <- theta - lr ((sum_j s_j z_j) / n + wd theta), z regenerated
+ * from (seed, step). Used by the step and by replay. */
+dp_status ref_dpzo_update(double *const *theta, const int64_t *numel, int nparams, dp_seed seed, int64_t step,
+                          const double *scalar, int n, double lr, double weight_decay);
+/* release + update. */
+dp_status ref_dpzo_step(ref_dpzo_step_out *out, ref_dpzo_problem *pb, const ref_dpzo_hparams *hp, int64_t step);
+
+/* ---- update log (docs/dpzo.md): a text file, scalars as C99 hex floats ---- */
+dp_status ref_dpzo_log_header(FILE *f, const ref_dpzo_hparams *hp, int64_t total_params);
+dp_status ref_dpzo_log_step(FILE *f, const ref_dpzo_hparams *hp, int64_t step, const double *scalar);
+typedef struct {
+    dp_seed seed;
+    int n_spsa;
+    double lr, weight_decay;
+    int64_t total_params;
+    int64_t nsteps;
+    int64_t *step;   /* [nsteps] */
+    double *scalar;  /* [nsteps][n_spsa] */
+} ref_dpzo_log;
+dp_status ref_dpzo_log_read(ref_dpzo_log *log, const char *path);
+void ref_dpzo_log_free(ref_dpzo_log *log);
+
+/* ---- Algorithm 2: in-place perturbation in a low-precision storage dtype ---- */
+typedef enum { REF_DPZO_F32 = 0, REF_DPZO_BF16 = 1 } ref_dpzo_store;
+typedef struct {
+    ref_dpzo_store dtype;
+    int nparams;
+    int64_t *numel;   /* [nparams] */
+    float **w32;      /* f32 storage (dtype F32) */
+    uint16_t **w16;   /* bf16 storage (dtype BF16) */
+    double **wide;    /* [nparams][numel] exact widening of the storage (loss evaluation) */
+} ref_dpzo_inplace;
+dp_status ref_dpzo_inplace_init(ref_dpzo_inplace *ip, ref_dpzo_store dt, const ref_dpzo_problem *pb);
+void ref_dpzo_inplace_free(ref_dpzo_inplace *ip);
+/* Storage value of element e of parameter p, widened to double. */
+double ref_dpzo_inplace_get(const ref_dpzo_inplace *ip, int p, int64_t e);
+/* Unit roundoff of one in-place operation (docs/dpzo.md, "Drift bound"). */
+double ref_dpzo_inplace_unit(ref_dpzo_store dt);
+/* One step of Algorithm 2 on the storage: same batch and noise as the exact step
+ * (same key and step), losses at the perturbed storage. If `force_scalar` is not
+ * NULL the update uses those [n] scalars instead of its own (to isolate rounding).
+ * restore_drift = max_e |w after +phi z, -2 phi z, +phi z  -  w before| over the
+ * step; restore_violations counts elements beyond the derived bound. */
+dp_status ref_dpzo_inplace_step(ref_dpzo_step_out *out, double *restore_drift, int64_t *restore_violations,
+                                ref_dpzo_inplace *ip, const ref_dpzo_problem *pb, const ref_dpzo_hparams *hp,
+                                int64_t step, const double *force_scalar);
+
+/* Internal pieces shared by the exact and in-place steps (not an interface). */
+dp_status ref_dpzo_release_losses_(double *out, const ref_dpzo_problem *pb, double *const *params, const int64_t *idx,
+                                   int64_t b);
+dp_status ref_dpzo_finish_direction_(ref_dpzo_step_out *out, const ref_dpzo_hparams *hp, int64_t step, int j);
+void ref_dpzo_finish_loss_(ref_dpzo_step_out *out);
+
+/* SHA-256 of the little-endian f64 bytes of theta, parameters in order, as 64 hex chars. */
+dp_status ref_dpzo_theta_sha256(char hex[65], double *const *theta, const int64_t *numel, int nparams);
+
+/* `dpcert reference dpzo ...` */
+int dp_cmd_reference_dpzo(int argc, char **argv);
+
+#endif
