@@ -126,14 +126,19 @@ DP_HD double dp_stream_gaussian(uint64_t key, uint32_t purpose, uint32_t stream,
     return (i & 1) ? z1 : z0;
 }
 
-/* Standard Laplace element i (scale 1) by inversion of uniform element i:
+/* Standard Laplace (scale 1) by inversion of u = dp_u64_to_open01(w):
  * d = u - 1/2 (exact, never 0), x = -sgn(d) ln(1 - 2|d|) (1 - 2|d| is exact and
  * >= 2^-52, so |x| <= 52 ln 2 ~ 36.04). */
-DP_HD double dp_stream_laplace(uint64_t key, uint32_t purpose, uint32_t stream, uint32_t lane,
-                               uint64_t i) {
-    double d = dp_stream_uniform(key, purpose, stream, lane, i) - 0.5;
+DP_HD double dp_laplace_from_u64(uint64_t w) {
+    double d = dp_u64_to_open01(w) - 0.5;
     double m = -log(1.0 - 2.0 * fabs(d));
     return d < 0 ? -m : m;
+}
+
+/* Standard Laplace element i: dp_laplace_from_u64 of the 64-bit word of element i. */
+DP_HD double dp_stream_laplace(uint64_t key, uint32_t purpose, uint32_t stream, uint32_t lane,
+                               uint64_t i) {
+    return dp_laplace_from_u64(dp_stream_u64(key, purpose, stream, lane, i));
 }
 
 #endif
