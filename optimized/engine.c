@@ -1,0 +1,442 @@
+/* optimized/engine.c — the reference models batched over examples on a backend
+ * (docs/engine.md). Every tensor is a device buffer of the backend's dtype; shapes in
+ * comments use B examples, T positions, rows = B*T. A linear layer is y = x W^T with
+ * W [p, d]: forward gemm(y [rows,p] = x [rows,d] W^T), input gradient
+ * gemm(dx [rows,d] = dy [rows,p] W), weight gradient G^T A (per example or summed). */
+#include "optimized/engine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+dp_status opt_unsupported(const opt_backend *be, const char *op) {
+    return dp_error(DP_ERR_NOT_SUPPORTED, "backend '%s' does not support operation '%s'", be->name, op);
+}
+
+/* ---------------------------------------------------------------- arena */
+dp_status opt_arena_alloc(opt_arena *ar, void **out, size_t nbytes) {
+    *out = NULL;
+    if (ar->n == ar->cap) {
+        int cap = ar->cap ? 2 * ar->cap : 64;
+        void **np = realloc(ar->p, sizeof(void *) * (size_t)cap);
+        if (!np) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
+        ar->p = np; ar->cap = cap;
+    }
+    DP_TRY(OPT_CALL(ar->be, alloc, out, nbytes));
+    ar->p[ar->n++] = *out;
+    return DP_OK;
+}
+
+void opt_arena_free(opt_arena *ar) {
+    for (int i = 0; i < ar->n; i++)
+        if (ar->be->ops.free) ar->be->ops.free(ar->be->ctx, ar->p[i]);
+    free(ar->p);
+    ar->p = NULL; ar->n = ar->cap = 0;
+}
+
+/* ---------------------------------------------------------------- model */
+dp_status opt_model_create(opt_model *om, opt_backend *be, const ref_model *m) {
+    memset(om, 0, sizeof *om);
+    om->be = be;
+    om->cfg = m->cfg;
+    om->np = m->nparams;
+    om->T = m->cfg.kind == REF_LLAMA ? m->cfg.seq : 1;
+    om->name = calloc((size_t)om->np, sizeof *om->name);
+    om->numel = calloc((size_t)om->np, sizeof *om->numel);
+    om->shape = calloc((size_t)om->np, sizeof *om->shape);
+    om->w = calloc((size_t)om->np, sizeof *om->w);
+    om->src = calloc((size_t)om->np, sizeof *om->src);
+    if (!om->name || !om->numel || !om->shape || !om->w || !om->src) {
+        opt_model_free(om);
+        return dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    }
+    size_t es = opt_backend_esize(be);
+    for (int p = 0; p < om->np; p++) {
+        const ref_param *P = &m->params[p];
+        snprintf(om->name[p], REF_MAX_NAME, "%s", P->name);
+        om->numel[p] = P->numel;
+        om->shape[p][0] = P->shape[0];
+        om->shape[p][1] = P->ndim > 1 ? P->shape[1] : 0;
+        dp_status st = OPT_CALL(be, alloc, &om->w[p], es * (size_t)P->numel);
+        if (st != DP_OK) { opt_model_free(om); return st; }
+        st = OPT_CALL(be, upload_f64, om->w[p], P->data, P->numel);
+        if (st != DP_OK) { opt_model_free(om); return st; }
+        om->src[p] = P->ndim > 1 ? OPT_SRC_LINEAR : OPT_SRC_DIRECT;
+    }
+    if (m->cfg.kind == REF_LLAMA) {
+        om->src[0] = m->cfg.tied ? OPT_SRC_BOTH : OPT_SRC_DIRECT; /* tok_emb */
+    }
+    return DP_OK;
+}
+
+void opt_model_free(opt_model *om) {
+    if (om->w)
+        for (int p = 0; p < om->np; p++)
+            if (om->w[p] && om->be->ops.free) om->be->ops.free(om->be->ctx, om->w[p]);
+    free(om->name); free(om->numel); free(om->shape); free(om->w); free(om->src);
+    memset(om, 0, sizeof *om);
+}
+
+dp_status opt_model_set_params(opt_model *om, double *const *host) {
+    for (int p = 0; p < om->np; p++) DP_TRY(OPT_CALL(om->be, upload_f64, om->w[p], host[p], om->numel[p]));
+    return DP_OK;
+}
+
+dp_status opt_model_get_params(const opt_model *om, double *const *host) {
+    for (int p = 0; p < om->np; p++) DP_TRY(OPT_CALL(om->be, download_f64, host[p], om->w[p], om->numel[p]));
+    return DP_OK;
+}
+
+/* ---------------------------------------------------------------- forward state */
+typedef struct {
+    void *hin, *a, *r1, *q, *k, *v, *probs, *y, *h1, *m, *r2, *gt, *up, *act;
+} opt_llama_layer;
+
+typedef struct {
+    /* mlp: h[i] [B, width_i] (h[0] = x), z-after-activation kept in h[i+1]; logits = h[L+1] */
+    void *h[REF_MAX_HIDDEN + 2];
+    /* llama */
+    opt_llama_layer *ly;
+    void *hfin, *nf, *rf, *logits;
+    int32_t *targets; /* [rows] next token or -1 */
+    void *wrow;       /* [rows] loss weights 1/(T-1) (tape pass) */
+    void *lrows;      /* [rows] per-position losses */
+} opt_fwd;
+
+typedef enum { MODE_TAPE = 0, MODE_SUM = 1 } opt_mode;
+
+static dp_status A_(opt_tape *tp, void **out, int64_t nelem) {
+    return opt_arena_alloc(&tp->ar, out, opt_backend_esize(tp->ar.be) * (size_t)(nelem > 0 ? nelem : 1));
+}
+
+static int mlp_width(const ref_model_config *c, int i) {
+    return i == 0 ? c->in : (i <= c->nhidden ? c->hidden[i - 1] : c->classes);
+}
+
+/* linear forward: y [rows, p] = x [rows, d] W^T */
+static dp_status lin_fwd(opt_backend *be, void *y, const void *x, const void *W, int64_t rows, int64_t d, int64_t p) {
+    return OPT_CALL(be, gemm, y, x, W, 0, 1, rows, p, d, 1.0, 0.0, 1, 0, 0, 0);
+}
+/* input gradient: dx [rows, d] (+)= dy [rows, p] W [p, d] */
+static dp_status lin_bwd_x(opt_backend *be, void *dx, const void *dy, const void *W, int64_t rows, int64_t d,
+                           int64_t p, double beta) {
+    return OPT_CALL(be, gemm, dx, dy, W, 0, 0, rows, d, p, 1.0, beta, 1, 0, 0, 0);
+}
+
+/* Record (tape) or accumulate (sum) the gradient of linear parameter pi. */
+static dp_status lin_grad(opt_tape *tp, const opt_model *om, opt_mode mode, void *const *grads, int pi,
+                          const void *A, const void *G, int64_t d, int64_t p) {
+    if (mode == MODE_TAPE) {
+        tp->A[pi] = A; tp->G[pi] = G; tp->din[pi] = d; tp->dout[pi] = p;
+        return DP_OK;
+    }
+    /* dW [p, d] += G^T A over all rows */
+    int64_t rows = tp->B * tp->T;
+    return OPT_CALL(om->be, gemm, grads[pi], G, A, 1, 0, p, d, rows, 1.0, 1.0, 1, 0, 0, 0);
+}
+
+/* Per-row gradient rows [rows, n] of a direct parameter: tape -> per-example sums
+ * [B, n] (sum over T), sum -> accumulated into grads[pi]. */
+static dp_status direct_grad(opt_tape *tp, const opt_model *om, opt_mode mode, void *const *grads, int pi,
+                             const void *rowsbuf, int64_t n) {
+    if (mode == MODE_TAPE) {
+        if (!tp->direct[pi]) DP_TRY(A_(tp, &tp->direct[pi], tp->B * n));
+        return OPT_CALL(om->be, sum_rows, tp->direct[pi], rowsbuf, 0, tp->B, tp->T, n);
+    }
+    return OPT_CALL(om->be, sum_rows, grads[pi], rowsbuf, 1, 1, tp->B * tp->T, n);
+}
+
+static dp_status upload_batch(opt_tape *tp, const opt_model *om, const ref_dataset *d, const int64_t *idx) {
+    opt_backend *be = om->be;
+    int64_t B = tp->B;
+    if (om->cfg.kind == REF_MLP) {
+        int in = om->cfg.in;
+        double *hx = malloc(sizeof(double) * (size_t)(B * in + 1));
+        int32_t *hy = malloc(sizeof(int32_t) * (size_t)(B + 1));
+        if (!hx || !hy) { free(hx); free(hy); return dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
+        for (int64_t b = 0; b < B; b++) {
+            memcpy(hx + b * in, d->x + idx[b] * in, sizeof(double) * (size_t)in);
+            hy[b] = d->y[idx[b]];
+        }
+        dp_status st = A_(tp, &tp->x_dev, B * in);
+        if (st == DP_OK) st = OPT_CALL(be, upload_f64, tp->x_dev, hx, B * in);
+        if (st == DP_OK) st = opt_arena_alloc(&tp->ar, (void **)&tp->y_dev, sizeof(int32_t) * (size_t)(B + 1));
+        if (st == DP_OK) st = OPT_CALL(be, to_device, tp->y_dev, hy, sizeof(int32_t) * (size_t)B);
+        free(hx); free(hy);
+        return st;
+    }
+    int64_t T = tp->T;
+    int32_t *ht = malloc(sizeof(int32_t) * (size_t)(B * T + 1));
+    if (!ht) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    for (int64_t b = 0; b < B; b++) memcpy(ht + b * T, d->tokens + idx[b] * T, sizeof(int32_t) * (size_t)T);
+    dp_status st = opt_arena_alloc(&tp->ar, &tp->x_dev, sizeof(int32_t) * (size_t)(B * T + 1));
+    if (st == DP_OK) st = OPT_CALL(be, to_device, tp->x_dev, ht, sizeof(int32_t) * (size_t)(B * T));
+    /* targets: next token, -1 at the last position */
+    for (int64_t b = 0; st == DP_OK && b < B; b++) {
+        for (int64_t t = 0; t + 1 < T; t++) ht[b * T + t] = d->tokens[idx[b] * T + t + 1];
+        ht[b * T + T - 1] = -1;
+    }
+    if (st == DP_OK) st = opt_arena_alloc(&tp->ar, (void **)&tp->y_dev, sizeof(int32_t) * (size_t)(B * T + 1));
+    if (st == DP_OK) st = OPT_CALL(be, to_device, tp->y_dev, ht, sizeof(int32_t) * (size_t)(B * T));
+    free(ht);
+    return st;
+}
+
+/* ---------------------------------------------------------------- mlp */
+static dp_status mlp_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
+    opt_backend *be = om->be;
+    const ref_model_config *c = &om->cfg;
+    int L = c->nhidden;
+    int64_t B = tp->B;
+    f->h[0] = tp->x_dev;
+    for (int i = 0; i <= L; i++) {
+        int64_t din = mlp_width(c, i), dout = mlp_width(c, i + 1);
+        DP_TRY(A_(tp, &f->h[i + 1], B * dout));
+        DP_TRY(lin_fwd(be, f->h[i + 1], f->h[i], om->w[2 * i], B, din, dout)); /* [B, out] */
+        DP_TRY(OPT_CALL(be, add_bias, f->h[i + 1], om->w[2 * i + 1], B, dout));
+        if (i < L) DP_TRY(OPT_CALL(be, tanh_fwd, f->h[i + 1], f->h[i + 1], B * dout));
+    }
+    DP_TRY(A_(tp, &f->wrow, B));
+    DP_TRY(A_(tp, &f->lrows, B));
+    double *ones = malloc(sizeof(double) * (size_t)(B + 1));
+    if (!ones) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    for (int64_t b = 0; b < B; b++) ones[b] = 1.0;
+    dp_status st = OPT_CALL(be, upload_f64, f->wrow, ones, B);
+    free(ones);
+    DP_TRY(st);
+    return OPT_CALL(be, xent_fwd, f->lrows, f->h[L + 1], tp->y_dev, f->wrow, B, c->classes); /* [B] */
+}
+
+/* w: per-row loss weights [B] (tape: ones; sum: clip factors) */
+static dp_status mlp_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, opt_mode mode, void *const *grads,
+                              const void *w) {
+    opt_backend *be = om->be;
+    const ref_model_config *c = &om->cfg;
+    int L = c->nhidden;
+    int64_t B = tp->B;
+    void *dz;
+    DP_TRY(A_(tp, &dz, B * c->classes));
+    DP_TRY(OPT_CALL(be, xent_bwd, dz, f->h[L + 1], tp->y_dev, w, B, c->classes)); /* [B, classes] */
+    for (int i = L; i >= 0; i--) {
+        int64_t din = mlp_width(c, i), dout = mlp_width(c, i + 1);
+        /* dz [B, dout] is the gradient w.r.t. the pre-activation of layer i */
+        DP_TRY(lin_grad(tp, om, mode, grads, 2 * i, f->h[i], dz, din, dout));
+        DP_TRY(direct_grad(tp, om, mode, grads, 2 * i + 1, dz, dout));
+        if (i > 0) {
+            void *dh;
+            DP_TRY(A_(tp, &dh, B * din));
+            DP_TRY(lin_bwd_x(be, dh, dz, om->w[2 * i], B, din, dout, 0.0));
+            DP_TRY(OPT_CALL(be, tanh_bwd, dh, dh, f->h[i], B * din)); /* through h_i = tanh(.) */
+            dz = dh;
+        }
+    }
+    return DP_OK;
+}
+
+/* ---------------------------------------------------------------- llama */
+static dp_status llama_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
+    opt_backend *be = om->be;
+    const ref_model_config *c = &om->cfg;
+    const int64_t V = c->vocab, D = c->dim, L = c->layers, H = c->heads, F = c->ffn, T = tp->T, hd = D / H;
+    const int64_t B = tp->B, rows = B * T;
+    const double eps = c->norm_eps;
+    f->ly = calloc((size_t)L, sizeof *f->ly);
+    if (!f->ly) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    void *h;
+    DP_TRY(A_(tp, &h, rows * D));
+    DP_TRY(OPT_CALL(be, embed_fwd, h, om->w[0], (const int32_t *)tp->x_dev, rows, V, D)); /* [rows, D] */
+    for (int64_t l = 0; l < L; l++) {
+        opt_llama_layer *y = &f->ly[l];
+        void *const *W = om->w + 1 + 9 * l;
+        y->hin = h;
+        DP_TRY(A_(tp, &y->a, rows * D)); DP_TRY(A_(tp, &y->r1, rows));
+        DP_TRY(A_(tp, &y->q, rows * D)); DP_TRY(A_(tp, &y->k, rows * D)); DP_TRY(A_(tp, &y->v, rows * D));
+        DP_TRY(A_(tp, &y->probs, B * H * T * T)); DP_TRY(A_(tp, &y->y, rows * D));
+        DP_TRY(A_(tp, &y->h1, rows * D)); DP_TRY(A_(tp, &y->m, rows * D)); DP_TRY(A_(tp, &y->r2, rows));
+        DP_TRY(A_(tp, &y->gt, rows * F)); DP_TRY(A_(tp, &y->up, rows * F)); DP_TRY(A_(tp, &y->act, rows * F));
+        DP_TRY(OPT_CALL(be, rmsnorm_fwd, y->a, y->r1, y->hin, W[0], eps, rows, D));
+        DP_TRY(lin_fwd(be, y->q, y->a, W[1], rows, D, D));
+        DP_TRY(lin_fwd(be, y->k, y->a, W[2], rows, D, D));
+        DP_TRY(lin_fwd(be, y->v, y->a, W[3], rows, D, D));
+        DP_TRY(OPT_CALL(be, rope_fwd, y->q, y->q, c->rope_theta, B, T, H, hd));
+        DP_TRY(OPT_CALL(be, rope_fwd, y->k, y->k, c->rope_theta, B, T, H, hd));
+        DP_TRY(OPT_CALL(be, attn_fwd, y->y, y->probs, y->q, y->k, y->v, B, T, H, hd));
+        DP_TRY(lin_fwd(be, y->h1, y->y, W[4], rows, D, D));
+        DP_TRY(OPT_CALL(be, add, y->h1, y->h1, y->hin, rows * D)); /* h1 = hin + y Wo^T */
+        DP_TRY(OPT_CALL(be, rmsnorm_fwd, y->m, y->r2, y->h1, W[5], eps, rows, D));
+        DP_TRY(lin_fwd(be, y->gt, y->m, W[6], rows, D, F));
+        DP_TRY(lin_fwd(be, y->up, y->m, W[7], rows, D, F));
+        DP_TRY(OPT_CALL(be, swiglu_fwd, y->act, y->gt, y->up, rows * F));
+        void *hn;
+        DP_TRY(A_(tp, &hn, rows * D));
+        DP_TRY(lin_fwd(be, hn, y->act, W[8], rows, F, D));
+        DP_TRY(OPT_CALL(be, add, hn, hn, y->h1, rows * D)); /* h = h1 + act Wdown^T */
+        h = hn;
+    }
+    f->hfin = h;
+    const void *Wout = c->tied ? om->w[0] : om->w[2 + 9 * L];
+    DP_TRY(A_(tp, &f->nf, rows * D)); DP_TRY(A_(tp, &f->rf, rows)); DP_TRY(A_(tp, &f->logits, rows * V));
+    DP_TRY(OPT_CALL(be, rmsnorm_fwd, f->nf, f->rf, f->hfin, om->w[1 + 9 * L], eps, rows, D));
+    DP_TRY(lin_fwd(be, f->logits, f->nf, Wout, rows, D, V)); /* [rows, V] */
+    /* per-position losses with weight 1/(T-1) (mean over the T-1 predicted positions) */
+    DP_TRY(A_(tp, &f->wrow, rows)); DP_TRY(A_(tp, &f->lrows, rows));
+    double *wr = malloc(sizeof(double) * (size_t)(rows + 1));
+    if (!wr) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    for (int64_t r = 0; r < rows; r++) wr[r] = 1.0 / (double)(T - 1);
+    dp_status st = OPT_CALL(be, upload_f64, f->wrow, wr, rows);
+    free(wr);
+    DP_TRY(st);
+    return OPT_CALL(be, xent_fwd, f->lrows, f->logits, tp->y_dev, f->wrow, rows, V);
+}
+
+static dp_status llama_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, opt_mode mode, void *const *grads,
+                                const void *wrow) {
+    opt_backend *be = om->be;
+    const ref_model_config *c = &om->cfg;
+    const int64_t V = c->vocab, D = c->dim, L = c->layers, H = c->heads, F = c->ffn, T = tp->T, hd = D / H;
+    const int64_t B = tp->B, rows = B * T;
+    const int iout = c->tied ? 0 : (int)(2 + 9 * L);
+    const void *Wout = om->w[iout];
+    void *dlog, *dnf, *dh, *dg;
+    DP_TRY(A_(tp, &dlog, rows * V)); DP_TRY(A_(tp, &dnf, rows * D)); DP_TRY(A_(tp, &dh, rows * D));
+    DP_TRY(A_(tp, &dg, rows * (D > F ? D : F)));
+    DP_TRY(OPT_CALL(be, xent_bwd, dlog, f->logits, tp->y_dev, wrow, rows, V)); /* [rows, V] */
+    DP_TRY(lin_grad(tp, om, mode, grads, iout, f->nf, dlog, D, V));
+    DP_TRY(lin_bwd_x(be, dnf, dlog, Wout, rows, D, V, 0.0));
+    DP_TRY(OPT_CALL(be, rmsnorm_bwd, dh, dg, dnf, f->hfin, f->rf, om->w[1 + 9 * L], rows, D));
+    DP_TRY(direct_grad(tp, om, mode, grads, (int)(1 + 9 * L), dg, D));
+    for (int64_t l = L - 1; l >= 0; l--) {
+        opt_llama_layer *y = &f->ly[l];
+        void *const *W = om->w + 1 + 9 * l;
+        int base = (int)(1 + 9 * l);
+        void *dact, *dgt, *dup, *dm, *dx, *dh1, *dy, *dq, *dk, *dv, *da, *dhn;
+        DP_TRY(A_(tp, &dact, rows * F)); DP_TRY(A_(tp, &dgt, rows * F)); DP_TRY(A_(tp, &dup, rows * F));
+        DP_TRY(A_(tp, &dm, rows * D)); DP_TRY(A_(tp, &dx, rows * D)); DP_TRY(A_(tp, &dh1, rows * D));
+        DP_TRY(A_(tp, &dy, rows * D)); DP_TRY(A_(tp, &dq, rows * D)); DP_TRY(A_(tp, &dk, rows * D));
+        DP_TRY(A_(tp, &dv, rows * D)); DP_TRY(A_(tp, &da, rows * D)); DP_TRY(A_(tp, &dhn, rows * D));
+        /* MLP block: h = h1 + act Wdown^T */
+        DP_TRY(lin_grad(tp, om, mode, grads, base + 8, y->act, dh, F, D));
+        DP_TRY(lin_bwd_x(be, dact, dh, W[8], rows, F, D, 0.0));
+        DP_TRY(OPT_CALL(be, swiglu_bwd, dgt, dup, dact, y->gt, y->up, rows * F));
+        DP_TRY(lin_grad(tp, om, mode, grads, base + 6, y->m, dgt, D, F));
+        DP_TRY(lin_grad(tp, om, mode, grads, base + 7, y->m, dup, D, F));
+        DP_TRY(lin_bwd_x(be, dm, dgt, W[6], rows, D, F, 0.0));
+        DP_TRY(lin_bwd_x(be, dm, dup, W[7], rows, D, F, 1.0));
+        DP_TRY(OPT_CALL(be, rmsnorm_bwd, dx, dg, dm, y->h1, y->r2, W[5], rows, D));
+        DP_TRY(direct_grad(tp, om, mode, grads, base + 5, dg, D));
+        DP_TRY(OPT_CALL(be, add, dh1, dh, dx, rows * D)); /* d loss / d h1 */
+        /* attention block: h1 = hin + y Wo^T */
+        DP_TRY(lin_grad(tp, om, mode, grads, base + 4, y->y, dh1, D, D));
+        DP_TRY(lin_bwd_x(be, dy, dh1, W[4], rows, D, D, 0.0));
+        DP_TRY(OPT_CALL(be, attn_bwd, dq, dk, dv, dy, y->q, y->k, y->v, y->probs, B, T, H, hd));
+        DP_TRY(OPT_CALL(be, rope_bwd, dq, dq, c->rope_theta, B, T, H, hd));
+        DP_TRY(OPT_CALL(be, rope_bwd, dk, dk, c->rope_theta, B, T, H, hd));
+        DP_TRY(lin_grad(tp, om, mode, grads, base + 1, y->a, dq, D, D));
+        DP_TRY(lin_grad(tp, om, mode, grads, base + 2, y->a, dk, D, D));
+        DP_TRY(lin_grad(tp, om, mode, grads, base + 3, y->a, dv, D, D));
+        DP_TRY(lin_bwd_x(be, da, dq, W[1], rows, D, D, 0.0));
+        DP_TRY(lin_bwd_x(be, da, dk, W[2], rows, D, D, 1.0));
+        DP_TRY(lin_bwd_x(be, da, dv, W[3], rows, D, D, 1.0));
+        DP_TRY(OPT_CALL(be, rmsnorm_bwd, dx, dg, da, y->hin, y->r1, W[0], rows, D));
+        DP_TRY(direct_grad(tp, om, mode, grads, base + 0, dg, D));
+        DP_TRY(OPT_CALL(be, add, dhn, dh1, dx, rows * D)); /* d loss / d hin */
+        dh = dhn;
+    }
+    /* token embedding: per-example tables [B, V, D] (tape) or the summed table */
+    if (mode == MODE_TAPE) {
+        if (!tp->direct[0]) DP_TRY(A_(tp, &tp->direct[0], B * V * D));
+        return OPT_CALL(be, embed_bwd, tp->direct[0], dh, (const int32_t *)tp->x_dev, rows, T, V, D);
+    }
+    return OPT_CALL(be, embed_bwd, grads[0], dh, (const int32_t *)tp->x_dev, rows, rows, V, D);
+}
+
+/* ---------------------------------------------------------------- entry points */
+static dp_status tape_init(opt_tape *tp, const opt_model *om, int64_t B) {
+    memset(tp, 0, sizeof *tp);
+    tp->ar.be = om->be;
+    tp->B = B;
+    tp->T = om->T;
+    int np = om->np;
+    tp->A = calloc((size_t)np, sizeof *tp->A);
+    tp->G = calloc((size_t)np, sizeof *tp->G);
+    tp->din = calloc((size_t)np, sizeof *tp->din);
+    tp->dout = calloc((size_t)np, sizeof *tp->dout);
+    tp->direct = calloc((size_t)np, sizeof *tp->direct);
+    if (!tp->A || !tp->G || !tp->din || !tp->dout || !tp->direct) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    return DP_OK;
+}
+
+void opt_tape_free(opt_tape *tp) {
+    if (tp->ar.be) opt_arena_free(&tp->ar);
+    free(tp->A); free(tp->G); free(tp->din); free(tp->dout); free(tp->direct);
+    opt_fwd *f = (opt_fwd *)tp->fwd_;
+    if (f) { free(f->ly); free(f); }
+    memset(tp, 0, sizeof *tp);
+}
+
+dp_status opt_forward_backward(opt_tape *tp, const opt_model *om, const ref_dataset *d, const int64_t *idx,
+                               int64_t B) {
+    DP_TRY(tape_init(tp, om, B));
+    DP_TRY(A_(tp, &tp->loss, B));
+    if (B == 0) return DP_OK;
+    opt_fwd *f = calloc(1, sizeof *f);
+    if (!f) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    tp->fwd_ = f;
+    DP_TRY(upload_batch(tp, om, d, idx));
+    if (om->cfg.kind == REF_MLP) {
+        DP_TRY(mlp_forward(f, tp, om));
+        DP_TRY(OPT_CALL(om->be, copy, tp->loss, f->lrows, opt_backend_esize(om->be) * (size_t)B));
+        return mlp_backward(tp, om, f, MODE_TAPE, NULL, f->wrow);
+    }
+    DP_TRY(llama_forward(f, tp, om));
+    DP_TRY(OPT_CALL(om->be, sum_rows, tp->loss, f->lrows, 0, B, tp->T, 1)); /* [B] */
+    return llama_backward(tp, om, f, MODE_TAPE, NULL, f->wrow);
+}
+
+dp_status opt_backward_weighted(void *const *grads, const opt_model *om, opt_tape *tp, const void *c) {
+    opt_fwd *f = (opt_fwd *)tp->fwd_;
+    if (tp->B == 0) return DP_OK;
+    if (!f) return dp_error(DP_ERR_INTERNAL, "engine: weighted backward without a forward pass");
+    opt_backend *be = om->be;
+    int64_t B = tp->B, T = tp->T;
+    if (om->cfg.kind == REF_MLP) return mlp_backward(tp, om, f, MODE_SUM, grads, c);
+    /* per-row weights c[b] / (T - 1): rows of example b = c[b] * wrow */
+    void *w;
+    DP_TRY(A_(tp, &w, B * T));
+    double *hc = malloc(sizeof(double) * (size_t)(B + 1)), *hw = malloc(sizeof(double) * (size_t)(B * T + 1));
+    if (!hc || !hw) { free(hc); free(hw); return dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
+    dp_status st = OPT_CALL(be, download_f64, hc, c, B);
+    for (int64_t b = 0; st == DP_OK && b < B; b++)
+        for (int64_t t = 0; t < T; t++) hw[b * T + t] = hc[b] / (double)(T - 1);
+    if (st == DP_OK) st = OPT_CALL(be, upload_f64, w, hw, B * T);
+    free(hc); free(hw);
+    DP_TRY(st);
+    return llama_backward(tp, om, f, MODE_SUM, grads, w);
+}
+
+dp_status opt_forward_loss(double *loss_host, const opt_model *om, const ref_dataset *d, const int64_t *idx,
+                           int64_t B) {
+    opt_tape tp;
+    dp_status st = tape_init(&tp, om, B);
+    opt_fwd *f = NULL;
+    if (st == DP_OK && B > 0) {
+        f = calloc(1, sizeof *f);
+        tp.fwd_ = f;
+        if (!f) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    }
+    if (st == DP_OK && B > 0) st = upload_batch(&tp, om, d, idx);
+    if (st == DP_OK && B > 0) st = A_(&tp, &tp.loss, B);
+    if (st == DP_OK && B > 0) {
+        if (om->cfg.kind == REF_MLP) {
+            st = mlp_forward(f, &tp, om);
+            if (st == DP_OK) st = OPT_CALL(om->be, download_f64, loss_host, f->lrows, B);
+        } else {
+            st = llama_forward(f, &tp, om);
+            if (st == DP_OK) st = OPT_CALL(om->be, sum_rows, tp.loss, f->lrows, 0, B, tp.T, 1);
+            if (st == DP_OK) st = OPT_CALL(om->be, download_f64, loss_host, tp.loss, B);
+        }
+    }
+    opt_tape_free(&tp);
+    return st;
+}

@@ -1,0 +1,81 @@
+/* optimized/engine.h — the optimized engine: the reference models (reference/model.h)
+ * run batched on a backend, with a "tape" that keeps what every DP strategy needs
+ * (docs/engine.md).
+ *
+ * Forward/backward over a batch of B examples (rows = B*T, T = 1 for the mlp):
+ *   - every linear parameter W [p, d] (y = x W^T) records its input activations
+ *     A [B, T, d] and output gradients G [B, T, p], so per-example gradients are
+ *     G_b^T A_b (never formed unless a strategy asks);
+ *   - every other parameter (mlp biases, RMSNorm gains, the token embedding) has its
+ *     per-example gradient instantiated [B, numel] ("direct"); the tied lm_head/tok_emb
+ *     has both (linear use + direct embedding use).
+ * The second, "summed" backward pass (ghost clipping's reweighted backward) runs the
+ * same code with per-example loss weights and accumulates summed parameter gradients. */
+#ifndef OPT_ENGINE_H
+#define OPT_ENGINE_H
+
+#include <stdint.h>
+
+#include "optimized/backend.h"
+#include "reference/model.h"
+
+typedef enum { OPT_SRC_DIRECT = 0, OPT_SRC_LINEAR = 1, OPT_SRC_BOTH = 2 } opt_src_kind;
+
+typedef struct {
+    opt_backend *be;
+    ref_model_config cfg;
+    int np;                   /* parameters, canonical order of reference/model.c */
+    char (*name)[REF_MAX_NAME];
+    int64_t *numel;
+    int64_t (*shape)[2];      /* [p][0..1] (shape[1] = 0 for vectors) */
+    void **w;                 /* device parameters, be->dtype */
+    opt_src_kind *src;        /* per parameter */
+    int64_t T;                /* positions per example: 1 (mlp) or seq (llama) */
+} opt_model;
+
+/* A device buffer list freed together. */
+typedef struct {
+    void **p; int n, cap;
+    opt_backend *be;
+} opt_arena;
+
+typedef struct {
+    int64_t B, T;
+    opt_arena ar;
+    void *loss;               /* [B] per-example losses (device) */
+    /* per parameter */
+    const void **A, **G;      /* linear: [B, T, d] and [B, T, p] (device) */
+    int64_t *din, *dout;      /* linear: d and p */
+    void **direct;            /* direct / both: [B, numel] per-example gradient (device) */
+    /* kept for the summed second pass */
+    void *x_dev;              /* mlp inputs [B, in] or llama tokens int32 [B, T] */
+    int32_t *y_dev;           /* mlp labels int32 [B]; llama next-token targets int32 [B, T] (-1 last) */
+    void *fwd_;               /* forward activations (engine.c) */
+} opt_tape;
+
+dp_status opt_model_create(opt_model *om, opt_backend *be, const ref_model *m);
+void opt_model_free(opt_model *om);
+/* Upload host f64 parameters (in canonical order) / download them. */
+dp_status opt_model_set_params(opt_model *om, double *const *host);
+dp_status opt_model_get_params(const opt_model *om, double *const *host);
+
+dp_status opt_arena_alloc(opt_arena *ar, void **out, size_t nbytes);
+void opt_arena_free(opt_arena *ar);
+
+/* Forward + tape backward on examples idx[0..B) of d (B may be 0: empty tape). */
+dp_status opt_forward_backward(opt_tape *tp, const opt_model *om, const ref_dataset *d, const int64_t *idx,
+                               int64_t B);
+/* Forward only: per-example losses into loss_host[B] (f64). */
+dp_status opt_forward_loss(double *loss_host, const opt_model *om, const ref_dataset *d, const int64_t *idx,
+                           int64_t B);
+/* The summed second pass: grads[p] (device, numel) += sum_b c[b] * g_b[p], using the
+ * forward activations stored in tp (weights c [B] device). */
+dp_status opt_backward_weighted(void *const *grads, const opt_model *om, opt_tape *tp, const void *c);
+void opt_tape_free(opt_tape *tp);
+
+/* Call a backend operation, or fail with NOT_SUPPORTED naming it. */
+dp_status opt_unsupported(const opt_backend *be, const char *op);
+#define OPT_CALL(be, op, ...) \
+    ((be)->ops.op ? (be)->ops.op((be)->ctx, __VA_ARGS__) : opt_unsupported((be), #op))
+
+#endif

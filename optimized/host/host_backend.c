@@ -1,0 +1,349 @@
+/* optimized/host/host_backend.c — the host backend: C kernels (host_kern.h, for f64
+ * and f32), optional pthread threading over independent outputs, and collectives
+ * over MPI_COMM_WORLD (or a trivial one-rank communicator without MPI).
+ *
+ * Determinism: a kernel's work is split into contiguous ranges of independent items
+ * (rows of a GEMM, (example, head) pairs, examples); no reduction crosses a split, so
+ * the thread count never changes a result bit. Collective sums are computed as an
+ * allgather followed by a sum in rank order 0..R-1, so they do not depend on MPI's
+ * reduction algorithm either. */
+#include <math.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/philox.h"
+#include "optimized/backend.h"
+
+typedef struct {
+    int threads;
+    int use_mpi;
+    int rank, size;
+    dp_dtype dtype;
+    size_t esize;
+} host_ctx;
+
+typedef void (*host_range_fn)(void *arg, int64_t lo, int64_t hi, int tid);
+
+typedef struct {
+    host_range_fn fn; void *arg; int64_t lo, hi; int tid;
+} host_task;
+
+static void *host_task_run(void *p) {
+    host_task *t = p;
+    t->fn(t->arg, t->lo, t->hi, t->tid);
+    return NULL;
+}
+
+/* Run fn over items [0, n) split into at most `threads` contiguous ranges; small jobs
+ * (n * cost_per_item below ~1e5) run on the calling thread. If a thread cannot be
+ * started its range runs on the calling thread (same result). */
+static void host_parallel(void *ctx, host_range_fn fn, void *arg, int64_t n, int64_t cost) {
+    host_ctx *hc = ctx;
+    int nt = hc->threads;
+    if (n <= 0) return;
+    if (nt > n) nt = (int)n;
+    if (nt <= 1 || (double)n * (double)(cost > 0 ? cost : 1) < 1e5) { fn(arg, 0, n, 0); return; }
+    pthread_t th[256];
+    host_task tk[256];
+    int started[256];
+    for (int i = 0; i < nt; i++) {
+        tk[i].fn = fn; tk[i].arg = arg; tk[i].tid = i;
+        tk[i].lo = n * i / nt; tk[i].hi = n * (i + 1) / nt;
+        started[i] = i > 0 && pthread_create(&th[i], NULL, host_task_run, &tk[i]) == 0;
+    }
+    for (int i = 0; i < nt; i++)
+        if (!started[i]) host_task_run(&tk[i]);
+    for (int i = 1; i < nt; i++)
+        if (started[i]) pthread_join(th[i], NULL);
+}
+
+/* threads * per_thread bytes of scratch (NULL on failure). */
+static void *host_scratch(void *ctx, size_t per_thread) {
+    host_ctx *hc = ctx;
+    return malloc(per_thread * (size_t)hc->threads + 16);
+}
+
+/* ---- kernels for both dtypes ---- */
+#define R double
+#define K(name) name##_f64
+#include "optimized/host/host_kern.h"
+#undef R
+#undef K
+#define R float
+#define K(name) name##_f32
+#include "optimized/host/host_kern.h"
+#undef R
+#undef K
+
+/* ---- memory ---- */
+static dp_status host_alloc(void *ctx, void **out, size_t nbytes) {
+    *out = calloc(1, nbytes ? nbytes : 1);
+    return *out ? DP_OK : dp_error(DP_ERR_NOMEM, "host backend: cannot allocate %zu bytes", nbytes);
+}
+static void host_free(void *ctx, void *p) { free(p); }
+static dp_status host_copy(void *ctx, void *dst, const void *src, size_t nbytes) {
+    if (nbytes && dst != src) memmove(dst, src, nbytes);
+    return DP_OK;
+}
+static dp_status host_zero(void *ctx, void *dst, size_t nbytes) {
+    if (nbytes) memset(dst, 0, nbytes);
+    return DP_OK;
+}
+
+/* ---- collectives ---- */
+typedef enum { HA_PLAIN, HA_ALLREDUCE, HA_REDSCAT } host_async_kind;
+struct opt_async {
+    MPI_Request req;
+    host_async_kind kind;
+    void *out;       /* where the reduction result goes */
+    void *scratch;   /* gathered contributions [size, n] */
+    int64_t n;
+};
+
+static MPI_Datatype host_mpi_type(const host_ctx *hc) { return hc->dtype == DP_F64 ? MPI_DOUBLE : MPI_FLOAT; }
+
+static dp_status host_mpi_err(int rc, const char *what) {
+    if (rc == MPI_SUCCESS) return DP_OK;
+    char msg[MPI_MAX_ERROR_STRING]; int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return dp_error(DP_ERR_DEVICE, "MPI %s failed: %s", what, msg);
+}
+
+static dp_status host_check_count(int64_t n, int64_t mult, const char *what) {
+    if (n < 0 || (double)n * (double)mult > 2147483647.0)
+        return dp_error(DP_ERR_INVALID, "%s: count %lld out of range for MPI", what, (long long)n);
+    return DP_OK;
+}
+
+/* sum in rank order: out[j] = ((s0[j] + s1[j]) + s2[j]) + ... */
+static void host_rank_sum(const host_ctx *hc, void *out, const void *scratch, int64_t n, int64_t stride) {
+    if (hc->dtype == DP_F64) {
+        const double *s = scratch; double *o = out;
+        for (int64_t j = 0; j < n; j++) {
+            double acc = s[j];
+            for (int r = 1; r < hc->size; r++) acc += s[r * stride + j];
+            o[j] = acc;
+        }
+    } else {
+        const float *s = scratch; float *o = out;
+        for (int64_t j = 0; j < n; j++) {
+            float acc = s[j];
+            for (int r = 1; r < hc->size; r++) acc += s[r * stride + j];
+            o[j] = acc;
+        }
+    }
+}
+
+static dp_status host_wait(void *ctx, opt_async *a) {
+    host_ctx *hc = ctx;
+    if (!a) return DP_OK;
+    dp_status st = DP_OK;
+    if (a->req != MPI_REQUEST_NULL) st = host_mpi_err(MPI_Wait(&a->req, MPI_STATUS_IGNORE), "wait");
+    if (st == DP_OK && a->kind == HA_ALLREDUCE) host_rank_sum(hc, a->out, a->scratch, a->n, a->n);
+    if (st == DP_OK && a->kind == HA_REDSCAT) {
+        /* scratch [size, n]: block r = rank r's contribution to my block */
+        host_rank_sum(hc, a->out, a->scratch, a->n, a->n);
+    }
+    free(a->scratch);
+    free(a);
+    return st;
+}
+
+static dp_status host_finish(host_ctx *hc, opt_async *a, opt_async **async) {
+    if (async) { *async = a; return DP_OK; }
+    return host_wait(hc, a);
+}
+
+static dp_status host_new_async(opt_async **out, host_async_kind kind, void *o, int64_t n, size_t scratch_bytes) {
+    opt_async *a = calloc(1, sizeof *a);
+    if (!a) return dp_error(DP_ERR_NOMEM, "collective: out of memory");
+    a->req = MPI_REQUEST_NULL; a->kind = kind; a->out = o; a->n = n;
+    if (scratch_bytes) {
+        a->scratch = malloc(scratch_bytes);
+        if (!a->scratch) { free(a); return dp_error(DP_ERR_NOMEM, "collective: out of memory"); }
+    }
+    *out = a;
+    return DP_OK;
+}
+
+static dp_status host_allreduce(void *ctx, void *buf, int64_t n, opt_async **async) {
+    host_ctx *hc = ctx;
+    if (async) *async = NULL;
+    DP_TRY(host_check_count(n, hc->size, "allreduce"));
+    opt_async *a = NULL;
+    if (!hc->use_mpi || hc->size == 1) { DP_TRY(host_new_async(&a, HA_PLAIN, buf, n, 0)); return host_finish(hc, a, async); }
+    DP_TRY(host_new_async(&a, HA_ALLREDUCE, buf, n, hc->esize * (size_t)(n * hc->size + 1)));
+    int rc = MPI_Iallgather(buf, (int)n, host_mpi_type(hc), a->scratch, (int)n, host_mpi_type(hc), MPI_COMM_WORLD,
+                            &a->req);
+    if (rc != MPI_SUCCESS) { free(a->scratch); free(a); return host_mpi_err(rc, "allgather (allreduce)"); }
+    return host_finish(hc, a, async);
+}
+
+static dp_status host_reduce_scatter(void *ctx, void *recv, const void *send, int64_t n, opt_async **async) {
+    host_ctx *hc = ctx;
+    if (async) *async = NULL;
+    DP_TRY(host_check_count(n, hc->size, "reduce_scatter"));
+    opt_async *a = NULL;
+    if (!hc->use_mpi || hc->size == 1) {
+        memmove(recv, send, hc->esize * (size_t)n);
+        DP_TRY(host_new_async(&a, HA_PLAIN, recv, n, 0));
+        return host_finish(hc, a, async);
+    }
+    DP_TRY(host_new_async(&a, HA_REDSCAT, recv, n, hc->esize * (size_t)(n * hc->size + 1)));
+    int rc = MPI_Ialltoall(send, (int)n, host_mpi_type(hc), a->scratch, (int)n, host_mpi_type(hc), MPI_COMM_WORLD,
+                           &a->req);
+    if (rc != MPI_SUCCESS) { free(a->scratch); free(a); return host_mpi_err(rc, "alltoall (reduce_scatter)"); }
+    return host_finish(hc, a, async);
+}
+
+static dp_status host_allgather(void *ctx, void *recv, const void *send, int64_t n, opt_async **async) {
+    host_ctx *hc = ctx;
+    if (async) *async = NULL;
+    DP_TRY(host_check_count(n, hc->size, "allgather"));
+    opt_async *a = NULL;
+    DP_TRY(host_new_async(&a, HA_PLAIN, recv, n, 0));
+    if (!hc->use_mpi || hc->size == 1) {
+        memmove(recv, send, hc->esize * (size_t)n);
+        return host_finish(hc, a, async);
+    }
+    int rc = MPI_Iallgather(send, (int)n, host_mpi_type(hc), recv, (int)n, host_mpi_type(hc), MPI_COMM_WORLD, &a->req);
+    if (rc != MPI_SUCCESS) { free(a); return host_mpi_err(rc, "allgather"); }
+    return host_finish(hc, a, async);
+}
+
+static dp_status host_alltoall(void *ctx, void *recv, const void *send, int64_t n, opt_async **async) {
+    host_ctx *hc = ctx;
+    if (async) *async = NULL;
+    DP_TRY(host_check_count(n, hc->size, "alltoall"));
+    opt_async *a = NULL;
+    DP_TRY(host_new_async(&a, HA_PLAIN, recv, n, 0));
+    if (!hc->use_mpi || hc->size == 1) {
+        memmove(recv, send, hc->esize * (size_t)n);
+        return host_finish(hc, a, async);
+    }
+    int rc = MPI_Ialltoall(send, (int)n, host_mpi_type(hc), recv, (int)n, host_mpi_type(hc), MPI_COMM_WORLD, &a->req);
+    if (rc != MPI_SUCCESS) { free(a); return host_mpi_err(rc, "alltoall"); }
+    return host_finish(hc, a, async);
+}
+
+static dp_status host_broadcast(void *ctx, void *buf, int64_t n, int root, opt_async **async) {
+    host_ctx *hc = ctx;
+    if (async) *async = NULL;
+    DP_TRY(host_check_count(n, 1, "broadcast"));
+    if (root < 0 || root >= hc->size) return dp_error(DP_ERR_INVALID, "broadcast: root %d out of range", root);
+    opt_async *a = NULL;
+    DP_TRY(host_new_async(&a, HA_PLAIN, buf, n, 0));
+    if (hc->use_mpi && hc->size > 1) {
+        int rc = MPI_Ibcast(buf, (int)n, host_mpi_type(hc), root, MPI_COMM_WORLD, &a->req);
+        if (rc != MPI_SUCCESS) { free(a); return host_mpi_err(rc, "broadcast"); }
+    }
+    return host_finish(hc, a, async);
+}
+
+static dp_status host_send(void *ctx, const void *buf, int64_t n, int peer, int tag, opt_async **async) {
+    host_ctx *hc = ctx;
+    if (async) *async = NULL;
+    DP_TRY(host_check_count(n, 1, "send"));
+    if (!hc->use_mpi || peer < 0 || peer >= hc->size || peer == hc->rank)
+        return dp_error(DP_ERR_INVALID, "send: peer %d invalid (rank %d of %d)", peer, hc->rank, hc->size);
+    opt_async *a = NULL;
+    DP_TRY(host_new_async(&a, HA_PLAIN, NULL, n, 0));
+    int rc = MPI_Isend(buf, (int)n, host_mpi_type(hc), peer, tag, MPI_COMM_WORLD, &a->req);
+    if (rc != MPI_SUCCESS) { free(a); return host_mpi_err(rc, "send"); }
+    return host_finish(hc, a, async);
+}
+
+static dp_status host_recv(void *ctx, void *buf, int64_t n, int peer, int tag, opt_async **async) {
+    host_ctx *hc = ctx;
+    if (async) *async = NULL;
+    DP_TRY(host_check_count(n, 1, "recv"));
+    if (!hc->use_mpi || peer < 0 || peer >= hc->size || peer == hc->rank)
+        return dp_error(DP_ERR_INVALID, "recv: peer %d invalid (rank %d of %d)", peer, hc->rank, hc->size);
+    opt_async *a = NULL;
+    DP_TRY(host_new_async(&a, HA_PLAIN, buf, n, 0));
+    int rc = MPI_Irecv(buf, (int)n, host_mpi_type(hc), peer, tag, MPI_COMM_WORLD, &a->req);
+    if (rc != MPI_SUCCESS) { free(a); return host_mpi_err(rc, "recv"); }
+    return host_finish(hc, a, async);
+}
+
+static dp_status host_allgatherv_bytes(void *ctx, void **recv, size_t *recv_len, const void *send, size_t nbytes) {
+    host_ctx *hc = ctx;
+    *recv = NULL; *recv_len = 0;
+    if (nbytes > 2147483647u) return dp_error(DP_ERR_INVALID, "allgatherv: %zu bytes is too large for MPI", nbytes);
+    if (!hc->use_mpi || hc->size == 1) {
+        *recv = malloc(nbytes ? nbytes : 1);
+        if (!*recv) return dp_error(DP_ERR_NOMEM, "allgatherv: out of memory");
+        if (nbytes) memcpy(*recv, send, nbytes);
+        *recv_len = nbytes;
+        return DP_OK;
+    }
+    int mine = (int)nbytes;
+    int *counts = calloc((size_t)hc->size, sizeof(int)), *displs = calloc((size_t)hc->size, sizeof(int));
+    if (!counts || !displs) { free(counts); free(displs); return dp_error(DP_ERR_NOMEM, "allgatherv: out of memory"); }
+    dp_status st = host_mpi_err(MPI_Allgather(&mine, 1, MPI_INT, counts, 1, MPI_INT, MPI_COMM_WORLD), "allgather");
+    size_t total = 0;
+    for (int r = 0; st == DP_OK && r < hc->size; r++) {
+        if (total + (size_t)counts[r] > 2147483647u) st = dp_error(DP_ERR_INVALID, "allgatherv: total too large");
+        displs[r] = (int)total;
+        total += (size_t)counts[r];
+    }
+    char *buf = NULL;
+    if (st == DP_OK) {
+        buf = malloc(total ? total : 1);
+        if (!buf) st = dp_error(DP_ERR_NOMEM, "allgatherv: out of memory");
+    }
+    if (st == DP_OK)
+        st = host_mpi_err(MPI_Allgatherv(send, mine, MPI_BYTE, buf, counts, displs, MPI_BYTE, MPI_COMM_WORLD),
+                          "allgatherv");
+    free(counts); free(displs);
+    if (st != DP_OK) { free(buf); return st; }
+    *recv = buf; *recv_len = total;
+    return DP_OK;
+}
+
+static dp_status host_barrier(void *ctx) {
+    host_ctx *hc = ctx;
+    if (!hc->use_mpi || hc->size == 1) return DP_OK;
+    return host_mpi_err(MPI_Barrier(MPI_COMM_WORLD), "barrier");
+}
+
+static dp_status host_identity_xfer(void *ctx, void *dst, const void *src, size_t nbytes) {
+    return host_copy(ctx, dst, src, nbytes);
+}
+
+static void host_destroy(void *ctx) { free(ctx); }
+
+dp_status opt_backend_host_create(opt_backend *be, const opt_backend_config *cfg) {
+    host_ctx *hc = calloc(1, sizeof *hc);
+    if (!hc) return dp_error(DP_ERR_NOMEM, "host backend: out of memory");
+    hc->threads = cfg->threads;
+    hc->dtype = cfg->dtype;
+    hc->esize = dp_dtype_size(cfg->dtype);
+    hc->use_mpi = cfg->use_mpi;
+    hc->rank = 0; hc->size = 1;
+    if (cfg->use_mpi) {
+        int inited = 0;
+        MPI_Initialized(&inited);
+        if (!inited) { free(hc); return dp_error(DP_ERR_INTERNAL, "host backend: MPI requested but not initialised"); }
+        MPI_Comm_rank(MPI_COMM_WORLD, &hc->rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &hc->size);
+    }
+    memset(be, 0, sizeof *be);
+    be->name = "host";
+    be->dtype = cfg->dtype;
+    be->threads = cfg->threads;
+    be->comm.rank = hc->rank;
+    be->comm.size = hc->size;
+    be->ctx = hc;
+    opt_backend_ops *o = &be->ops;
+    o->alloc = host_alloc; o->free = host_free; o->to_device = host_identity_xfer; o->to_host = host_identity_xfer;
+    o->copy = host_copy; o->zero = host_zero;
+    if (cfg->dtype == DP_F64) fill_ops_f64(o); else fill_ops_f32(o);
+    o->allreduce_sum = host_allreduce; o->reduce_scatter_sum = host_reduce_scatter; o->allgather = host_allgather;
+    o->alltoall = host_alltoall; o->broadcast = host_broadcast; o->send = host_send; o->recv = host_recv;
+    o->wait = host_wait; o->allgatherv_bytes = host_allgatherv_bytes; o->barrier = host_barrier;
+    o->destroy = host_destroy;
+    return DP_OK;
+}
