@@ -1,0 +1,77 @@
+/* conformance/cmd_compare.c — `dpcert compare A B`: compare a candidate export B with
+ * a reference export A (files or step directories) under the derived tolerances. */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/cli.h"
+#include "conformance/conf.h"
+
+json_t *conf_cmp_json(const conf_cmp_result *r);
+
+int dp_cmd_compare(int argc, char **argv) {
+    const char *dtype = "f64";
+    int json = 0, help = 0, verbose = 0, shares = 0, dtype_seen = 0;
+    double warn = 0.5;
+    int64_t model_k = 0;
+    dp_opt opts[] = {
+        {"--dtype", DP_OPT_STRING, &dtype, &dtype_seen, "candidate working precision: f64 (default), f32, bf16"},
+        {"--json", DP_OPT_FLAG, &json, NULL, "print the per-tensor results as JSON"},
+        {"--warn", DP_OPT_DOUBLE, &warn, NULL, "MARGINAL above this fraction of the budget (default 0.5)"},
+        {"--noise-shares", DP_OPT_FLAG, &shares, NULL,
+         "the candidate's noise is independent shares: skip element-wise noise, substitute it downstream"},
+        {"--model-k", DP_OPT_INT, &model_k, NULL, "reduction length K of the model (default: from the export)"},
+        {"--verbose", DP_OPT_FLAG, &verbose, NULL, "also list skipped tensors"},
+    };
+    const size_t nopts = sizeof opts / sizeof opts[0];
+    char *pos[2];
+    int npos = 0;
+    dp_status st = dp_opts_parse(opts, nopts, argc, argv, pos, 2, &npos, &help);
+    if (st != DP_OK) return dp_cli_fail("compare", st);
+    if (help) {
+        printf("usage: dpcert compare REFERENCE CANDIDATE [OPTIONS]\n"
+               "  REFERENCE, CANDIDATE: two safetensors exports of one step, or two export directories\n"
+               "  (step-NNNNNN.safetensors). Exit 0 agree (PASS/MARGINAL), 1 a tensor FAILs, 2 bad input.\n");
+        dp_opts_print_help(opts, nopts);
+        return 0;
+    }
+    if (npos != 2) return dp_cli_fail("compare", dp_error(DP_ERR_USAGE, "expected two exports (REFERENCE CANDIDATE), got %d", npos));
+    conf_cmp_opts o;
+    conf_cmp_opts_default(&o);
+    static const char *const dts[] = {"f64", "f32", "bf16", NULL};
+    static const dp_dtype dtv[] = {DP_F64, DP_F32, DP_BF16};
+    int di = 0;
+    if ((st = dp_parse_choice(&di, "--dtype", dtype, dts)) != DP_OK) return dp_cli_fail("compare", st);
+    o.cand_dtype = dtv[di];
+    if ((st = dp_check_range("--warn", warn, 0, 0, 1, 0)) != DP_OK) return dp_cli_fail("compare", st);
+    if ((st = dp_check_min("--model-k", (double)model_k, 0, 1)) != DP_OK) return dp_cli_fail("compare", st);
+    o.warn = warn;
+    o.model_k = model_k;
+    o.noise_statistical = shares;
+    (void)dtype_seen;
+    conf_cmp_result r;
+    conf_cmp_result_init(&r);
+    st = conf_compare_paths(&r, pos[0], pos[1], &o);
+    if (st != DP_OK) {
+        conf_cmp_result_free(&r);
+        return dp_cli_fail("compare", st);
+    }
+    if (json) {
+        json_t *j = conf_cmp_json(&r);
+        json_object_set_new(j, "reference", json_string(pos[0]));
+        json_object_set_new(j, "candidate", json_string(pos[1]));
+        json_object_set_new(j, "dtype", json_string(dtype));
+        json_dumpf(j, stdout, JSON_INDENT(1) | JSON_ENSURE_ASCII);
+        printf("\n");
+        json_decref(j);
+    } else {
+        conf_cmp_print(&r, stdout, verbose);
+    }
+    int rc = r.status == CONF_FAIL ? 1 : 0;
+    if (r.ncompared == 0) {
+        fprintf(stderr, "dpcert compare: no tensor compared (nothing in common between the exports)\n");
+        rc = 1;
+    }
+    conf_cmp_result_free(&r);
+    return rc;
+}

@@ -1,0 +1,650 @@
+/* conformance/compare.c — compare a candidate export with the reference export,
+ * tensor by tensor, each element against a forward error bound computed from the
+ * reference (derivations: docs/tolerances.md; tensor names: docs/conformance.md).
+ *
+ * Notation (as in docs/tolerances.md): u = u_cand + u_ref (u_ref = 2^-53), B the
+ * batch size, P the number of trainable scalars, K the model's reduction length,
+ * n_i the reference per-example norm, c_i the reference clip factor. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/safetensors.h"
+#include "conformance/conf.h"
+
+void conf_cmp_opts_default(conf_cmp_opts *o) {
+    o->cand_dtype = DP_F64;
+    o->warn = 0.5;
+    o->noise_statistical = 0;
+    o->model_k = 0;
+}
+
+void conf_cmp_result_init(conf_cmp_result *r) { memset(r, 0, sizeof *r); }
+void conf_cmp_result_free(conf_cmp_result *r) {
+    free(r->items);
+    memset(r, 0, sizeof *r);
+}
+
+dp_status conf_cmp_result_push(conf_cmp_result *r, const conf_tensor_result *t) {
+    if (r->n == r->cap) {
+        size_t nc = r->cap ? 2 * r->cap : 32;
+        conf_tensor_result *p = realloc(r->items, nc * sizeof *p);
+        if (!p) return dp_error(DP_ERR_NOMEM, "out of memory (comparison results)");
+        r->items = p;
+        r->cap = nc;
+    }
+    r->items[r->n++] = *t;
+    /* Case status: FAIL > MARGINAL > PASS over compared tensors; SKIPPED and
+     * NOT_SUPPORTED tensors only decide when nothing was compared. */
+    if (t->status == CONF_FAIL || t->status == CONF_MARGINAL || t->status == CONF_PASS) {
+        r->status = r->ncompared++ ? conf_status_worse(r->status, t->status) : t->status;
+        if (!(t->worst_frac <= r->worst_frac)) r->worst_frac = t->worst_frac; /* NaN/inf included */
+        if (t->status == CONF_FAIL && !r->first_fail[0]) snprintf(r->first_fail, sizeof r->first_fail, "%s", t->name);
+    } else if (!r->ncompared) {
+        r->status = r->n == 1 ? t->status : conf_status_worse(r->status, t->status);
+    }
+    return DP_OK;
+}
+
+/* ---- small helpers ---- */
+static void tr_init(conf_tensor_result *t, const char *prefix, const char *name) {
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s%s", prefix, name);
+    t->worst_index = -1;
+}
+
+static int same_shape(const dp_tensor *a, const dp_tensor *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return 0;
+    return 1;
+}
+
+static int is_int(dp_dtype d) { return d == DP_I32 || d == DP_I64; }
+
+/* Reference tensor as a malloc'd double array (NULL on OOM). */
+static double *as_f64(const dp_tensor *t) {
+    int64_t n = dp_tensor_numel(t);
+    double *v = dp_malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    if (!v) return NULL;
+    for (int64_t i = 0; i < n; i++) v[i] = dp_tensor_get(t, i);
+    return v;
+}
+
+static dp_status push_missing(conf_cmp_result *out, const char *prefix, const char *name, const char *side) {
+    conf_tensor_result t;
+    tr_init(&t, prefix, name);
+    t.status = CONF_FAIL;
+    t.worst_frac = INFINITY;
+    snprintf(t.msg, sizeof t.msg, "tensor %s missing in the %s export", name, side);
+    return conf_cmp_result_push(out, &t);
+}
+
+static dp_status push_skip(conf_cmp_result *out, const char *prefix, const char *name, conf_status st,
+                           const char *why) {
+    conf_tensor_result t;
+    tr_init(&t, prefix, name);
+    t.status = st;
+    snprintf(t.msg, sizeof t.msg, "%s", why);
+    return conf_cmp_result_push(out, &t);
+}
+
+/* Element-wise comparison of cand against ref under bound[] (bound == NULL: exact).
+ * `ref_vals` overrides the reference values (used when the candidate's noise is
+ * substituted); NULL uses ref. */
+static dp_status compare_elems(conf_cmp_result *out, const char *prefix, const char *name, const dp_tensor *ref,
+                               const dp_tensor *cand, const double *ref_vals, const double *bound, double warn) {
+    conf_tensor_result t;
+    tr_init(&t, prefix, name);
+    t.numel = dp_tensor_numel(ref);
+    if (!same_shape(ref, cand)) {
+        char a[96], b[96];
+        t.status = CONF_FAIL;
+        t.worst_frac = INFINITY;
+        snprintf(t.msg, sizeof t.msg, "shape %s in the candidate, %s in the reference", dp_shape_str(b, sizeof b, cand),
+                 dp_shape_str(a, sizeof a, ref));
+        return conf_cmp_result_push(out, &t);
+    }
+    if (is_int(ref->dtype) != is_int(cand->dtype)) {
+        t.status = CONF_FAIL;
+        t.worst_frac = INFINITY;
+        snprintf(t.msg, sizeof t.msg, "dtype %s in the candidate, %s in the reference", dp_dtype_name(cand->dtype),
+                 dp_dtype_name(ref->dtype));
+        return conf_cmp_result_push(out, &t);
+    }
+    for (int64_t i = 0; i < t.numel; i++) {
+        double r = ref_vals ? ref_vals[i] : dp_tensor_get(ref, i), c = dp_tensor_get(cand, i);
+        double b = bound ? bound[i] : 0.0;
+        double f = conf_fraction(r, c, b);
+        double e = fabs(c - r);
+        if (isfinite(e) && e > t.max_abs_err) t.max_abs_err = e;
+        if (t.worst_index < 0 || f > t.worst_frac || (isnan(f) && !isnan(t.worst_frac))) {
+            t.worst_frac = f;
+            t.worst_index = i;
+            t.ref_val = r;
+            t.cand_val = c;
+            t.bound = b;
+        }
+    }
+    if (t.numel == 0) t.worst_frac = 0;
+    if (!(t.worst_frac <= 1.0)) {
+        t.status = CONF_FAIL;
+        snprintf(t.msg, sizeof t.msg, "element %lld: candidate %.17g, reference %.17g, |diff| %.3g > bound %.3g",
+                 (long long)t.worst_index, t.cand_val, t.ref_val, fabs(t.cand_val - t.ref_val), t.bound);
+    } else if (t.worst_frac > warn) {
+        t.status = CONF_MARGINAL;
+        snprintf(t.msg, sizeof t.msg, "element %lld uses %.0f%% of its bound", (long long)t.worst_index,
+                 100 * t.worst_frac);
+    } else {
+        t.status = CONF_PASS;
+    }
+    return conf_cmp_result_push(out, &t);
+}
+
+/* Looks up a numeric metadata entry under any of the given keys. */
+static int meta_num(const dp_tensor_set *s, double *v, const char *const *keys) {
+    for (; *keys; keys++) {
+        const char *m = dp_tset_meta(s, *keys);
+        if (!m) continue;
+        char *end;
+        double x = strtod(m, &end);
+        if (end != m && *end == '\0' && isfinite(x)) { *v = x; return 1; }
+    }
+    return 0;
+}
+
+/* ---- the model constants K and P (docs/tolerances.md, "model constants") ---- */
+static void model_consts(const dp_tensor_set *ref, int64_t k_opt, double *K, double *P, int64_t *T) {
+    double k = 0, p = 0;
+    int np = 0;
+    int64_t seq = 1;
+    const dp_tensor *tok = dp_tset_find(ref, "batch.tokens");
+    if (tok && tok->ndim == 2) seq = tok->shape[1];
+    for (size_t i = 0; i < ref->n; i++) {
+        const char *nm = ref->items[i].name;
+        if (strncmp(nm, "params.", 7) != 0) continue;
+        const dp_tensor *t = &ref->items[i].t;
+        for (int d = 0; d < t->ndim; d++) k += (double)t->shape[d];
+        p += (double)dp_tensor_numel(t);
+        np++;
+    }
+    k += (4.0 * (double)seq + 8.0) * np;
+    *K = k_opt > 0 ? (double)k_opt : k;
+    *P = p;
+    *T = seq;
+}
+
+/* ---- the step comparison ---- */
+typedef struct {
+    double u;        /* u_cand + u_ref */
+    double uc;       /* u_cand */
+    double K, P;
+    double gK;       /* gamma_K */
+    double rho;      /* relative norm bound */
+    double bz;       /* |dz| bound of one standard draw (Box-Muller or Laplace) */
+} conf_consts;
+
+static double noise_draw_bound(double u_ref) {
+    double bm = conf_bound_boxmuller(u_ref);
+    /* Laplace by inversion: x = -sgn(d) ln(1 - 2|d|), 1-2|d| exact, |x| <= 36.04:
+       ln <= L ulps relative, negation exact: |dx| <= 36.04 (L + 1) u. */
+    double lap = 36.04 * (CONF_LIBM_ULPS + 1.0) * u_ref;
+    return bm > lap ? bm : lap;
+}
+
+/* Per-element bounds kept during one step (clipped sums, noise, private gradients,
+ * updated parameters) so that later stages propagate the earlier ones. */
+enum { BS_CS = 0, BS_NOISE, BS_PG, BS_PA };
+typedef struct { char name[160]; int kind; int64_t n; double *b; } bstore_item;
+typedef struct { bstore_item *it; size_t n, cap; } bstore;
+static double *bstore_new(bstore *s, const char *name, int kind, int64_t n) {
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? 2 * s->cap : 16;
+        bstore_item *p = realloc(s->it, nc * sizeof *p);
+        if (!p) return NULL;
+        s->it = p;
+        s->cap = nc;
+    }
+    bstore_item *x = &s->it[s->n];
+    x->b = dp_calloc((size_t)(n ? n : 1), sizeof *x->b);
+    if (!x->b) return NULL;
+    snprintf(x->name, sizeof x->name, "%s", name);
+    x->kind = kind;
+    x->n = n;
+    s->n++;
+    return x->b;
+}
+static const double *bstore_get(const bstore *s, const char *name, int kind, int64_t n) {
+    for (size_t i = 0; i < s->n; i++)
+        if (s->it[i].kind == kind && s->it[i].n == n && strcmp(s->it[i].name, name) == 0) return s->it[i].b;
+    return NULL;
+}
+static void bstore_free(bstore *s) {
+    for (size_t i = 0; i < s->n; i++) free(s->it[i].b);
+    free(s->it);
+    memset(s, 0, sizeof *s);
+}
+
+static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, const dp_tensor_set *cand,
+                              const conf_cmp_opts *o, const char *prefix, const bstore *carry_in, bstore *carry_out) {
+    if (!prefix) prefix = "";
+    if (o->cand_dtype != DP_F64 && o->cand_dtype != DP_F32 && o->cand_dtype != DP_BF16 && o->cand_dtype != DP_F16)
+        return dp_error(DP_ERR_INVALID, "--dtype must be f64, f32, bf16 or f16");
+    if (!(o->warn > 0 && o->warn < 1)) return dp_error(DP_ERR_INVALID, "warn fraction must be in (0, 1), got %g", o->warn);
+    conf_consts k;
+    k.uc = conf_unit_roundoff(o->cand_dtype);
+    k.u = k.uc + conf_unit_roundoff(DP_F64);
+    int64_t T;
+    model_consts(ref, o->model_k, &k.K, &k.P, &T);
+    k.gK = conf_gamma(k.K, k.u);
+    k.rho = k.gK + (conf_gamma(k.P, k.u) / 2 + k.u) * (1 + k.gK);
+    k.bz = noise_draw_bound(conf_unit_roundoff(DP_F64));
+    dp_status st = DP_OK;
+    bstore bs = {0};
+    double *bnd = NULL, *tmp = NULL, *nrm = NULL, *cf = NULL;
+    int64_t B = -1;
+    double step_no = 1;
+    {
+        static const char *const kst[] = {"step", NULL};
+        meta_num(ref, &step_no, kst);
+    }
+
+    /* 1. batch (exact) and data; input parameters. */
+    static const char *const exact_names[] = {"batch.indices", "batch.tokens", "batch.y", NULL};
+    for (int i = 0; exact_names[i]; i++) {
+        const dp_tensor *r = dp_tset_find(ref, exact_names[i]), *c = dp_tset_find(cand, exact_names[i]);
+        if (!r) continue;
+        if (!c) { DP_TRY(push_missing(out, prefix, exact_names[i], "candidate")); continue; }
+        DP_TRY(compare_elems(out, prefix, exact_names[i], r, c, NULL, NULL, o->warn));
+    }
+    const dp_tensor *bi = dp_tset_find(ref, "batch.indices");
+    if (bi) B = bi->ndim >= 1 ? bi->shape[0] : 0;
+    /* rows of per-sample tensors, for references that do not export the indices */
+    for (size_t i = 0; B < 0 && i < ref->n; i++)
+        if (strcmp(ref->items[i].name, "per_sample.norm") == 0 || strcmp(ref->items[i].name, "per_sample.loss") == 0)
+            B = ref->items[i].t.ndim >= 1 ? ref->items[i].t.shape[0] : 0;
+    if (B < 0) B = 0;
+
+    /* data and input parameters: the candidate stores them in its dtype: |d| <= u_c |x|. */
+    for (size_t i = 0; i < ref->n; i++) {
+        const char *nm = ref->items[i].name;
+        if (strcmp(nm, "batch.x") != 0 && strncmp(nm, "params.", 7) != 0) continue;
+        const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
+        if (!c) { DP_TRY(push_missing(out, prefix, nm, "candidate")); continue; }
+        int64_t n = dp_tensor_numel(r);
+        free(bnd);
+        bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
+        if (!bnd) { st = DP_ERR_NOMEM; goto done; }
+        /* later steps: the candidate's parameters are its previous update, whose bound is carried */
+        const double *carried = carry_in && strncmp(nm, "params.", 7) == 0 ? bstore_get(carry_in, nm + 7, BS_PA, n) : NULL;
+        if (strncmp(nm, "params.", 7) == 0 && !carry_in && step_no > 1) {
+            if ((st = push_skip(out, prefix, nm, CONF_SKIPPED,
+                                "input parameters of a later step: compared in directory mode (bound carried from the previous step)")) != DP_OK)
+                goto done;
+            continue;
+        }
+        for (int64_t e = 0; e < n; e++) bnd[e] = carried ? carried[e] : k.uc * fabs(dp_tensor_get(r, e));
+        /* one rounding may use its whole budget: no MARGINAL for stored inputs */
+        if ((st = compare_elems(out, prefix, nm, r, c, NULL, bnd, carried ? o->warn : 1.0)) != DP_OK) goto done;
+    }
+
+    /* 2. per-example norms: |dn_i| <= rho n_i, rho = gamma_K + (gamma_P/2 + u)(1 + gamma_K). */
+    const dp_tensor *rn = dp_tset_find(ref, "per_sample.norm");
+    if (rn) {
+        nrm = as_f64(rn);
+        if (!nrm) { st = DP_ERR_NOMEM; goto done; }
+    }
+    for (size_t i = 0; i < ref->n; i++) {
+        const char *nm = ref->items[i].name;
+        if (strncmp(nm, "per_sample.norm", 15) != 0 || (nm[15] != '\0' && nm[15] != '.')) continue;
+        const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
+        if (!c) { DP_TRY(push_missing(out, prefix, nm, "candidate")); continue; }
+        int64_t n = dp_tensor_numel(r);
+        free(bnd);
+        bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
+        if (!bnd) { st = DP_ERR_NOMEM; goto done; }
+        for (int64_t e = 0; e < n; e++) bnd[e] = k.rho * fabs(dp_tensor_get(r, e));
+        if ((st = compare_elems(out, prefix, nm, r, c, NULL, bnd, o->warn)) != DP_OK) goto done;
+    }
+
+    /* 3. clip factors: |dc| <= c rho / (1 - rho) + 2u c (any c = f(n) with |f'| <= f/n). */
+    const dp_tensor *rc = dp_tset_find(ref, "per_sample.clip_factor");
+    if (rc) {
+        const dp_tensor *c = dp_tset_find(cand, "per_sample.clip_factor");
+        cf = as_f64(rc);
+        if (!cf) { st = DP_ERR_NOMEM; goto done; }
+        int64_t n = dp_tensor_numel(rc);
+        free(bnd);
+        bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
+        if (!bnd) { st = DP_ERR_NOMEM; goto done; }
+        double rel = k.rho < 1 ? k.rho / (1 - k.rho) + 2 * k.u : INFINITY;
+        for (int64_t e = 0; e < n; e++) bnd[e] = rel * fabs(cf[e]);
+        if (!c) DP_TRY(push_missing(out, prefix, "per_sample.clip_factor", "candidate"));
+        else if ((st = compare_elems(out, prefix, "per_sample.clip_factor", rc, c, NULL, bnd, o->warn)) != DP_OK) goto done;
+    }
+    /* per example: the largest clip factor cmax_i and its bound dc_i (a [B, G] factor
+       for per-layer/group clipping is bounded by its largest group). */
+    double *cmax = dp_calloc((size_t)(B ? B : 1), sizeof *cmax), *dcv = dp_calloc((size_t)(B ? B : 1), sizeof *dcv);
+    double *dg = dp_calloc((size_t)(B ? B : 1), sizeof *dg), *nv = dp_calloc((size_t)(B ? B : 1), sizeof *nv);
+    if (!cmax || !dcv || !dg || !nv) { free(cmax); free(dcv); free(dg); free(nv); st = DP_ERR_NOMEM; goto done; }
+    {
+        double rel = k.rho < 1 ? k.rho / (1 - k.rho) + 2 * k.u : INFINITY;
+        int64_t G = (rc && rc->ndim == 2) ? rc->shape[1] : 1;
+        for (int64_t b = 0; b < B; b++) {
+            cmax[b] = 1.0;
+            if (cf && rc->ndim >= 1 && rc->shape[0] == B) {
+                cmax[b] = 0;
+                for (int64_t g = 0; g < G; g++) cmax[b] = fmax(cmax[b], fabs(cf[b * G + g]));
+            }
+            dcv[b] = rel * cmax[b];
+            nv[b] = (nrm && rn->ndim == 1 && rn->shape[0] == B) ? fabs(nrm[b]) : 0;
+            dg[b] = k.gK * nv[b]; /* per-element bound of the per-example gradient (normwise model) */
+        }
+    }
+
+    /* 4. clipped sums: |d cs_j| <= sum_i (c_i dg_i + |g_ij| dc_i + dc_i dg_i) + gamma_B sum_i |c_i g_ij|. */
+    for (size_t i = 0; i < ref->n; i++) {
+        const char *nm = ref->items[i].name;
+        if (strncmp(nm, "step.clipped_sum.", 17) != 0) continue;
+        const char *pname = nm + 17;
+        const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
+        char gname[200];
+        snprintf(gname, sizeof gname, "per_sample.grad.%s", pname);
+        const dp_tensor *g = dp_tset_find(ref, gname);
+        int64_t n = dp_tensor_numel(r);
+        if (g && (g->ndim < 1 || g->shape[0] != B || dp_tensor_numel(g) != B * n)) g = NULL;
+        double *bd = bstore_new(&bs, pname, BS_CS, n);
+        if (!bd) { st = DP_ERR_NOMEM; break; }
+        for (int64_t e = 0; e < n; e++) {
+            double sabs = 0, prop = 0;
+            for (int64_t b = 0; b < B; b++) {
+                /* |g_ij| <= n_i when the per-example gradient is not exported */
+                double gij = g ? fabs(dp_tensor_get(g, b * n + e)) : nv[b];
+                sabs += cmax[b] * gij;
+                prop += cmax[b] * dg[b] + gij * dcv[b] + dcv[b] * dg[b];
+            }
+            bd[e] = prop + conf_gamma((double)B, k.u) * sabs;
+        }
+        if (!c) { if ((st = push_missing(out, prefix, nm, "candidate")) != DP_OK) break; continue; }
+        if ((st = compare_elems(out, prefix, nm, r, c, NULL, bd, o->warn)) != DP_OK) break;
+    }
+    free(cmax); free(dcv); free(dg); free(nv);
+    if (st != DP_OK) goto done;
+
+    /* 5. noise: sigma C z, z in double on both sides: |d| <= sigma C bz + gamma_2 |noise| + u_c |noise|.
+       sigma C from the metadata (sigma, clip); without it, 4 x the RMS of the reference noise. */
+    double sc = -1;
+    {
+        static const char *const ks[] = {"sigma", "noise_multiplier", NULL};
+        static const char *const kc[] = {"clip", "max_grad_norm", "C", NULL};
+        double s, c;
+        if (meta_num(ref, &s, ks) && meta_num(ref, &c, kc)) sc = fabs(s * c);
+    }
+    for (size_t i = 0; i < ref->n; i++) {
+        const char *nm = ref->items[i].name;
+        if (strncmp(nm, "step.noise.", 11) != 0) continue;
+        const char *pname = nm + 11;
+        const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
+        int64_t n = dp_tensor_numel(r);
+        double scale = sc;
+        if (scale < 0) {
+            double ss = 0;
+            for (int64_t e = 0; e < n; e++) ss += dp_tensor_get(r, e) * dp_tensor_get(r, e);
+            scale = n ? 4 * sqrt(ss / (double)n) : 0;
+        }
+        double *bd = bstore_new(&bs, pname, BS_NOISE, n);
+        if (!bd) { st = DP_ERR_NOMEM; goto done; }
+        for (int64_t e = 0; e < n; e++) {
+            double a = fabs(dp_tensor_get(r, e));
+            bd[e] = scale * k.bz + conf_gamma(2, k.u) * a + k.uc * a;
+        }
+        if (!c) { if ((st = push_missing(out, prefix, nm, "candidate")) != DP_OK) goto done; continue; }
+        if (o->noise_statistical) {
+            if ((st = push_skip(out, prefix, nm, CONF_SKIPPED,
+                                "noise shares are independent draws: checked statistically, not element-wise")) != DP_OK)
+                goto done;
+            continue;
+        }
+        if ((st = compare_elems(out, prefix, nm, r, c, NULL, bd, o->warn)) != DP_OK) goto done;
+    }
+
+    /* 6. private gradients: pg = (cs + noise) / d: |d pg| <= (|d cs| + |d noise|) / d + gamma_3 |pg|;
+       1/d is fitted from the reference at the element with the largest |cs + noise|. With
+       noise shares the expected value is (cs_ref + noise_cand) / d and |d noise| = 0. */
+    for (size_t i = 0; i < ref->n; i++) {
+        const char *nm = ref->items[i].name;
+        if (strncmp(nm, "step.private_grad.", 18) != 0) continue;
+        const char *pname = nm + 18;
+        const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
+        char csn[200], nzn[200];
+        snprintf(csn, sizeof csn, "step.clipped_sum.%s", pname);
+        snprintf(nzn, sizeof nzn, "step.noise.%s", pname);
+        const dp_tensor *rcs = dp_tset_find(ref, csn), *rnz = dp_tset_find(ref, nzn), *cnz = dp_tset_find(cand, nzn);
+        int64_t n = dp_tensor_numel(r);
+        const double *dcs = bstore_get(&bs, pname, BS_CS, n), *dnz = bstore_get(&bs, pname, BS_NOISE, n);
+        if (!rcs || !rnz || !dcs || !dnz || dp_tensor_numel(rcs) != n || dp_tensor_numel(rnz) != n) {
+            if ((st = push_skip(out, prefix, nm, CONF_SKIPPED,
+                                "reference lacks the clipped sum or the noise of this tensor: no error model")) != DP_OK)
+                goto done;
+            continue;
+        }
+        double inv_d = 0, best = 0;
+        for (int64_t e = 0; e < n; e++) {
+            double s = dp_tensor_get(rcs, e) + dp_tensor_get(rnz, e);
+            if (fabs(s) > best) { best = fabs(s); inv_d = dp_tensor_get(r, e) / s; }
+        }
+        int subst = o->noise_statistical && cnz && dp_tensor_numel(cnz) == n;
+        double *bd = bstore_new(&bs, pname, BS_PG, n);
+        free(tmp);
+        tmp = dp_malloc((size_t)(n ? n : 1) * sizeof *tmp);
+        if (!bd || !tmp) { st = DP_ERR_NOMEM; goto done; }
+        for (int64_t e = 0; e < n; e++) {
+            tmp[e] = subst ? (dp_tensor_get(rcs, e) + dp_tensor_get(cnz, e)) * inv_d : dp_tensor_get(r, e);
+            bd[e] = (dcs[e] + (subst ? 0 : dnz[e])) * fabs(inv_d) + conf_gamma(3, k.u) * fabs(tmp[e])
+                  + k.uc * fabs(tmp[e]);
+        }
+        if (!c) { if ((st = push_missing(out, prefix, nm, "candidate")) != DP_OK) goto done; continue; }
+        if ((st = compare_elems(out, prefix, nm, r, c, subst ? tmp : NULL, bd, o->warn)) != DP_OK) goto done;
+    }
+
+    /* 7. updated parameters (SGD with decoupled weight decay, docs/tolerances.md):
+       p' = p - lr (pg + wd p): |d p'| <= |d p| (1 + lr wd) + lr |d pg| + gamma_3 (|p| + lr |pg| + lr wd |p|) + u_c |p'|,
+       |d p| the measured input difference, |d pg| the private-gradient bound; lr and wd from
+       the metadata, or lr fitted from the reference at the largest |pg + wd p|. With noise
+       shares the expected value uses the substituted private gradient. */
+    for (size_t i = 0; i < ref->n; i++) {
+        const char *nm = ref->items[i].name;
+        if (strncmp(nm, "params_after.", 13) != 0) continue;
+        const char *pname = nm + 13;
+        const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
+        if (!c) { DP_TRY(push_missing(out, prefix, nm, "candidate")); continue; }
+        char pn[200], pgn[200];
+        snprintf(pn, sizeof pn, "params.%s", pname);
+        snprintf(pgn, sizeof pgn, "step.private_grad.%s", pname);
+        const dp_tensor *rp = dp_tset_find(ref, pn), *cp = dp_tset_find(cand, pn), *rpg = dp_tset_find(ref, pgn);
+        const dp_tensor *cpg = dp_tset_find(cand, pgn);
+        int64_t n = dp_tensor_numel(r);
+        const double *dpg = bstore_get(&bs, pname, BS_PG, n);
+        if (!rp || !rpg || !dpg || dp_tensor_numel(rp) != n || dp_tensor_numel(rpg) != n) {
+            DP_TRY(push_skip(out, prefix, nm, CONF_SKIPPED,
+                             "no update error model without params and step.private_grad of this tensor"));
+            continue;
+        }
+        double wd = 0, lr = 0, best = 0;
+        static const char *const kwd[] = {"weight_decay", "wd", NULL};
+        static const char *const klr[] = {"lr", "learning_rate", NULL};
+        meta_num(ref, &wd, kwd);
+        if (!meta_num(ref, &lr, klr))
+            for (int64_t e = 0; e < n; e++) {
+                double p = dp_tensor_get(rp, e), g = dp_tensor_get(rpg, e) + wd * p;
+                if (fabs(g) > best) { best = fabs(g); lr = (p - dp_tensor_get(r, e)) / g; }
+            }
+        int subst = o->noise_statistical && cpg && dp_tensor_numel(cpg) == n;
+        double *bd = bstore_new(&bs, pname, BS_PA, n);
+        free(tmp);
+        tmp = dp_malloc((size_t)(n ? n : 1) * sizeof *tmp);
+        if (!bd || !tmp) { st = DP_ERR_NOMEM; goto done; }
+        for (int64_t e = 0; e < n; e++) {
+            double p = dp_tensor_get(rp, e), g = dp_tensor_get(rpg, e);
+            double dp_in = cp && dp_tensor_numel(cp) == n ? fabs(dp_tensor_get(cp, e) - p) : k.uc * fabs(p);
+            if (!isfinite(dp_in)) dp_in = INFINITY;
+            /* with shares: expected p' from the candidate's private gradient (itself checked above) */
+            tmp[e] = subst ? p - lr * (dp_tensor_get(cpg, e) + wd * p) : dp_tensor_get(r, e);
+            double gg = subst ? dp_tensor_get(cpg, e) : g;
+            bd[e] = dp_in * (1 + fabs(lr * wd)) + fabs(lr) * (subst ? 0 : dpg[e])
+                  + conf_gamma(3, k.u) * (fabs(p) + fabs(lr * gg) + fabs(lr * wd * p)) + k.uc * fabs(tmp[e]);
+        }
+        if ((st = compare_elems(out, prefix, nm, r, c, subst ? tmp : NULL, bd, o->warn)) != DP_OK) goto done;
+    }
+
+    /* 8. loss: |d l_i| <= gamma_K (|l_i| + ln P + 1) (log-sum-exp scale; docs/tolerances.md). */
+    static const char *const loss_names[] = {"per_sample.loss", "per_sample.loss_plus", "per_sample.loss_minus", NULL};
+    for (int li = 0; loss_names[li]; li++) {
+        const dp_tensor *r = dp_tset_find(ref, loss_names[li]), *c = dp_tset_find(cand, loss_names[li]);
+        if (!r) continue;
+        if (!c) { DP_TRY(push_missing(out, prefix, loss_names[li], "candidate")); continue; }
+        int64_t n = dp_tensor_numel(r);
+        free(bnd);
+        bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
+        if (!bnd) { st = DP_ERR_NOMEM; goto done; }
+        for (int64_t e = 0; e < n; e++)
+            bnd[e] = conf_gamma(k.K + 2, k.u) * (fabs(dp_tensor_get(r, e)) + log(k.P > 1 ? k.P : 1) + 1);
+        if ((st = compare_elems(out, prefix, loss_names[li], r, c, NULL, bnd, o->warn)) != DP_OK) goto done;
+    }
+    (void)T;
+
+    /* tensors of the candidate the reference does not have: noted, not compared. */
+    for (size_t i = 0; i < cand->n; i++)
+        if (!dp_tset_find(ref, cand->items[i].name) && strncmp(cand->items[i].name, "per_sample.grad.", 16) != 0) {
+            char why[200];
+            snprintf(why, sizeof why, "only in the candidate export: not compared");
+            DP_TRY(push_skip(out, prefix, cand->items[i].name, CONF_SKIPPED, why));
+        }
+done:
+    if (st == DP_OK && carry_out) { /* hand the update bounds to the next step */
+        bstore_free(carry_out);
+        *carry_out = bs;
+        memset(&bs, 0, sizeof bs);
+    }
+    bstore_free(&bs);
+    free(bnd);
+    free(tmp);
+    free(nrm);
+    free(cf);
+    return st;
+}
+
+dp_status conf_compare_sets(conf_cmp_result *out, const dp_tensor_set *ref, const dp_tensor_set *cand,
+                            const conf_cmp_opts *o, const char *prefix) {
+    return compare_step(out, ref, cand, o, prefix, NULL, NULL);
+}
+
+static int is_dir(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Sorted step-*.safetensors names of a directory. */
+static dp_status list_steps(char ***names, size_t *n, const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return dp_error(DP_ERR_IO, "cannot open directory %s", dir);
+    char **v = NULL;
+    size_t k = 0, cap = 0;
+    struct dirent *e;
+    dp_status st = DP_OK;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (strncmp(e->d_name, "step-", 5) != 0 || l < 17 || strcmp(e->d_name + l - 12, ".safetensors") != 0) continue;
+        if (k == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **p = realloc(v, cap * sizeof *p);
+            if (!p) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
+            v = p;
+        }
+        v[k] = strdup(e->d_name);
+        if (!v[k]) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
+        k++;
+    }
+    closedir(d);
+    if (st != DP_OK) {
+        for (size_t i = 0; i < k; i++) free(v[i]);
+        free(v);
+        return st;
+    }
+    if (k) qsort(v, k, sizeof *v, cmp_str);
+    *names = v;
+    *n = k;
+    return DP_OK;
+}
+
+dp_status conf_compare_paths(conf_cmp_result *out, const char *ref_path, const char *cand_path,
+                             const conf_cmp_opts *o) {
+    int rd = is_dir(ref_path), cd = is_dir(cand_path);
+    dp_tensor_set rs, cs;
+    if (!rd && !cd) {
+        DP_TRY(dp_st_read(&rs, ref_path));
+        dp_status st = dp_st_read(&cs, cand_path);
+        if (st != DP_OK) { dp_tset_free(&rs); return st; }
+        st = compare_step(out, &rs, &cs, o, "", NULL, NULL);
+        dp_tset_free(&rs);
+        dp_tset_free(&cs);
+        return st;
+    }
+    if (!rd || !cd)
+        return dp_error(DP_ERR_INVALID, "%s is a %s but %s is a %s: compare two files or two export directories",
+                        ref_path, rd ? "directory" : "file", cand_path, cd ? "directory" : "file");
+    char **names = NULL;
+    size_t n = 0;
+    DP_TRY(list_steps(&names, &n, ref_path));
+    dp_status st = DP_OK;
+    if (n == 0) st = dp_error(DP_ERR_FORMAT, "no step-*.safetensors in the reference export %s", ref_path);
+    bstore carry = {0};
+    for (size_t i = 0; i < n && st == DP_OK; i++) {
+        char rp[4096], cp[4096], pfx[64];
+        snprintf(rp, sizeof rp, "%s/%s", ref_path, names[i]);
+        snprintf(cp, sizeof cp, "%s/%s", cand_path, names[i]);
+        snprintf(pfx, sizeof pfx, "%.*s/", (int)(strlen(names[i]) - 12), names[i]);
+        if ((st = dp_st_read(&rs, rp)) != DP_OK) break;
+        struct stat sb;
+        if (stat(cp, &sb) != 0) {
+            dp_tset_free(&rs);
+            conf_tensor_result t;
+            tr_init(&t, pfx, "(step file)");
+            t.status = CONF_FAIL;
+            t.worst_frac = INFINITY;
+            snprintf(t.msg, sizeof t.msg, "%s missing in the candidate export %s", names[i], cand_path);
+            st = conf_cmp_result_push(out, &t);
+            break; /* later steps depend on this one */
+        }
+        if ((st = dp_st_read(&cs, cp)) != DP_OK) { dp_tset_free(&rs); break; }
+        st = compare_step(out, &rs, &cs, o, pfx, i ? &carry : NULL, &carry);
+        dp_tset_free(&rs);
+        dp_tset_free(&cs);
+    }
+    bstore_free(&carry);
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return st;
+}
+
+void conf_cmp_print(const conf_cmp_result *r, void *file, int verbose) {
+    FILE *f = file;
+    fprintf(f, "%-56s %-13s %12s %12s  %s\n", "tensor", "status", "budget used", "max |diff|", "detail");
+    for (size_t i = 0; i < r->n; i++) {
+        const conf_tensor_result *t = &r->items[i];
+        if (!verbose && t->status == CONF_SKIPPED) continue;
+        char frac[32];
+        if (t->status == CONF_SKIPPED || t->status == CONF_NOT_SUPPORTED) snprintf(frac, sizeof frac, "-");
+        else if (isfinite(t->worst_frac)) snprintf(frac, sizeof frac, "%.3g%%", 100 * t->worst_frac);
+        else snprintf(frac, sizeof frac, "inf");
+        fprintf(f, "%-56s %-13s %12s %12.3g  %s\n", t->name, conf_status_name(t->status), frac, t->max_abs_err, t->msg);
+    }
+    fprintf(f, "overall: %s, worst fraction of budget %.3g%%%s%s\n", conf_status_name(r->status),
+            isfinite(r->worst_frac) ? 100 * r->worst_frac : INFINITY, r->first_fail[0] ? ", first FAIL: " : "",
+            r->first_fail);
+}

@@ -1,0 +1,169 @@
+/* conformance/conf.h — the conformance runner: tolerances derived from forward
+ * error bounds (docs/tolerances.md), tensor-by-tensor comparison of a reference
+ * export with a candidate export, statistical checks, cases and suites
+ * (conformance/cases/NAME.json), reports (JSON, JUnit XML, Markdown), and the
+ * `dpcert compare` / `dpcert conform` commands (docs/conformance.md).
+ *
+ * An export is a safetensors file (one step) or a directory of
+ * step-NNNNNN.safetensors files written by `dpcert reference ... --export DIR` or
+ * `dpcert train ... --export DIR` (tensor names in docs/conformance.md). */
+#ifndef CONF_H
+#define CONF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "common/tensor.h"
+
+/* ---- statuses (ordered by severity, so the worst of several is the max) ---- */
+typedef enum {
+    CONF_PASS = 0,
+    CONF_SKIPPED,        /* not compared (optional tensor absent, or compared statistically elsewhere) */
+    CONF_NOT_SUPPORTED,  /* the candidate/backend cannot run this case */
+    CONF_MARGINAL,       /* warn < fraction of budget used <= 1 */
+    CONF_FAIL            /* fraction > 1, missing tensor, shape/dtype mismatch, NaN where the reference is finite */
+} conf_status;
+const char *conf_status_name(conf_status s); /* "PASS", "SKIPPED", "NOT_SUPPORTED", "MARGINAL", "FAIL" */
+/* The worse of two statuses for a case: FAIL > MARGINAL > PASS; NOT_SUPPORTED and
+ * SKIPPED only win over PASS when nothing passed (see conf_status_merge in compare.c). */
+conf_status conf_status_worse(conf_status a, conf_status b);
+
+/* ---- error-bound building blocks (tolerance.c; derivations in docs/tolerances.md) ---- */
+/* Unit roundoff u of a dtype: 2^-53 (F64), 2^-24 (F32), 2^-8 (BF16), 2^-11 (F16); 0 for integers. */
+double conf_unit_roundoff(dp_dtype dt);
+/* gamma_n = n u / (1 - n u); +inf when n u >= 1 (no bound). */
+double conf_gamma(double n, double u);
+/* Bound on |fl(sum x_i) - sum x_i| for n terms in any order: gamma_{n-1} * sum|x_i|. */
+double conf_bound_sum(double n, double sum_abs, double u);
+/* Box-Muller standard normal evaluated in double on both sides (different libm
+ * allowed, <= CONF_LIBM_ULPS ulps per call): absolute bound on |z~ - z|. */
+#define CONF_LIBM_ULPS 4.0
+#define CONF_BOXMULLER_RMAX 8.58 /* sqrt(-2 ln 2^-53): the largest radius an open-(0,1) uniform gives */
+double conf_bound_boxmuller(double u_double);
+/* fraction of budget used: |a-b| / bound (0 when a == b, +inf when bound == 0 and a != b,
+ * +inf when exactly one is NaN or they are non-finite and differ). */
+double conf_fraction(double ref, double cand, double bound);
+
+/* ---- comparison of one step ---- */
+typedef struct {
+    dp_dtype cand_dtype;   /* candidate's working precision (F64, F32 or BF16); the reference is F64 */
+    double warn;           /* MARGINAL above this fraction of the budget (default 0.5) */
+    int noise_statistical; /* 1: the candidate's noise is independent shares (not element-wise
+                              comparable): step.noise is SKIPPED here (checked statistically) and
+                              the private gradient is compared with the candidate's noise substituted */
+    int64_t model_k;       /* reduction length K of the model's forward+backward (0: derive from the export) */
+} conf_cmp_opts;
+void conf_cmp_opts_default(conf_cmp_opts *o);
+
+typedef struct {
+    char name[160];        /* tensor name (prefixed "step-000003/" in directory comparisons) */
+    conf_status status;
+    double worst_frac;     /* max over elements of |cand - ref| / bound */
+    double max_abs_err;
+    int64_t worst_index;   /* flat index of the worst element (-1 if none) */
+    double ref_val, cand_val, bound; /* at the worst element */
+    int64_t numel;
+    char msg[256];         /* why, for FAIL/SKIPPED/NOT_SUPPORTED */
+} conf_tensor_result;
+
+typedef struct {
+    conf_tensor_result *items;
+    size_t n, cap;
+    size_t ncompared;      /* items with PASS, MARGINAL or FAIL */
+    conf_status status;    /* worst over compared items; SKIPPED/NOT_SUPPORTED only if none compared */
+    double worst_frac;     /* max over compared items */
+    char first_fail[200];  /* name of the first FAIL tensor (in comparison order), "" if none */
+} conf_cmp_result;
+void conf_cmp_result_init(conf_cmp_result *r);
+void conf_cmp_result_free(conf_cmp_result *r);
+dp_status conf_cmp_result_push(conf_cmp_result *r, const conf_tensor_result *t);
+
+/* Compare one reference step with one candidate step (both already read), appending
+ * per-tensor results to `out` in the order of the issue: batch, per-example norms,
+ * clip factors, clipped sums, noise, private gradients, updated parameters, loss.
+ * `prefix` (may be "") is prepended to the names. Only bad options are errors;
+ * disagreements are results. */
+dp_status conf_compare_sets(conf_cmp_result *out, const dp_tensor_set *ref, const dp_tensor_set *cand,
+                            const conf_cmp_opts *o, const char *prefix);
+/* Files or directories (each step-*.safetensors of ref must exist in cand). */
+dp_status conf_compare_paths(conf_cmp_result *out, const char *ref_path, const char *cand_path,
+                             const conf_cmp_opts *o);
+/* Human-readable table of a result on f. */
+void conf_cmp_print(const conf_cmp_result *r, void *file, int verbose);
+
+/* ---- statistical checks (stats.c) ---- */
+typedef struct {
+    char name[128];
+    conf_status status;    /* PASS or FAIL */
+    double statistic, lo, hi; /* the statistic and its acceptance interval [lo, hi] */
+    double alpha;          /* false-reject probability bound of the test */
+    char msg[256];
+} conf_stat_result;
+/* Noise variance: x[0..n) should be iid N(0, var). Accept iff S = sum x^2 / var lies in
+ * [n - 2 sqrt(n t), n + 2 sqrt(n t) + 2 t], t = ln(2/alpha) (Laurent-Massart 2000):
+ * false-reject probability <= alpha. */
+void conf_stat_noise_variance(conf_stat_result *r, const double *x, size_t n, double var, double alpha);
+/* Poisson sampling: total inclusions X over `trials` Bernoulli(q) draws (N examples x S
+ * steps). Accept iff |X - trials q| <= sqrt(trials ln(2/alpha) / 2) (Hoeffding). */
+void conf_stat_poisson(conf_stat_result *r, int64_t total, int64_t trials, double q, double alpha);
+
+/* ---- cases and suites (cases.c) ---- */
+#define CONF_MAX_RANKS 8
+typedef struct {
+    char name[96];
+    char file[512];
+    char algorithm[16];     /* dpsgd | dpzo */
+    char suites[128];       /* comma-separated: default,ci,full */
+    char kind[16];          /* "compare" (element-wise) or "stat-noise" or "stat-poisson" */
+    char strategy[32];
+    char noise_mode[16];    /* single | shares */
+    char dtype[8];          /* f64 | f32 */
+    int64_t ranks[CONF_MAX_RANKS]; size_t nranks; /* rank counts this case runs with */
+    int64_t micro_batches;
+    int64_t steps;
+    char **args; size_t nargs;      /* model/DP flags passed to both sides */
+    char **ref_args; size_t nref;   /* extra flags for the reference only */
+    char **cand_args; size_t ncand; /* extra flags for the candidate only */
+    double sigma, clip;     /* for the statistical checks (also passed in args) */
+    int64_t n_data; double q;
+    double alpha;           /* statistical false-reject bound (default 1e-6) */
+    int expect_fail;        /* negative control: the case must FAIL (a test-only injected bug) */
+    char expect_tensor[96]; /* ... naming a tensor whose name starts with this */
+} conf_case;
+void conf_case_free(conf_case *c);
+/* Load one JSON case (schema in docs/conformance.md); unknown keys are errors. */
+dp_status conf_case_load(conf_case *c, const char *path);
+/* All cases of `dir` (sorted by file name) that belong to `suite` ("all" for every case). */
+dp_status conf_cases_load_suite(conf_case **out, size_t *n, const char *dir, const char *suite);
+
+/* ---- runner and reports (runner.c, report.c) ---- */
+typedef struct {
+    char name[160];         /* case name + "@r<R>" */
+    conf_status status;
+    double worst_frac;
+    double seconds;
+    char detail[512];       /* first failing tensor / reason */
+    conf_cmp_result cmp;    /* per-tensor results (may be empty) */
+    conf_stat_result stat;  /* for statistical cases */
+    int is_stat;
+} conf_case_result;
+
+typedef struct {
+    const char *dpcert;     /* binary to run */
+    const char *backend;    /* host | cuda */
+    const char *cases_dir;
+    const char *work_dir;   /* where exports go (removed afterwards unless keep) */
+    int keep;
+    int verbose;
+} conf_run_opts;
+/* Runs one case with `ranks` ranks into *res. */
+dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks, const conf_run_opts *o);
+
+dp_status conf_report_json(const char *path, const char *suite, const conf_case_result *r, size_t n);
+dp_status conf_report_junit(const char *path, const char *suite, const conf_case_result *r, size_t n);
+dp_status conf_report_md(const char *path, const char *suite, const conf_case_result *r, size_t n);
+/* XML-escape s into buf (& < > " ' and control characters other than \t\n\r dropped). */
+void conf_xml_escape(char *buf, size_t len, const char *s);
+
+#endif
