@@ -210,8 +210,12 @@ dp_status dp_st_parse(dp_tensor_set *out, const uint8_t *buf, size_t len) {
         if (strcmp(key, "__metadata__") == 0) continue;
         st_entry *en = byhdr[k_hdr++];
         dp_dtype dt;
-        if (dp_dtype_from_name(&dt, json_string_value(json_object_get(val, "dtype"))) != DP_OK)
-            FMT_ERR("tensor '%s': %s", key, dp_last_error());
+        if (dp_dtype_from_name(&dt, json_string_value(json_object_get(val, "dtype"))) != DP_OK) {
+            /* dp_error must not read the buffer it writes: copy the message first */
+            char why[256];
+            snprintf(why, sizeof why, "%s", dp_last_error());
+            FMT_ERR("tensor '%s': %s", key, why);
+        }
         json_t *js = json_object_get(val, "shape");
         size_t nd = json_array_size(js);
         if (nd > DP_MAX_DIMS) FMT_ERR("tensor '%s': rank %zu exceeds the supported maximum of %d", key, nd, DP_MAX_DIMS);

@@ -10,10 +10,15 @@
 static _Thread_local char dp_errbuf[DP_ERRBUF];
 
 dp_status dp_error(dp_status st, const char *fmt, ...) {
+    /* Format into a local buffer first: an argument may be dp_last_error() itself
+     * (e.g. dp_error(st, "reading x: %s", dp_last_error())), and vsnprintf must not
+     * read the buffer it writes. */
+    char tmp[DP_ERRBUF];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(dp_errbuf, sizeof dp_errbuf, fmt, ap);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    memcpy(dp_errbuf, tmp, sizeof dp_errbuf);
     return st;
 }
 

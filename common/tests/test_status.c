@@ -1,0 +1,49 @@
+/* common/tests/test_status.c — status codes, exit-code mapping and messages,
+ * including a message built from the previous one (dp_error reading
+ * dp_last_error()), context prefixes, and the CLI number parsers' rejections. */
+#include <string.h>
+
+#include "common/cli.h"
+#include "common/status.h"
+#include "common/test.h"
+
+int main(void) {
+    T_CHECK(dp_status_exit_code(DP_OK) == 0, "ok -> 0");
+    T_CHECK(dp_status_exit_code(DP_ERR_CHECK_FAILED) == 1, "check failed -> 1");
+    const dp_status two[] = {DP_ERR_USAGE, DP_ERR_INVALID, DP_ERR_FORMAT, DP_ERR_IO};
+    for (int i = 0; i < 4; i++) T_CHECK(dp_status_exit_code(two[i]) == 2, "%s -> 2", dp_status_name(two[i]));
+    const dp_status three[] = {DP_ERR_NOT_SUPPORTED, DP_ERR_NOMEM, DP_ERR_NUMERIC, DP_ERR_INTERNAL, DP_ERR_DEVICE};
+    for (int i = 0; i < 5; i++) T_CHECK(dp_status_exit_code(three[i]) == 3, "%s -> 3", dp_status_name(three[i]));
+
+    T_CHECK(dp_error(DP_ERR_INVALID, "sigma must be >= 0, got %g", -1.0) == DP_ERR_INVALID, "dp_error returns st");
+    T_CHECK(strcmp(dp_last_error(), "sigma must be >= 0, got -1") == 0, "message: %s", dp_last_error());
+    dp_error(DP_ERR_FORMAT, "tensor 'a': %s", dp_last_error()); /* reads the buffer it replaces */
+    T_CHECK(strcmp(dp_last_error(), "tensor 'a': sigma must be >= 0, got -1") == 0, "self-referencing message: %s",
+            dp_last_error());
+    dp_error_context(DP_ERR_FORMAT, "%s", "file.safetensors");
+    T_CHECK(strcmp(dp_last_error(), "file.safetensors: tensor 'a': sigma must be >= 0, got -1") == 0, "context: %s",
+            dp_last_error());
+    dp_clear_error();
+    T_CHECK(dp_last_error()[0] == '\0', "clear");
+
+    double d;
+    int64_t i64;
+    uint64_t u64;
+    T_CHECK(dp_parse_double(&d, "--sigma", "nan") == DP_ERR_INVALID && strstr(dp_last_error(), "--sigma"), "NaN");
+    T_CHECK(dp_parse_double(&d, "--sigma", "inf") == DP_ERR_INVALID, "inf");
+    T_CHECK(dp_parse_double(&d, "--sigma", "1e999") == DP_ERR_INVALID, "overflow");
+    T_CHECK(dp_parse_double(&d, "--sigma", "1.5x") == DP_ERR_INVALID, "garbage");
+    T_CHECK(dp_parse_double(&d, "--sigma", "") == DP_ERR_USAGE, "empty");
+    T_CHECK(dp_parse_double(&d, "--sigma", "2.5") == DP_OK && d == 2.5, "2.5");
+    T_CHECK(dp_parse_i64(&i64, "--count", "-3") == DP_OK && i64 == -3, "-3");
+    T_CHECK(dp_parse_i64(&i64, "--count", "99999999999999999999") == DP_ERR_INVALID, "i64 overflow");
+    T_CHECK(dp_parse_u64(&u64, "--key", "-1") == DP_ERR_INVALID, "negative u64");
+    T_CHECK(dp_parse_u64(&u64, "--key", "0xffffffffffffffff") == DP_OK && u64 == UINT64_MAX, "hex u64");
+    T_CHECK(dp_parse_u64(&u64, "--key", "0x") == DP_ERR_INVALID, "bare 0x");
+    T_CHECK(dp_parse_u64(&u64, "--key", "0x1ffffffffffffffff") == DP_ERR_INVALID, "u64 overflow");
+    T_CHECK(dp_check_min("--sigma", -1, 0, 1) == DP_ERR_INVALID && strstr(dp_last_error(), "--sigma must be >= 0"),
+            "check_min: %s", dp_last_error());
+    T_CHECK(dp_check_range("--q", 0, 0, 0, 1, 1) == DP_ERR_INVALID, "q = 0 outside (0,1]");
+    T_CHECK(dp_check_range("--q", 1, 0, 0, 1, 1) == DP_OK, "q = 1 inside (0,1]");
+    return t_finish();
+}
