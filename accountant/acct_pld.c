@@ -1,0 +1,471 @@
+/* accountant/acct_pld.c — privacy loss distributions composed by FFT (FFTW).
+ *
+ * Per step and per direction (remove: P = mixture, Q = base; add: P = base,
+ * Q = mixture) the loss L = log(P/Q)(x), x ~ P, is discretised on the grid
+ * l_k = k h by "connect the dots": the P-mass of each cell (l_k, l_{k+1}] is split
+ * between its two ends so that mass and E[e^{-L}] (the Q-mass) are preserved.
+ * The split curve dominates the true delta(eps) curve (chord above a convex
+ * function), so the composition is a rigorous upper bound; the lower bound
+ * follows from a coupling argument (docs/accounting.md §PLD). */
+#include <fftw3.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accountant/acct.h"
+#include "accountant/acct_internal.h"
+
+typedef struct {
+    acct_mech mech;
+    double q, par; /* par: sigma, b, or the (amplified) pure epsilon */
+    int dir;       /* 0 remove, 1 add */
+} lossdef;
+
+static double Phi(double x) { return 0.5 * erfc(-x / M_SQRT2); }
+static double Phic(double x) { return 0.5 * erfc(x / M_SQRT2); }
+static double lapF(double x, double b) { return x < 0 ? 0.5 * exp(x / b) : 1.0 - 0.5 * exp(-x / b); }
+static double lapS(double x, double b) { return x < 0 ? 1.0 - 0.5 * exp(x / b) : 0.5 * exp(-x / b); }
+
+/* log((e^l - 1 + q) / q) for l > log(1-q); q = 1 gives l */
+static double log_ratio(double l, double q) {
+    if (q >= 1.0) return l;
+    if (l > 30.0) return l + log1p((q - 1.0) * exp(-l)) - log(q);
+    return log(expm1(l) + q) - log(q);
+}
+
+/* P(L > l), Q(L > l), P(L <= l), Q(L <= l) */
+static void tails(const lossdef *d, double l, double *Pg, double *Qg, double *Pl, double *Ql) {
+    double q = d->q;
+    double l1q = q < 1.0 ? log1p(-q) : -INFINITY;
+    int all = 0, none = 0;
+    if (d->mech == ACCT_GAUSSIAN) {
+        double s = d->par;
+        if (d->dir == 0 || q >= 1.0) {
+            if (l <= l1q) all = 1;
+            else {
+                double x = s * s * log_ratio(l, q) + 0.5; /* L > l  <=>  x > this (x ~ mixture) */
+                *Pg = (1.0 - q) * Phic(x / s) + q * Phic((x - 1.0) / s);
+                *Qg = Phic(x / s);
+                *Pl = (1.0 - q) * Phi(x / s) + q * Phi((x - 1.0) / s);
+                *Ql = Phi(x / s);
+                return;
+            }
+        } else {
+            if (-l <= l1q) none = 1;
+            else {
+                double x = s * s * log_ratio(-l, q) + 0.5; /* L > l  <=>  x < this (x ~ N(0, s^2)) */
+                *Pg = Phi(x / s);
+                *Qg = (1.0 - q) * Phi(x / s) + q * Phi((x - 1.0) / s);
+                *Pl = Phic(x / s);
+                *Ql = (1.0 - q) * Phic(x / s) + q * Phic((x - 1.0) / s);
+                return;
+            }
+        }
+    } else if (d->mech == ACCT_LAPLACE) {
+        double b = d->par;
+        if (d->dir == 0) {
+            if (l <= l1q) all = 1;
+            else {
+                double t = b * log_ratio(l, q); /* L > l <=> |x|-|x-1| > t */
+                if (t < -1.0) all = 1;
+                else if (t >= 1.0) none = 1;
+                else {
+                    double x = 0.5 * (t + 1.0);
+                    *Pg = (1.0 - q) * lapS(x, b) + q * lapS(x - 1.0, b);
+                    *Qg = lapS(x, b);
+                    *Pl = (1.0 - q) * lapF(x, b) + q * lapF(x - 1.0, b);
+                    *Ql = lapF(x, b);
+                    return;
+                }
+            }
+        } else {
+            if (-l <= l1q) none = 1;
+            else {
+                double t = b * log_ratio(-l, q); /* L > l <=> |x|-|x-1| < t */
+                if (t > 1.0) all = 1;
+                else if (t <= -1.0) none = 1;
+                else {
+                    double x = 0.5 * (t + 1.0);
+                    *Pg = lapF(x, b);
+                    *Qg = (1.0 - q) * lapF(x, b) + q * lapF(x - 1.0, b);
+                    *Pl = lapS(x, b);
+                    *Ql = (1.0 - q) * lapS(x, b) + q * lapS(x - 1.0, b);
+                    return;
+                }
+            }
+        }
+    } else { /* randomized response with epsilon par: L = +e w.p. p, -e w.p. 1-p under P */
+        double e = d->par, p = 1.0 / (1.0 + exp(-e)), pc = 1.0 / (1.0 + exp(e));
+        if (l < -e) all = 1;
+        else if (l >= e) none = 1;
+        else { *Pg = p; *Qg = pc; *Pl = pc; *Ql = p; return; }
+    }
+    if (all) { *Pg = 1; *Qg = 1; *Pl = 0; *Ql = 0; }
+    else { (void)none; *Pg = 0; *Qg = 0; *Pl = 1; *Ql = 1; }
+}
+
+static double Pgt(const lossdef *d, double l) { double a, b, c, e; tails(d, l, &a, &b, &c, &e); return a; }
+static double Ple(const lossdef *d, double l) { double a, b, c, e; tails(d, l, &a, &b, &c, &e); return c; }
+
+/* per-step loss range [lo, hi] with P(L <= lo) <= tau and P(L > hi) <= tau */
+static void loss_range(double *lo, double *hi, const lossdef *d, double tau) {
+    double b = 0.5;
+    while (Pgt(d, b) > tau && b < 1e9) b *= 2.0;
+    double a = -1e9;
+    for (int it = 0; it < 200 && b - a > 1e-12 * (fabs(b) + 1e-300); it++) {
+        double m = 0.5 * (a + b);
+        if (Pgt(d, m) > tau) a = m; else b = m;
+    }
+    *hi = b;
+    a = -0.5;
+    while (Ple(d, a) > tau && a > -1e9) a *= 2.0;
+    b = 1e9;
+    for (int it = 0; it < 200 && b - a > 1e-12 * (fabs(a) + 1e-300); it++) {
+        double m = 0.5 * (a + b);
+        if (Ple(d, m) > tau) b = m; else a = m;
+    }
+    *lo = a;
+    if (*lo > *hi) *lo = *hi;
+}
+
+typedef struct {
+    double *p;        /* [n] masses at l = (kmin + i) h */
+    int64_t kmin;
+    size_t n;
+    double p_inf;     /* mass at +infinity per step */
+    double p_trunc;   /* mass moved up from below l_kmin per step */
+    int64_t steps;
+} steppmf;
+
+/* connect-the-dots discretisation of one step on the grid h */
+static dp_status discretise(steppmf *o, const lossdef *d, double lo, double hi, double h, int64_t steps,
+                            size_t max_points) {
+    int64_t kmin = (int64_t)floor(lo / h), kmax = (int64_t)ceil(hi / h);
+    if (kmax <= kmin) kmax = kmin + 1;
+    if ((double)(kmax - kmin + 1) > (double)max_points)
+        return dp_error(DP_ERR_NOT_SUPPORTED, "PLD: one step needs %.0f grid points at h=%g (cap %zu); use a coarser "
+                        "--pld-h", (double)(kmax - kmin + 1), h, max_points);
+    size_t n = (size_t)(kmax - kmin + 1);
+    double *p = dp_calloc(n, sizeof *p);
+    double *t = dp_malloc(4 * n * sizeof *t);
+    if (!p || !t) { free(p); free(t); return DP_ERR_NOMEM; }
+    for (size_t i = 0; i < n; i++) tails(d, (double)(kmin + (int64_t)i) * h, &t[4 * i], &t[4 * i + 1], &t[4 * i + 2], &t[4 * i + 3]);
+    double emh = -expm1(-h); /* 1 - e^{-h} */
+    p[0] = t[2];             /* P(L <= l_kmin): moved up to l_kmin (pessimistic) */
+    for (size_t i = 0; i + 1 < n; i++) {
+        double Pc = t[4 * i] < 0.5 ? t[4 * i] - t[4 * (i + 1)] : t[4 * (i + 1) + 2] - t[4 * i + 2];
+        double Qc = t[4 * i + 1] < 0.5 ? t[4 * i + 1] - t[4 * (i + 1) + 1] : t[4 * (i + 1) + 3] - t[4 * i + 3];
+        if (Pc <= 0) continue;
+        if (Qc < 0) Qc = 0;
+        double lk = (double)(kmin + (int64_t)i) * h;
+        /* upper end gets b = (P_c - e^{l_k} Q_c) / (1 - e^{-h}); clamp rounding */
+        double bm = (Pc - exp(lk + log(Qc)) ) / emh;
+        if (!(bm >= 0)) bm = 0;
+        if (bm > Pc) bm = Pc;
+        p[i] += Pc - bm;
+        p[i + 1] += bm;
+    }
+    o->p = p;
+    o->kmin = kmin;
+    o->n = n;
+    o->p_inf = t[4 * (n - 1)];
+    o->p_trunc = t[2];
+    o->steps = steps;
+    free(t);
+    return DP_OK;
+}
+
+/* log E[e^{lambda L}; L finite] of one step (log-sum-exp) */
+static double log_mgf(const steppmf *s, double h, double lam) {
+    double m = -INFINITY;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->p[i] > 0) { double v = log(s->p[i]) + lam * (double)(s->kmin + (int64_t)i) * h; if (v > m) m = v; }
+    if (m == -INFINITY) return -INFINITY;
+    double acc = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->p[i] > 0) acc += exp(log(s->p[i]) + lam * (double)(s->kmin + (int64_t)i) * h - m);
+    return m + log(acc);
+}
+
+/* Chernoff window [u_lo, u_hi] (loss units) for the sum with tail <= tau_w on each side */
+static void chernoff_window(double *u_lo, double *u_hi, const steppmf *s, int ns, double h, double tau_w) {
+    double best_hi = INFINITY, best_lo = -INFINITY, lt = log(tau_w);
+    for (int e = -8; e <= 10; e++) {
+        double lam = ldexp(1.0, e), kp = 0, km = 0;
+        for (int j = 0; j < ns; j++) {
+            kp += (double)s[j].steps * log_mgf(&s[j], h, lam);
+            km += (double)s[j].steps * log_mgf(&s[j], h, -lam);
+        }
+        double uh = (kp - lt) / lam, ul = (lt - km) / lam;
+        if (uh < best_hi) best_hi = uh;
+        if (ul > best_lo) best_lo = ul;
+    }
+    *u_lo = best_lo;
+    *u_hi = best_hi;
+}
+
+static size_t good_size(size_t n) {
+    size_t best = (size_t)1 << 62;
+    for (size_t a = 1; a < best && a < ((size_t)1 << 40); a *= 2)
+        for (size_t b = a; b < best; b *= 3)
+            for (size_t c = b; c < best; c *= 5)
+                if (c >= n && c < best) best = c;
+    return best;
+}
+
+/* the composed pmf of one direction on a window */
+typedef struct {
+    double *p;
+    size_t n;
+    double l0, p_inf, A, eta_events, mass_err;
+} composed;
+
+static dp_status compose(composed *out, const steppmf *s, int ns, double h, double tau_w, size_t max_points) {
+    /* full support of the sum */
+    double fmin = 0, fmax = 0;
+    for (int j = 0; j < ns; j++) {
+        fmin += (double)s[j].steps * (double)s[j].kmin;
+        fmax += (double)s[j].steps * (double)(s[j].kmin + (int64_t)s[j].n - 1);
+    }
+    double W0 = fmin, W1 = fmax, A = 0;
+    size_t nmax = 1;
+    for (int j = 0; j < ns; j++) if (s[j].n > nmax) nmax = s[j].n;
+    if (W1 - W0 + 1 > (double)max_points || W1 - W0 + 1 > 4.0 * (double)nmax + 64) {
+        double ul, uh;
+        chernoff_window(&ul, &uh, s, ns, h, tau_w);
+        double c0 = floor(ul / h), c1 = ceil(uh / h);
+        if (c0 > W0) { W0 = c0; A += tau_w; }
+        if (c1 < W1) { W1 = c1; A += tau_w; }
+        if (W1 < W0) W1 = W0;
+    }
+    double wlen = W1 - W0 + 1;
+    if (wlen < (double)nmax) wlen = (double)nmax;
+    if (wlen > (double)max_points)
+        return dp_error(DP_ERR_NOT_SUPPORTED, "PLD: composition window needs %.0f points at h=%g (cap %zu)", wlen, h,
+                        max_points);
+    size_t N = good_size((size_t)wlen);
+    size_t nc = N / 2 + 1;
+    double *x = fftw_alloc_real(N);
+    fftw_complex *X = fftw_alloc_complex(nc), *acc = fftw_alloc_complex(nc);
+    if (!x || !X || !acc) { fftw_free(x); fftw_free(X); fftw_free(acc); return dp_error(DP_ERR_NOMEM, "PLD: out of memory (N=%zu)", N); }
+    fftw_plan fwd = fftw_plan_dft_r2c_1d((int)N, x, X, FFTW_ESTIMATE);
+    fftw_plan bwd = fftw_plan_dft_c2r_1d((int)N, acc, x, FFTW_ESTIMATE);
+    for (size_t f = 0; f < nc; f++) { acc[f][0] = 1.0; acc[f][1] = 0.0; }
+    double log_noinf = 0, base = 0, eta = 0;
+    for (int j = 0; j < ns; j++) {
+        memset(x, 0, N * sizeof *x);
+        memcpy(x, s[j].p, s[j].n * sizeof *x);
+        fftw_execute(fwd);
+        double T = (double)s[j].steps;
+        for (size_t f = 0; f < nc; f++) {
+            double re = X[f][0], im = X[f][1], r = hypot(re, im);
+            double zr = 0, zi = 0;
+            if (r > 0) {
+                double lr = T * log(r);
+                if (lr > -745.0) {
+                    double th = T * atan2(im, re), m = exp(lr);
+                    zr = m * cos(th); zi = m * sin(th);
+                }
+            }
+            double ar = acc[f][0], ai = acc[f][1];
+            acc[f][0] = ar * zr - ai * zi;
+            acc[f][1] = ar * zi + ai * zr;
+        }
+        log_noinf += T * log1p(-s[j].p_inf);
+        base += T * (double)s[j].kmin;
+        eta += T * (s[j].p_inf + s[j].p_trunc);
+    }
+    fftw_execute(bwd);
+    double *p = dp_malloc(N * sizeof *p);
+    if (!p) { fftw_destroy_plan(fwd); fftw_destroy_plan(bwd); fftw_free(x); fftw_free(X); fftw_free(acc); return DP_ERR_NOMEM; }
+    double neg = 0, tot = 0;
+    for (size_t w = 0; w < N; w++) {
+        double v = W0 + (double)w - base;      /* value index relative to base */
+        double jm = fmod(v, (double)N);
+        if (jm < 0) jm += (double)N;
+        double y = x[(size_t)jm] / (double)N;
+        if (y < 0) { neg -= y; y = 0; }
+        p[w] = y;
+        tot += y;
+    }
+    fftw_destroy_plan(fwd);
+    fftw_destroy_plan(bwd);
+    fftw_free(x); fftw_free(X); fftw_free(acc);
+    out->p = p;
+    out->n = N;
+    out->l0 = W0 * h;
+    out->p_inf = -expm1(log_noinf);
+    out->A = A + neg;
+    out->eta_events = eta;
+    out->mass_err = fabs(tot + out->p_inf - 1.0);
+    return DP_OK;
+}
+
+void acct_pld_default_opts(acct_pld_opts *o) {
+    o->h = 0;
+    o->eta_z = 1e-12;
+    o->max_points = (size_t)1 << 22;
+}
+
+/* largest mean shift of the split per atom: max_u h (1-e^{-u})/(1-e^{-h}) - u */
+static double split_mmax(double h) {
+    double emh = -expm1(-h), u = log(h / emh);
+    return h * (-expm1(-u)) / emh - u;
+}
+
+typedef struct {
+    lossdef d;
+    int64_t steps;
+    double lo, hi;
+} segdef;
+
+/* Build per-direction segment lists; q = 1 Gaussians are merged exactly (sigma_eff = (sum T/s^2)^{-1/2}). */
+static dp_status build_segs(segdef *sd, int *nsd, const acct_schedule *s, int dir) {
+    int n = 0;
+    double g_prec = 0; /* sum T / sigma^2 of q = 1 Gaussian segments */
+    for (int i = 0; i < s->n; i++) {
+        const acct_segment *g = &s->seg[i];
+        if (g->mech == ACCT_GAUSSIAN && g->q >= 1.0) { g_prec += (double)g->steps / (g->param * g->param); continue; }
+        lossdef d = {g->mech, g->q, g->param, dir};
+        if (g->mech == ACCT_PURE) { DP_TRY(acct_pure_step_eps(&d.par, g)); d.q = 1.0; }
+        sd[n].d = d;
+        sd[n].steps = g->steps;
+        n++;
+    }
+    if (g_prec > 0) {
+        lossdef d = {ACCT_GAUSSIAN, 1.0, 1.0 / sqrt(g_prec), dir};
+        sd[n].d = d;
+        sd[n].steps = 1;
+        n++;
+    }
+    *nsd = n;
+    return DP_OK;
+}
+
+typedef struct {
+    composed c[2];
+    double h, cshift, eta;
+} pldstate;
+
+static void pldstate_free(pldstate *st) { free(st->c[0].p); free(st->c[1].p); }
+
+static dp_status pld_build(pldstate *st, const acct_schedule *s, double tau_w, const acct_pld_opts *o) {
+    memset(st, 0, sizeof *st);
+    DP_TRY(acct_schedule_validate(s));
+    segdef sd[2][ACCT_MAX_SEGMENTS + 1];
+    int nsd[2];
+    double Ttot = 0;
+    for (int i = 0; i < s->n; i++) Ttot += (double)s->seg[i].steps;
+    double tau = tau_w / (4.0 * Ttot); /* per-step tail */
+    double maxrange = 0;
+    for (int dir = 0; dir < 2; dir++) {
+        DP_TRY(build_segs(sd[dir], &nsd[dir], s, dir));
+        for (int j = 0; j < nsd[dir]; j++) {
+            loss_range(&sd[dir][j].lo, &sd[dir][j].hi, &sd[dir][j].d, tau);
+            double r = sd[dir][j].hi - sd[dir][j].lo;
+            if (r > maxrange) maxrange = r;
+        }
+    }
+    double h = o->h;
+    size_t target = (size_t)1 << 18;
+    if (!(h > 0)) {
+        /* pilot: coarse grid, Chernoff window of the composition, then h = width / target */
+        double h0 = maxrange / 2048.0, width = 0;
+        if (!(h0 > 0)) h0 = 1e-3;
+        for (int dir = 0; dir < 2; dir++) {
+            steppmf pm[ACCT_MAX_SEGMENTS + 1];
+            int ok = 1;
+            for (int j = 0; j < nsd[dir]; j++) {
+                if (discretise(&pm[j], &sd[dir][j].d, sd[dir][j].lo, sd[dir][j].hi, h0, sd[dir][j].steps, (size_t)1 << 20) != DP_OK) {
+                    for (int k = 0; k < j; k++) free(pm[k].p);
+                    ok = 0;
+                    break;
+                }
+            }
+            if (!ok) return DP_ERR_INTERNAL;
+            double fmin = 0, fmax = 0, ul, uh;
+            for (int j = 0; j < nsd[dir]; j++) {
+                fmin += (double)pm[j].steps * (double)pm[j].kmin * h0;
+                fmax += (double)pm[j].steps * (double)(pm[j].kmin + (int64_t)pm[j].n - 1) * h0;
+            }
+            chernoff_window(&ul, &uh, pm, nsd[dir], h0, tau_w);
+            if (ul < fmin) ul = fmin;
+            if (uh > fmax) uh = fmax;
+            if (uh - ul > width) width = uh - ul;
+            for (int j = 0; j < nsd[dir]; j++) free(pm[j].p);
+        }
+        h = width / (double)target;
+        double hr = maxrange / (double)(o->max_points / 2);
+        if (h < hr) h = hr;
+        if (h > 1e-2) h = 1e-2;
+        if (h < 1e-7) h = 1e-7;
+    }
+    st->h = h;
+    for (int dir = 0; dir < 2; dir++) {
+        steppmf pm[ACCT_MAX_SEGMENTS + 1];
+        dp_status e = DP_OK;
+        int j;
+        for (j = 0; j < nsd[dir]; j++) {
+            e = discretise(&pm[j], &sd[dir][j].d, sd[dir][j].lo, sd[dir][j].hi, h, sd[dir][j].steps, o->max_points);
+            if (e != DP_OK) break;
+        }
+        if (e == DP_OK) e = compose(&st->c[dir], pm, nsd[dir], h, tau_w, o->max_points);
+        for (int k = 0; k < j; k++) free(pm[k].p);
+        if (e != DP_OK) { pldstate_free(st); return e; }
+    }
+    /* coupling shift for the lower bound: sum T m_max + h sqrt(T log(1/eta_z) / 2) */
+    double Teff = 0;
+    for (int j = 0; j < nsd[0]; j++) Teff += (double)sd[0][j].steps;
+    st->cshift = Teff * split_mmax(h) + h * sqrt(Teff * log(1.0 / o->eta_z) / 2.0);
+    st->eta = o->eta_z;
+    return DP_OK;
+}
+
+dp_status acct_pld_epsilon(acct_pld_result *r, const acct_schedule *s, double delta, const acct_pld_opts *o) {
+    acct_pld_opts d;
+    if (!o) { acct_pld_default_opts(&d); o = &d; }
+    if (!(delta > 0 && delta < 1)) return dp_error(DP_ERR_INVALID, "delta must be in (0, 1) (got %g)", delta);
+    double tau_w = delta * 1e-6 < 1e-20 ? delta * 1e-6 : 1e-20;
+    pldstate st;
+    DP_TRY(pld_build(&st, s, tau_w, o));
+    memset(r, 0, sizeof *r);
+    r->h = st.h;
+    r->n_fft = st.c[0].n > st.c[1].n ? st.c[0].n : st.c[1].n;
+    for (int dir = 0; dir < 2; dir++) {
+        composed *c = &st.c[dir];
+        double up = delta - c->A > 0 ? acct_pmf_epsilon(c->p, c->n, c->l0, st.h, c->p_inf, delta - c->A) : INFINITY;
+        double lo = acct_pmf_epsilon(c->p, c->n, c->l0, st.h, c->p_inf, delta + c->A + c->eta_events + st.eta) - st.cshift;
+        if (lo < 0) lo = 0;
+        if (up > r->upper) r->upper = up;
+        if (lo > r->lower) r->lower = lo;
+        if (c->p_inf + c->A > r->tail_mass) r->tail_mass = c->p_inf + c->A;
+        if (c->mass_err > r->mass_error) r->mass_error = c->mass_err;
+    }
+    pldstate_free(&st);
+    return DP_OK;
+}
+
+dp_status acct_pld_delta(acct_pld_result *r, const acct_schedule *s, double eps, const acct_pld_opts *o) {
+    acct_pld_opts d;
+    if (!o) { acct_pld_default_opts(&d); o = &d; }
+    if (!(eps >= 0) || !isfinite(eps)) return dp_error(DP_ERR_INVALID, "epsilon must be >= 0 and finite (got %g)", eps);
+    pldstate st;
+    DP_TRY(pld_build(&st, s, 1e-20, o));
+    memset(r, 0, sizeof *r);
+    r->h = st.h;
+    r->n_fft = st.c[0].n > st.c[1].n ? st.c[0].n : st.c[1].n;
+    for (int dir = 0; dir < 2; dir++) {
+        composed *c = &st.c[dir];
+        double up = acct_pmf_delta(c->p, c->n, c->l0, st.h, c->p_inf, eps) + c->A;
+        double lo = acct_pmf_delta(c->p, c->n, c->l0, st.h, c->p_inf, eps + st.cshift) - c->A - c->eta_events - st.eta;
+        if (up > 1) up = 1;
+        if (lo < 0) lo = 0;
+        if (up > r->upper) r->upper = up;
+        if (lo > r->lower) r->lower = lo;
+        if (c->p_inf + c->A > r->tail_mass) r->tail_mass = c->p_inf + c->A;
+        if (c->mass_err > r->mass_error) r->mass_error = c->mass_err;
+    }
+    pldstate_free(&st);
+    return DP_OK;
+}
