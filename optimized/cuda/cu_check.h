@@ -1,0 +1,68 @@
+/* optimized/cuda/cu_check.h — turn every CUDA, cuBLAS and NCCL call into a dp_status
+ * (C++/CUDA only; included by the .cu files).
+ *
+ *   CU_CHECK(cudaMalloc(&p, n));          // returns DP_ERR_DEVICE from the function on failure
+ *   CUBLAS_CHECK(cublasSgemm(...));
+ *   NCCL_CHECK(ncclAllReduce(...));
+ *   CU_CHECK_LAUNCH();                    // after a <<<...>>> launch (cudaGetLastError)
+ *
+ * The message names the failing expression, the library's error name and string,
+ * and file:line, e.g.
+ *   "CUDA call cudaMalloc(&p, n) failed: cudaErrorMemoryAllocation (out of memory) at optimized/cuda/cu_runtime.cu:42".
+ * The *_ST variants evaluate to a dp_status instead of returning (for cleanup paths). */
+#ifndef CU_CHECK_H
+#define CU_CHECK_H
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "common/status.h"
+}
+
+const char *cu_cublas_status_name(cublasStatus_t s);
+
+static inline dp_status cu_check_cuda_(cudaError_t e, const char *expr, const char *file, int line) {
+    if (e == cudaSuccess) return DP_OK;
+    return dp_error(DP_ERR_DEVICE, "CUDA call %s failed: %s (%s) at %s:%d", expr, cudaGetErrorName(e),
+                    cudaGetErrorString(e), file, line);
+}
+static inline dp_status cu_check_cublas_(cublasStatus_t e, const char *expr, const char *file, int line) {
+    if (e == CUBLAS_STATUS_SUCCESS) return DP_OK;
+    return dp_error(DP_ERR_DEVICE, "cuBLAS call %s failed: %s at %s:%d", expr, cu_cublas_status_name(e), file, line);
+}
+
+#define CU_CHECK_ST(expr) cu_check_cuda_((expr), #expr, __FILE__, __LINE__)
+#define CUBLAS_CHECK_ST(expr) cu_check_cublas_((expr), #expr, __FILE__, __LINE__)
+#define CU_CHECK(expr) DP_TRY(CU_CHECK_ST(expr))
+#define CUBLAS_CHECK(expr) DP_TRY(CUBLAS_CHECK_ST(expr))
+/* After a kernel launch: configuration errors (bad grid, too much shared memory). */
+#define CU_CHECK_LAUNCH() DP_TRY(cu_check_cuda_(cudaGetLastError(), "kernel launch", __FILE__, __LINE__))
+
+#ifdef CU_WITH_NCCL
+#include <nccl.h>
+static inline dp_status cu_check_nccl_(ncclResult_t e, const char *expr, const char *file, int line) {
+    if (e == ncclSuccess) return DP_OK;
+    return dp_error(DP_ERR_DEVICE, "NCCL call %s failed: %s at %s:%d", expr, ncclGetErrorString(e), file, line);
+}
+#define NCCL_CHECK_ST(expr) cu_check_nccl_((expr), #expr, __FILE__, __LINE__)
+#define NCCL_CHECK(expr) DP_TRY(NCCL_CHECK_ST(expr))
+#endif
+
+/* Argument checks shared by the API functions (DP_ERR_INVALID, message names the argument). */
+#define CU_ARG(cond, ...)                                          \
+    do {                                                           \
+        if (!(cond)) return dp_error(DP_ERR_INVALID, __VA_ARGS__); \
+    } while (0)
+
+struct cu_ctx;
+/* Internal accessors (cu_runtime.cu). */
+cudaStream_t cu_ctx_stream_(struct cu_ctx *ctx);
+cublasHandle_t cu_ctx_cublas_(struct cu_ctx *ctx);
+cublasLtHandle_t cu_ctx_cublaslt_(struct cu_ctx *ctx);
+void *cu_ctx_workspace_(struct cu_ctx *ctx, size_t *bytes);
+/* Context-owned scratch of at least `bytes` (grown on demand, reused; one user at a time). */
+dp_status cu_ctx_scratch_(struct cu_ctx *ctx, void **out, size_t bytes, int slot);
+
+#endif

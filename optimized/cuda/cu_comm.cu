@@ -1,0 +1,126 @@
+// optimized/cuda/cu_comm.cu — NCCL communicator: rank and world size from MPI when
+// launched by mpirun, otherwise a single GPU (rank 0 of 1). Collectives run on the
+// context's comm stream so a reduce-scatter can overlap the backward pass on the
+// compute stream (order them with cu_comm_wait_compute / cu_compute_wait_comm).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CU_WITH_NCCL 1
+#include "optimized/cuda/cu_api.h"
+#include "optimized/cuda/cu_check.h"
+
+struct cu_comm {
+    cu_ctx *ctx;
+    ncclComm_t nccl;
+    int rank, size;
+    int own_mpi; /* MPI_Init was called here: finalise in destroy */
+};
+
+static int launched_by_mpirun(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+}
+
+static int env_int(const char *a, const char *b, int dflt) {
+    const char *e = getenv(a);
+    if (!e) e = getenv(b);
+    return e && *e ? atoi(e) : dflt;
+}
+
+extern "C" dp_status cu_comm_local_device(int *device) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        (void)cudaGetLastError();
+        return dp_error(DP_ERR_NOT_SUPPORTED, "no CUDA device (%s)", e == cudaSuccess ? "device count is 0" : cudaGetErrorString(e));
+    }
+    int local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", 0);
+    *device = local % n;
+    return DP_OK;
+}
+
+static dp_status mpi_check(int rc, const char *expr) {
+    if (rc == MPI_SUCCESS) return DP_OK;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return dp_error(DP_ERR_DEVICE, "MPI call %s failed: %s", expr, msg);
+}
+#define MPI_CHECK(expr) DP_TRY(mpi_check((expr), #expr))
+
+extern "C" void cu_comm_destroy(cu_comm *c) {
+    if (!c) return;
+    if (c->nccl) ncclCommDestroy(c->nccl);
+    if (c->own_mpi) {
+        int fin = 0;
+        MPI_Finalized(&fin);
+        if (!fin) MPI_Finalize();
+    }
+    free(c);
+}
+
+static dp_status comm_init(cu_comm *c) {
+    int inited = 0;
+    MPI_CHECK(MPI_Initialized(&inited));
+    if (!inited && launched_by_mpirun()) {
+        int provided = 0;
+        MPI_CHECK(MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided));
+        c->own_mpi = 1;
+        inited = 1;
+    }
+    ncclUniqueId id;
+    if (inited) {
+        MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
+        MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &c->size));
+        if (c->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+        MPI_CHECK(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
+    } else {
+        c->rank = 0;
+        c->size = 1;
+        NCCL_CHECK(ncclGetUniqueId(&id));
+    }
+    CU_CHECK(cudaSetDevice(cu_ctx_info(c->ctx)->device));
+    NCCL_CHECK(ncclCommInitRank(&c->nccl, c->size, id, c->rank));
+    return DP_OK;
+}
+
+extern "C" dp_status cu_comm_create(cu_comm **out, cu_ctx *ctx) {
+    *out = NULL;
+    cu_comm *c = (cu_comm *)calloc(1, sizeof *c);
+    if (!c) return dp_error(DP_ERR_NOMEM, "cu_comm_create: out of host memory");
+    c->ctx = ctx;
+    dp_status st = comm_init(c);
+    if (st != DP_OK) {
+        cu_comm_destroy(c);
+        return st;
+    }
+    *out = c;
+    return DP_OK;
+}
+
+extern "C" int cu_comm_rank(const cu_comm *c) { return c->rank; }
+extern "C" int cu_comm_size(const cu_comm *c) { return c->size; }
+
+static cudaStream_t cs(cu_comm *c) { return (cudaStream_t)cu_ctx_comm_stream(c->ctx); }
+
+extern "C" dp_status cu_comm_allreduce_sum_f32(cu_comm *c, float *buf, int64_t n) {
+    CU_ARG(n >= 0, "cu_comm_allreduce_sum_f32: negative size");
+    NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, ncclFloat32, ncclSum, c->nccl, cs(c)));
+    return DP_OK;
+}
+extern "C" dp_status cu_comm_reduce_scatter_sum_f32(cu_comm *c, float *out, const float *in, int64_t n) {
+    CU_ARG(n >= 0, "cu_comm_reduce_scatter_sum_f32: negative size");
+    NCCL_CHECK(ncclReduceScatter(in, out, (size_t)n, ncclFloat32, ncclSum, c->nccl, cs(c)));
+    return DP_OK;
+}
+extern "C" dp_status cu_comm_allgather_f32(cu_comm *c, float *out, const float *in, int64_t n) {
+    CU_ARG(n >= 0, "cu_comm_allgather_f32: negative size");
+    NCCL_CHECK(ncclAllGather(in, out, (size_t)n, ncclFloat32, c->nccl, cs(c)));
+    return DP_OK;
+}
+extern "C" dp_status cu_comm_sync(cu_comm *c) {
+    CU_CHECK(cudaStreamSynchronize(cs(c)));
+    return DP_OK;
+}

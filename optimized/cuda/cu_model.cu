@@ -1,0 +1,406 @@
+// optimized/cuda/cu_model.cu — model operations of the mlp and llama models as
+// straightforward kernels (f32): embedding, rmsnorm, rotary, causal attention,
+// swiglu, cross-entropy; forward and backward. Every reduction is a fixed-order
+// block reduction or a per-thread loop in index order (no atomics), so results are
+// bit-identical run to run. Shapes are in the comments (llm.c style).
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optimized/cuda/cu_api.h"
+#include "optimized/cuda/cu_check.h"
+#include "optimized/cuda/cu_plan.h"
+#include "optimized/cuda/cu_reduce.cuh"
+
+#define ROW_THREADS 128
+
+/* A device int flag (scratch slot 7) for index checks done inside kernels. */
+static dp_status flag_reset(cu_ctx *ctx, int **flag) {
+    void *p;
+    DP_TRY(cu_ctx_scratch_(ctx, &p, sizeof(int), 7));
+    *flag = (int *)p;
+    CU_CHECK(cudaMemsetAsync(p, 0, sizeof(int), cu_ctx_stream_(ctx)));
+    return DP_OK;
+}
+static dp_status flag_read(cu_ctx *ctx, int *flag, int *v) {
+    CU_CHECK(cudaMemcpyAsync(v, flag, sizeof(int), cudaMemcpyDeviceToHost, cu_ctx_stream_(ctx)));
+    CU_CHECK(cudaStreamSynchronize(cu_ctx_stream_(ctx)));
+    return DP_OK;
+}
+
+/* ---------------- embedding ---------------- */
+// out[N,D] = table[tokens[n], :]; a token outside [0,V) sets *bad = n+1 and writes zeros.
+__global__ void k_embed_fwd(float *out, int *bad, const int32_t *tokens, const float *table, int N, int V, int D) {
+    int n = blockIdx.x;
+    int32_t t = tokens[n];
+    bool ok = t >= 0 && t < V;
+    if (!ok && threadIdx.x == 0) atomicMax(bad, n + 1); /* integer flag: order-independent */
+    for (int d = threadIdx.x; d < D; d += blockDim.x) out[(int64_t)n * D + d] = ok ? table[(int64_t)t * D + d] : 0.0f;
+}
+
+extern "C" dp_status cu_embedding_fwd(cu_ctx *ctx, float *out, const int32_t *tokens, const float *table, int N, int V,
+                                      int D) {
+    CU_ARG(N >= 0 && V > 0 && D > 0, "cu_embedding_fwd: bad sizes N=%d V=%d D=%d", N, V, D);
+    if (N == 0) return DP_OK;
+    int *flag;
+    DP_TRY(flag_reset(ctx, &flag));
+    k_embed_fwd<<<N, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(out, flag, tokens, table, N, V, D);
+    CU_CHECK_LAUNCH();
+    int bad = 0;
+    DP_TRY(flag_read(ctx, flag, &bad));
+    if (bad) return dp_error(DP_ERR_INVALID, "cu_embedding_fwd: token at position %d outside [0, %d)", bad - 1, V);
+    return DP_OK;
+}
+
+// dtable[v, d] += sum_{k in [off[v], off[v+1])} dout[order[k], d], order sorted by (token, n).
+__global__ void k_embed_bwd(float *dtable, const float *dout, const int32_t *order, const int32_t *off, int V, int D) {
+    int v = blockIdx.x;
+    int b = off[v], e = off[v + 1];
+    if (b == e) return;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float s = dtable[(int64_t)v * D + d];
+        for (int k = b; k < e; k++) s += dout[(int64_t)order[k] * D + d];
+        dtable[(int64_t)v * D + d] = s;
+    }
+}
+
+extern "C" dp_status cu_embedding_bwd(cu_ctx *ctx, float *dtable, const float *dout, const int32_t *tokens, int N,
+                                      int V, int D) {
+    CU_ARG(N >= 0 && V > 0 && D > 0, "cu_embedding_bwd: bad sizes N=%d V=%d D=%d", N, V, D);
+    if (N == 0) return DP_OK;
+    /* Counting sort of the tokens on the host (stable: increasing n within a token). */
+    int32_t *ht = (int32_t *)malloc((size_t)N * sizeof(int32_t));
+    int32_t *hoff = (int32_t *)calloc((size_t)V + 1, sizeof(int32_t));
+    int32_t *hord = (int32_t *)malloc((size_t)N * sizeof(int32_t));
+    dp_status st = DP_OK;
+    if (!ht || !hoff || !hord) {
+        st = dp_error(DP_ERR_NOMEM, "cu_embedding_bwd: out of host memory");
+        goto done;
+    }
+    st = cu_d2h(ctx, ht, tokens, (size_t)N * sizeof(int32_t));
+    if (st != DP_OK) goto done;
+    for (int n = 0; n < N; n++) {
+        if (ht[n] < 0 || ht[n] >= V) {
+            st = dp_error(DP_ERR_INVALID, "cu_embedding_bwd: token %d at position %d outside [0, %d)", ht[n], n, V);
+            goto done;
+        }
+        hoff[ht[n] + 1]++;
+    }
+    for (int v = 0; v < V; v++) hoff[v + 1] += hoff[v];
+    {
+        int32_t *pos = (int32_t *)malloc((size_t)V * sizeof(int32_t));
+        if (!pos) {
+            st = dp_error(DP_ERR_NOMEM, "cu_embedding_bwd: out of host memory");
+            goto done;
+        }
+        memcpy(pos, hoff, (size_t)V * sizeof(int32_t));
+        for (int n = 0; n < N; n++) hord[pos[ht[n]]++] = n;
+        free(pos);
+    }
+    {
+        void *dord, *doff;
+        st = cu_ctx_scratch_(ctx, &dord, (size_t)N * sizeof(int32_t), 5);
+        if (st == DP_OK) st = cu_ctx_scratch_(ctx, &doff, ((size_t)V + 1) * sizeof(int32_t), 6);
+        if (st == DP_OK) st = cu_h2d(ctx, dord, hord, (size_t)N * sizeof(int32_t));
+        if (st == DP_OK) st = cu_h2d(ctx, doff, hoff, ((size_t)V + 1) * sizeof(int32_t));
+        if (st == DP_OK) {
+            k_embed_bwd<<<V, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(dtable, dout, (const int32_t *)dord,
+                                                                    (const int32_t *)doff, V, D);
+            st = cu_check_cuda_(cudaGetLastError(), "k_embed_bwd launch", __FILE__, __LINE__);
+        }
+        /* the host arrays are freed below: make sure the synchronous copies are done (they are) */
+    }
+done:
+    free(ht);
+    free(hoff);
+    free(hord);
+    return st;
+}
+
+/* ---------------- rmsnorm ---------------- */
+// y[n,:] = x[n,:] * rstd[n] * w, rstd[n] = 1/sqrt(mean_d x[n,d]^2 + eps)
+__global__ void k_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w, float eps, int D) {
+    __shared__ float sh[33];
+    int64_t n = blockIdx.x;
+    const float *xr = x + n * D;
+    float s = 0.0f;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) s += xr[d] * xr[d];
+    s = cu_block_sum(s, sh);
+    float r = 1.0f / sqrtf(s / (float)D + eps);
+    if (threadIdx.x == 0) rstd[n] = r;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) y[n * D + d] = xr[d] * r * w[d];
+}
+// dx[n,d] = r w_d dy_d - x_d r^3 (sum_e w_e dy_e x_e) / D
+__global__ void k_rmsnorm_bwd_dx(float *dx, const float *dy, const float *x, const float *w, const float *rstd, int D) {
+    __shared__ float sh[33];
+    int64_t n = blockIdx.x;
+    const float *xr = x + n * D, *dyr = dy + n * D;
+    float r = rstd[n];
+    float s = 0.0f;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) s += w[d] * dyr[d] * xr[d];
+    s = cu_block_sum(s, sh);
+    float c = r * r * r * s / (float)D;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) dx[n * D + d] = r * w[d] * dyr[d] - xr[d] * c;
+}
+// dw[d] += sum_n dy[n,d] x[n,d] rstd[n], one thread per d, rows in order.
+__global__ void k_rmsnorm_bwd_dw(float *dw, const float *dy, const float *x, const float *rstd, int N, int D) {
+    int d = blockIdx.x * blockDim.x + threadIdx.x;
+    if (d >= D) return;
+    float s = 0.0f;
+    for (int n = 0; n < N; n++) s += dy[(int64_t)n * D + d] * x[(int64_t)n * D + d] * rstd[n];
+    dw[d] += s;
+}
+
+extern "C" dp_status cu_rmsnorm_fwd(cu_ctx *ctx, float *y, float *rstd, const float *x, const float *w, float eps,
+                                    int N, int D) {
+    CU_ARG(N >= 0 && D > 0, "cu_rmsnorm_fwd: bad sizes N=%d D=%d", N, D);
+    CU_ARG(eps >= 0.0f && isfinite(eps), "cu_rmsnorm_fwd: eps must be finite and >= 0 (got %g)", (double)eps);
+    if (N == 0) return DP_OK;
+    k_rmsnorm_fwd<<<N, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(y, rstd, x, w, eps, D);
+    CU_CHECK_LAUNCH();
+    return DP_OK;
+}
+extern "C" dp_status cu_rmsnorm_bwd(cu_ctx *ctx, float *dx, float *dw, const float *dy, const float *x, const float *w,
+                                    const float *rstd, int N, int D) {
+    CU_ARG(N >= 0 && D > 0, "cu_rmsnorm_bwd: bad sizes N=%d D=%d", N, D);
+    if (N == 0) return DP_OK;
+    k_rmsnorm_bwd_dx<<<N, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(dx, dy, x, w, rstd, D);
+    CU_CHECK_LAUNCH();
+    if (dw) {
+        k_rmsnorm_bwd_dw<<<(int)cu_ceil_div(D, CU_BLOCK), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(dw, dy, x, rstd, N, D);
+        CU_CHECK_LAUNCH();
+    }
+    return DP_OK;
+}
+
+/* ---------------- rotary ---------------- */
+// x[B,T,H,hd]: pair j of head h at position t rotated by t * theta^(-2j/hd) (angle in double).
+__global__ void k_rope(float *x, double theta, int inverse, int B, int T, int H, int hd) {
+    int64_t half = hd / 2;
+    int64_t total = (int64_t)B * T * H * half;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t j = i % half;
+        int64_t t = (i / half / H) % T;
+        double ang = (double)t * pow(theta, -2.0 * (double)j / (double)hd);
+        double c = cos(ang), s = sin(ang);
+        if (inverse) s = -s;
+        float *p = x + (i / half) * hd + 2 * j;
+        double a = p[0], b = p[1];
+        p[0] = (float)(a * c - b * s);
+        p[1] = (float)(a * s + b * c);
+    }
+}
+extern "C" dp_status cu_rope(cu_ctx *ctx, float *x, float theta, int inverse, int B, int T, int H, int hd) {
+    CU_ARG(B >= 0 && T >= 0 && H > 0 && hd > 0 && hd % 2 == 0, "cu_rope: bad sizes B=%d T=%d H=%d hd=%d (hd must be even)",
+           B, T, H, hd);
+    CU_ARG(theta > 0.0f && isfinite(theta), "cu_rope: theta must be finite and > 0 (got %g)", (double)theta);
+    int64_t total = (int64_t)B * T * H * (hd / 2);
+    if (total == 0) return DP_OK;
+    k_rope<<<cu_grid_1d(total, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(x, (double)theta, inverse, B, T, H, hd);
+    CU_CHECK_LAUNCH();
+    return DP_OK;
+}
+
+/* ---------------- causal attention ---------------- */
+// One block per (b, h, t): scores over s <= t, softmax, out[b,t,h,:] = sum_s att[s] v[b,s,h,:].
+__global__ void k_attn_fwd(float *out, float *att, const float *q, const float *k, const float *v, int T, int H,
+                           int hd) {
+    __shared__ float sh[33];
+    int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    int64_t rs = (int64_t)H * hd; /* stride between positions */
+    const float *qt = q + ((int64_t)b * T + t) * rs + (int64_t)h * hd;
+    float *arow = att + (((int64_t)b * H + h) * T + t) * T;
+    float scale = 1.0f / sqrtf((float)hd);
+    float mx = -INFINITY;
+    for (int s = threadIdx.x; s < T; s += blockDim.x) {
+        if (s > t) { arow[s] = 0.0f; continue; }
+        const float *ks = k + ((int64_t)b * T + s) * rs + (int64_t)h * hd;
+        float dot = 0.0f;
+        for (int e = 0; e < hd; e++) dot += qt[e] * ks[e];
+        dot *= scale;
+        arow[s] = dot;
+        mx = fmaxf(mx, dot);
+    }
+    mx = cu_block_max(mx, sh, -INFINITY);
+    float sum = 0.0f;
+    for (int s = threadIdx.x; s <= t; s += blockDim.x) {
+        float e = expf(arow[s] - mx);
+        arow[s] = e;
+        sum += e;
+    }
+    sum = cu_block_sum(sum, sh);
+    float inv = 1.0f / sum;
+    for (int s = threadIdx.x; s <= t; s += blockDim.x) arow[s] *= inv;
+    __syncthreads(); /* the row is read by other threads below */
+    float *ot = out + ((int64_t)b * T + t) * rs + (int64_t)h * hd;
+    for (int e = threadIdx.x; e < hd; e += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s <= t; s++) acc += arow[s] * v[((int64_t)b * T + s) * rs + (int64_t)h * hd + e];
+        ot[e] = acc;
+    }
+}
+
+// Row pass, one block per (b,h,t): datt[s] = dout_t . v_s; dpre[t,s] = att (datt - sum att datt);
+// dq[t] = scale * sum_s dpre[t,s] k_s.
+__global__ void k_attn_bwd_rows(float *dq, float *dpre, const float *dout, const float *k, const float *v,
+                                const float *att, int T, int H, int hd) {
+    __shared__ float sh[33];
+    int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    int64_t rs = (int64_t)H * hd;
+    const float *dot_ = dout + ((int64_t)b * T + t) * rs + (int64_t)h * hd;
+    const float *arow = att + (((int64_t)b * H + h) * T + t) * T;
+    float *drow = dpre + (((int64_t)b * H + h) * T + t) * T;
+    float scale = 1.0f / sqrtf((float)hd);
+    float acc = 0.0f;
+    for (int s = threadIdx.x; s < T; s += blockDim.x) {
+        if (s > t) { drow[s] = 0.0f; continue; }
+        const float *vs = v + ((int64_t)b * T + s) * rs + (int64_t)h * hd;
+        float d = 0.0f;
+        for (int e = 0; e < hd; e++) d += dot_[e] * vs[e];
+        drow[s] = d;
+        acc += arow[s] * d;
+    }
+    acc = cu_block_sum(acc, sh);
+    for (int s = threadIdx.x; s <= t; s += blockDim.x) drow[s] = arow[s] * (drow[s] - acc);
+    __syncthreads();
+    float *dqt = dq + ((int64_t)b * T + t) * rs + (int64_t)h * hd;
+    for (int e = threadIdx.x; e < hd; e += blockDim.x) {
+        float a = 0.0f;
+        for (int s = 0; s <= t; s++) a += drow[s] * k[((int64_t)b * T + s) * rs + (int64_t)h * hd + e];
+        dqt[e] = a * scale;
+    }
+}
+// Column pass, one block per (b,h,s): dk[s] = scale sum_{t>=s} dpre[t,s] q_t; dv[s] = sum_{t>=s} att[t,s] dout_t.
+__global__ void k_attn_bwd_cols(float *dk, float *dv, const float *dpre, const float *dout, const float *q,
+                                const float *att, int T, int H, int hd) {
+    int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    int64_t rs = (int64_t)H * hd;
+    const float *A = att + ((int64_t)b * H + h) * T * T, *P = dpre + ((int64_t)b * H + h) * T * T;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int e = threadIdx.x; e < hd; e += blockDim.x) {
+        float ak = 0.0f, av = 0.0f;
+        for (int t = s; t < T; t++) {
+            int64_t o = ((int64_t)b * T + t) * rs + (int64_t)h * hd + e;
+            ak += P[(int64_t)t * T + s] * q[o];
+            av += A[(int64_t)t * T + s] * dout[o];
+        }
+        int64_t os = ((int64_t)b * T + s) * rs + (int64_t)h * hd + e;
+        dk[os] = ak * scale;
+        dv[os] = av;
+    }
+}
+
+extern "C" dp_status cu_attention_fwd(cu_ctx *ctx, float *out, float *att, const float *q, const float *k,
+                                      const float *v, int B, int T, int H, int hd) {
+    CU_ARG(B >= 0 && T >= 0 && H > 0 && hd > 0 && T <= CU_MAX_GRID && H <= CU_MAX_GRID && B <= CU_MAX_GRID,
+           "cu_attention_fwd: bad sizes B=%d T=%d H=%d hd=%d", B, T, H, hd);
+    if (B == 0 || T == 0) return DP_OK;
+    dim3 g(T, H, B);
+    k_attn_fwd<<<g, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(out, att, q, k, v, T, H, hd);
+    CU_CHECK_LAUNCH();
+    return DP_OK;
+}
+extern "C" dp_status cu_attention_bwd(cu_ctx *ctx, float *dq, float *dk, float *dv, float *dpre, const float *dout,
+                                      const float *q, const float *k, const float *v, const float *att, int B, int T,
+                                      int H, int hd) {
+    CU_ARG(B >= 0 && T >= 0 && H > 0 && hd > 0 && T <= CU_MAX_GRID && H <= CU_MAX_GRID && B <= CU_MAX_GRID,
+           "cu_attention_bwd: bad sizes B=%d T=%d H=%d hd=%d", B, T, H, hd);
+    if (B == 0 || T == 0) return DP_OK;
+    dim3 g(T, H, B);
+    k_attn_bwd_rows<<<g, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(dq, dpre, dout, k, v, att, T, H, hd);
+    CU_CHECK_LAUNCH();
+    k_attn_bwd_cols<<<g, 64, 0, cu_ctx_stream_(ctx)>>>(dk, dv, dpre, dout, q, att, T, H, hd);
+    CU_CHECK_LAUNCH();
+    return DP_OK;
+}
+
+/* ---------------- swiglu ---------------- */
+__device__ __forceinline__ float sigm(float a) { return 1.0f / (1.0f + expf(-a)); }
+// h = silu(a) * b
+__global__ void k_swiglu_fwd(float *h, const float *a, const float *b, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float x = a[i];
+        h[i] = x * sigm(x) * b[i];
+    }
+}
+// da = dh * b * sig(a) (1 + a (1 - sig(a))), db = dh * silu(a)
+__global__ void k_swiglu_bwd(float *da, float *db, const float *dh, const float *a, const float *b, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float x = a[i], s = sigm(x), g = dh[i];
+        da[i] = g * b[i] * s * (1.0f + x * (1.0f - s));
+        db[i] = g * x * s;
+    }
+}
+extern "C" dp_status cu_swiglu_fwd(cu_ctx *ctx, float *h, const float *a, const float *b, int64_t n) {
+    CU_ARG(n >= 0, "cu_swiglu_fwd: negative size");
+    if (n == 0) return DP_OK;
+    k_swiglu_fwd<<<cu_grid_1d(n, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(h, a, b, n);
+    CU_CHECK_LAUNCH();
+    return DP_OK;
+}
+extern "C" dp_status cu_swiglu_bwd(cu_ctx *ctx, float *da, float *db, const float *dh, const float *a, const float *b,
+                                   int64_t n) {
+    CU_ARG(n >= 0, "cu_swiglu_bwd: negative size");
+    if (n == 0) return DP_OK;
+    k_swiglu_bwd<<<cu_grid_1d(n, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(da, db, dh, a, b, n);
+    CU_CHECK_LAUNCH();
+    return DP_OK;
+}
+
+/* ---------------- cross-entropy ---------------- */
+// loss[n] = log sum_v exp(l_v - m) + m - l_target, one block per row.
+__global__ void k_xent_fwd(float *loss, int *bad, const float *logits, const int32_t *targets, int V) {
+    __shared__ float sh[33];
+    int64_t n = blockIdx.x;
+    const float *l = logits + n * V;
+    int32_t y = targets[n];
+    float m = -INFINITY;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) m = fmaxf(m, l[v]);
+    m = cu_block_max(m, sh, -INFINITY);
+    float s = 0.0f;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) s += expf(l[v] - m);
+    s = cu_block_sum(s, sh);
+    if (threadIdx.x == 0) {
+        if (y < 0 || y >= V) {
+            atomicMax(bad, (int)n + 1);
+            loss[n] = NAN;
+        } else {
+            loss[n] = logf(s) + m - l[y];
+        }
+    }
+}
+__global__ void k_xent_bwd(float *dlogits, const float *logits, const int32_t *targets, const float *dloss, int V) {
+    __shared__ float sh[33];
+    int64_t n = blockIdx.x;
+    const float *l = logits + n * V;
+    int32_t y = targets[n];
+    float m = -INFINITY;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) m = fmaxf(m, l[v]);
+    m = cu_block_max(m, sh, -INFINITY);
+    float s = 0.0f;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) s += expf(l[v] - m);
+    s = cu_block_sum(s, sh);
+    float inv = 1.0f / s, g = dloss[n];
+    for (int v = threadIdx.x; v < V; v += blockDim.x)
+        dlogits[n * V + v] = (expf(l[v] - m) * inv - (v == y ? 1.0f : 0.0f)) * g;
+}
+extern "C" dp_status cu_xent_fwd(cu_ctx *ctx, float *loss, const float *logits, const int32_t *targets, int N, int V) {
+    CU_ARG(N >= 0 && V > 0, "cu_xent_fwd: bad sizes N=%d V=%d", N, V);
+    if (N == 0) return DP_OK;
+    int *flag;
+    DP_TRY(flag_reset(ctx, &flag));
+    k_xent_fwd<<<N, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(loss, flag, logits, targets, V);
+    CU_CHECK_LAUNCH();
+    int bad = 0;
+    DP_TRY(flag_read(ctx, flag, &bad));
+    if (bad) return dp_error(DP_ERR_INVALID, "cu_xent_fwd: target of row %d outside [0, %d)", bad - 1, V);
+    return DP_OK;
+}
+extern "C" dp_status cu_xent_bwd(cu_ctx *ctx, float *dlogits, const float *logits, const int32_t *targets,
+                                 const float *dloss, int N, int V) {
+    CU_ARG(N >= 0 && V > 0, "cu_xent_bwd: bad sizes N=%d V=%d", N, V);
+    if (N == 0) return DP_OK;
+    k_xent_bwd<<<N, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(dlogits, logits, targets, dloss, V);
+    CU_CHECK_LAUNCH();
+    return DP_OK;
+}

@@ -1,0 +1,50 @@
+// optimized/cuda/cu_reduce.cuh — deterministic block reductions (fixed tree order:
+// warp shuffle-down butterfly, then warp 0 over the per-warp results). The result
+// depends only on the inputs and blockDim, never on scheduling: no atomics.
+#ifndef CU_REDUCE_CUH
+#define CU_REDUCE_CUH
+
+template <typename T> __device__ __forceinline__ T cu_warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+template <typename T> __device__ __forceinline__ T cu_warp_max(T v) {
+    for (int o = 16; o > 0; o >>= 1) {
+        T w = __shfl_down_sync(0xffffffffu, v, o);
+        v = w > v ? w : v;
+    }
+    return v;
+}
+
+/* Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets
+ * the result. `sh` is shared scratch of 33 elements. */
+template <typename T> __device__ __forceinline__ T cu_block_sum(T v, T *sh) {
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = cu_warp_sum(v);
+    __syncthreads(); /* sh may still be read by a previous call */
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        T x = lane < nw ? sh[lane] : (T)0;
+        x = cu_warp_sum(x);
+        if (lane == 0) sh[32] = x;
+    }
+    __syncthreads();
+    return sh[32];
+}
+template <typename T> __device__ __forceinline__ T cu_block_max(T v, T *sh, T lowest) {
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = cu_warp_max(v);
+    __syncthreads();
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        T x = lane < nw ? sh[lane] : lowest;
+        x = cu_warp_max(x);
+        if (lane == 0) sh[32] = x;
+    }
+    __syncthreads();
+    return sh[32];
+}
+
+#endif
