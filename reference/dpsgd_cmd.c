@@ -1,0 +1,437 @@
+/* reference/dpsgd_cmd.c — the shared DP-SGD command-line surface, the per-step
+ * export set, and `dpcert reference dpsgd` (docs/dpsgd.md). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/safetensors.h"
+#include "reference/dpsgd.h"
+
+#ifndef DPCERT_VERSION
+#define DPCERT_VERSION "0.0.0"
+#endif
+
+/* ---------------------------------------------------------------- options */
+
+void ref_dpsgd_cli_init(ref_dpsgd_cli *cli) {
+    memset(cli, 0, sizeof *cli);
+    ref_dpsgd_config c;
+    ref_dpsgd_config_default(&c);
+    cli->clipping = "flat";
+    cli->clip_fn = "abadi";
+    cli->optimizer = "sgd";
+    cli->precision = "double";
+    cli->n = c.n;
+    cli->q = c.q;
+    cli->steps = c.steps;
+    cli->clip = c.clip;
+    cli->sigma = c.sigma;
+    cli->gamma = c.gamma;
+    cli->micro_batches = c.micro_batches;
+    cli->lr = c.lr;
+    cli->momentum = c.momentum;
+    cli->beta1 = c.beta1;
+    cli->beta2 = c.beta2;
+    cli->adam_eps = c.adam_eps;
+    cli->weight_decay = c.weight_decay;
+    cli->seed = 0;
+}
+
+dp_status ref_dpsgd_cli_add_opts(dp_opt *opts, size_t *n, size_t cap, ref_dpsgd_cli *c) {
+    const dp_opt mine[REF_DPSGD_NOPTS] = {
+        {"--model", DP_OPT_STRING, &c->model, &c->seen_model, "mlp | llama (required)"},
+        {"--in", DP_OPT_INT, &c->in, &c->seen_in, "mlp input size (16)"},
+        {"--hidden", DP_OPT_STRING, &c->hidden, &c->seen_hidden, "mlp hidden widths, comma-separated (32,32)"},
+        {"--classes", DP_OPT_INT, &c->classes, &c->seen_classes, "mlp classes (10)"},
+        {"--vocab", DP_OPT_INT, &c->vocab, &c->seen_vocab, "llama vocabulary V (64)"},
+        {"--dim", DP_OPT_INT, &c->dim, &c->seen_dim, "llama dim D (32)"},
+        {"--layers", DP_OPT_INT, &c->layers, &c->seen_layers, "llama layers L (2)"},
+        {"--heads", DP_OPT_INT, &c->heads, &c->seen_heads, "llama heads H, dividing D (4)"},
+        {"--ffn", DP_OPT_INT, &c->ffn, &c->seen_ffn, "llama ffn F (64)"},
+        {"--seq", DP_OPT_INT, &c->seq, &c->seen_seq, "llama sequence length T (16)"},
+        {"--tied", DP_OPT_FLAG, &c->tied, &c->seen_tied, "llama: lm_head = tok_emb"},
+        {"--data", DP_OPT_STRING, &c->data, &c->seen_data, "dataset safetensors file (tokens | x, y)"},
+        {"--dataset-size", DP_OPT_INT, &c->n, &c->seen_n, "N examples generated from the seed (64)"},
+        {"--q", DP_OPT_DOUBLE, &c->q, NULL, "Poisson sampling rate in (0, 1] (0.125)"},
+        {"--steps", DP_OPT_INT, &c->steps, NULL, "logical steps K (1)"},
+        {"--clip", DP_OPT_DOUBLE, &c->clip, NULL, "clipping threshold C > 0 (1)"},
+        {"--sigma", DP_OPT_DOUBLE, &c->sigma, NULL, "noise multiplier >= 0 (1)"},
+        {"--clipping", DP_OPT_STRING, &c->clipping, NULL, "flat | per-layer | group (flat)"},
+        {"--groups", DP_OPT_STRING, &c->groups, &c->seen_groups,
+         "per-layer: tensor|block[:R1,...]; group: NAME=GLOB[|GLOB]:R;..."},
+        {"--clip-fn", DP_OPT_STRING, &c->clip_fn, NULL, "abadi | automatic (abadi)"},
+        {"--gamma", DP_OPT_DOUBLE, &c->gamma, &c->seen_gamma, "automatic clipping constant (0.01)"},
+        {"--micro-batches", DP_OPT_INT, &c->micro_batches, NULL, "micro-batches per logical step k (1)"},
+        {"--optimizer", DP_OPT_STRING, &c->optimizer, NULL, "sgd | adamw (sgd)"},
+        {"--lr", DP_OPT_DOUBLE, &c->lr, NULL, "learning rate (0.1)"},
+        {"--momentum", DP_OPT_DOUBLE, &c->momentum, &c->seen_momentum, "sgd momentum in [0, 1) (0)"},
+        {"--beta1", DP_OPT_DOUBLE, &c->beta1, &c->seen_beta1, "adamw beta1 (0.9)"},
+        {"--beta2", DP_OPT_DOUBLE, &c->beta2, &c->seen_beta2, "adamw beta2 (0.999)"},
+        {"--adam-eps", DP_OPT_DOUBLE, &c->adam_eps, &c->seen_adam_eps, "adamw epsilon (1e-8)"},
+        {"--weight-decay", DP_OPT_DOUBLE, &c->weight_decay, &c->seen_wd, "adamw decoupled weight decay (0.01)"},
+        {"--seed", DP_OPT_U64, &c->seed, NULL, "public seed: init and data (0)"},
+        {"--noise-key", DP_OPT_U64, &c->key, &c->seen_key, "secret noise key (default: fresh random, not exported)"},
+    };
+    if (*n + REF_DPSGD_NOPTS > cap) return dp_error(DP_ERR_INTERNAL, "option table too small");
+    for (size_t k = 0; k < REF_DPSGD_NOPTS; k++) opts[(*n)++] = mine[k];
+    return DP_OK;
+}
+
+static dp_status fits_int(int *out, const char *what, int64_t v) {
+    if (v < INT32_MIN || v > INT32_MAX) return dp_error(DP_ERR_INVALID, "%s: %" PRId64 " is out of range", what, v);
+    *out = (int)v;
+    return DP_OK;
+}
+
+dp_status ref_dpsgd_cli_finish(ref_model_config *mc, ref_dpsgd_config *c, const ref_dpsgd_cli *o) {
+    static const char *const kinds[] = {"mlp", "llama", NULL};
+    static const char *const styles[] = {"flat", "per-layer", "group", NULL};
+    static const char *const fns[] = {"abadi", "automatic", NULL};
+    static const char *const optims[] = {"sgd", "adamw", NULL};
+    static const char *const precs[] = {"double", "mpfr", NULL};
+    int kind = 0, v = 0;
+    if (!o->seen_model || !o->model) return dp_error(DP_ERR_USAGE, "missing required option --model mlp|llama");
+    DP_TRY(dp_parse_choice(&kind, "--model", o->model, kinds));
+    ref_config_default(mc, (ref_model_kind)kind);
+    const char *mlp_only = o->seen_in ? "--in" : o->seen_hidden ? "--hidden" : o->seen_classes ? "--classes" : NULL;
+    const char *llama_only = o->seen_vocab ? "--vocab" : o->seen_dim ? "--dim" : o->seen_layers ? "--layers"
+                           : o->seen_heads ? "--heads" : o->seen_ffn ? "--ffn" : o->seen_seq ? "--seq"
+                           : o->seen_tied ? "--tied" : NULL;
+    if (kind == REF_MLP && llama_only) return dp_error(DP_ERR_USAGE, "%s applies to --model llama only", llama_only);
+    if (kind == REF_LLAMA && mlp_only) return dp_error(DP_ERR_USAGE, "%s applies to --model mlp only", mlp_only);
+    if (o->seen_in) DP_TRY(fits_int(&mc->in, "--in", o->in));
+    if (o->seen_classes) DP_TRY(fits_int(&mc->classes, "--classes", o->classes));
+    if (o->seen_hidden) {
+        int64_t h[REF_MAX_HIDDEN + 1];
+        size_t nh = 0;
+        if (strcmp(o->hidden, "none") == 0) nh = 0;
+        else DP_TRY(dp_parse_i64_list(h, REF_MAX_HIDDEN, &nh, "--hidden", o->hidden));
+        mc->nhidden = (int)nh;
+        for (size_t k = 0; k < nh; k++) DP_TRY(fits_int(&mc->hidden[k], "--hidden", h[k]));
+    }
+    if (o->seen_vocab) DP_TRY(fits_int(&mc->vocab, "--vocab", o->vocab));
+    if (o->seen_dim) DP_TRY(fits_int(&mc->dim, "--dim", o->dim));
+    if (o->seen_layers) DP_TRY(fits_int(&mc->layers, "--layers", o->layers));
+    if (o->seen_heads) DP_TRY(fits_int(&mc->heads, "--heads", o->heads));
+    if (o->seen_ffn) DP_TRY(fits_int(&mc->ffn, "--ffn", o->ffn));
+    if (o->seen_seq) DP_TRY(fits_int(&mc->seq, "--seq", o->seq));
+    mc->tied = o->tied ? 1 : 0;
+    DP_TRY(ref_config_check(mc));
+
+    ref_dpsgd_config_default(c);
+    c->n = o->n;
+    c->q = o->q;
+    c->steps = o->steps;
+    c->clip = o->clip;
+    c->sigma = o->sigma;
+    DP_TRY(dp_parse_choice(&v, "--clipping", o->clipping, styles));
+    c->style = (ref_clip_style)v;
+    if (o->seen_groups) {
+        if (strlen(o->groups) >= REF_MAX_SPEC) return dp_error(DP_ERR_INVALID, "--groups: spec too long");
+        snprintf(c->groups, sizeof c->groups, "%s", o->groups);
+    }
+    DP_TRY(dp_parse_choice(&v, "--clip-fn", o->clip_fn, fns));
+    c->clip_fn = (ref_clip_fn)v;
+    if (o->seen_gamma && c->clip_fn != REF_CLIPFN_AUTOMATIC)
+        return dp_error(DP_ERR_USAGE, "--gamma applies to --clip-fn automatic only");
+    c->gamma = o->gamma;
+    c->micro_batches = o->micro_batches;
+    DP_TRY(dp_parse_choice(&v, "--optimizer", o->optimizer, optims));
+    c->opt = (ref_optimizer)v;
+    if (c->opt == REF_OPT_SGD && (o->seen_beta1 || o->seen_beta2 || o->seen_adam_eps || o->seen_wd))
+        return dp_error(DP_ERR_USAGE, "--beta1, --beta2, --adam-eps and --weight-decay apply to --optimizer adamw only");
+    if (c->opt == REF_OPT_ADAMW && o->seen_momentum)
+        return dp_error(DP_ERR_USAGE, "--momentum applies to --optimizer sgd only");
+    c->lr = o->lr;
+    c->momentum = o->momentum;
+    c->beta1 = o->beta1;
+    c->beta2 = o->beta2;
+    c->adam_eps = o->adam_eps;
+    c->weight_decay = o->weight_decay;
+    DP_TRY(dp_parse_choice(&v, "--precision", o->precision ? o->precision : "double", precs));
+    c->precision = (ref_precision)v;
+    c->seed.k = o->seed;
+    if (o->seen_key) { c->key.k = o->key; c->key_given = 1; }
+    else { DP_TRY(dp_noise_key_random(&c->key)); c->key_given = 0; }
+    if (o->seen_data && o->seen_n) { /* checked against the file in ref_dpsgd_cli_dataset */ }
+    return ref_dpsgd_config_check(c);
+}
+
+dp_status ref_dpsgd_cli_dataset(ref_dataset *d, const ref_model_config *mc, ref_dpsgd_config *c,
+                                const ref_dpsgd_cli *cli) {
+    if (cli->seen_data) {
+        DP_TRY(ref_dataset_load(d, mc, cli->data));
+        if (cli->seen_n && d->n != cli->n) {
+            int64_t have = d->n;
+            ref_dataset_free(d);
+            return dp_error(DP_ERR_INVALID, "--dataset-size %lld but %s holds %lld examples", (long long)cli->n,
+                            cli->data, (long long)have);
+        }
+        c->n = d->n;
+        return ref_dpsgd_config_check(c);
+    }
+    return ref_dataset_generate(d, mc, c->n, c->seed);
+}
+
+/* ---------------------------------------------------------------- exports */
+
+static dp_status meta(dp_tensor_set *s, const char *k, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static dp_status meta(dp_tensor_set *s, const char *k, const char *fmt, ...) {
+    char buf[REF_MAX_SPEC + 64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return dp_tset_set_meta(s, k, buf);
+}
+
+static dp_status add_params(dp_tensor_set *s, const char *prefix, const ref_model *m) {
+    char nm[REF_MAX_NAME + 32];
+    for (int p = 0; p < m->nparams; p++) {
+        snprintf(nm, sizeof nm, "%s%s", prefix, m->params[p].name);
+        DP_TRY(dp_tset_add_f64(s, nm, m->params[p].data, m->params[p].ndim, m->params[p].shape));
+    }
+    return DP_OK;
+}
+
+static dp_status add_metadata(dp_tensor_set *s, const ref_model_config *mc, const ref_dpsgd_config *c,
+                              const ref_clip_groups *g, const ref_dpsgd_step_out *o) {
+    static const char *const styles[] = {"flat", "per-layer", "group"};
+    DP_TRY(meta(s, "format", "dpcert.dpsgd.step.v1"));
+    DP_TRY(meta(s, "dpcert_version", "%s", DPCERT_VERSION));
+    DP_TRY(meta(s, "algorithm", "dpsgd"));
+    DP_TRY(meta(s, "model", "%s", mc->kind == REF_MLP ? "mlp" : "llama"));
+    if (mc->kind == REF_MLP) {
+        char h[256] = "";
+        size_t len = 0;
+        for (int i = 0; i < mc->nhidden; i++)
+            len += (size_t)snprintf(h + len, sizeof h - len, "%s%d", i ? "," : "", mc->hidden[i]);
+        DP_TRY(meta(s, "in", "%d", mc->in));
+        DP_TRY(meta(s, "hidden", "%s", mc->nhidden ? h : "none"));
+        DP_TRY(meta(s, "classes", "%d", mc->classes));
+    } else {
+        DP_TRY(meta(s, "vocab", "%d", mc->vocab));
+        DP_TRY(meta(s, "dim", "%d", mc->dim));
+        DP_TRY(meta(s, "layers", "%d", mc->layers));
+        DP_TRY(meta(s, "heads", "%d", mc->heads));
+        DP_TRY(meta(s, "ffn", "%d", mc->ffn));
+        DP_TRY(meta(s, "seq", "%d", mc->seq));
+        DP_TRY(meta(s, "tied", "%d", mc->tied));
+        DP_TRY(meta(s, "rope_theta", "%.17g", mc->rope_theta));
+        DP_TRY(meta(s, "norm_eps", "%.17g", mc->norm_eps));
+    }
+    DP_TRY(meta(s, "dataset_size", "%lld", (long long)c->n));
+    DP_TRY(meta(s, "q", "%.17g", c->q));
+    DP_TRY(meta(s, "steps", "%lld", (long long)c->steps));
+    DP_TRY(meta(s, "clip", "%.17g", c->clip));
+    DP_TRY(meta(s, "sigma", "%.17g", c->sigma));
+    DP_TRY(meta(s, "clipping", "%s", styles[c->style]));
+    if (c->groups[0]) DP_TRY(meta(s, "groups", "%s", c->groups));
+    if (g) {
+        char buf[REF_MAX_SPEC + 64];
+        size_t len = 0;
+        for (int k = 0; k < g->ngroups && len < sizeof buf - 1; k++)
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s:%.17g", k ? ";" : "", g->name[k], g->thresh[k]);
+        DP_TRY(meta(s, "group_thresholds", "%s", buf));
+        DP_TRY(meta(s, "c_total", "%.17g", g->c_total));
+    }
+    DP_TRY(meta(s, "clip_fn", "%s", c->clip_fn == REF_CLIPFN_ABADI ? "abadi" : "automatic"));
+    if (c->clip_fn == REF_CLIPFN_AUTOMATIC) DP_TRY(meta(s, "gamma", "%.17g", c->gamma));
+    DP_TRY(meta(s, "micro_batches", "%lld", (long long)c->micro_batches));
+    DP_TRY(meta(s, "optimizer", "%s", c->opt == REF_OPT_SGD ? "sgd" : "adamw"));
+    DP_TRY(meta(s, "lr", "%.17g", c->lr));
+    if (c->opt == REF_OPT_SGD) DP_TRY(meta(s, "momentum", "%.17g", c->momentum));
+    else {
+        DP_TRY(meta(s, "beta1", "%.17g", c->beta1));
+        DP_TRY(meta(s, "beta2", "%.17g", c->beta2));
+        DP_TRY(meta(s, "adam_eps", "%.17g", c->adam_eps));
+        DP_TRY(meta(s, "weight_decay", "%.17g", c->weight_decay));
+    }
+    DP_TRY(meta(s, "precision", "%s", c->precision == REF_PREC_MPFR ? "mpfr" : "double"));
+    DP_TRY(meta(s, "seed", "%" PRIu64, c->seed.k));
+    if (c->key_given) DP_TRY(meta(s, "noise_key", "%" PRIu64, c->key.k));
+    DP_TRY(meta(s, "step", "%lld", (long long)o->step));
+    DP_TRY(meta(s, "expected_batch_size", "%.17g", c->q * (double)c->n));
+    DP_TRY(meta(s, "batch_size", "%lld", (long long)o->b));
+    DP_TRY(meta(s, "dropped", "%lld", (long long)o->ndropped));
+    return DP_OK;
+}
+
+static dp_status export_body(dp_tensor_set *s, const ref_model_config *mc, const ref_dpsgd_config *c,
+                             const ref_clip_groups *g, const ref_model *before, const ref_model *after,
+                             const ref_dataset *d, const ref_dpsgd_step_out *o, const char *const *extra) {
+    const int64_t b = o->b;
+    const int G = o->ngroups;
+    char nm[REF_MAX_NAME + 64];
+    DP_TRY(add_params(s, "params.", before));
+    int64_t shp[DP_MAX_DIMS] = {b};
+    DP_TRY(dp_tset_add_raw(s, "batch.indices", DP_I64, o->indices, 1, shp));
+    if (mc->kind == REF_LLAMA) {
+        int32_t *tok = dp_calloc((size_t)(b > 0 ? b : 1) * (size_t)mc->seq, sizeof(int32_t)); /* [b, T] */
+        if (!tok) return DP_ERR_NOMEM;
+        for (int64_t i = 0; i < b; i++)
+            memcpy(tok + i * mc->seq, d->tokens + o->indices[i] * mc->seq, (size_t)mc->seq * sizeof(int32_t));
+        int64_t ts[2] = {b, mc->seq};
+        dp_status st = dp_tset_add_raw(s, "batch.tokens", DP_I32, tok, 2, ts);
+        free(tok);
+        DP_TRY(st);
+    } else {
+        double *x = dp_calloc((size_t)(b > 0 ? b : 1) * (size_t)mc->in, sizeof(double)); /* [b, in] */
+        int32_t *y = dp_calloc((size_t)(b > 0 ? b : 1), sizeof(int32_t));               /* [b] */
+        if (!x || !y) { free(x); free(y); return DP_ERR_NOMEM; }
+        for (int64_t i = 0; i < b; i++) {
+            memcpy(x + i * mc->in, d->x + o->indices[i] * mc->in, (size_t)mc->in * sizeof(double));
+            y[i] = d->y[o->indices[i]];
+        }
+        int64_t xs[2] = {b, mc->in};
+        dp_status st = dp_tset_add_raw(s, "batch.x", DP_F64, x, 2, xs);
+        if (st == DP_OK) st = dp_tset_add_raw(s, "batch.y", DP_I32, y, 1, shp);
+        free(x);
+        free(y);
+        DP_TRY(st);
+    }
+    DP_TRY(dp_tset_add_f64(s, "per_sample.loss", o->loss, 1, shp));
+    DP_TRY(dp_tset_add_f64(s, "per_sample.norm", o->norm, 1, shp));
+    double *col = dp_calloc((size_t)(b > 0 ? b : 1), sizeof(double)); /* [b] */
+    if (!col) return DP_ERR_NOMEM;
+    dp_status st = DP_OK;
+    if (c->style == REF_CLIP_FLAT) {
+        st = dp_tset_add_f64(s, "per_sample.clip_factor", o->clip_factor, 1, shp);
+    } else {
+        for (int k = 0; k < G && st == DP_OK; k++) {
+            for (int64_t i = 0; i < b; i++) col[i] = o->group_norm[i * G + k];
+            snprintf(nm, sizeof nm, "per_sample.norm.%s", g->name[k]);
+            st = dp_tset_add_f64(s, nm, col, 1, shp);
+        }
+        for (int k = 0; k < G && st == DP_OK; k++) {
+            for (int64_t i = 0; i < b; i++) col[i] = o->clip_factor[i * G + k];
+            snprintf(nm, sizeof nm, "per_sample.clip_factor.%s", g->name[k]);
+            st = dp_tset_add_f64(s, nm, col, 1, shp);
+        }
+    }
+    free(col);
+    DP_TRY(st);
+    for (int p = 0; p < before->nparams; p++) {
+        const ref_param *P = &before->params[p];
+        int64_t gs[DP_MAX_DIMS] = {b, P->shape[0], P->shape[1]};
+        snprintf(nm, sizeof nm, "per_sample.grad.%s", P->name);
+        DP_TRY(dp_tset_add_f64(s, nm, o->grad[p], 1 + P->ndim, gs));
+    }
+    static const char *const kinds[3] = {"step.clipped_sum.", "step.noise.", "step.private_grad."};
+    for (int k = 0; k < 3; k++)
+        for (int p = 0; p < before->nparams; p++) {
+            const ref_param *P = &before->params[p];
+            double *v = k == 0 ? o->clipped_sum[p] : k == 1 ? o->noise[p] : o->private_grad[p];
+            snprintf(nm, sizeof nm, "%s%s", kinds[k], P->name);
+            DP_TRY(dp_tset_add_f64(s, nm, v, P->ndim, P->shape));
+        }
+    DP_TRY(add_params(s, "params_after.", after));
+    DP_TRY(add_metadata(s, mc, c, g, o));
+    for (int k = 0; extra && extra[k] && extra[k + 1]; k += 2) DP_TRY(dp_tset_set_meta(s, extra[k], extra[k + 1]));
+    return DP_OK;
+}
+
+dp_status ref_dpsgd_export_set(dp_tensor_set *s, const ref_model_config *mc, const ref_dpsgd_config *c,
+                               const ref_clip_groups *g, const ref_model *before, const ref_model *after,
+                               const ref_dataset *d, const ref_dpsgd_step_out *o, const char *const *extra) {
+    dp_tset_init(s);
+    dp_status st = export_body(s, mc, c, g, before, after, d, o, extra);
+    if (st != DP_OK) dp_tset_free(s);
+    return st;
+}
+
+dp_status ref_dpsgd_export_write(const char *dir, const ref_model_config *mc, const ref_dpsgd_config *c,
+                                 const ref_clip_groups *g, const ref_model *before, const ref_model *after,
+                                 const ref_dataset *d, const ref_dpsgd_step_out *o, const char *const *extra) {
+    dp_tensor_set s;
+    DP_TRY(ref_dpsgd_export_set(&s, mc, c, g, before, after, d, o, extra));
+    size_t len = strlen(dir) + 40;
+    char *path = dp_malloc(len);
+    if (!path) { dp_tset_free(&s); return DP_ERR_NOMEM; }
+    snprintf(path, len, "%s/step-%06lld.safetensors", dir, (long long)o->step);
+    dp_status st = dp_st_write(path, &s);
+    free(path);
+    dp_tset_free(&s);
+    return st;
+}
+
+/* ---------------------------------------------------------------- the command */
+
+#define CMD "reference dpsgd"
+
+static void print_help(const dp_opt *opts, size_t n) {
+    printf("usage: dpcert reference dpsgd --model mlp|llama [model options] [DP-SGD options] [--export DIR]\n"
+           "The exact CPU reference of DP-SGD (docs/dpsgd.md). Prints one line per step:\n"
+           "  step S batch B loss L mean_clip F [dropped D]\n"
+           "and with --export writes DIR/step-000001.safetensors, ... (the tensors of docs/dpsgd.md).\n\n");
+    dp_opts_print_help(opts, n);
+}
+
+static dp_status run(int argc, char **argv, int *help) {
+    ref_dpsgd_cli cli;
+    ref_dpsgd_cli_init(&cli);
+    const char *export_dir = NULL;
+    int seen_export = 0;
+    dp_opt opts[REF_DPSGD_NOPTS + 4];
+    size_t n = 0;
+    DP_TRY(ref_dpsgd_cli_add_opts(opts, &n, REF_DPSGD_NOPTS + 4, &cli));
+    opts[n++] = (dp_opt){"--precision", DP_OPT_STRING, &cli.precision, NULL, "double | mpfr (DP stage in 256-bit MPFR)"};
+    opts[n++] = (dp_opt){"--export", DP_OPT_STRING, &export_dir, &seen_export, "write DIR/step-NNNNNN.safetensors"};
+    DP_TRY(dp_opts_parse(opts, n, argc, argv, NULL, 0, NULL, help));
+    if (*help) { print_help(opts, n); return DP_OK; }
+    ref_model_config mc;
+    ref_dpsgd_config c;
+    DP_TRY(ref_dpsgd_cli_finish(&mc, &c, &cli));
+    if (seen_export && mkdir(export_dir, 0777) != 0 && errno != EEXIST)
+        return dp_error(DP_ERR_IO, "--export %s: cannot create directory: %s", export_dir, strerror(errno));
+    ref_dataset d;
+    DP_TRY(ref_dpsgd_cli_dataset(&d, &mc, &c, &cli));
+    ref_model m, before;
+    memset(&before, 0, sizeof before);
+    dp_status st = ref_model_init(&m, &mc, c.seed);
+    if (st != DP_OK) { ref_dataset_free(&d); return st; }
+    ref_dpsgd_state state;
+    st = ref_dpsgd_init(&state, &c, &m);
+    ref_dpsgd_step_out out;
+    memset(&out, 0, sizeof out);
+    for (int64_t s = 1; st == DP_OK && s <= c.steps; s++) {
+        if (seen_export) {
+            ref_model_free(&before);
+            st = ref_model_copy(&before, &m);
+            if (st != DP_OK) break;
+        }
+        st = ref_dpsgd_step(&out, &m, &state, &d, s);
+        if (st != DP_OK) break;
+        printf("step %lld batch %lld", (long long)s, (long long)out.b);
+        if (isnan(out.mean_loss)) printf(" loss -");
+        else printf(" loss %.6f", out.mean_loss);
+        if (isnan(out.mean_clip)) printf(" mean_clip -");
+        else printf(" mean_clip %.6f", out.mean_clip);
+        if (out.ndropped) printf(" dropped %lld", (long long)out.ndropped);
+        printf("\n");
+        if (seen_export) st = ref_dpsgd_export_write(export_dir, &mc, &c, &state.groups, &before, &m, &d, &out, NULL);
+    }
+    ref_dpsgd_step_free(&out);
+    ref_dpsgd_free(&state);
+    ref_model_free(&before);
+    ref_model_free(&m);
+    ref_dataset_free(&d);
+    return st;
+}
+
+int dp_cmd_reference_dpsgd(int argc, char **argv) {
+    int help = 0;
+    dp_status st = run(argc, argv, &help);
+    if (st != DP_OK) return dp_cli_fail(CMD, st);
+    fflush(stdout);
+    return 0;
+}
