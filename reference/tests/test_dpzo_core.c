@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/test.h"
+#include "reference/dpsgd.h"
 #include "reference/dpzo.h"
 
 static const double U = 1.0 / 9007199254740992.0; /* 2^-53 */
@@ -404,12 +405,29 @@ static void test_losses_match_model(uint64_t seed, ref_model_kind kind) {
     ref_model_free(&mp);
 }
 
+/* ---- the same noise key draws the same Poisson batches in DP-ZO and DP-SGD ---- */
+static void test_same_batches_as_dpsgd(uint64_t seed) {
+    int64_t a[200], b[200], na = 0, nb = 0;
+    int same = 1, differs_other_key = 0;
+    for (int t = 1; t <= 50; t++) {
+        T_OK(ref_dpzo_poisson(a, &na, (dp_noise_key){seed}, t, 0.3, 200));
+        T_OK(ref_dpsgd_poisson(b, &nb, (dp_noise_key){seed}, t, 0.3, 200));
+        if (na != nb || memcmp(a, b, (size_t)na * sizeof *a)) same = 0;
+        /* negative control: another key gives other batches */
+        T_OK(ref_dpsgd_poisson(b, &nb, (dp_noise_key){seed + 1}, t, 0.3, 200));
+        if (na != nb || memcmp(a, b, (size_t)na * sizeof *a)) differs_other_key = 1;
+    }
+    T_CHECK(same, "DP-ZO and DP-SGD draw different batches from the same noise key");
+    T_CHECK(differs_other_key, "negative control: batches did not depend on the key");
+}
+
 int main(void) {
     uint64_t seed = t_seed(4242);
     test_sensitivity(seed);
     test_streams_and_determinism(seed);
     test_replay(seed);
     test_eps0();
+    test_same_batches_as_dpsgd(seed);
     test_checks();
     test_losses_match_model(seed, REF_MLP);
     test_losses_match_model(seed, REF_LLAMA);
