@@ -8,7 +8,7 @@
 
 static const char *const opt_op_names[OPT_OP_COUNT] = {
     "alloc", "free", "to_device", "to_host", "copy", "zero", "upload_f64", "download_f64",
-    "gemm", "add_bias", "sum_rows", "axpby", "add",
+    "gemm", "add_bias", "sum_rows", "axpby", "add", "div_scalar",
     "tanh_fwd", "tanh_bwd", "silu_fwd", "silu_bwd", "swiglu_fwd", "swiglu_bwd", "rmsnorm_fwd",
     "rmsnorm_bwd", "rope_fwd", "rope_bwd", "attn_fwd", "attn_bwd", "xent_fwd", "xent_bwd",
     "embed_fwd", "embed_bwd",
@@ -32,7 +32,7 @@ int opt_backend_supports(const opt_backend *be, opt_op op) {
         E(OPT_OP_TO_HOST, to_host); E(OPT_OP_COPY, copy); E(OPT_OP_ZERO, zero);
         E(OPT_OP_UPLOAD_F64, upload_f64); E(OPT_OP_DOWNLOAD_F64, download_f64);
         E(OPT_OP_GEMM, gemm); E(OPT_OP_ADD_BIAS, add_bias); E(OPT_OP_SUM_ROWS, sum_rows);
-        E(OPT_OP_AXPBY, axpby); E(OPT_OP_ADD, add);
+        E(OPT_OP_AXPBY, axpby); E(OPT_OP_ADD, add); E(OPT_OP_DIV_SCALAR, div_scalar);
         E(OPT_OP_TANH_FWD, tanh_fwd); E(OPT_OP_TANH_BWD, tanh_bwd); E(OPT_OP_SILU_FWD, silu_fwd);
         E(OPT_OP_SILU_BWD, silu_bwd); E(OPT_OP_SWIGLU_FWD, swiglu_fwd); E(OPT_OP_SWIGLU_BWD, swiglu_bwd);
         E(OPT_OP_RMSNORM_FWD, rmsnorm_fwd); E(OPT_OP_RMSNORM_BWD, rmsnorm_bwd);

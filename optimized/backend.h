@@ -73,6 +73,8 @@ typedef struct opt_backend_ops {
     dp_status (*axpby)(void *ctx, void *y, const void *x, double alpha, double beta, int64_t n);
     /* y[i] = a[i] + b[i] */
     dp_status (*add)(void *ctx, void *y, const void *a, const void *b, int64_t n);
+    /* y[i] = x[i] / s (a true division, as the reference divides by q N) */
+    dp_status (*div_scalar)(void *ctx, void *y, const void *x, double s, int64_t n);
 
     /* ---------------- model operations (forward / backward) ---------------- */
     /* y = tanh(x); dx = dy * (1 - y^2) */
@@ -157,12 +159,13 @@ typedef struct opt_backend_ops {
                            uint64_t offset, int64_t n);
 
     /* ---------------- optimizers ---------------- */
-    /* SGD with momentum (PyTorch form): buf = mu*buf + (grad + wd*param) (buf = grad + wd*param
-     * at t == 1); param -= lr * buf. */
+    /* SGD with momentum: buf = mu*buf + (grad + wd*param) (buf starts at 0);
+     * param = param - lr * buf. (t is unused; kept for backends with bias corrections.) */
     dp_status (*sgd_momentum)(void *ctx, void *param, void *buf, const void *grad, double lr, double mu,
                               double wd, int64_t t, int64_t n);
-    /* AdamW (decoupled): param *= (1 - lr*wd); m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-     * param -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps). */
+    /* AdamW (decoupled), evaluated exactly as reference/dpsgd.c:
+     * param = param * (1 - lr*wd); m = b1 m + (1-b1) g; v = b2 v + (1-b2) (g g);
+     * param = param - (lr / (1-b1^t)) * (m / (sqrt(v) / sqrt(1-b2^t) + eps)). */
     dp_status (*adamw)(void *ctx, void *param, void *m, void *v, const void *grad, double lr, double b1,
                        double b2, double eps, double wd, int64_t t, int64_t n);
 
@@ -197,7 +200,7 @@ typedef struct opt_backend_ops {
 typedef enum {
     OPT_OP_ALLOC, OPT_OP_FREE, OPT_OP_TO_DEVICE, OPT_OP_TO_HOST, OPT_OP_COPY, OPT_OP_ZERO,
     OPT_OP_UPLOAD_F64, OPT_OP_DOWNLOAD_F64,
-    OPT_OP_GEMM, OPT_OP_ADD_BIAS, OPT_OP_SUM_ROWS, OPT_OP_AXPBY, OPT_OP_ADD,
+    OPT_OP_GEMM, OPT_OP_ADD_BIAS, OPT_OP_SUM_ROWS, OPT_OP_AXPBY, OPT_OP_ADD, OPT_OP_DIV_SCALAR,
     OPT_OP_TANH_FWD, OPT_OP_TANH_BWD, OPT_OP_SILU_FWD, OPT_OP_SILU_BWD, OPT_OP_SWIGLU_FWD,
     OPT_OP_SWIGLU_BWD, OPT_OP_RMSNORM_FWD, OPT_OP_RMSNORM_BWD, OPT_OP_ROPE_FWD, OPT_OP_ROPE_BWD,
     OPT_OP_ATTN_FWD, OPT_OP_ATTN_BWD, OPT_OP_XENT_FWD, OPT_OP_XENT_BWD, OPT_OP_EMBED_FWD,

@@ -495,23 +495,31 @@ static dp_status K(sgd_momentum)(void *ctx, void *p_, void *buf_, const void *g_
                                  int64_t t, int64_t n) {
     R *p = p_, *buf = buf_; const R *g = g_;
     for (int64_t i = 0; i < n; i++) {
-        R gi = g[i] + (R)wd * p[i];
-        if (mu != 0) { buf[i] = t <= 1 ? gi : (R)mu * buf[i] + gi; gi = buf[i]; }
-        p[i] -= (R)lr * gi;
+        R gi = wd != 0 ? g[i] + (R)wd * p[i] : g[i];
+        buf[i] = (R)mu * buf[i] + gi;
+        p[i] = p[i] - (R)lr * buf[i];
     }
     return DP_OK;
 }
 static dp_status K(adamw)(void *ctx, void *p_, void *m_, void *v_, const void *g_, double lr, double b1, double b2,
                           double eps, double wd, int64_t t, int64_t n) {
     R *p = p_, *m = m_, *v = v_; const R *g = g_;
-    double bc1 = 1 - pow(b1, (double)t), bc2 = 1 - pow(b2, (double)t);
+    const double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
+    const R decay = (R)(1.0 - lr * wd), step = (R)(lr / bc1), sbc2 = (R)sqrt(bc2);
     for (int64_t i = 0; i < n; i++) {
-        p[i] *= (R)(1 - lr * wd);
-        m[i] = (R)b1 * m[i] + (R)(1 - b1) * g[i];
-        v[i] = (R)b2 * v[i] + (R)(1 - b2) * g[i] * g[i];
-        R mh = m[i] / (R)bc1, vh = v[i] / (R)bc2;
-        p[i] -= (R)lr * mh / ((R)sqrt((double)vh) + (R)eps);
+        R gr = g[i];
+        p[i] = p[i] * decay;
+        m[i] = (R)b1 * m[i] + (R)(1.0 - b1) * gr;
+        v[i] = (R)b2 * v[i] + (R)(1.0 - b2) * (gr * gr);
+        R denom = (R)sqrt((double)v[i]) / sbc2 + (R)eps;
+        p[i] = p[i] - step * (m[i] / denom);
     }
+    return DP_OK;
+}
+
+static dp_status K(div_scalar)(void *ctx, void *y_, const void *x_, double s, int64_t n) {
+    R *y = y_; const R *x = x_; R d = (R)s;
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] / d;
     return DP_OK;
 }
 
@@ -528,7 +536,7 @@ static dp_status K(download_f64)(void *ctx, double *dst, const void *src_, int64
 
 static void K(fill_ops)(opt_backend_ops *o) {
     o->upload_f64 = K(upload_f64); o->download_f64 = K(download_f64);
-    o->gemm = K(gemm); o->add_bias = K(add_bias); o->sum_rows = K(sum_rows); o->axpby = K(axpby); o->add = K(add);
+    o->gemm = K(gemm); o->add_bias = K(add_bias); o->sum_rows = K(sum_rows); o->axpby = K(axpby); o->add = K(add); o->div_scalar = K(div_scalar);
     o->tanh_fwd = K(tanh_fwd); o->tanh_bwd = K(tanh_bwd); o->silu_fwd = K(silu_fwd); o->silu_bwd = K(silu_bwd);
     o->swiglu_fwd = K(swiglu_fwd); o->swiglu_bwd = K(swiglu_bwd);
     o->rmsnorm_fwd = K(rmsnorm_fwd); o->rmsnorm_bwd = K(rmsnorm_bwd);

@@ -1,0 +1,437 @@
+/* optimized/dpsgd.c — DP-SGD on the engine (docs/engine.md): strategies, clipping
+ * groups, noise modes, data-parallel shares and micro-batches. */
+#include "optimized/dpsgd.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const opt_strategy_names[] = {"grad-sample", "ghost", "mixed-ghost", "book-keeping", "fused", NULL};
+const char *const opt_mixed_rule_names[] = {"flop", "memory", NULL};
+const char *const opt_noise_mode_names[] = {"single", "shares", NULL};
+const char *const opt_bug_names[] = {"none", "clip-after-sum", "noise-every-rank", "realized-batch-divisor", NULL};
+
+void opt_rank_share(int64_t *lo, int64_t *hi, int64_t b, int rank, int size) {
+    *lo = b * rank / size;
+    *hi = b * (rank + 1) / size;
+}
+
+static void *dev_at(const opt_dpsgd *s, void *base, int64_t elem) {
+    return (char *)base + (size_t)elem * opt_backend_esize(s->be);
+}
+
+dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const ref_dpsgd_config *cfg, const opt_dp_options *o,
+                         const ref_model *m) {
+    memset(s, 0, sizeof *s);
+    DP_TRY(ref_dpsgd_config_check(cfg));
+    if (cfg->precision != REF_PREC_DOUBLE)
+        return dp_error(DP_ERR_NOT_SUPPORTED, "--precision mpfr is a reference-only mode (the engine computes in %s)",
+                        be->dtype == DP_F64 ? "f64" : "f32");
+    if (m->nparams >= (1 << 16))
+        return dp_error(DP_ERR_INVALID, "too many parameter tensors (%d) for noise lanes (< 2^16)", m->nparams);
+    s->be = be;
+    s->cfg = *cfg;
+    s->o = *o;
+    DP_TRY(ref_clip_groups_make(&s->groups, cfg, m));
+    dp_status st = opt_model_create(&s->om, be, m);
+    if (st != DP_OK) { ref_clip_groups_free(&s->groups); return st; }
+    s->off = calloc((size_t)m->nparams, sizeof *s->off);
+    if (!s->off) { opt_dpsgd_free(s); return dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
+    for (int p = 0; p < m->nparams; p++) { s->off[p] = s->total; s->total += m->params[p].numel; }
+    size_t es = opt_backend_esize(be);
+    if ((st = OPT_CALL(be, alloc, &s->flat, es * (size_t)(2 * s->total))) != DP_OK ||
+        (st = OPT_CALL(be, alloc, &s->pgrad, es * (size_t)s->total)) != DP_OK ||
+        (st = OPT_CALL(be, alloc, &s->m1, es * (size_t)s->total)) != DP_OK ||
+        (st = OPT_CALL(be, alloc, &s->m2, es * (size_t)s->total)) != DP_OK) {
+        opt_dpsgd_free(s);
+        return st;
+    }
+    return DP_OK;
+}
+
+void opt_dpsgd_free(opt_dpsgd *s) {
+    if (!s->be) return;
+    void *bufs[4] = {s->flat, s->pgrad, s->m1, s->m2};
+    for (int i = 0; i < 4; i++)
+        if (bufs[i] && s->be->ops.free) s->be->ops.free(s->be->ctx, bufs[i]);
+    if (s->om.be) opt_model_free(&s->om);
+    ref_clip_groups_free(&s->groups);
+    free(s->off);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---------------------------------------------------------------- one chunk */
+enum { M_DIRECT = 0, M_INST, M_GHOST, M_FUSEDNORM, M_FUSED1 };
+
+/* Linear layer (T, d, p): ghost norm is chosen by the rule (docs/engine.md). */
+static int mixed_pick_ghost(opt_mixed_rule rule, int64_t T, int64_t d, int64_t p) {
+    if (rule == OPT_MIXED_MEMORY) return 2.0 * (double)T * (double)T <= (double)p * (double)d;
+    return (double)T < (double)p * (double)d / (double)(p + d);
+}
+
+/* out [B, numel] = per-example gradient of parameter pi (linear: G_b^T A_b batched). */
+static dp_status instantiate(void *out, const opt_model *om, const opt_tape *tp, int pi) {
+    opt_backend *be = om->be;
+    int64_t B = tp->B, T = tp->T;
+    if (om->src[pi] == OPT_SRC_DIRECT)
+        return OPT_CALL(be, copy, out, tp->direct[pi], opt_backend_esize(be) * (size_t)(B * om->numel[pi]));
+    int64_t d = tp->din[pi], p = tp->dout[pi];
+    /* out_b [p, d] = G_b^T [p, T] A_b [T, d] */
+    DP_TRY(OPT_CALL(be, gemm, out, tp->G[pi], tp->A[pi], 1, 0, p, d, T, 1.0, 0.0, B, T * p, T * d, p * d));
+    if (om->src[pi] == OPT_SRC_BOTH) DP_TRY(OPT_CALL(be, add, out, out, tp->direct[pi], B * p * d));
+    return DP_OK;
+}
+
+/* Zero every tape slice of example b (its terms then contribute nothing). */
+static dp_status zero_example(const opt_model *om, opt_tape *tp, int64_t b) {
+    opt_backend *be = om->be;
+    size_t es = opt_backend_esize(be);
+    int64_t T = tp->T;
+    for (int p = 0; p < om->np; p++) {
+        if (om->src[p] != OPT_SRC_DIRECT) {
+            DP_TRY(OPT_CALL(be, zero, (char *)tp->A[p] + es * (size_t)(b * T * tp->din[p]), es * (size_t)(T * tp->din[p])));
+            DP_TRY(OPT_CALL(be, zero, (char *)tp->G[p] + es * (size_t)(b * T * tp->dout[p]), es * (size_t)(T * tp->dout[p])));
+        }
+        if (om->src[p] != OPT_SRC_LINEAR)
+            DP_TRY(OPT_CALL(be, zero, (char *)tp->direct[p] + es * (size_t)(b * om->numel[p]), es * (size_t)om->numel[p]));
+    }
+    return DP_OK;
+}
+
+typedef struct {
+    double *loss;     /* [Bc] */
+    double *gsq;      /* [Bc, G] squared group norms */
+    double *c;        /* [Bc, G] */
+    int *dropped;     /* [Bc] */
+    double **grad;    /* [np] -> [Bc * numel] per-sample gradients, or NULL */
+} chunk_out;
+
+static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, const int64_t *idx, int64_t Bc) {
+    opt_backend *be = s->be;
+    opt_model *om = &s->om;
+    const ref_clip_groups *gr = &s->groups;
+    const int G = gr->ngroups, np = om->np;
+    size_t es = opt_backend_esize(be);
+    opt_tape tp;
+    dp_status st = opt_forward_backward(&tp, om, d, idx, Bc);
+    int *mode = calloc((size_t)np, sizeof(int));
+    void **inst = calloc((size_t)np, sizeof(void *));
+    int *nlin = calloc((size_t)G, sizeof(int));
+    double *hsq = malloc(sizeof(double) * (size_t)(G * Bc + 1)), *hc = malloc(sizeof(double) * (size_t)(G * Bc + 1));
+    void *sq = NULL, *cdev = NULL;
+    if (!mode || !inst || !nlin || !hsq || !hc) { if (st == DP_OK) st = dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
+    if (st == DP_OK) st = opt_arena_alloc(&tp.ar, &sq, es * (size_t)(G * Bc + 1));   /* [G, Bc] */
+    if (st == DP_OK) st = opt_arena_alloc(&tp.ar, &cdev, es * (size_t)(G * Bc + 1)); /* [G, Bc] */
+    if (st != DP_OK) goto done;
+    int bug_cas = s->o.bug == OPT_BUG_CLIP_AFTER_SUM;
+
+    /* ---- mode of every parameter ---- */
+    for (int p = 0; p < np; p++)
+        if (om->src[p] == OPT_SRC_LINEAR) nlin[gr->group_of[p]]++;
+        else if (om->src[p] == OPT_SRC_BOTH) nlin[gr->group_of[p]] += 2; /* never single-pass fused */
+    for (int p = 0; p < np; p++) {
+        if (om->src[p] == OPT_SRC_DIRECT) { mode[p] = M_DIRECT; continue; }
+        if (om->src[p] == OPT_SRC_BOTH) { mode[p] = M_INST; continue; }
+        switch (s->o.strategy) {
+        case OPT_STRAT_GRAD_SAMPLE: mode[p] = M_INST; break;
+        case OPT_STRAT_GHOST: mode[p] = M_GHOST; break;
+        case OPT_STRAT_MIXED_GHOST:
+        case OPT_STRAT_BOOK_KEEPING:
+            mode[p] = mixed_pick_ghost(s->o.mixed_rule, tp.T, tp.din[p], tp.dout[p]) ? M_GHOST : M_INST;
+            break;
+        default: mode[p] = (nlin[gr->group_of[p]] == 1 && !bug_cas) ? M_FUSED1 : M_FUSEDNORM; break;
+        }
+    }
+
+    /* ---- losses; an example with a non-finite loss is dropped (c = 0, its terms zeroed
+     * after its norms are recorded; before them when a single-pass fused layer exists) ---- */
+    int any_fused1 = 0;
+    for (int p = 0; p < np; p++) any_fused1 |= mode[p] == M_FUSED1;
+    st = OPT_CALL(be, download_f64, co->loss, tp.loss, Bc);
+    for (int64_t b = 0; st == DP_OK && b < Bc; b++) {
+        co->dropped[b] = !isfinite(co->loss[b]);
+        if (co->dropped[b] && any_fused1) st = zero_example(om, &tp, b);
+    }
+
+    /* ---- norm pass (everything but the single-pass fused layers) ---- */
+    if (st == DP_OK) st = OPT_CALL(be, zero, sq, es * (size_t)(G * Bc));
+    for (int p = 0; st == DP_OK && p < np; p++) {
+        void *sqg = (char *)sq + es * (size_t)(gr->group_of[p] * Bc);
+        switch (mode[p]) {
+        case M_DIRECT: st = OPT_CALL(be, sqnorm_rows, sqg, tp.direct[p], Bc, om->numel[p]); break;
+        case M_INST:
+            st = opt_arena_alloc(&tp.ar, &inst[p], es * (size_t)(Bc * om->numel[p]));
+            if (st == DP_OK) st = instantiate(inst[p], om, &tp, p);
+            if (st == DP_OK) st = OPT_CALL(be, sqnorm_rows, sqg, inst[p], Bc, om->numel[p]);
+            break;
+        case M_GHOST: st = OPT_CALL(be, ghost_sqnorm, sqg, tp.A[p], tp.G[p], Bc, tp.T, tp.din[p], tp.dout[p]); break;
+        case M_FUSEDNORM: st = OPT_CALL(be, fused_sqnorm, sqg, tp.A[p], tp.G[p], Bc, tp.T, tp.din[p], tp.dout[p]); break;
+        default: break;
+        }
+    }
+    void *const sum0 = s->flat;
+    /* ---- clip factors (single-pass fused layers clip and accumulate here) ---- */
+    for (int g = 0; st == DP_OK && g < G; g++) {
+        void *sqg = (char *)sq + es * (size_t)(g * Bc), *cg = (char *)cdev + es * (size_t)(g * Bc);
+        int fused_p = -1;
+        for (int p = 0; p < np; p++)
+            if (mode[p] == M_FUSED1 && gr->group_of[p] == g) fused_p = p;
+        if (fused_p >= 0)
+            st = OPT_CALL(be, fused_clip_accum, dev_at(s, sum0, s->off[fused_p]), sqg, cg, tp.A[fused_p], tp.G[fused_p],
+                          sqg, gr->thresh[g], (opt_clip_fn)s->cfg.clip_fn, s->cfg.gamma, Bc, tp.T, tp.din[fused_p],
+                          tp.dout[fused_p]);
+        else
+            st = OPT_CALL(be, clip_factors, cg, sqg, gr->thresh[g], (opt_clip_fn)s->cfg.clip_fn, s->cfg.gamma, Bc);
+    }
+    /* ---- non-finite norms are dropped too (c = 0); dropped examples get c = 0 ---- */
+    if (st == DP_OK) st = OPT_CALL(be, download_f64, hsq, sq, G * Bc);
+    if (st == DP_OK) st = OPT_CALL(be, download_f64, hc, cdev, G * Bc);
+    int changed = 0;
+    for (int64_t b = 0; st == DP_OK && b < Bc; b++) {
+        int bad = co->dropped[b];
+        for (int g = 0; g < G; g++) bad |= !isfinite(hsq[g * Bc + b]);
+        if (bad && !co->dropped[b]) {
+            for (int p = 0; p < np; p++)
+                if (mode[p] == M_FUSED1)
+                    st = dp_error(DP_ERR_NUMERIC, "fused strategy: example %lld has a finite loss but a non-finite "
+                                  "gradient norm (already accumulated); use another strategy to drop it",
+                                  (long long)idx[b]);
+            co->dropped[b] = 1;
+        }
+        if (bad && st == DP_OK) st = zero_example(om, &tp, b);
+        if (bad) {
+            for (int g = 0; g < G; g++) hc[g * Bc + b] = 0.0;
+            changed = 1;
+        }
+    }
+    if (st == DP_OK && bug_cas) { /* BUG (test-only): no per-example clipping; the sum is clipped later */
+        for (int64_t i = 0; i < G * Bc; i++) hc[i] = co->dropped[i % Bc] ? 0.0 : 1.0;
+        changed = 1;
+    }
+    if (st == DP_OK && changed) st = OPT_CALL(be, upload_f64, cdev, hc, G * Bc);
+
+    /* ---- clipped sums ---- */
+    int any_drop = 0;
+    for (int64_t b = 0; b < Bc; b++) any_drop |= co->dropped[b];
+    int second_pass = (s->o.strategy == OPT_STRAT_GHOST || s->o.strategy == OPT_STRAT_MIXED_GHOST) && G == 1 &&
+                      !any_drop;
+    if (st == DP_OK && second_pass) {
+        void **gp = calloc((size_t)np, sizeof(void *));
+        if (!gp) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
+        for (int p = 0; st == DP_OK && p < np; p++) gp[p] = dev_at(s, sum0, s->off[p]);
+        if (st == DP_OK) st = opt_backward_weighted(gp, om, &tp, cdev);
+        free(gp);
+    }
+    for (int p = 0; st == DP_OK && !second_pass && p < np; p++) {
+        void *cg = (char *)cdev + es * (size_t)(gr->group_of[p] * Bc), *sp = dev_at(s, sum0, s->off[p]);
+        switch (mode[p]) {
+        case M_DIRECT: st = OPT_CALL(be, clip_accum, sp, tp.direct[p], cg, Bc, om->numel[p]); break;
+        case M_INST: st = OPT_CALL(be, clip_accum, sp, inst[p], cg, Bc, om->numel[p]); break;
+        case M_GHOST:
+        case M_FUSEDNORM: st = OPT_CALL(be, bk_gemm, sp, tp.A[p], tp.G[p], cg, Bc, tp.T, tp.din[p], tp.dout[p]); break;
+        default: break; /* M_FUSED1: done */
+        }
+    }
+
+    /* ---- host copies: [b, G] layout as the reference ---- */
+    for (int64_t b = 0; st == DP_OK && b < Bc; b++)
+        for (int g = 0; g < G; g++) {
+            co->gsq[b * G + g] = hsq[g * Bc + b];
+            co->c[b * G + g] = hc[g * Bc + b];
+        }
+    if (co->grad) {
+        for (int p = 0; st == DP_OK && p < np; p++) {
+            void *buf = inst[p];
+            if (!buf) {
+                st = opt_arena_alloc(&tp.ar, &buf, es * (size_t)(Bc * om->numel[p]));
+                if (st == DP_OK) st = instantiate(buf, om, &tp, p);
+            }
+            if (st == DP_OK) st = OPT_CALL(be, download_f64, co->grad[p], buf, Bc * om->numel[p]);
+        }
+    }
+done:
+    opt_tape_free(&tp);
+    free(mode); free(inst); free(nlin); free(hsq); free(hc);
+    return st;
+}
+
+/* ---------------------------------------------------------------- gathering */
+/* Every rank contributes n_local items of `each` bytes; rank 0 (and every rank) gets
+ * the concatenation in rank order into *out (malloc'd). */
+static dp_status gather(opt_dpsgd *s, void **out, const void *mine, size_t nbytes) {
+    size_t len = 0;
+    return OPT_CALL(s->be, allgatherv_bytes, out, &len, mine, nbytes);
+}
+
+/* ---------------------------------------------------------------- step */
+dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_dataset *d, int64_t step) {
+    ref_dpsgd_step_free(out);
+    memset(out, 0, sizeof *out);
+    opt_backend *be = s->be;
+    opt_model *om = &s->om;
+    const ref_dpsgd_config *c = &s->cfg;
+    const int G = s->groups.ngroups, np = om->np, R = be->comm.size, rank = be->comm.rank;
+    size_t es = opt_backend_esize(be);
+    if (step < 1 || step > (int64_t)UINT32_MAX) return dp_error(DP_ERR_INVALID, "step %lld out of range", (long long)step);
+    if (d->n != c->n) return dp_error(DP_ERR_INVALID, "dataset has %lld examples, config says %lld", (long long)d->n, (long long)c->n);
+
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)(c->n + 1));
+    if (!idx) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    int64_t b = 0;
+    dp_status st = ref_dpsgd_poisson(idx, &b, c->key, step, c->q, c->n); /* global, same on every rank */
+    int64_t lo, hi;
+    opt_rank_share(&lo, &hi, b, rank, R);
+    int64_t nl = hi - lo;
+    chunk_out co = {0};
+    co.loss = malloc(sizeof(double) * (size_t)(nl + 1));
+    co.gsq = malloc(sizeof(double) * (size_t)(nl * G + 1));
+    co.c = malloc(sizeof(double) * (size_t)(nl * G + 1));
+    co.dropped = calloc((size_t)(nl + 1), sizeof(int));
+    double **pgr = NULL;
+    if (s->o.keep_per_sample) {
+        pgr = calloc((size_t)np, sizeof(double *));
+        for (int p = 0; pgr && p < np; p++) {
+            pgr[p] = malloc(sizeof(double) * (size_t)(nl * om->numel[p] + 1));
+            if (!pgr[p]) { for (int q = 0; q < p; q++) free(pgr[q]); free(pgr); pgr = NULL; st = DP_ERR_NOMEM; break; }
+        }
+        if (!pgr && st == DP_OK) st = DP_ERR_NOMEM;
+    }
+    if (!co.loss || !co.gsq || !co.c || !co.dropped) st = DP_ERR_NOMEM;
+    if (st == DP_ERR_NOMEM) dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    if (st == DP_OK) st = OPT_CALL(be, zero, s->flat, es * (size_t)(2 * s->total));
+
+    /* micro-batches: the local share in k contiguous chunks; sums carry across chunks */
+    int64_t k = c->micro_batches;
+    double **cg = pgr ? calloc((size_t)np, sizeof(double *)) : NULL;
+    for (int64_t j = 0; st == DP_OK && j < k; j++) {
+        int64_t clo = nl * j / k, chi = nl * (j + 1) / k, Bc = chi - clo;
+        if (Bc == 0) continue;
+        chunk_out cc = {co.loss + clo, co.gsq + clo * G, co.c + clo * G, co.dropped + clo, NULL};
+        if (pgr) {
+            if (!cg) { st = dp_error(DP_ERR_NOMEM, "engine: out of memory"); break; }
+            for (int p = 0; p < np; p++) cg[p] = pgr[p] + clo * om->numel[p];
+            cc.grad = cg;
+        }
+        st = run_chunk(&cc, s, d, idx + lo + clo, Bc);
+    }
+    free(cg);
+
+    /* ---- noise, added exactly once in total (docs/engine.md "Noise modes") ---- */
+    double std_full = c->sigma * s->groups.c_total;
+    for (int p = 0; st == DP_OK && p < np && c->sigma > 0; p++) {
+        void *zp = dev_at(s, s->flat, s->total + s->off[p]);
+        if (s->o.bug == OPT_BUG_NOISE_EVERY_RANK) /* BUG (test-only): full-scale noise on every rank */
+            st = OPT_CALL(be, noise_add, zp, c->key, (uint32_t)step, (uint32_t)p, std_full, 0, om->numel[p]);
+        else if (s->o.noise_mode == OPT_NOISE_SINGLE) {
+            if (rank == 0) st = OPT_CALL(be, noise_add, zp, c->key, (uint32_t)step, (uint32_t)p, std_full, 0, om->numel[p]);
+        } else {
+            uint32_t lane = (uint32_t)p | ((uint32_t)(rank + 1) << 16);
+            if (rank + 1 >= 256) st = dp_error(DP_ERR_INVALID, "--noise-mode shares supports at most 255 ranks");
+            else st = OPT_CALL(be, noise_add, zp, c->key, (uint32_t)step, lane, std_full / sqrt((double)R), 0, om->numel[p]);
+        }
+    }
+    /* ---- one all-reduce of [clipped sums | noise] (rank-order sum) ---- */
+    if (st == DP_OK) st = OPT_CALL(be, allreduce_sum, s->flat, 2 * s->total, NULL);
+
+    /* host copies of S and Z */
+    double *hS = malloc(sizeof(double) * (size_t)(2 * s->total + 1));
+    if (!hS && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    if (st == DP_OK) st = OPT_CALL(be, download_f64, hS, s->flat, 2 * s->total);
+    if (st == DP_OK && s->o.bug == OPT_BUG_CLIP_AFTER_SUM) {
+        /* BUG (test-only): clip the batch sum per group instead of each example */
+        for (int g = 0; g < G; g++) {
+            double sq = 0;
+            for (int p = 0; p < np; p++)
+                if (s->groups.group_of[p] == g)
+                    for (int64_t e = 0; e < om->numel[p]; e++) sq += hS[s->off[p] + e] * hS[s->off[p] + e];
+            double f = ref_clip_factor((ref_clip_fn)c->clip_fn, sqrt(sq), s->groups.thresh[g], c->gamma);
+            for (int p = 0; p < np; p++)
+                if (s->groups.group_of[p] == g)
+                    for (int64_t e = 0; e < om->numel[p]; e++) hS[s->off[p] + e] *= f;
+        }
+        st = OPT_CALL(be, upload_f64, s->flat, hS, s->total);
+    }
+    /* ---- private gradient (S + Z) / (q N) ---- */
+    double div = c->q * (double)c->n;
+    if (s->o.bug == OPT_BUG_REALIZED_DIVISOR && b > 0) div = (double)b; /* BUG (test-only) */
+    if (st == DP_OK) st = OPT_CALL(be, add, s->pgrad, s->flat, dev_at(s, s->flat, s->total), s->total);
+    if (st == DP_OK) st = OPT_CALL(be, div_scalar, s->pgrad, s->pgrad, div, s->total);
+
+    /* ---- optimizer ---- */
+    if (st == DP_OK) s->t++;
+    for (int p = 0; st == DP_OK && p < np; p++) {
+        void *g = dev_at(s, s->pgrad, s->off[p]), *m1 = dev_at(s, s->m1, s->off[p]), *m2 = dev_at(s, s->m2, s->off[p]);
+        if (c->opt == REF_OPT_SGD)
+            st = OPT_CALL(be, sgd_momentum, om->w[p], m1, g, c->lr, c->momentum, 0.0, s->t, om->numel[p]);
+        else
+            st = OPT_CALL(be, adamw, om->w[p], m1, m2, g, c->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, s->t,
+                          om->numel[p]);
+    }
+
+    /* ---- outputs (per-example arrays gathered in global order) ---- */
+    out->step = step;
+    out->b = b;
+    out->nparams = np;
+    out->ngroups = G;
+    if (st == DP_OK) {
+        void *gl = NULL, *gsq = NULL, *gc = NULL, *gd = NULL;
+        st = gather(s, &gl, co.loss, sizeof(double) * (size_t)nl);
+        if (st == DP_OK) st = gather(s, &gsq, co.gsq, sizeof(double) * (size_t)(nl * G));
+        if (st == DP_OK) st = gather(s, &gc, co.c, sizeof(double) * (size_t)(nl * G));
+        if (st == DP_OK) st = gather(s, &gd, co.dropped, sizeof(int) * (size_t)nl);
+        out->loss = gl; out->clip_factor = gc; out->dropped = gd;
+        out->indices = idx; idx = NULL;
+        out->norm = malloc(sizeof(double) * (size_t)(b + 1));
+        out->group_norm = malloc(sizeof(double) * (size_t)(b * G + 1));
+        if (st == DP_OK && (!out->norm || !out->group_norm)) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
+        double *hsq = gsq;
+        double lsum = 0, csum = 0;
+        int64_t nok = 0;
+        for (int64_t i = 0; st == DP_OK && i < b; i++) {
+            double tot = 0;
+            for (int g = 0; g < G; g++) {
+                tot += hsq[i * G + g];
+                out->group_norm[i * G + g] = sqrt(hsq[i * G + g]);
+                csum += out->clip_factor[i * G + g];
+            }
+            out->norm[i] = sqrt(tot);
+            if (out->dropped[i]) out->ndropped++;
+            else { lsum += out->loss[i]; nok++; }
+        }
+        free(gsq);
+        out->mean_loss = nok ? lsum / (double)nok : NAN;
+        out->mean_clip = b ? csum / (double)(b * G) : NAN;
+    }
+    if (st == DP_OK && pgr) {
+        out->grad = calloc((size_t)np, sizeof(double *));
+        if (!out->grad) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
+        for (int p = 0; st == DP_OK && p < np; p++) {
+            void *gp = NULL;
+            st = gather(s, &gp, pgr[p], sizeof(double) * (size_t)(nl * om->numel[p]));
+            out->grad[p] = gp;
+        }
+    }
+    if (st == DP_OK) {
+        out->clipped_sum = calloc((size_t)np, sizeof(double *));
+        out->noise = calloc((size_t)np, sizeof(double *));
+        out->private_grad = calloc((size_t)np, sizeof(double *));
+        double *hp = malloc(sizeof(double) * (size_t)(s->total + 1));
+        if (!out->clipped_sum || !out->noise || !out->private_grad || !hp) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
+        if (st == DP_OK) st = OPT_CALL(be, download_f64, hp, s->pgrad, s->total);
+        for (int p = 0; st == DP_OK && p < np; p++) {
+            size_t nb = sizeof(double) * (size_t)om->numel[p];
+            out->clipped_sum[p] = malloc(nb); out->noise[p] = malloc(nb); out->private_grad[p] = malloc(nb);
+            if (!out->clipped_sum[p] || !out->noise[p] || !out->private_grad[p]) { st = dp_error(DP_ERR_NOMEM, "engine: out of memory"); break; }
+            memcpy(out->clipped_sum[p], hS + s->off[p], nb);
+            memcpy(out->noise[p], hS + s->total + s->off[p], nb);
+            memcpy(out->private_grad[p], hp + s->off[p], nb);
+        }
+        free(hp);
+    }
+    free(hS);
+    free(idx);
+    free(co.loss); free(co.gsq); free(co.c); free(co.dropped);
+    if (pgr) { for (int p = 0; p < np; p++) free(pgr[p]); free(pgr); }
+    return st;
+}
