@@ -197,7 +197,7 @@ static double noise_draw_bound(double u_ref) {
 
 /* Per-element bounds kept during one step (clipped sums, noise, private gradients,
  * updated parameters) so that later stages propagate the earlier ones. */
-enum { BS_CS = 0, BS_NOISE, BS_PG, BS_PA };
+enum { BS_CS = 0, BS_NOISE, BS_PG, BS_PA, BS_M1, BS_DM1, BS_M2, BS_DM2 };
 typedef struct { char name[160]; int kind; int64_t n; double *b; } bstore_item;
 typedef struct { bstore_item *it; size_t n, cap; } bstore;
 static double *bstore_new(bstore *s, const char *name, int kind, int64_t n) {
@@ -244,7 +244,7 @@ static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, co
     k.bz = noise_draw_bound(conf_unit_roundoff(DP_F64));
     dp_status st = DP_OK;
     bstore bs = {0};
-    double *bnd = NULL, *tmp = NULL, *nrm = NULL, *cf = NULL;
+    double *bnd = NULL, *tmp = NULL, *nrm = NULL;
     int64_t B = -1;
     double step_no = 1;
     {
@@ -310,40 +310,40 @@ static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, co
         if ((st = compare_elems(out, prefix, nm, r, c, NULL, bnd, o->warn)) != DP_OK) goto done;
     }
 
-    /* 3. clip factors: |dc| <= c rho / (1 - rho) + 2u c (any c = f(n) with |f'| <= f/n). */
-    const dp_tensor *rc = dp_tset_find(ref, "per_sample.clip_factor");
-    if (rc) {
-        const dp_tensor *c = dp_tset_find(cand, "per_sample.clip_factor");
-        cf = as_f64(rc);
-        if (!cf) { st = DP_ERR_NOMEM; goto done; }
-        int64_t n = dp_tensor_numel(rc);
-        free(bnd);
-        bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
-        if (!bnd) { st = DP_ERR_NOMEM; goto done; }
-        double rel = k.rho < 1 ? k.rho / (1 - k.rho) + 2 * k.u : INFINITY;
-        for (int64_t e = 0; e < n; e++) bnd[e] = rel * fabs(cf[e]);
-        if (!c) DP_TRY(push_missing(out, prefix, "per_sample.clip_factor", "candidate"));
-        else if ((st = compare_elems(out, prefix, "per_sample.clip_factor", rc, c, NULL, bnd, o->warn)) != DP_OK) goto done;
-    }
-    /* per example: the largest clip factor cmax_i and its bound dc_i (a [B, G] factor
-       for per-layer/group clipping is bounded by its largest group). */
+    /* 3. clip factors (flat: per_sample.clip_factor [B]; per-layer/group:
+       per_sample.clip_factor.<group> [B]): |dc| <= c rho / (1 - rho) + 2u c, for any
+       c = f(n) with |f'(n)| <= f(n)/n (abadi min(1, R/n), automatic R/(n + gamma)).
+       cmax_i = the largest clip factor of example i over groups, dc_i its bound. */
     double *cmax = dp_calloc((size_t)(B ? B : 1), sizeof *cmax), *dcv = dp_calloc((size_t)(B ? B : 1), sizeof *dcv);
     double *dg = dp_calloc((size_t)(B ? B : 1), sizeof *dg), *nv = dp_calloc((size_t)(B ? B : 1), sizeof *nv);
     if (!cmax || !dcv || !dg || !nv) { free(cmax); free(dcv); free(dg); free(nv); st = DP_ERR_NOMEM; goto done; }
     {
         double rel = k.rho < 1 ? k.rho / (1 - k.rho) + 2 * k.u : INFINITY;
-        int64_t G = (rc && rc->ndim == 2) ? rc->shape[1] : 1;
-        for (int64_t b = 0; b < B; b++) {
-            cmax[b] = 1.0;
-            if (cf && rc->ndim >= 1 && rc->shape[0] == B) {
-                cmax[b] = 0;
-                for (int64_t g = 0; g < G; g++) cmax[b] = fmax(cmax[b], fabs(cf[b * G + g]));
+        int any_cf = 0;
+        for (size_t i = 0; i < ref->n && st == DP_OK; i++) {
+            const char *nm = ref->items[i].name;
+            if (strncmp(nm, "per_sample.clip_factor", 22) != 0 || (nm[22] != '\0' && nm[22] != '.')) continue;
+            const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
+            int64_t n = dp_tensor_numel(r);
+            free(bnd);
+            bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
+            if (!bnd) { st = DP_ERR_NOMEM; break; }
+            for (int64_t e = 0; e < n; e++) bnd[e] = rel * fabs(dp_tensor_get(r, e));
+            if (n == B) {
+                for (int64_t b = 0; b < B; b++) cmax[b] = any_cf ? fmax(cmax[b], fabs(dp_tensor_get(r, b))) : fabs(dp_tensor_get(r, b));
+                any_cf = 1;
             }
+            if (!c) st = push_missing(out, prefix, nm, "candidate");
+            else st = compare_elems(out, prefix, nm, r, c, NULL, bnd, o->warn);
+        }
+        for (int64_t b = 0; b < B; b++) {
+            if (!any_cf) cmax[b] = 1.0;
             dcv[b] = rel * cmax[b];
             nv[b] = (nrm && rn->ndim == 1 && rn->shape[0] == B) ? fabs(nrm[b]) : 0;
             dg[b] = k.gK * nv[b]; /* per-element bound of the per-example gradient (normwise model) */
         }
     }
+    if (st != DP_OK) { free(cmax); free(dcv); free(dg); free(nv); goto done; }
 
     /* 4. clipped sums: |d cs_j| <= sum_i (c_i dg_i + |g_ij| dc_i + dc_i dg_i) + gamma_B sum_i |c_i g_ij|. */
     for (size_t i = 0; i < ref->n; i++) {
@@ -379,7 +379,7 @@ static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, co
     double sc = -1;
     {
         static const char *const ks[] = {"sigma", "noise_multiplier", NULL};
-        static const char *const kc[] = {"clip", "max_grad_norm", "C", NULL};
+        static const char *const kc[] = {"c_total", "clip", "max_grad_norm", "C", NULL};
         double s, c;
         if (meta_num(ref, &s, ks) && meta_num(ref, &c, kc)) sc = fabs(s * c);
     }
@@ -450,54 +450,95 @@ static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, co
         if ((st = compare_elems(out, prefix, nm, r, c, subst ? tmp : NULL, bd, o->warn)) != DP_OK) goto done;
     }
 
-    /* 7. updated parameters (SGD with decoupled weight decay, docs/tolerances.md):
-       p' = p - lr (pg + wd p): |d p'| <= |d p| (1 + lr wd) + lr |d pg| + gamma_3 (|p| + lr |pg| + lr wd |p|) + u_c |p'|,
-       |d p| the measured input difference, |d pg| the private-gradient bound; lr and wd from
-       the metadata, or lr fitted from the reference at the largest |pg + wd p|. With noise
-       shares the expected value uses the substituted private gradient. */
-    for (size_t i = 0; i < ref->n; i++) {
-        const char *nm = ref->items[i].name;
-        if (strncmp(nm, "params_after.", 13) != 0) continue;
-        const char *pname = nm + 13;
-        const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
-        if (!c) { DP_TRY(push_missing(out, prefix, nm, "candidate")); continue; }
-        char pn[200], pgn[200];
-        snprintf(pn, sizeof pn, "params.%s", pname);
-        snprintf(pgn, sizeof pgn, "step.private_grad.%s", pname);
-        const dp_tensor *rp = dp_tset_find(ref, pn), *cp = dp_tset_find(cand, pn), *rpg = dp_tset_find(ref, pgn);
-        const dp_tensor *cpg = dp_tset_find(cand, pgn);
-        int64_t n = dp_tensor_numel(r);
-        const double *dpg = bstore_get(&bs, pname, BS_PG, n);
-        if (!rp || !rpg || !dpg || dp_tensor_numel(rp) != n || dp_tensor_numel(rpg) != n) {
-            DP_TRY(push_skip(out, prefix, nm, CONF_SKIPPED,
-                             "no update error model without params and step.private_grad of this tensor"));
-            continue;
-        }
-        double wd = 0, lr = 0, best = 0;
-        static const char *const kwd[] = {"weight_decay", "wd", NULL};
-        static const char *const klr[] = {"lr", "learning_rate", NULL};
+    /* 7. updated parameters (docs/tolerances.md, "Optimizer"): the reference's optimizer
+       state (SGD momentum buffer, AdamW moments) is rebuilt from the reference's private
+       gradients step by step (directory mode carries it), with element-wise bounds:
+       SGD   b' = mu b + G;  p' = p - lr b'
+       AdamW p_d = p (1 - lr wd); m' = b1 m + (1-b1) G; v' = b2 v + (1-b2) G^2;
+             D = sqrt(v') / sqrt(1-b2^t) + eps; p' = p_d - (lr / (1-b1^t)) m' / D.
+       |d p| is the measured difference of the input parameters. */
+    {
+        char opt[16] = "sgd";
+        const char *ms = dp_tset_meta(ref, "optimizer");
+        if (ms) snprintf(opt, sizeof opt, "%s", ms);
+        double lr = NAN, mu = 0, wd = 0, b1 = 0.9, b2 = 0.999, eps = 1e-8;
+        static const char *const klr[] = {"lr", "learning_rate", NULL}, *const kmu[] = {"momentum", NULL},
+                                 *const kwd[] = {"weight_decay", NULL}, *const kb1[] = {"beta1", NULL},
+                                 *const kb2[] = {"beta2", NULL}, *const keps[] = {"adam_eps", NULL};
+        meta_num(ref, &lr, klr);
+        meta_num(ref, &mu, kmu);
         meta_num(ref, &wd, kwd);
-        if (!meta_num(ref, &lr, klr))
+        meta_num(ref, &b1, kb1);
+        meta_num(ref, &b2, kb2);
+        meta_num(ref, &eps, keps);
+        int adam = strcmp(opt, "adamw") == 0, known = adam || strcmp(opt, "sgd") == 0;
+        /* the optimizer state before this step is known at step 1 (zero) or when carried */
+        for (size_t i = 0; i < ref->n; i++) {
+            const char *nm = ref->items[i].name;
+            if (strncmp(nm, "params_after.", 13) != 0) continue;
+            const char *pname = nm + 13;
+            const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
+            if (!c) { DP_TRY(push_missing(out, prefix, nm, "candidate")); continue; }
+            char pn[200], pgn[200];
+            snprintf(pn, sizeof pn, "params.%s", pname);
+            snprintf(pgn, sizeof pgn, "step.private_grad.%s", pname);
+            const dp_tensor *rp = dp_tset_find(ref, pn), *cp = dp_tset_find(cand, pn), *rpg = dp_tset_find(ref, pgn);
+            const dp_tensor *cpg = dp_tset_find(cand, pgn);
+            int64_t n = dp_tensor_numel(r);
+            const double *dpg = bstore_get(&bs, pname, BS_PG, n);
+            const double *m1 = carry_in ? bstore_get(carry_in, pname, BS_M1, n) : NULL;
+            const double *dm1 = carry_in ? bstore_get(carry_in, pname, BS_DM1, n) : NULL;
+            const double *m2 = carry_in ? bstore_get(carry_in, pname, BS_M2, n) : NULL;
+            const double *dm2 = carry_in ? bstore_get(carry_in, pname, BS_DM2, n) : NULL;
+            int state_known = step_no <= 1 || (m1 && dm1 && (!adam || (m2 && dm2))) || (!adam && mu == 0);
+            const char *why = !known ? "unknown optimizer in the metadata: no update error model"
+                            : isnan(lr) ? "no lr in the reference metadata: no update error model"
+                            : (!rp || !rpg || !dpg || dp_tensor_numel(rp) != n || dp_tensor_numel(rpg) != n)
+                                ? "no update error model without params and step.private_grad of this tensor"
+                            : !state_known ? "optimizer state of a later step unknown: compare the export directory"
+                            : NULL;
+            if (why) { DP_TRY(push_skip(out, prefix, nm, CONF_SKIPPED, why)); continue; }
+            int subst = o->noise_statistical && cpg && dp_tensor_numel(cpg) == n;
+            double *bd = bstore_new(&bs, pname, BS_PA, n), *nm1 = bstore_new(&bs, pname, BS_M1, n);
+            double *ndm1 = bstore_new(&bs, pname, BS_DM1, n);
+            double *nm2 = adam ? bstore_new(&bs, pname, BS_M2, n) : NULL, *ndm2 = adam ? bstore_new(&bs, pname, BS_DM2, n) : NULL;
+            free(tmp);
+            tmp = dp_malloc((size_t)(n ? n : 1) * sizeof *tmp);
+            if (!bd || !nm1 || !ndm1 || (adam && (!nm2 || !ndm2)) || !tmp) { st = DP_ERR_NOMEM; goto done; }
+            double t = step_no, bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t), sbc2 = sqrt(bc2), ssz = lr / bc1;
+            double g2 = conf_gamma(2, k.u), g3 = conf_gamma(3, k.u), g4 = conf_gamma(4, k.u);
             for (int64_t e = 0; e < n; e++) {
-                double p = dp_tensor_get(rp, e), g = dp_tensor_get(rpg, e) + wd * p;
-                if (fabs(g) > best) { best = fabs(g); lr = (p - dp_tensor_get(r, e)) / g; }
+                double p = dp_tensor_get(rp, e);
+                double g = subst ? dp_tensor_get(cpg, e) : dp_tensor_get(rpg, e), dg = subst ? 0 : dpg[e];
+                double dp_in = cp && dp_tensor_numel(cp) == n ? fabs(dp_tensor_get(cp, e) - p) : k.uc * fabs(p);
+                if (!isfinite(dp_in)) dp_in = INFINITY;
+                double M1 = m1 ? m1[e] : 0, DM1 = dm1 ? dm1[e] : 0, pnew, b;
+                if (!adam) {
+                    nm1[e] = mu * M1 + g;
+                    ndm1[e] = mu * DM1 + dg + g2 * (fabs(mu * M1) + fabs(g));
+                    pnew = p - lr * nm1[e];
+                    b = dp_in + fabs(lr) * ndm1[e] + g2 * (fabs(p) + fabs(lr * nm1[e]));
+                } else {
+                    double M2 = m2 ? m2[e] : 0, DM2 = dm2 ? dm2[e] : 0;
+                    double decay = 1 - lr * wd, pd = p * decay;
+                    double dpd = dp_in * fabs(decay) + g2 * fabs(p);
+                    nm1[e] = b1 * M1 + (1 - b1) * g;
+                    ndm1[e] = b1 * DM1 + (1 - b1) * dg + g3 * (b1 * fabs(M1) + (1 - b1) * fabs(g));
+                    nm2[e] = b2 * M2 + (1 - b2) * g * g;
+                    ndm2[e] = b2 * DM2 + (1 - b2) * (2 * fabs(g) * dg + dg * dg) + g4 * (b2 * M2 + (1 - b2) * g * g);
+                    double sv = sqrt(nm2[e]), svlo = sqrt(fmax(nm2[e] - ndm2[e], 0));
+                    double dsv = ndm2[e] / (sv + svlo > 0 ? sv + svlo : 1) + (sv + svlo > 0 ? 0 : sqrt(ndm2[e]));
+                    double D = sv / sbc2 + eps, dD = dsv / sbc2 + g3 * D;
+                    double rr = nm1[e] / D;
+                    double dr = D > dD ? (ndm1[e] + fabs(rr) * dD) / (D - dD) + k.u * fabs(rr) : INFINITY;
+                    pnew = pd - ssz * rr;
+                    b = dpd + ssz * dr + g2 * (fabs(pd) + fabs(ssz * rr));
+                }
+                tmp[e] = subst ? pnew : dp_tensor_get(r, e);
+                bd[e] = b + k.uc * fabs(tmp[e]);
             }
-        int subst = o->noise_statistical && cpg && dp_tensor_numel(cpg) == n;
-        double *bd = bstore_new(&bs, pname, BS_PA, n);
-        free(tmp);
-        tmp = dp_malloc((size_t)(n ? n : 1) * sizeof *tmp);
-        if (!bd || !tmp) { st = DP_ERR_NOMEM; goto done; }
-        for (int64_t e = 0; e < n; e++) {
-            double p = dp_tensor_get(rp, e), g = dp_tensor_get(rpg, e);
-            double dp_in = cp && dp_tensor_numel(cp) == n ? fabs(dp_tensor_get(cp, e) - p) : k.uc * fabs(p);
-            if (!isfinite(dp_in)) dp_in = INFINITY;
-            /* with shares: expected p' from the candidate's private gradient (itself checked above) */
-            tmp[e] = subst ? p - lr * (dp_tensor_get(cpg, e) + wd * p) : dp_tensor_get(r, e);
-            double gg = subst ? dp_tensor_get(cpg, e) : g;
-            bd[e] = dp_in * (1 + fabs(lr * wd)) + fabs(lr) * (subst ? 0 : dpg[e])
-                  + conf_gamma(3, k.u) * (fabs(p) + fabs(lr * gg) + fabs(lr * wd * p)) + k.uc * fabs(tmp[e]);
+            if ((st = compare_elems(out, prefix, nm, r, c, subst ? tmp : NULL, bd, o->warn)) != DP_OK) goto done;
         }
-        if ((st = compare_elems(out, prefix, nm, r, c, subst ? tmp : NULL, bd, o->warn)) != DP_OK) goto done;
     }
 
     /* 8. loss: |d l_i| <= gamma_K (|l_i| + ln P + 1) (log-sum-exp scale; docs/tolerances.md). */
@@ -533,7 +574,6 @@ done:
     free(bnd);
     free(tmp);
     free(nrm);
-    free(cf);
     return st;
 }
 

@@ -1,0 +1,260 @@
+/* conformance/cases.c — conformance cases as data (conformance/cases/NAME.json,
+ * schema in docs/conformance.md), loaded with jansson. Unknown keys, wrong types and
+ * out-of-range values are DP_ERR_FORMAT naming the file and the key. */
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conformance/conf.h"
+
+static void free_argv(char **v, size_t n) {
+    for (size_t i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+void conf_case_free(conf_case *c) {
+    free_argv(c->args, c->nargs);
+    free_argv(c->ref_args, c->nref);
+    free_argv(c->cand_args, c->ncand);
+    memset(c, 0, sizeof *c);
+}
+
+#define FERR(...) dp_error_context(dp_error(DP_ERR_FORMAT, __VA_ARGS__), "case %s", path)
+
+static dp_status push_arg(char ***v, size_t *n, const char *s) {
+    char **p = realloc(*v, (*n + 1) * sizeof *p);
+    if (!p) return dp_error(DP_ERR_NOMEM, "out of memory");
+    *v = p;
+    p[*n] = strdup(s);
+    if (!p[*n]) return dp_error(DP_ERR_NOMEM, "out of memory");
+    (*n)++;
+    return DP_OK;
+}
+
+/* {"model": "mlp", "q": 0.125, "tied": true, "hidden": "7,5"} -> --model mlp --q 0.125 --tied --hidden 7,5 */
+static dp_status obj_to_argv(char ***v, size_t *n, json_t *o, const char *path, const char *key) {
+    if (!json_is_object(o)) return FERR("'%s' must be an object of option: value", key);
+    const char *k;
+    json_t *val;
+    json_object_foreach(o, k, val) {
+        char opt[128], buf[64];
+        if (!k[0] || strlen(k) > 100 || k[0] == '-') return FERR("'%s': bad option name '%s' (write it without --)", key, k);
+        snprintf(opt, sizeof opt, "--%s", k);
+        if (json_is_true(val)) { DP_TRY(push_arg(v, n, opt)); continue; }
+        if (json_is_false(val)) continue;
+        if (json_is_string(val)) snprintf(buf, sizeof buf, "%s", json_string_value(val));
+        else if (json_is_integer(val)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(val));
+        else if (json_is_real(val)) snprintf(buf, sizeof buf, "%.17g", json_real_value(val));
+        else return FERR("'%s.%s' must be a string, number or boolean", key, k);
+        DP_TRY(push_arg(v, n, opt));
+        DP_TRY(push_arg(v, n, buf));
+    }
+    return DP_OK;
+}
+
+static dp_status get_str(char *out, size_t len, json_t *root, const char *key, const char *dflt, const char *path,
+                         const char *const *allowed) {
+    json_t *v = json_object_get(root, key);
+    if (!v) {
+        if (!dflt) return FERR("missing required key '%s'", key);
+        snprintf(out, len, "%s", dflt);
+        return DP_OK;
+    }
+    if (!json_is_string(v)) return FERR("'%s' must be a string", key);
+    if (strlen(json_string_value(v)) >= len) return FERR("'%s' is too long", key);
+    snprintf(out, len, "%s", json_string_value(v));
+    if (allowed) {
+        for (const char *const *a = allowed; *a; a++)
+            if (strcmp(*a, out) == 0) return DP_OK;
+        return FERR("'%s' has an unknown value '%s'", key, out);
+    }
+    return DP_OK;
+}
+
+static dp_status get_num(double *out, json_t *root, const char *key, double dflt, const char *path) {
+    json_t *v = json_object_get(root, key);
+    if (!v) { *out = dflt; return DP_OK; }
+    if (!json_is_number(v)) return FERR("'%s' must be a number", key);
+    *out = json_number_value(v);
+    if (!isfinite(*out)) return FERR("'%s' must be finite", key);
+    return DP_OK;
+}
+
+dp_status conf_case_load(conf_case *c, const char *path) {
+    memset(c, 0, sizeof *c);
+    json_error_t err;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    if (!root) return dp_error(DP_ERR_FORMAT, "case %s: invalid JSON at line %d: %s", path, err.line, err.text);
+    dp_status st = DP_OK;
+    static const char *const known[] = {"name", "description", "suites", "algorithm", "kind", "strategy", "noise_mode",
+                                        "dtype", "ranks", "micro_batches", "args", "reference_args", "candidate_args",
+                                        "sigma", "clip", "dataset_size", "q", "steps", "alpha", "expect", NULL};
+    static const char *const algs[] = {"dpsgd", "dpzo", NULL};
+    static const char *const kinds[] = {"compare", "stat-noise", "stat-poisson", NULL};
+    static const char *const modes[] = {"single", "shares", NULL};
+    static const char *const dts[] = {"f64", "f32", NULL};
+    if (!json_is_object(root)) { st = FERR("the root must be an object"); goto out; }
+    {
+        const char *k;
+        json_t *v;
+        json_object_foreach(root, k, v) {
+            int ok = 0;
+            for (const char *const *q = known; *q; q++) ok |= strcmp(*q, k) == 0;
+            if (!ok) { st = FERR("unknown key '%s'", k); goto out; }
+        }
+    }
+    snprintf(c->file, sizeof c->file, "%s", path);
+    if ((st = get_str(c->name, sizeof c->name, root, "name", NULL, path, NULL)) != DP_OK) goto out;
+    for (const char *p = c->name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.')) {
+            st = FERR("'name' may use only a-z 0-9 - _ . (got '%s')", c->name);
+            goto out;
+        }
+    if ((st = get_str(c->algorithm, sizeof c->algorithm, root, "algorithm", NULL, path, algs)) != DP_OK) goto out;
+    if ((st = get_str(c->kind, sizeof c->kind, root, "kind", "compare", path, kinds)) != DP_OK) goto out;
+    if ((st = get_str(c->strategy, sizeof c->strategy, root, "strategy", "grad-sample", path, NULL)) != DP_OK) goto out;
+    if ((st = get_str(c->noise_mode, sizeof c->noise_mode, root, "noise_mode", "single", path, modes)) != DP_OK) goto out;
+    if ((st = get_str(c->dtype, sizeof c->dtype, root, "dtype", "f64", path, dts)) != DP_OK) goto out;
+    {
+        json_t *s = json_object_get(root, "suites");
+        size_t i;
+        json_t *v;
+        if (!json_is_array(s) || json_array_size(s) == 0) { st = FERR("'suites' must be a non-empty array"); goto out; }
+        json_array_foreach(s, i, v) {
+            if (!json_is_string(v)) { st = FERR("'suites' entries must be strings"); goto out; }
+            size_t l = strlen(c->suites);
+            snprintf(c->suites + l, sizeof c->suites - l, "%s%s", l ? "," : "", json_string_value(v));
+        }
+    }
+    {
+        json_t *r = json_object_get(root, "ranks");
+        if (!r) { c->ranks[0] = 1; c->nranks = 1; }
+        else {
+            size_t i;
+            json_t *v;
+            if (!json_is_array(r) || json_array_size(r) == 0 || json_array_size(r) > CONF_MAX_RANKS) {
+                st = FERR("'ranks' must be an array of 1 to %d rank counts", CONF_MAX_RANKS);
+                goto out;
+            }
+            json_array_foreach(r, i, v) {
+                if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 64) {
+                    st = FERR("'ranks' entries must be integers in [1, 64]");
+                    goto out;
+                }
+                c->ranks[c->nranks++] = json_integer_value(v);
+            }
+        }
+    }
+    double d;
+    if ((st = get_num(&d, root, "micro_batches", 1, path)) != DP_OK) goto out;
+    if (d < 1 || d != floor(d)) { st = FERR("'micro_batches' must be an integer >= 1"); goto out; }
+    c->micro_batches = (int64_t)d;
+    if ((st = get_num(&c->sigma, root, "sigma", -1, path)) != DP_OK) goto out;
+    if ((st = get_num(&c->clip, root, "clip", -1, path)) != DP_OK) goto out;
+    if ((st = get_num(&c->q, root, "q", -1, path)) != DP_OK) goto out;
+    if ((st = get_num(&d, root, "dataset_size", -1, path)) != DP_OK) goto out;
+    c->n_data = (int64_t)d;
+    if ((st = get_num(&d, root, "steps", -1, path)) != DP_OK) goto out;
+    c->steps = (int64_t)d;
+    if ((st = get_num(&c->alpha, root, "alpha", 1e-6, path)) != DP_OK) goto out;
+    if (!(c->alpha > 0 && c->alpha < 0.5)) { st = FERR("'alpha' must be in (0, 0.5)"); goto out; }
+    if (strcmp(c->kind, "stat-noise") == 0 && !(c->sigma > 0 && c->clip > 0)) {
+        st = FERR("a stat-noise case needs 'sigma' > 0 and 'clip' > 0 (the variance under test)");
+        goto out;
+    }
+    if (strcmp(c->kind, "stat-poisson") == 0 && !(c->q > 0 && c->q <= 1 && c->n_data >= 1)) {
+        st = FERR("a stat-poisson case needs 'q' in (0, 1] and 'dataset_size' >= 1");
+        goto out;
+    }
+    /* the statistical keys double as options of both sides */
+    if (c->sigma >= 0) { char b[64]; snprintf(b, sizeof b, "%.17g", c->sigma); if ((st = push_arg(&c->args, &c->nargs, "--sigma")) || (st = push_arg(&c->args, &c->nargs, b))) goto out; }
+    if (c->clip >= 0) { char b[64]; snprintf(b, sizeof b, "%.17g", c->clip); if ((st = push_arg(&c->args, &c->nargs, "--clip")) || (st = push_arg(&c->args, &c->nargs, b))) goto out; }
+    if (c->q >= 0) { char b[64]; snprintf(b, sizeof b, "%.17g", c->q); if ((st = push_arg(&c->args, &c->nargs, "--q")) || (st = push_arg(&c->args, &c->nargs, b))) goto out; }
+    if (c->n_data >= 0) { char b[64]; snprintf(b, sizeof b, "%lld", (long long)c->n_data); if ((st = push_arg(&c->args, &c->nargs, "--dataset-size")) || (st = push_arg(&c->args, &c->nargs, b))) goto out; }
+    if (c->steps >= 0) { char b[64]; snprintf(b, sizeof b, "%lld", (long long)c->steps); if ((st = push_arg(&c->args, &c->nargs, "--steps")) || (st = push_arg(&c->args, &c->nargs, b))) goto out; }
+    if (c->micro_batches > 1) { char b[64]; snprintf(b, sizeof b, "%lld", (long long)c->micro_batches); if ((st = push_arg(&c->args, &c->nargs, "--micro-batches")) || (st = push_arg(&c->args, &c->nargs, b))) goto out; }
+    json_t *a;
+    if ((a = json_object_get(root, "args")) && (st = obj_to_argv(&c->args, &c->nargs, a, path, "args")) != DP_OK) goto out;
+    if ((a = json_object_get(root, "reference_args")) &&
+        (st = obj_to_argv(&c->ref_args, &c->nref, a, path, "reference_args")) != DP_OK) goto out;
+    if ((a = json_object_get(root, "candidate_args")) &&
+        (st = obj_to_argv(&c->cand_args, &c->ncand, a, path, "candidate_args")) != DP_OK) goto out;
+    if ((a = json_object_get(root, "expect"))) {
+        json_t *s = json_object_get(a, "status"), *t = json_object_get(a, "tensor");
+        if (!json_is_object(a) || !json_is_string(s) || strcmp(json_string_value(s), "FAIL") != 0 ||
+            json_object_size(a) > 2 || (t && !json_is_string(t))) {
+            st = FERR("'expect' must be {\"status\": \"FAIL\", \"tensor\": PREFIX} (a negative control)");
+            goto out;
+        }
+        c->expect_fail = 1;
+        if (t) snprintf(c->expect_tensor, sizeof c->expect_tensor, "%s", json_string_value(t));
+    }
+out:
+    json_decref(root);
+    if (st != DP_OK) conf_case_free(c);
+    return st;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int in_suite(const conf_case *c, const char *suite) {
+    if (strcmp(suite, "all") == 0) return 1;
+    char buf[sizeof c->suites];
+    snprintf(buf, sizeof buf, "%s", c->suites);
+    for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv))
+        if (strcmp(t, suite) == 0) return 1;
+    return 0;
+}
+
+dp_status conf_cases_load_suite(conf_case **out, size_t *n, const char *dir, const char *suite) {
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return dp_error(DP_ERR_IO, "cannot open the cases directory %s", dir);
+    char **names = NULL;
+    size_t nn = 0;
+    struct dirent *e;
+    dp_status st = DP_OK;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l < 6 || strcmp(e->d_name + l - 5, ".json") != 0 || e->d_name[0] == '.') continue;
+        char **p = realloc(names, (nn + 1) * sizeof *p);
+        if (!p) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
+        names = p;
+        if (!(names[nn] = strdup(e->d_name))) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
+        nn++;
+    }
+    closedir(d);
+    if (nn) qsort(names, nn, sizeof *names, cmp_str);
+    conf_case *v = NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < nn && st == DP_OK; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        conf_case c;
+        if ((st = conf_case_load(&c, path)) != DP_OK) break;
+        for (size_t j = 0; j < k; j++)
+            if (strcmp(v[j].name, c.name) == 0) {
+                st = dp_error(DP_ERR_FORMAT, "case name '%s' is used by %s and %s", c.name, v[j].file, path);
+                break;
+            }
+        if (st != DP_OK || !in_suite(&c, suite)) { conf_case_free(&c); continue; }
+        conf_case *p = realloc(v, (k + 1) * sizeof *p);
+        if (!p) { conf_case_free(&c); st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
+        v = p;
+        v[k++] = c;
+    }
+    for (size_t i = 0; i < nn; i++) free(names[i]);
+    free(names);
+    if (st != DP_OK) {
+        for (size_t i = 0; i < k; i++) conf_case_free(&v[i]);
+        free(v);
+        return st;
+    }
+    *out = v;
+    *n = k;
+    return DP_OK;
+}

@@ -1,0 +1,291 @@
+/* conformance/runner.c — run one case: the reference (`dpcert reference ALG`) and the
+ * optimized engine (`[mpirun -n R] dpcert train ALG --impl optimized ...`) as separate
+ * processes with identical flags (seeds, noise keys) into temporary export directories,
+ * then compare every step (compare.c) or run the statistical check (stats.c). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/safetensors.h"
+#include "conformance/conf.h"
+
+#define CONF_CASE_TIMEOUT_S 300
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Runs argv with stdout+stderr into `log`; returns the exit code (128+signal, 124 on timeout). */
+static int run_proc(char *const *argv, const char *log, int timeout_s) {
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        setpgid(0, 0);
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
+        execvp(argv[0], argv);
+        fprintf(stderr, "cannot execute %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    double t0 = now_s();
+    int status = 0;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) break;
+        if (r < 0 && errno != EINTR) return -1;
+        if (now_s() - t0 > timeout_s) {
+            kill(-pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return 124;
+        }
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return -1;
+}
+
+/* Last line of a log that says something, for the report. */
+static void log_tail(char *buf, size_t len, const char *log) {
+    buf[0] = '\0';
+    FILE *f = fopen(log, "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        size_t l = strlen(line);
+        while (l && (line[l - 1] == '\n' || line[l - 1] == '\r')) line[--l] = '\0';
+        if (l) snprintf(buf, len, "%s", line);
+    }
+    fclose(f);
+}
+
+static int log_contains(const char *log, const char *needle) {
+    FILE *f = fopen(log, "r");
+    if (!f) return 0;
+    char line[1024];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+static int have_in_path(const char *prog) {
+    const char *p = getenv("PATH");
+    if (!p) return 0;
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", p);
+    for (char *sv = NULL, *d = strtok_r(buf, ":", &sv); d; d = strtok_r(NULL, ":", &sv)) {
+        char full[4200];
+        snprintf(full, sizeof full, "%s/%s", d, prog);
+        if (access(full, X_OK) == 0) return 1;
+    }
+    return 0;
+}
+
+static void rm_rf(const char *path) {
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char p[4096];
+            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+            rm_rf(p);
+        }
+        closedir(d);
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+typedef struct { char **v; size_t n, cap; } argvec;
+static int av_push(argvec *a, const char *s) {
+    if (a->n + 2 > a->cap) {
+        size_t nc = a->cap ? 2 * a->cap : 64;
+        char **p = realloc(a->v, nc * sizeof *p);
+        if (!p) return -1;
+        a->v = p;
+        a->cap = nc;
+    }
+    a->v[a->n++] = (char *)s;
+    a->v[a->n] = NULL;
+    return 0;
+}
+
+/* Every step's values of the tensors whose names start with `prefix` (f64), appended. */
+static dp_status collect(double **vals, size_t *n, int64_t *batch_total, int64_t *nsteps, const char *dir,
+                         const char *prefix) {
+    DIR *d = opendir(dir);
+    if (!d) return dp_error(DP_ERR_IO, "cannot open export directory %s", dir);
+    struct dirent *e;
+    dp_status st = DP_OK;
+    while ((e = readdir(d)) && st == DP_OK) {
+        if (strncmp(e->d_name, "step-", 5) != 0) continue;
+        char p[4400];
+        snprintf(p, sizeof p, "%.4000s/%s", dir, e->d_name);
+        dp_tensor_set s;
+        if ((st = dp_st_read(&s, p)) != DP_OK) break;
+        (*nsteps)++;
+        const dp_tensor *bi = dp_tset_find(&s, "batch.indices");
+        if (bi) *batch_total += dp_tensor_numel(bi);
+        for (size_t i = 0; i < s.n && st == DP_OK; i++) {
+            if (!prefix || strncmp(s.items[i].name, prefix, strlen(prefix)) != 0) continue;
+            int64_t m = dp_tensor_numel(&s.items[i].t);
+            double *q = realloc(*vals, (*n + (size_t)m + 1) * sizeof *q);
+            if (!q) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
+            *vals = q;
+            for (int64_t k = 0; k < m; k++) q[(*n)++] = dp_tensor_get(&s.items[i].t, k);
+        }
+        dp_tset_free(&s);
+    }
+    closedir(d);
+    return st;
+}
+
+dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks, const conf_run_opts *o) {
+    memset(res, 0, sizeof *res);
+    conf_cmp_result_init(&res->cmp);
+    snprintf(res->name, sizeof res->name, "%s@r%lld", c->name, (long long)ranks);
+    double t0 = now_s();
+    char wd[2048], refdir[2100], canddir[2100], reflog[2100], candlog[2100];
+    if (strlen(o->work_dir) > 1800) return dp_error(DP_ERR_INVALID, "work directory name too long");
+    snprintf(wd, sizeof wd, "%.1800s/%s", o->work_dir, res->name);
+    rm_rf(wd);
+    if (mkdir(wd, 0755) != 0) return dp_error(DP_ERR_IO, "cannot create %s", wd);
+    snprintf(refdir, sizeof refdir, "%s/ref", wd);
+    snprintf(canddir, sizeof canddir, "%s/cand", wd);
+    snprintf(reflog, sizeof reflog, "%s/ref.log", wd);
+    snprintf(candlog, sizeof candlog, "%s/cand.log", wd);
+    int need_ref = strcmp(c->kind, "compare") == 0;
+    dp_status st = DP_OK;
+    argvec ra = {0}, ca = {0};
+    char rs[32];
+    snprintf(rs, sizeof rs, "%lld", (long long)ranks);
+
+    if (ranks > 1 && !have_in_path("mpirun")) {
+        res->status = CONF_NOT_SUPPORTED;
+        snprintf(res->detail, sizeof res->detail, "mpirun not found: %lld ranks cannot run", (long long)ranks);
+        goto finish;
+    }
+    /* reference */
+    if (need_ref) {
+        av_push(&ra, o->dpcert); av_push(&ra, "reference"); av_push(&ra, c->algorithm);
+        for (size_t i = 0; i < c->nargs; i++) av_push(&ra, c->args[i]);
+        for (size_t i = 0; i < c->nref; i++) av_push(&ra, c->ref_args[i]);
+        av_push(&ra, "--export"); av_push(&ra, refdir);
+        if (!ra.v) { st = dp_error(DP_ERR_NOMEM, "out of memory"); goto finish; }
+        int rc = run_proc(ra.v, reflog, CONF_CASE_TIMEOUT_S);
+        if (rc != 0) {
+            char tail[300];
+            log_tail(tail, sizeof tail, reflog);
+            res->status = rc == 3 && log_contains(reflog, "not built") ? CONF_NOT_SUPPORTED : CONF_FAIL;
+            snprintf(res->detail, sizeof res->detail, "reference exited %d: %s", rc, tail);
+            goto finish;
+        }
+    }
+    /* candidate */
+    if (ranks > 1) {
+        av_push(&ca, "mpirun"); av_push(&ca, "-n"); av_push(&ca, rs);
+    }
+    av_push(&ca, o->dpcert); av_push(&ca, "train"); av_push(&ca, c->algorithm);
+    av_push(&ca, "--impl"); av_push(&ca, "optimized");
+    av_push(&ca, "--backend"); av_push(&ca, o->backend);
+    if (strcmp(c->algorithm, "dpsgd") == 0) {
+        av_push(&ca, "--strategy"); av_push(&ca, c->strategy);
+        av_push(&ca, "--noise-mode"); av_push(&ca, c->noise_mode);
+    }
+    av_push(&ca, "--dtype"); av_push(&ca, c->dtype);
+    for (size_t i = 0; i < c->nargs; i++) av_push(&ca, c->args[i]);
+    for (size_t i = 0; i < c->ncand; i++) av_push(&ca, c->cand_args[i]);
+    av_push(&ca, "--export"); av_push(&ca, canddir);
+    if (!ca.v) { st = dp_error(DP_ERR_NOMEM, "out of memory"); goto finish; }
+    {
+        int rc = run_proc(ca.v, candlog, CONF_CASE_TIMEOUT_S);
+        if (rc != 0) {
+            char tail[300];
+            log_tail(tail, sizeof tail, candlog);
+            /* exit 3 with "not built" / "not supported": the backend cannot run this case */
+            int ns = rc == 3 && (log_contains(candlog, "not built") || log_contains(candlog, "not supported") ||
+                                 log_contains(candlog, "NOT_SUPPORTED") || log_contains(candlog, "no CUDA"));
+            res->status = ns ? CONF_NOT_SUPPORTED : CONF_FAIL;
+            snprintf(res->detail, sizeof res->detail, "candidate exited %d: %s", rc, tail);
+            goto finish;
+        }
+    }
+    if (need_ref) {
+        conf_cmp_opts co;
+        conf_cmp_opts_default(&co);
+        co.cand_dtype = strcmp(c->dtype, "f32") == 0 ? DP_F32 : DP_F64;
+        co.noise_statistical = strcmp(c->noise_mode, "shares") == 0;
+        dp_status cs = conf_compare_paths(&res->cmp, refdir, canddir, &co);
+        if (cs != DP_OK) {
+            res->status = CONF_FAIL;
+            snprintf(res->detail, sizeof res->detail, "comparison could not run: %s", dp_last_error());
+            goto finish;
+        }
+        res->status = res->cmp.status;
+        res->worst_frac = res->cmp.worst_frac;
+        if (res->cmp.first_fail[0]) {
+            for (size_t i = 0; i < res->cmp.n; i++)
+                if (strcmp(res->cmp.items[i].name, res->cmp.first_fail) == 0)
+                    snprintf(res->detail, sizeof res->detail, "FAIL %s: %s", res->cmp.first_fail, res->cmp.items[i].msg);
+        } else if (res->cmp.ncompared == 0) {
+            res->status = CONF_FAIL;
+            snprintf(res->detail, sizeof res->detail, "no tensor compared");
+        }
+    } else {
+        double *vals = NULL;
+        size_t nv = 0;
+        int64_t btot = 0, nsteps = 0;
+        int noise = strcmp(c->kind, "stat-noise") == 0;
+        /* DP-SGD exports step.noise.<name>; DP-ZO a scalar or [n] step.noise */
+        dp_status cs = collect(&vals, &nv, &btot, &nsteps, canddir, noise ? "step.noise" : NULL);
+        if (cs != DP_OK) {
+            free(vals);
+            res->status = CONF_FAIL;
+            snprintf(res->detail, sizeof res->detail, "cannot read the candidate export: %s", dp_last_error());
+            goto finish;
+        }
+        res->is_stat = 1;
+        if (noise) conf_stat_noise_variance(&res->stat, vals, nv, c->sigma * c->sigma * c->clip * c->clip, c->alpha);
+        else conf_stat_poisson(&res->stat, btot, c->n_data * nsteps, c->q, c->alpha);
+        free(vals);
+        res->status = res->stat.status;
+        snprintf(res->detail, sizeof res->detail, "%s: %s", res->stat.name, res->stat.msg);
+    }
+finish:
+    /* a negative control passes when the check FAILs (naming the expected tensor) */
+    if (st == DP_OK && c->expect_fail && res->status != CONF_NOT_SUPPORTED && res->status != CONF_SKIPPED) {
+        int named = !c->expect_tensor[0] || strstr(res->cmp.first_fail, c->expect_tensor) != NULL;
+        int ran = !strstr(res->detail, "exited");
+        char d[360];
+        snprintf(d, sizeof d, "%.350s", res->detail);
+        if (res->status == CONF_FAIL && named && ran) {
+            res->status = CONF_PASS;
+            snprintf(res->detail, sizeof res->detail, "negative control failed as expected: %s", d);
+        } else {
+            res->status = CONF_FAIL;
+            snprintf(res->detail, sizeof res->detail, "negative control NOT caught (expected a FAIL naming %s*): %s",
+                     c->expect_tensor[0] ? c->expect_tensor : "a tensor", d);
+        }
+        res->worst_frac = 0;
+    }
+    res->seconds = now_s() - t0;
+    free(ra.v);
+    free(ca.v);
+    if (!o->keep && st == DP_OK) rm_rf(wd);
+    return st;
+}
