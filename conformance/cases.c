@@ -109,8 +109,8 @@ dp_status conf_case_load(conf_case *c, const char *path) {
     snprintf(c->file, sizeof c->file, "%s", path);
     if ((st = get_str(c->name, sizeof c->name, root, "name", NULL, path, NULL)) != DP_OK) goto out;
     for (const char *p = c->name; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.')) {
-            st = FERR("'name' may use only a-z 0-9 - _ . (got '%s')", c->name);
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.')) {
+            st = FERR("'name' may use only letters, digits, - _ . (got '%s')", c->name);
             goto out;
         }
     if ((st = get_str(c->algorithm, sizeof c->algorithm, root, "algorithm", NULL, path, algs)) != DP_OK) goto out;

@@ -105,7 +105,8 @@ typedef struct {
  * false-reject probability <= alpha. */
 void conf_stat_noise_variance(conf_stat_result *r, const double *x, size_t n, double var, double alpha);
 /* Poisson sampling: total inclusions X over `trials` Bernoulli(q) draws (N examples x S
- * steps). Accept iff |X - trials q| <= sqrt(trials ln(2/alpha) / 2) (Hoeffding). */
+ * steps). Accept iff |X - trials q| <= h, h = x/3 + sqrt(x^2/9 + 2 x trials q (1-q)),
+ * x = ln(2/alpha) (Bernstein): false-reject probability <= alpha. */
 void conf_stat_poisson(conf_stat_result *r, int64_t total, int64_t trials, double q, double alpha);
 
 /* ---- cases and suites (cases.c) ---- */

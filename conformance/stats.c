@@ -32,7 +32,9 @@ void conf_stat_noise_variance(conf_stat_result *r, const double *x, size_t n, do
              s, n, s / dn, r->lo, r->hi, alpha);
 }
 
-/* Hoeffding: X = sum of `trials` independent Bernoulli(q): P(|X - trials q| >= h) <= 2 exp(-2 h^2 / trials). */
+/* Bernstein: X = sum of `trials` independent Bernoulli(q), variance v = trials q (1-q), each
+ * term within 1 of its mean: P(|X - trials q| >= h) <= 2 exp(-h^2 / (2 (v + h/3))). With
+ * x = ln(2/alpha), h = x/3 + sqrt(x^2/9 + 2 x v) makes the bound exactly alpha. */
 void conf_stat_poisson(conf_stat_result *r, int64_t total, int64_t trials, double q, double alpha) {
     memset(r, 0, sizeof *r);
     snprintf(r->name, sizeof r->name, "Poisson batch sizes");
@@ -42,7 +44,8 @@ void conf_stat_poisson(conf_stat_result *r, int64_t total, int64_t trials, doubl
         snprintf(r->msg, sizeof r->msg, "invalid trials %lld / q %g / alpha %g", (long long)trials, q, alpha);
         return;
     }
-    double m = (double)trials * q, h = sqrt((double)trials * log(2.0 / alpha) / 2.0);
+    double m = (double)trials * q, v = m * (1 - q), x = log(2.0 / alpha);
+    double h = x / 3 + sqrt(x * x / 9 + 2 * x * v);
     r->statistic = (double)total;
     r->lo = m - h;
     r->hi = m + h;
