@@ -13,6 +13,7 @@
 
 #include "common/rng.h"
 #include "common/test.h"
+#include "optimized/backend.h"
 #include "optimized/cuda/cu_api.h"
 #include "optimized/cuda/cu_noise.h"
 #include "optimized/cuda/cu_plan.h"
@@ -207,11 +208,48 @@ static void test_noise_mapping(uint64_t seed) {
     T_CHECK(e == (float)((0.75 + 2.0 * z1) * 0.125), "scaled epilogue");
 }
 
+/* The engine's registry: "cuda" fails cleanly without a device (or without CUDA in the
+ * build), f64 is refused, and the adapter object is linked through its strong anchor. */
+extern const int cu_backend_linked;
+static void test_backend_registry(void) {
+    cu_device_info info;
+    int have_dev = cu_device_probe(&info, -1) == DP_OK;
+#ifdef DP_HAVE_CUDA
+    T_CHECK(cu_backend_linked == 1, "adapter object linked");
+    T_CHECK(opt_backend_cuda_create != NULL, "hook defined once the adapter is linked");
+#else
+    T_CHECK(cu_backend_linked == 0, "stub build has no adapter");
+#endif
+    opt_backend_config cfg = {"cuda", DP_F32, 1, 0};
+    opt_backend *be = (opt_backend *)&info; /* poison */
+    dp_status st = opt_backend_create(&be, &cfg);
+    if (have_dev) {
+        T_OK(st);
+        if (st == DP_OK) {
+            T_CHECK(be->dtype == DP_F32 && be->comm.size == 1 && opt_backend_supports(be, OPT_OP_FUSED_CLIP_ACCUM) &&
+                        opt_backend_supports(be, OPT_OP_NOISE_ADD) && opt_backend_supports(be, OPT_OP_GHOST_SQNORM),
+                    "cuda backend table");
+            opt_backend_destroy(be);
+        }
+    } else {
+        printf("backend cuda: %s (%s)\n", dp_status_name(st), dp_last_error());
+        T_CHECK(st == DP_ERR_NOT_SUPPORTED, "no device: NOT_SUPPORTED, got %s", dp_status_name(st));
+        T_CHECK(be == NULL, "backend pointer left NULL");
+    }
+    cfg.dtype = DP_F64;
+    st = opt_backend_create(&be, &cfg);
+    T_CHECK(st == DP_ERR_NOT_SUPPORTED, "f64 on cuda: %s (%s)", dp_status_name(st), dp_last_error());
+#ifdef DP_HAVE_CUDA
+    T_CHECK(strstr(dp_last_error(), "f32") != NULL, "message says f32 only: '%s'", dp_last_error());
+#endif
+}
+
 int main(void) {
     uint64_t seed = t_seed(20260521);
     test_probe();
     test_arg_checks();
     test_plan();
     test_noise_mapping(seed);
+    test_backend_registry();
     return t_finish();
 }

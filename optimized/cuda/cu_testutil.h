@@ -1,0 +1,67 @@
+/* optimized/cuda/cu_testutil.h — helpers shared by the GPU tests and the GPU benchmark
+ * (C only; static functions). Tolerance formulas are derived in docs/cuda.md
+ * ("Tolerances on the GPU"). */
+#ifndef CU_TESTUTIL_H
+#define CU_TESTUTIL_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/rng.h"
+#include "common/tensor.h"
+#include "optimized/cuda/cu_api.h"
+
+/* unit roundoff of f32 (round to nearest) */
+#define CU_U32 (1.0 / 16777216.0)
+
+/* gamma_n = n u / (1 - n u) (Higham): bound on the relative error of an n-term sum
+ * (or dot product) in any order, relative to the sum of absolute values. */
+static inline double cu_gamma(double n, double u) { return n * u / (1.0 - n * u); }
+
+/* A context on device 0, or NULL after printing why (the test then skips with 77). */
+static inline cu_ctx *cu_test_ctx(void) {
+    cu_device_info info;
+    dp_status st = cu_device_probe(&info, -1);
+    if (st != DP_OK) {
+        printf("no usable GPU: %s\n", dp_last_error());
+        return NULL;
+    }
+    printf("device: %s (cc %d.%d, %d SMs, driver %d, runtime %d)\n", info.name, info.cc_major, info.cc_minor,
+           info.sm_count, info.driver_version, info.runtime_version);
+    cu_ctx *ctx = NULL;
+    if (cu_ctx_create(&ctx, info.device) != DP_OK) {
+        printf("context: %s\n", dp_last_error());
+        return NULL;
+    }
+    return ctx;
+}
+
+/* Device copy of n host floats (NULL on failure, message printed). */
+static inline void *cu_test_up(cu_ctx *ctx, const void *h, size_t bytes) {
+    void *d = NULL;
+    if (cu_malloc(&d, bytes) != DP_OK || cu_h2d(ctx, d, h, bytes) != DP_OK) {
+        fprintf(stderr, "upload of %zu bytes: %s\n", bytes, dp_last_error());
+        cu_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* x[k] = uniform(-a, a) from the public TEST stream (seed, stream id, lane 0). */
+static inline void cu_test_fill(float *x, size_t n, uint64_t seed, uint32_t id, double a) {
+    dp_stream s;
+    dp_stream_public(&s, (dp_seed){seed}, DP_PURPOSE_TEST, id, 0);
+    for (size_t k = 0; k < n; k++) x[k] = (float)((2.0 * dp_rng_uniform(&s, k) - 1.0) * a);
+}
+/* Same values rounded to bf16 (bit patterns) and the exact f32 of them. */
+static inline void cu_test_fill_bf16(uint16_t *h, float *x, size_t n, uint64_t seed, uint32_t id, double a) {
+    cu_test_fill(x, n, seed, id, a);
+    for (size_t k = 0; k < n; k++) {
+        h[k] = dp_f32_to_bf16(x[k]);
+        x[k] = dp_bf16_to_f32(h[k]);
+    }
+}
+
+#endif
