@@ -54,7 +54,8 @@ void dp_tensor_free(dp_tensor *t) {
 
 dp_status dp_tensor_copy(dp_tensor *out, const dp_tensor *in) {
     DP_TRY(dp_tensor_alloc(out, in->dtype, in->ndim, in->shape));
-    memcpy(out->data, in->data, dp_tensor_nbytes(in));
+    size_t nb = dp_tensor_nbytes(in);
+    if (nb) memcpy(out->data, in->data, nb); /* an empty tensor may have data == NULL */
     return DP_OK;
 }
 
@@ -85,7 +86,10 @@ void dp_tensor_put(dp_tensor *t, int64_t i, double v) {
 dp_status dp_tensor_convert(dp_tensor *out, const dp_tensor *in, dp_dtype to) {
     DP_TRY(dp_tensor_alloc(out, to, in->ndim, in->shape));
     int64_t n = dp_tensor_numel(in);
-    if (in->dtype == to) { memcpy(out->data, in->data, dp_tensor_nbytes(in)); return DP_OK; }
+    if (in->dtype == to) {
+        if (n) memcpy(out->data, in->data, dp_tensor_nbytes(in));
+        return DP_OK;
+    }
     if (in->dtype == DP_I64 && to == DP_I32) {
         for (int64_t i = 0; i < n; i++) {
             int64_t v = ((const int64_t *)in->data)[i];

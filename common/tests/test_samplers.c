@@ -213,8 +213,8 @@ int main(void) {
         indep("Box-Muller pair z0 vs z1 (same block)", x, y, N, 1);
         for (size_t i = 0; i < N; i++) { x[i] *= x[i]; y[i] *= y[i]; }
         indep("Box-Muller pair z0^2 vs z1^2 (same block)", x, y, N, 1);
-        for (size_t i = 0; i < N; i++) { x[i] = z[2 * i + 1]; y[i] = z[2 * i + 2]; }
-        indep("lag 1 across blocks (z1 of block j vs z0 of j+1)", x, y, N, 1);
+        for (size_t i = 0; i + 1 < N; i++) { x[i] = z[2 * i + 1]; y[i] = z[2 * i + 2]; }
+        indep("lag 1 across blocks (z1 of block j vs z0 of j+1)", x, y, N - 1, 1);
         dp_rng_fill_uniform(z, &ps, 0, 2 * (size_t)N);
         for (size_t i = 0; i < N; i++) { x[i] = z[2 * i]; y[i] = z[2 * i + 1]; }
         indep("uniform lag 1 (within a block)", x, y, N, 1);
