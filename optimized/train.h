@@ -1,0 +1,32 @@
+/* optimized/train.h — pieces shared by the `dpcert train dpsgd|dpzo` commands
+ * (optimized/train_cmd.c, optimized/dpzo.c). */
+#ifndef OPT_TRAIN_H
+#define OPT_TRAIN_H
+
+#include "common/cli.h"
+#include "optimized/dpsgd.h"
+
+/* The engine's own options (--impl --backend --strategy --noise-mode --mixed-rule --dtype
+ * --threads --inject-bug --export). */
+typedef struct {
+    const char *impl, *backend, *strategy, *noise_mode, *dtype, *bug, *mixed_rule, *export_dir;
+    int64_t threads;
+    int seen_export, seen_bug, seen_strategy, seen_noise_mode;
+} opt_train_cli;
+#define OPT_TRAIN_NOPTS 9
+
+void opt_train_cli_init(opt_train_cli *t);
+void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t);
+/* Validates the engine options; algo_dpzo rejects the DP-SGD-only ones. */
+dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_train_cli *t, int algo_dpzo);
+
+/* MPI: initialised when the process was started by mpirun (OMPI_COMM_WORLD_SIZE,
+ * PMIX_RANK or PMI_RANK set); *use_mpi = 1 then. */
+dp_status opt_mpi_start(int *use_mpi);
+/* Every rank takes rank 0's noise key (a fresh random key differs per process). */
+dp_status opt_share_key(dp_noise_key *key, int use_mpi);
+/* Fails with NOT_SUPPORTED when --backend cuda is asked of a binary without it. */
+dp_status opt_check_backend_built(const opt_backend_config *bc);
+dp_status opt_make_dir(const char *dir);
+
+#endif

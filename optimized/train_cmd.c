@@ -1,0 +1,231 @@
+/* optimized/train_cmd.c — `dpcert train dpsgd|dpzo --impl optimized --backend host|cuda
+ * --strategy NAME ...` (docs/engine.md "The train command").
+ *
+ * Same model, DP and export options as `dpcert reference dpsgd|dpzo` (the option table of
+ * reference/dpsgd.h), plus the engine's own. Run under `mpirun -n R` for R ranks (MPI is
+ * initialised when the process was started by mpirun, i.e. OMPI_COMM_WORLD_SIZE or
+ * PMIX_RANK is set; a plain start is one rank without MPI). Rank 0 prints one line per
+ * step and writes DIR/step-NNNNNN.safetensors with exactly the reference's tensor names. */
+#include <errno.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/cli.h"
+#include "optimized/dpsgd.h"
+#include "optimized/dpzo.h"
+#include "optimized/train.h"
+
+static int opt_mpi_inited_here = 0;
+
+/* Initialise MPI when started by a launcher. *use_mpi = 1 then. */
+dp_status opt_mpi_start(int *use_mpi) {
+    *use_mpi = 0;
+    if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") && !getenv("PMI_RANK")) return DP_OK;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        if (MPI_Init(NULL, NULL) != MPI_SUCCESS) return dp_error(DP_ERR_DEVICE, "MPI_Init failed");
+        opt_mpi_inited_here = 1;
+    }
+    *use_mpi = 1;
+    return DP_OK;
+}
+
+static void opt_mpi_stop(int failed) {
+    if (!opt_mpi_inited_here) return;
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    /* a rank that fails alone would leave the others waiting in a collective */
+    if (failed && size > 1) MPI_Abort(MPI_COMM_WORLD, failed);
+    MPI_Finalize();
+    opt_mpi_inited_here = 0;
+}
+
+dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_train_cli *t, int algo_dpzo) {
+    if (strcmp(t->impl, "optimized") != 0)
+        return dp_error(DP_ERR_USAGE, "--impl must be 'optimized' (got '%s'; the reference is 'dpcert reference')",
+                        t->impl);
+    int k;
+    static const char *const backends[] = {"host", "cuda", NULL};
+    static const char *const dtypes[] = {"f64", "f32", NULL};
+    DP_TRY(dp_parse_choice(&k, "--backend", t->backend, backends));
+    bc->name = backends[k];
+    DP_TRY(dp_parse_choice(&k, "--dtype", t->dtype, dtypes));
+    bc->dtype = k == 0 ? DP_F64 : DP_F32;
+    DP_TRY(dp_check_range("--threads", (double)t->threads, 1, 1, 256, 1));
+    bc->threads = (int)t->threads;
+    memset(o, 0, sizeof *o);
+    DP_TRY(dp_parse_choice(&k, "--strategy", t->strategy, opt_strategy_names));
+    o->strategy = (opt_strategy)k;
+    if (algo_dpzo && t->seen_strategy)
+        return dp_error(DP_ERR_USAGE, "--strategy does not apply to dpzo (no per-example gradients)");
+    if (algo_dpzo && t->seen_noise_mode)
+        return dp_error(DP_ERR_USAGE, "--noise-mode does not apply to dpzo (one noise draw per direction)");
+    DP_TRY(dp_parse_choice(&k, "--noise-mode", t->noise_mode, opt_noise_mode_names));
+    o->noise_mode = (opt_noise_mode)k;
+    DP_TRY(dp_parse_choice(&k, "--mixed-rule", t->mixed_rule, opt_mixed_rule_names));
+    o->mixed_rule = (opt_mixed_rule)k;
+    DP_TRY(dp_parse_choice(&k, "--inject-bug", t->bug, opt_bug_names));
+    if (algo_dpzo && k != OPT_BUG_NONE) return dp_error(DP_ERR_USAGE, "--inject-bug applies to dpsgd only");
+    o->bug = (opt_bug)k;
+    o->keep_per_sample = t->seen_export;
+    return DP_OK;
+}
+
+void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t) {
+    opts[(*n)++] = (dp_opt){"--impl", DP_OPT_STRING, &t->impl, NULL, "optimized (the only implementation here)"};
+    opts[(*n)++] = (dp_opt){"--backend", DP_OPT_STRING, &t->backend, NULL, "host | cuda (host)"};
+    opts[(*n)++] = (dp_opt){"--strategy", DP_OPT_STRING, &t->strategy, &t->seen_strategy,
+                            "grad-sample | ghost | mixed-ghost | book-keeping | fused (grad-sample)"};
+    opts[(*n)++] = (dp_opt){"--noise-mode", DP_OPT_STRING, &t->noise_mode, &t->seen_noise_mode,
+                            "single (rank 0 adds all noise) | shares (each rank N(0, s^2 C^2 / R)) (single)"};
+    opts[(*n)++] = (dp_opt){"--mixed-rule", DP_OPT_STRING, &t->mixed_rule, NULL,
+                            "mixed-ghost/book-keeping layer rule: flop (T < pd/(p+d)) | memory (2T^2 <= pd) (flop)"};
+    opts[(*n)++] = (dp_opt){"--dtype", DP_OPT_STRING, &t->dtype, NULL, "f64 | f32 (f64)"};
+    opts[(*n)++] = (dp_opt){"--threads", DP_OPT_INT, &t->threads, NULL, "host worker threads (1)"};
+    opts[(*n)++] = (dp_opt){"--inject-bug", DP_OPT_STRING, &t->bug, &t->seen_bug,
+                            "TEST ONLY: clip-after-sum | noise-every-rank | realized-batch-divisor"};
+    opts[(*n)++] = (dp_opt){"--export", DP_OPT_STRING, &t->export_dir, &t->seen_export,
+                            "write DIR/step-NNNNNN.safetensors (rank 0)"};
+}
+
+void opt_train_cli_init(opt_train_cli *t) {
+    memset(t, 0, sizeof *t);
+    t->impl = "optimized"; t->backend = "host"; t->strategy = "grad-sample"; t->noise_mode = "single";
+    t->dtype = "f64"; t->bug = "none"; t->mixed_rule = "flop"; t->threads = 1;
+}
+
+dp_status opt_make_dir(const char *dir) {
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return dp_error(DP_ERR_IO, "--export %s: cannot create directory: %s", dir, strerror(errno));
+    return DP_OK;
+}
+
+dp_status opt_check_backend_built(const opt_backend_config *bc) {
+    if (strcmp(bc->name, "cuda") == 0 && !opt_backend_cuda_create)
+        return dp_error(DP_ERR_NOT_SUPPORTED, "backend 'cuda' is not built into this binary (the CUDA backend will "
+                        "live in optimized/cuda/; use --backend host)");
+    return DP_OK;
+}
+
+dp_status opt_share_key(dp_noise_key *key, int use_mpi) {
+    if (!use_mpi) return DP_OK;
+    unsigned long long k = (unsigned long long)key->k;
+    if (MPI_Bcast(&k, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return dp_error(DP_ERR_DEVICE, "MPI broadcast of the noise key failed");
+    key->k = (uint64_t)k;
+    return DP_OK;
+}
+
+#define CMD "train"
+
+static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
+    ref_dpsgd_cli cli;
+    ref_dpsgd_cli_init(&cli);
+    opt_train_cli t;
+    opt_train_cli_init(&t);
+    dp_opt opts[REF_DPSGD_NOPTS + 16];
+    size_t n = 0;
+    DP_TRY(ref_dpsgd_cli_add_opts(opts, &n, REF_DPSGD_NOPTS + 16, &cli));
+    opt_train_add_opts(opts, &n, &t);
+    DP_TRY(dp_opts_parse(opts, n, argc, argv, NULL, 0, NULL, help));
+    if (*help) {
+        printf("usage: dpcert train dpsgd --impl optimized --backend host|cuda --strategy NAME [options]\n"
+               "The optimized engine (docs/engine.md); run under mpirun -n R for R ranks. Prints one line per\n"
+               "step (as 'dpcert reference dpsgd') and with --export writes the reference's tensors.\n\n");
+        dp_opts_print_help(opts, n);
+        return DP_OK;
+    }
+    opt_backend_config bc;
+    opt_dp_options o;
+    DP_TRY(opt_train_parse(&bc, &o, &t, 0));
+    ref_model_config mc;
+    ref_dpsgd_config c;
+    DP_TRY(ref_dpsgd_cli_finish(&mc, &c, &cli));
+    if (c.precision != REF_PREC_DOUBLE)
+        return dp_error(DP_ERR_USAGE, "--precision mpfr is reference-only");
+    /* backend before MPI so that --backend cuda fails cleanly everywhere */
+    DP_TRY(opt_check_backend_built(&bc));
+    DP_TRY(opt_mpi_start(use_mpi));
+    bc.use_mpi = *use_mpi;
+    DP_TRY(opt_share_key(&c.key, *use_mpi));
+    opt_backend *be = NULL;
+    DP_TRY(opt_backend_create(&be, &bc));
+    int rank = be->comm.rank;
+    dp_status st = DP_OK;
+    if (t.seen_export && rank == 0) st = opt_make_dir(t.export_dir);
+    ref_dataset d;
+    memset(&d, 0, sizeof d);
+    ref_model m, before;
+    memset(&m, 0, sizeof m); memset(&before, 0, sizeof before);
+    opt_dpsgd s;
+    memset(&s, 0, sizeof s);
+    if (st == DP_OK) st = ref_dpsgd_cli_dataset(&d, &mc, &c, &cli);
+    if (st == DP_OK) st = ref_model_init(&m, &mc, c.seed);
+    if (st == DP_OK) st = opt_dpsgd_init(&s, be, &c, &o, &m);
+    ref_dpsgd_step_out out;
+    memset(&out, 0, sizeof out);
+    double **host = calloc((size_t)(m.nparams + 1), sizeof(double *));
+    if (!host && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "out of memory");
+    for (int p = 0; host && p < m.nparams; p++) host[p] = m.params[p].data;
+    char nranks[32], nthreads[32];
+    snprintf(nranks, sizeof nranks, "%d", be->comm.size);
+    snprintf(nthreads, sizeof nthreads, "%d", be->threads);
+    const char *extra[] = {"impl", "optimized", "backend", be->name, "strategy", opt_strategy_names[o.strategy],
+                           "noise_mode", opt_noise_mode_names[o.noise_mode], "mixed_rule",
+                           opt_mixed_rule_names[o.mixed_rule], "dtype", bc.dtype == DP_F64 ? "f64" : "f32",
+                           "ranks", nranks, "threads", nthreads, "inject_bug", opt_bug_names[o.bug], NULL};
+    for (int64_t step = 1; st == DP_OK && step <= c.steps; step++) {
+        if (t.seen_export && rank == 0) {
+            ref_model_free(&before);
+            st = ref_model_copy(&before, &m);
+            if (st != DP_OK) break;
+        }
+        st = opt_dpsgd_step(&out, &s, &d, step);
+        if (st == DP_OK) st = opt_model_get_params(&s.om, host);
+        if (st != DP_OK || rank != 0) continue;
+        printf("step %lld batch %lld", (long long)step, (long long)out.b);
+        if (isnan(out.mean_loss)) printf(" loss -");
+        else printf(" loss %.6f", out.mean_loss);
+        if (isnan(out.mean_clip)) printf(" mean_clip -");
+        else printf(" mean_clip %.6f", out.mean_clip);
+        if (out.ndropped) printf(" dropped %lld", (long long)out.ndropped);
+        printf("\n");
+        fflush(stdout);
+        if (t.seen_export)
+            st = ref_dpsgd_export_write(t.export_dir, &mc, &c, &s.groups, &before, &m, &d, &out,
+                                        extra);
+    }
+    ref_dpsgd_step_free(&out);
+    free(host);
+    opt_dpsgd_free(&s);
+    ref_model_free(&before);
+    ref_model_free(&m);
+    ref_dataset_free(&d);
+    opt_backend_destroy(be);
+    return st;
+}
+
+int dp_cmd_train(int argc, char **argv) {
+    if (argc < 1 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
+        fprintf(argc < 1 ? stderr : stdout,
+                "usage: dpcert train dpsgd|dpzo --impl optimized --backend host|cuda [--strategy NAME] [options]\n"
+                "       (dpcert train dpsgd --help for every option)\n");
+        return argc < 1 ? 2 : 0;
+    }
+    int help = 0, use_mpi = 0;
+    dp_status st;
+    if (strcmp(argv[0], "dpsgd") == 0) st = run_dpsgd(argc - 1, argv + 1, &help, &use_mpi);
+    else if (strcmp(argv[0], "dpzo") == 0) st = opt_dpzo_run_cmd(argc - 1, argv + 1, &help, &use_mpi);
+    else {
+        fprintf(stderr, "dpcert train: unknown algorithm '%s' (expected dpsgd or dpzo)\n", argv[0]);
+        return 2;
+    }
+    int rc = st == DP_OK ? 0 : dp_cli_fail(CMD, st);
+    opt_mpi_stop(rc == 0 ? 0 : rc);
+    return rc;
+}
