@@ -83,6 +83,7 @@ typedef struct {
     double h;          /* grid spacing of the privacy loss (0 = automatic)         */
     double eta_z;      /* failure probability used by the lower bound (default 1e-12) */
     size_t max_points; /* FFT size cap (default 1<<22)                              */
+    size_t target_points; /* automatic h: composed window / target (default 1<<17) */
 } acct_pld_opts;
 typedef struct {
     double lower, upper; /* rigorous interval (up to the documented float error) */

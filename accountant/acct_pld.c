@@ -24,6 +24,11 @@ typedef struct {
 
 static double Phi(double x) { return 0.5 * erfc(-x / M_SQRT2); }
 static double Phic(double x) { return 0.5 * erfc(x / M_SQRT2); }
+/* both Phi(x) and Phic(x) with one erfc; the smaller one is computed directly */
+static void Phi2(double x, double *lo, double *up) {
+    if (x > 0) { *up = Phic(x); *lo = 1.0 - *up; }
+    else { *lo = Phi(x); *up = 1.0 - *lo; }
+}
 static double lapF(double x, double b) { return x < 0 ? 0.5 * exp(x / b) : 1.0 - 0.5 * exp(-x / b); }
 static double lapS(double x, double b) { return x < 0 ? 1.0 - 0.5 * exp(x / b) : 0.5 * exp(-x / b); }
 
@@ -45,20 +50,26 @@ static void tails(const lossdef *d, double l, double *Pg, double *Qg, double *Pl
             if (l <= l1q) all = 1;
             else {
                 double x = s * s * log_ratio(l, q) + 0.5; /* L > l  <=>  x > this (x ~ mixture) */
-                *Pg = (1.0 - q) * Phic(x / s) + q * Phic((x - 1.0) / s);
-                *Qg = Phic(x / s);
-                *Pl = (1.0 - q) * Phi(x / s) + q * Phi((x - 1.0) / s);
-                *Ql = Phi(x / s);
+                double a0, a1, b0, b1;
+                Phi2(x / s, &a0, &a1);
+                Phi2((x - 1.0) / s, &b0, &b1);
+                *Pg = (1.0 - q) * a1 + q * b1;
+                *Qg = a1;
+                *Pl = (1.0 - q) * a0 + q * b0;
+                *Ql = a0;
                 return;
             }
         } else {
             if (-l <= l1q) none = 1;
             else {
                 double x = s * s * log_ratio(-l, q) + 0.5; /* L > l  <=>  x < this (x ~ N(0, s^2)) */
-                *Pg = Phi(x / s);
-                *Qg = (1.0 - q) * Phi(x / s) + q * Phi((x - 1.0) / s);
-                *Pl = Phic(x / s);
-                *Ql = (1.0 - q) * Phic(x / s) + q * Phic((x - 1.0) / s);
+                double a0, a1, b0, b1;
+                Phi2(x / s, &a0, &a1);
+                Phi2((x - 1.0) / s, &b0, &b1);
+                *Pg = a0;
+                *Qg = (1.0 - q) * a0 + q * b0;
+                *Pl = a1;
+                *Ql = (1.0 - q) * a1 + q * b1;
                 return;
             }
         }
@@ -176,16 +187,28 @@ static dp_status discretise(steppmf *o, const lossdef *d, double lo, double hi, 
     return DP_OK;
 }
 
-/* log E[e^{lambda L}; L finite] of one step (log-sum-exp) */
+/* log E[e^{lambda L}; L finite] of one step, on a coarsened copy of the pmf: blocks
+ * of B points moved to their upper end (lambda > 0) or lower end (lambda < 0), which
+ * can only increase the MGF, so the Chernoff bound stays valid for the true pmf. */
 static double log_mgf(const steppmf *s, double h, double lam) {
+    size_t B = s->n / 65536 + 1;
     double m = -INFINITY;
-    for (size_t i = 0; i < s->n; i++)
-        if (s->p[i] > 0) { double v = log(s->p[i]) + lam * (double)(s->kmin + (int64_t)i) * h; if (v > m) m = v; }
-    if (m == -INFINITY) return -INFINITY;
+    size_t nb = (s->n + B - 1) / B;
+    double *lb = malloc(nb * sizeof *lb);
+    if (!lb) return INFINITY;
+    for (size_t b = 0; b < nb; b++) {
+        double mass = 0;
+        size_t i0 = b * B, i1 = i0 + B < s->n ? i0 + B : s->n;
+        for (size_t i = i0; i < i1; i++) mass += s->p[i];
+        double l = (double)(s->kmin + (int64_t)(lam > 0 ? i1 - 1 : i0)) * h;
+        lb[b] = mass > 0 ? log(mass) + lam * l : -INFINITY;
+        if (lb[b] > m) m = lb[b];
+    }
     double acc = 0;
-    for (size_t i = 0; i < s->n; i++)
-        if (s->p[i] > 0) acc += exp(log(s->p[i]) + lam * (double)(s->kmin + (int64_t)i) * h - m);
-    return m + log(acc);
+    if (m > -INFINITY)
+        for (size_t b = 0; b < nb; b++) acc += exp(lb[b] - m);
+    free(lb);
+    return m == -INFINITY ? -INFINITY : m + log(acc);
 }
 
 /* Chernoff window [u_lo, u_hi] (loss units) for the sum with tail <= tau_w on each side */
@@ -259,10 +282,10 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
         fftw_execute(fwd);
         double T = (double)s[j].steps;
         for (size_t f = 0; f < nc; f++) {
-            double re = X[f][0], im = X[f][1], r = hypot(re, im);
+            double re = X[f][0], im = X[f][1], r2 = re * re + im * im;
             double zr = 0, zi = 0;
-            if (r > 0) {
-                double lr = T * log(r);
+            if (r2 > 0) {
+                double lr = 0.5 * T * log(r2);
                 if (lr > -745.0) {
                     double th = T * atan2(im, re), m = exp(lr);
                     zr = m * cos(th); zi = m * sin(th);
@@ -280,11 +303,12 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
     double *p = dp_malloc(N * sizeof *p);
     if (!p) { fftw_destroy_plan(fwd); fftw_destroy_plan(bwd); fftw_free(x); fftw_free(X); fftw_free(acc); return DP_ERR_NOMEM; }
     double neg = 0, tot = 0;
+    double jm = fmod(W0 - base, (double)N); /* cyclic position of the window start */
+    if (jm < 0) jm += (double)N;
+    size_t jj = (size_t)jm;
     for (size_t w = 0; w < N; w++) {
-        double v = W0 + (double)w - base;      /* value index relative to base */
-        double jm = fmod(v, (double)N);
-        if (jm < 0) jm += (double)N;
-        double y = x[(size_t)jm] / (double)N;
+        double y = x[jj] / (double)N;
+        if (++jj == N) jj = 0;
         if (y < 0) { neg -= y; y = 0; }
         p[w] = y;
         tot += y;
@@ -306,6 +330,7 @@ void acct_pld_default_opts(acct_pld_opts *o) {
     o->h = 0;
     o->eta_z = 1e-12;
     o->max_points = (size_t)1 << 22;
+    o->target_points = (size_t)1 << 17;
 }
 
 /* largest mean shift of the split per atom: max_u h (1-e^{-u})/(1-e^{-h}) - u */
@@ -368,7 +393,7 @@ static dp_status pld_build(pldstate *st, const acct_schedule *s, double tau_w, c
         }
     }
     double h = o->h;
-    size_t target = (size_t)1 << 18;
+    size_t target = o->target_points ? o->target_points : (size_t)1 << 17;
     if (!(h > 0)) {
         /* pilot: coarse grid, Chernoff window of the composition, then h = width / target */
         double h0 = maxrange / 2048.0, width = 0;

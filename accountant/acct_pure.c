@@ -198,19 +198,24 @@ double acct_pmf_delta(const double *p, size_t n, double l0, double h, double p_i
 
 double acct_pmf_epsilon(const double *p, size_t n, double l0, double h, double p_inf, double delta) {
     if (p_inf > delta) return INFINITY;
-    double s1 = 0.0, ls2 = -INFINITY; /* sums over k >= j of p_k and p_k e^{-l_k} */
+    /* s1 = sum_{k>=j} p_k; S2 = sum_{k>=j} p_k e^{-l_k} kept as e^{-ref} * s2 (rescaled, no overflow) */
+    double s1 = 0.0, s2 = 0.0, ref = NAN;
     for (size_t j = n; j-- > 0;) {
+        double l = l0 + (double)j * h;
         if (p[j] > 0) {
             s1 += p[j];
-            ls2 = acct_lae(ls2, log(p[j]) - (l0 + (double)j * h));
+            if (isnan(ref)) ref = l;
+            double ex = ref - l;
+            if (ex > 600.0) { s2 *= exp(-ex); ref = l; ex = 0.0; }
+            s2 += p[j] * exp(ex);
         }
         /* on (l_{j-1}, l_j] the losses above eps are exactly {k >= j}:
          * delta(eps) = p_inf + s1 - e^{eps} S2 */
-        double lo = j == 0 ? -INFINITY : l0 + ((double)j - 1.0) * h;
+        double lo = j == 0 ? -INFINITY : l - h;
         double x = lo > 0.0 ? lo : 0.0;
-        double d = ls2 == -INFINITY ? p_inf : p_inf + s1 - exp(x + ls2);
+        double d = s2 > 0 ? p_inf + s1 - s2 * exp(x - ref) : p_inf;
         if (d > delta) {
-            double e = log(p_inf + s1 - delta) - ls2;
+            double e = log(p_inf + s1 - delta) - (log(s2) - ref);
             return e < x ? x : e;
         }
         if (lo <= 0.0) return 0.0;
