@@ -80,6 +80,8 @@ $$(BUILD)/lib/libdp$(1).a: $$($(1)_OBJ) $(if $(filter optimized,$(1)),$$(CU_OBJ)
 endef
 $(foreach m,$(MODULES),$(eval $(call MODULE_LIB,$(m))))
 
+# The subcommands are weak references in common/main.c, and a weak reference does not
+# pull an object out of an archive, so the binary links every module library whole.
 # Link order (dependents first). A module's tests link its own library and those below it.
 LIBS_common := common
 LIBS_accountant := accountant common
@@ -145,7 +147,7 @@ $(BUILD)/obj/%.o: %.cu | $(CONFIG)
 	$(Q_NVCC)$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(DPCERT): common/main.c $(call libfiles,$(ALL_LIBS)) | $(CONFIG)
-	$(Q_LD)$(CC) $(CFLAGS_BASE) $< -o $@ $(call libfiles,$(ALL_LIBS)) $(LDFLAGS_SAN) $(CUDA_LIBS) $(LDLIBS_BASE)
+	$(Q_LD)$(CC) $(CFLAGS_BASE) $< -o $@ -Wl,--whole-archive $(call libfiles,$(ALL_LIBS)) -Wl,--no-whole-archive $(LDFLAGS_SAN) $(CUDA_LIBS) $(LDLIBS_BASE)
 
 # The sanitizer build runs only the fast subset (ci/run-tests.sh --fast).
 TEST_FLAGS := $(if $(filter 1,$(SANITIZE)),--fast,)
