@@ -116,6 +116,117 @@ static void scale_weights(ref_model *m, double f, dp_seed seed) {
     }
 }
 
+
+/* An independent, differently written forward pass of the llama (docs/models.md), per
+ * position, with rope angles t * exp(-(2i/hd) ln theta), softmax without max subtraction
+ * and rmsnorm as x / sqrt(mean + eps) * g. `theta` is a parameter so that the negative
+ * control can use a wrong one. */
+static double naive_llama_loss(const ref_model *m, const int32_t *x, double theta) {
+    const ref_model_config *c = &m->cfg;
+    const int V = c->vocab, D = c->dim, L = c->layers, H = c->heads, F = c->ffn, T = c->seq, hd = D / H;
+    const double *E = m->params[0].data, *Wout = c->tied ? E : m->params[2 + 9 * L].data;
+    double *h = calloc((size_t)T * D, sizeof(double)), *K = calloc((size_t)T * D, sizeof(double)),
+           *Vv = calloc((size_t)T * D, sizeof(double)), *Q = calloc((size_t)T * D, sizeof(double));
+    double a[256], o[256], f1[512], f2[512], y[256];
+    for (int t = 0; t < T; t++) for (int d = 0; d < D; d++) h[t * D + d] = E[x[t] * D + d];
+    for (int l = 0; l < L; l++) {
+        double **W = calloc(9, sizeof(double *));
+        for (int j = 0; j < 9; j++) W[j] = m->params[1 + 9 * l + j].data;
+        for (int t = 0; t < T; t++) { /* q, k, v of every position */
+            double ms = 0;
+            for (int d = 0; d < D; d++) ms += h[t * D + d] * h[t * D + d] / D;
+            for (int d = 0; d < D; d++) a[d] = h[t * D + d] / sqrt(ms + c->norm_eps) * W[0][d];
+            for (int r = 0; r < D; r++) {
+                double sq = 0, sk = 0, sv = 0;
+                for (int d = 0; d < D; d++) { sq += W[1][r * D + d] * a[d]; sk += W[2][r * D + d] * a[d]; sv += W[3][r * D + d] * a[d]; }
+                Q[t * D + r] = sq; K[t * D + r] = sk; Vv[t * D + r] = sv;
+            }
+            for (int hh = 0; hh < H; hh++)
+                for (int i = 0; i < hd / 2; i++) {
+                    double ang = t * exp(-(2.0 * i / hd) * log(theta));
+                    int j0 = hh * hd + 2 * i;
+                    double q0 = Q[t * D + j0], q1 = Q[t * D + j0 + 1], k0 = K[t * D + j0], k1 = K[t * D + j0 + 1];
+                    Q[t * D + j0] = cos(ang) * q0 - sin(ang) * q1; Q[t * D + j0 + 1] = sin(ang) * q0 + cos(ang) * q1;
+                    K[t * D + j0] = cos(ang) * k0 - sin(ang) * k1; K[t * D + j0 + 1] = sin(ang) * k0 + cos(ang) * k1;
+                }
+        }
+        for (int t = 0; t < T; t++) {
+            for (int hh = 0; hh < H; hh++) {
+                double w[64], z = 0;
+                for (int u = 0; u <= t; u++) {
+                    double s = 0;
+                    for (int j = 0; j < hd; j++) s += Q[t * D + hh * hd + j] * K[u * D + hh * hd + j];
+                    w[u] = exp(s / sqrt((double)hd));
+                    z += w[u];
+                }
+                for (int j = 0; j < hd; j++) {
+                    double s = 0;
+                    for (int u = 0; u <= t; u++) s += w[u] / z * Vv[u * D + hh * hd + j];
+                    o[hh * hd + j] = s;
+                }
+            }
+            for (int r = 0; r < D; r++) { double s = 0; for (int d = 0; d < D; d++) s += W[4][r * D + d] * o[d]; y[r] = s; }
+            for (int r = 0; r < D; r++) h[t * D + r] += y[r];
+        }
+        for (int t = 0; t < T; t++) {
+            double ms = 0;
+            for (int d = 0; d < D; d++) ms += h[t * D + d] * h[t * D + d] / D;
+            for (int d = 0; d < D; d++) a[d] = h[t * D + d] / sqrt(ms + c->norm_eps) * W[5][d];
+            for (int r = 0; r < F; r++) {
+                double g = 0, u = 0;
+                for (int d = 0; d < D; d++) { g += W[6][r * D + d] * a[d]; u += W[7][r * D + d] * a[d]; }
+                f1[r] = g / (1 + exp(-g)) * u;
+            }
+            for (int r = 0; r < D; r++) { double s = 0; for (int f = 0; f < F; f++) s += W[8][r * F + f] * f1[f]; f2[r] = s; }
+            for (int r = 0; r < D; r++) h[t * D + r] += f2[r];
+        }
+        free(W);
+    }
+    const double *gf = m->params[1 + 9 * L].data;
+    double loss = 0;
+    for (int t = 0; t < T - 1; t++) {
+        double ms = 0, z = 0, lt = 0;
+        for (int d = 0; d < D; d++) ms += h[t * D + d] * h[t * D + d] / D;
+        for (int d = 0; d < D; d++) a[d] = h[t * D + d] / sqrt(ms + c->norm_eps) * gf[d];
+        for (int v = 0; v < V; v++) {
+            double s = 0;
+            for (int d = 0; d < D; d++) s += Wout[v * D + d] * a[d];
+            z += exp(s);
+            if (v == x[t + 1]) lt = s;
+        }
+        loss += (log(z) - lt) / (T - 1);
+    }
+    free(h); free(K); free(Vv); free(Q);
+    return loss;
+}
+
+/* The reference loss against the independent forward above: |diff| <= 2 n_f u max(1, |L|)
+ * (both evaluations within the γ bound); negative control: theta = 5000 instead of 10000
+ * (wrong rotary frequencies) must be detected. */
+static void test_independent_forward(uint64_t seed) {
+    for (int tied = 0; tied < 2; tied++) {
+        ref_model_config c;
+        small_llama(&c, tied);
+        ref_model m;
+        ref_dataset d;
+        T_OK(ref_model_init(&m, &c, (dp_seed){seed}));
+        T_OK(ref_dataset_generate(&d, &c, 2, (dp_seed){seed + 1}));
+        scale_weights(&m, 15.0, (dp_seed){seed + 2});
+        for (int i = 0; i < 2; i++) {
+            double l = loss_at(&m, &d, i), ln = naive_llama_loss(&m, d.tokens + i * c.seq, c.rope_theta);
+            double tol = 2 * forward_flops(&c) * U * fmax(1.0, fabs(l));
+            T_CHECK(fabs(l - ln) <= tol, "reference loss %.17g vs independent forward %.17g (tol %.3g, tied %d, example %d)",
+                    l, ln, tol, tied, i);
+            double lw = naive_llama_loss(&m, d.tokens + i * c.seq, 5000.0);
+            T_CHECK(fabs(l - lw) > tol, "negative control: theta 5000 not detected (%.3g vs tol %.3g)", fabs(l - lw), tol);
+            printf("independent forward (tied %d, ex %d): %.15g vs %.15g (tol %.2g), wrong theta off by %.3g\n", tied, i,
+                   l, ln, tol, fabs(l - lw));
+        }
+        ref_model_free(&m);
+        ref_dataset_free(&d);
+    }
+}
+
 static void test_fd(uint64_t seed) {
     const double h = 1e-4; /* near (3 δ / |L'''|)^(1/3) for δ ~ 1e-11 */
     for (int which = 0; which < 3; which++) {
@@ -392,6 +503,7 @@ int main(void) {
     test_contract(seed);
     test_load_and_errors(seed);
     test_tied(seed);
+    test_independent_forward(seed);
     test_sum_of_grads(seed);
     test_fd(seed);
     return t_finish();
