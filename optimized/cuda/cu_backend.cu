@@ -665,7 +665,7 @@ static void cb_destroy(void *ctx) {
 
 extern "C" dp_status opt_backend_cuda_create(opt_backend *be, const opt_backend_config *cfg) {
     if (cfg->dtype != DP_F32)
-        return dp_error(DP_ERR_NOT_SUPPORTED, "backend 'cuda' computes in f32 only (got dtype %s); use --dtype f32",
+        return dp_error(DP_ERR_NOT_SUPPORTED, "backend 'cuda': dtype %s not supported (the CUDA backend computes in f32; use --dtype f32)",
                         dp_dtype_name(cfg->dtype));
     cb_ctx *c = (cb_ctx *)calloc(1, sizeof *c);
     if (!c) return dp_error(DP_ERR_NOMEM, "cuda backend: out of host memory");
