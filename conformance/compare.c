@@ -510,8 +510,8 @@ static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, co
     free(cmax); free(dcv); free(dg); free(nv);
     if (st != DP_OK) goto done;
 
-    /* 5. noise: sigma C z, z in double on both sides: |d| <= sigma C bz + gamma_2 |noise| + u_c |noise|.
-       sigma C from the metadata (sigma, clip); without it, 4 x the RMS of the reference noise. */
+    /* 5. noise: sigma C_total z, z in double on both sides: |d| <= sigma C_total bz + gamma_4 |noise| + u_c |noise|.
+       sigma C_total from the metadata (sigma, c_total or clip); without it, 4 x the RMS of the reference noise. */
     double sc = -1;
     {
         static const char *const ks[] = {"sigma", "noise_multiplier", NULL};
@@ -535,7 +535,7 @@ static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, co
         if (!bd) { st = DP_ERR_NOMEM; goto done; }
         for (int64_t e = 0; e < n; e++) {
             double a = fabs(dp_tensor_get(r, e));
-            bd[e] = scale * k.bz + conf_gamma(2, k.u) * a + k.uc * a;
+            bd[e] = scale * k.bz + conf_gamma(4, k.u) * a + k.uc * a;
         }
         if (!c) { if ((st = push_missing(out, prefix, nm, "candidate")) != DP_OK) goto done; continue; }
         if (o->noise_statistical) {
