@@ -425,6 +425,28 @@ static dp_status pld_build(pldstate *st, const acct_schedule *s, double tau_w, c
         if (h < hr) h = hr;
         if (h > 1e-2) h = 1e-2;
         if (h < 1e-7) h = 1e-7;
+        /* pure / q = 1 Laplace losses have atoms at +-eps: snap h so that they lie on the grid when
+         * their ratios allow it (then no split error at the atoms) */
+        int atoms = 1;
+        double a0 = 0;
+        for (int j = 0; j < nsd[0]; j++) {
+            const lossdef *d = &sd[0][j].d;
+            if (!(d->mech == ACCT_PURE || (d->mech == ACCT_LAPLACE && d->q >= 1.0))) atoms = 0;
+        }
+        if (atoms) {
+            a0 = INFINITY; /* the smallest atom */
+            for (int j = 0; j < nsd[0]; j++) {
+                double a = sd[0][j].d.mech == ACCT_PURE ? sd[0][j].d.par : 1.0 / sd[0][j].d.par;
+                if (a < a0) a0 = a;
+            }
+            double hs = a0 / ceil(a0 / h);
+            for (int j = 0; j < nsd[0]; j++) {
+                const lossdef *d = &sd[0][j].d;
+                double a = d->mech == ACCT_PURE ? d->par : 1.0 / d->par, k = a / hs;
+                if (fabs(k - floor(k + 0.5)) > 1e-9 * k) atoms = 0;
+            }
+            if (atoms) h = hs;
+        }
     }
     st->h = h;
     for (int dir = 0; dir < 2; dir++) {

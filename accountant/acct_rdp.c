@@ -42,13 +42,14 @@ static double log_a_int(double q, double sigma, int64_t alpha) {
 /* Fractional alpha > 1: the two-sided signed series of Mironov-Talwar-Zhang 2019 §3.3.
  * Positive and negative terms are accumulated separately in log space and subtracted
  * once at the end (never |binom|: that over-estimates). Returns NAN if it does not
- * converge in 20000 terms or cancels catastrophically. */
+ * converge in 400 terms (small sigma: the terms then decay only like |binom(alpha, i)|)
+ * or cancels catastrophically; the caller then integrates numerically (log_a_quad). */
 static double log_a_frac(double q, double sigma, double alpha) {
     double lq = log(q), l1q = log1p(-q);
     double z0 = sigma * sigma * (log(1.0 / q - 1.0)) + 0.5;
     double pos = -INFINITY, neg = -INFINITY, lbin = 0.0;
     int sign = 1;
-    for (int i = 0; i < 20000; i++) {
+    for (int i = 0; i < 400; i++) {
         if (i > 0) {
             double f = alpha - (double)i + 1.0; /* binom(a,i) = binom(a,i-1) (a-i+1)/i */
             if (f < 0) sign = -sign;
@@ -72,10 +73,51 @@ static double log_a_frac(double q, double sigma, double alpha) {
     return NAN;
 }
 
+/* g(x) = (1+x)^alpha - 1 - alpha x >= 0 (x > -1), in log space */
+static double log_g(double x, double alpha) {
+    if (fabs(x) < 1e-4) { /* Taylor: a(a-1)/2 x^2 (1 + (a-2)/3 x + (a-2)(a-3)/12 x^2) */
+        double c = alpha * (alpha - 1.0) / 2.0 * x * x;
+        double t = 1.0 + (alpha - 2.0) / 3.0 * x + (alpha - 2.0) * (alpha - 3.0) / 12.0 * x * x;
+        return c > 0 ? log(c) + log(t) : -INFINITY;
+    }
+    double la = alpha * log1p(x);
+    if (la > 30.0) return la + log1p(-(1.0 + alpha * x) * exp(-la));
+    double v = expm1(la) - alpha * x;
+    return v > 0 ? log(v) : -INFINITY;
+}
+
+/* Fractional alpha by quadrature of the definition: A = E_{z~N(0,s^2)} (1 + q (r(z) - 1))^alpha,
+ * r(z) = e^{(2z-1)/(2 s^2)}; since E r = 1, A - 1 = E g(q (r - 1)) with g >= 0 and smooth, so the
+ * trapezoid rule (step s/20 over [-40 s, alpha + 40 s + 1]) converges geometrically and A - 1
+ * keeps full relative precision. Log space throughout. */
+static double log_a_quad(double q, double s, double alpha) {
+    double hz = s / 20.0, z0 = -40.0 * s, z1 = alpha + 40.0 * s + 1.0;
+    size_t n = (size_t)((z1 - z0) / hz) + 1;
+    if (n > 4000000) return NAN;
+    double m = -INFINITY, acc = 0.0; /* running log-sum-exp */
+    for (size_t k = 0; k < n; k++) {
+        double z = z0 + (double)k * hz;
+        double le = (2.0 * z - 1.0) / (2.0 * s * s); /* log r */
+        double x = le < 700.0 ? q * expm1(le) : INFINITY;
+        double lg;
+        if (isinf(x)) lg = alpha * (log(q) + le); /* (q r)^alpha dominates */
+        else lg = log_g(x, alpha);
+        double lw = -z * z / (2.0 * s * s) - log(s) - 0.5 * log(2.0 * M_PI) + lg + log(hz);
+        if (lw == -INFINITY) continue;
+        if (lw > m) { acc = acc * exp(m - lw) + 1.0; m = lw; }
+        else acc += exp(lw - m);
+    }
+    double lam1 = m + log(acc); /* log(A - 1) */
+    if (m == -INFINITY) return 0.0;
+    return lam1 > 0 ? lam1 + log1p(exp(-lam1)) : log1p(exp(lam1));
+}
+
 double acct_rdp_sgm_log_a(double q, double sigma, double alpha) {
     if (q >= 1.0) return (alpha - 1.0) * alpha / (2.0 * sigma * sigma);
     if (alpha == floor(alpha) && alpha <= 1e6) return log_a_int(q, sigma, (int64_t)alpha);
-    return log_a_frac(q, sigma, alpha);
+    double v = log_a_frac(q, sigma, alpha);
+    if (isnan(v)) v = log_a_quad(q, sigma, alpha);
+    return v;
 }
 
 double acct_rdp_laplace(double b, double alpha) {
