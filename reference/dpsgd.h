@@ -135,7 +135,8 @@ typedef struct {
 dp_status ref_dpsgd_init(ref_dpsgd_state *st, const ref_dpsgd_config *cfg, const ref_model *m);
 void ref_dpsgd_free(ref_dpsgd_state *st);
 
-/* One logical step s (1-based): fills `out` (freed and refilled) and updates m in place. */
+/* One logical step s (1-based): fills `out` and updates m in place. `out` must be zeroed
+ * ({0}) before the first call; a previous step's contents are freed first. */
 dp_status ref_dpsgd_step(ref_dpsgd_step_out *out, ref_model *m, ref_dpsgd_state *st, const ref_dataset *d,
                          int64_t step);
 
