@@ -155,6 +155,15 @@ static dp_status cb_add(void *ctx, void *y, const void *a, const void *b, int64_
     k_add<<<GRID(n)>>>((float *)y, (const float *)a, (const float *)b, n);
     return launched("k_add");
 }
+/* y = x / s: one IEEE division per element (as the host backend) */
+__global__ void k_div_scalar(float *y, const float *x, float s, int64_t n) { FOR_I(n) y[i] = __fdiv_rn(x[i], s); }
+static dp_status cb_div_scalar(void *ctx, void *y, const void *x, double s, int64_t n) {
+    DP_TRY(ck_n("div_scalar", n));
+    if (!(s != 0) || !isfinite(s)) return dp_error(DP_ERR_INVALID, "cuda div_scalar: divisor must be finite and nonzero (got %g)", s);
+    if (n == 0) return DP_OK;
+    k_div_scalar<<<GRID(n)>>>((float *)y, (const float *)x, (float)s, n);
+    return launched("k_div_scalar");
+}
 __global__ void k_mul(float *y, const float *x, int64_t n) { FOR_I(n) y[i] *= x[i]; }
 static dp_status cb_mul(void *ctx, void *y, const void *x, int64_t n) {
     DP_TRY(ck_n("mul", n));
@@ -703,6 +712,7 @@ extern "C" dp_status opt_backend_cuda_create(opt_backend *be, const opt_backend_
     o->alloc = cb_alloc; o->free = cb_free; o->to_device = cb_to_device; o->to_host = cb_to_host;
     o->copy = cb_copy; o->zero = cb_zero; o->upload_f64 = cb_upload_f64; o->download_f64 = cb_download_f64;
     o->gemm = cb_gemm; o->add_bias = cb_add_bias; o->sum_rows = cb_sum_rows; o->axpby = cb_axpby; o->add = cb_add;
+    o->div_scalar = cb_div_scalar;
     o->tanh_fwd = cb_tanh_fwd; o->tanh_bwd = cb_tanh_bwd; o->silu_fwd = cb_silu_fwd; o->silu_bwd = cb_silu_bwd;
     o->swiglu_fwd = cb_swiglu_fwd; o->swiglu_bwd = cb_swiglu_bwd; o->rmsnorm_fwd = cb_rmsnorm_fwd;
     o->rmsnorm_bwd = cb_rmsnorm_bwd; o->rope_fwd = cb_rope_fwd; o->rope_bwd = cb_rope_bwd; o->attn_fwd = cb_attn_fwd;

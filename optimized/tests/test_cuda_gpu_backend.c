@@ -1,0 +1,232 @@
+/* optimized/tests/test_cuda_gpu_backend.c — the CUDA backend's operation table against
+ * the host backend (both f32) on the same inputs, through the engine's interface:
+ *   - operations the adapter implements with the host's arithmetic in the host's order
+ *     (add_bias, sum_rows, axpby, add, div_scalar, mul, clip_factors, clip_accum, sgd,
+ *     adamw, embed_bwd with per-example tables) must be bit-identical;
+ *   - noise_add: at most 3 elements of 2^16 one ulp apart (docs/cuda.md, noise);
+ *   - gemm, fused_clip_accum (norms, factors, sum), ghost_sqnorm, bk_gemm: within the
+ *     sum of the two sides' gamma bounds (docs/cuda.md, docs/tolerances.md);
+ *   - single-rank collectives are copies / no-ops.
+ * Exits 77 without a GPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/test.h"
+#include "optimized/backend.h"
+#include "optimized/cuda/cu_testutil.h"
+
+static uint64_t seed;
+static opt_backend *H, *G;
+#define U CU_U32
+
+/* a device copy on backend be of n floats */
+static void *put(opt_backend *be, const float *h, int64_t n) {
+    void *d = NULL;
+    if (be->ops.alloc(be->ctx, &d, (size_t)n * 4) != DP_OK || be->ops.to_device(be->ctx, d, h, (size_t)n * 4) != DP_OK) {
+        fprintf(stderr, "put: %s\n", dp_last_error());
+        return NULL;
+    }
+    return d;
+}
+static void get(opt_backend *be, float *h, const void *d, int64_t n) { T_OK(be->ops.to_host(be->ctx, h, d, (size_t)n * 4)); }
+static void drop(opt_backend *be, void *d) { be->ops.free(be->ctx, d); }
+
+/* Run `body` on both backends: x0 (n0 floats) and x1 (n1) are inputs, y (ny) the in/out buffer. */
+typedef dp_status (*op2)(opt_backend *be, void *y, const void *x0, const void *x1);
+static void both(const char *name, op2 f, const float *x0, int64_t n0, const float *x1, int64_t n1, const float *y0, int64_t ny,
+                 float *yh, float *yg) {
+    opt_backend *bs[2] = {H, G};
+    float *outs[2] = {yh, yg};
+    for (int k = 0; k < 2; k++) {
+        void *a = put(bs[k], x0, n0), *b = put(bs[k], x1, n1), *y = put(bs[k], y0, ny);
+        dp_status st = f(bs[k], y, a, b);
+        T_CHECK(st == DP_OK, "%s on %s: %s", name, bs[k]->name, dp_last_error());
+        get(bs[k], outs[k], y, ny);
+        drop(bs[k], a); drop(bs[k], b); drop(bs[k], y);
+    }
+}
+static int nbitdiff(const float *a, const float *b, int64_t n) {
+    int d = 0;
+    for (int64_t i = 0; i < n; i++) d += memcmp(&a[i], &b[i], 4) != 0;
+    return d;
+}
+
+enum { R = 24, N = 40, BB = 6 };
+static dp_status f_add_bias(opt_backend *be, void *y, const void *x0, const void *x1) { return be->ops.add_bias(be->ctx, y, x0, R, N); }
+static dp_status f_sum_rows(opt_backend *be, void *y, const void *x0, const void *x1) { return be->ops.sum_rows(be->ctx, y, x0, 1, 4, R / 4, N); }
+static dp_status f_axpby(opt_backend *be, void *y, const void *x0, const void *x1) { return be->ops.axpby(be->ctx, y, x0, 0.3, -1.7, R * N); }
+static dp_status f_add(opt_backend *be, void *y, const void *x0, const void *x1) { return be->ops.add(be->ctx, y, x0, x1, R * N); }
+static dp_status f_div(opt_backend *be, void *y, const void *x0, const void *x1) { return be->ops.div_scalar(be->ctx, y, x0, 3.7, R * N); }
+static dp_status f_mul(opt_backend *be, void *y, const void *x0, const void *x1) { return be->ops.mul(be->ctx, y, x0, R * N); }
+static dp_status f_clipf(opt_backend *be, void *y, const void *x0, const void *x1) { return be->ops.clip_factors(be->ctx, y, x0, 0.9, OPT_CLIP_ABADI, 0, R * N); }
+static dp_status f_clipa(opt_backend *be, void *y, const void *x0, const void *x1) { return be->ops.clip_factors(be->ctx, y, x0, 0.9, OPT_CLIP_AUTOMATIC, 0.01, R * N); }
+static dp_status f_accum(opt_backend *be, void *y, const void *x0, const void *x1) { return be->ops.clip_accum(be->ctx, y, x0, x1, BB, R * N / BB); }
+static dp_status f_sgd(opt_backend *be, void *y, const void *x0, const void *x1) {
+    /* param = y, buf = x1 (mutable copy), grad = x0; two steps exercise both momentum branches */
+    DP_TRY(be->ops.sgd_momentum(be->ctx, y, (void *)x1, x0, 0.05, 0.9, 0.01, 1, R * N));
+    return be->ops.sgd_momentum(be->ctx, y, (void *)x1, x0, 0.05, 0.9, 0.01, 2, R * N);
+}
+static dp_status f_adamw(opt_backend *be, void *y, const void *x0, const void *x1) {
+    void *v = NULL;
+    DP_TRY(be->ops.alloc(be->ctx, &v, R * N * 4));
+    dp_status st = be->ops.adamw(be->ctx, y, (void *)x1, v, x0, 1e-3, 0.9, 0.999, 1e-8, 0.1, 1, R * N);
+    if (st == DP_OK) st = be->ops.adamw(be->ctx, y, (void *)x1, v, x0, 1e-3, 0.9, 0.999, 1e-8, 0.1, 2, R * N);
+    be->ops.free(be->ctx, v);
+    return st;
+}
+static dp_status f_noise(opt_backend *be, void *y, const void *x0, const void *x1) {
+    return be->ops.noise_add(be->ctx, y, (dp_noise_key){seed ^ 77}, 5, 3, 2.5, 11, R * N);
+}
+
+static void test_exact_ops(void) {
+    const int64_t n = R * N;
+    float *a = malloc(n * 4), *b = malloc(n * 4), *y = malloc(n * 4), *yh = malloc(n * 4), *yg = malloc(n * 4);
+    cu_test_fill(a, n, seed, 40, 2.0);
+    cu_test_fill(b, n, seed, 41, 2.0);
+    cu_test_fill(y, n, seed, 42, 2.0);
+    struct { const char *name; op2 f; } ops[] = {
+        {"add_bias", f_add_bias}, {"sum_rows", f_sum_rows}, {"axpby", f_axpby}, {"add", f_add}, {"div_scalar", f_div},
+        {"mul", f_mul}, {"clip_accum", f_accum}, {"sgd_momentum", f_sgd}, {"adamw", f_adamw},
+    };
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        both(ops[k].name, ops[k].f, a, n, b, n, y, n, yh, yg);
+        int d = nbitdiff(yh, yg, n);
+        T_CHECK(d == 0, "%s: %d of %lld elements differ from the host backend", ops[k].name, d, (long long)n);
+    }
+    /* clip factors from squared norms in [0, 4) */
+    for (int64_t i = 0; i < n; i++) b[i] = a[i] * a[i];
+    both("clip_factors abadi", f_clipf, b, n, b, n, y, n, yh, yg);
+    T_CHECK(nbitdiff(yh, yg, n) == 0, "clip factors (abadi) bit-identical");
+    both("clip_factors automatic", f_clipa, b, n, b, n, y, n, yh, yg);
+    T_CHECK(nbitdiff(yh, yg, n) == 0, "clip factors (automatic) bit-identical");
+    /* noise: the same stream elements; device/glibc transcendental differences allowed on <= 3 elements, <= 1 ulp */
+    both("noise_add", f_noise, a, n, b, n, y, n, yh, yg);
+    int d = 0, far = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (yh[i] != yg[i]) { d++; far += nextafterf(yh[i], yg[i]) != yg[i]; }
+    T_CHECK(d <= 3 && far == 0, "noise_add: %d differ, %d beyond one ulp", d, far);
+    /* negative control: a different lane must not match */
+    float *yn = malloc(n * 4);
+    void *dy = put(G, y, n);
+    T_OK(G->ops.noise_add(G->ctx, dy, (dp_noise_key){seed ^ 77}, 5, 4, 2.5, 11, n));
+    get(G, yn, dy, n);
+    drop(G, dy);
+    T_CHECK(nbitdiff(yh, yn, n) > n / 2, "negative control: another lane differs");
+    free(a); free(b); free(y); free(yh); free(yg); free(yn);
+}
+
+static void test_bounded_ops(void) {
+    /* per-layer fused clipping through the interface: dW, sq_out, c_out */
+    const int B = 5, T = 12, d = 20, p = 16;
+    const int64_t na = (int64_t)B * T * d, ng = (int64_t)B * T * p, nw = (int64_t)p * d;
+    float *A = malloc(na * 4), *Gr = malloc(ng * 4), *w0 = malloc(nw * 4);
+    cu_test_fill(A, na, seed, 43, 1.0);
+    cu_test_fill(Gr, ng, seed, 44, 1.0);
+    cu_test_fill(w0, nw, seed, 45, 0.1);
+    float *wh = malloc(nw * 4), *wg = malloc(nw * 4), sqh[5], sqg[5], ch[5], cg[5], gh[5], gg[5];
+    opt_backend *bs[2] = {H, G};
+    for (int k = 0; k < 2; k++) {
+        opt_backend *be = bs[k];
+        void *dA = put(be, A, na), *dG = put(be, Gr, ng), *dW = put(be, w0, nw), *sq = NULL, *c = NULL, *gs = NULL;
+        T_OK(be->ops.alloc(be->ctx, &sq, B * 4));
+        T_OK(be->ops.alloc(be->ctx, &c, B * 4));
+        T_OK(be->ops.alloc(be->ctx, &gs, B * 4));
+        T_OK(be->ops.fused_clip_accum(be->ctx, dW, sq, c, dA, dG, NULL, 1.0, OPT_CLIP_ABADI, 0, B, T, d, p));
+        T_OK(be->ops.ghost_sqnorm(be->ctx, gs, dA, dG, B, T, d, p));
+        get(be, k ? wg : wh, dW, nw);
+        get(be, k ? sqg : sqh, sq, B);
+        get(be, k ? cg : ch, c, B);
+        get(be, k ? gg : gh, gs, B);
+        drop(be, dA); drop(be, dG); drop(be, dW); drop(be, sq); drop(be, c); drop(be, gs);
+    }
+    /* Norms (docs/cuda.md): against the exact value each side errs by at most
+     * sum_j (2|g_j| E_j + E_j^2) + gamma_{pd}(u) sum g^2 (E = gamma_T(u) sum_t |G A|; the device
+     * sums the squares in double, the host in f32), so the two sides differ by at most twice that.
+     * Ghost: sum_{t,s} (|dGa||Gg| + |Ga||dGg| + |dGa||dGg|) per side, plus the host's f32 sum of
+     * T^2 products (gamma_{T^2}(u) sum |Ga Gg|). */
+    int bad = 0;
+    double ctol[5];
+    for (int b = 0; b < B; b++) {
+        double tol = 0, ref = 0, gtol = 0, gabs = 0;
+        for (int i = 0; i < p; i++)
+            for (int e = 0; e < d; e++) {
+                double s = 0, sa = 0;
+                for (int t = 0; t < T; t++) {
+                    double v = (double)Gr[((size_t)b * T + t) * p + i] * A[((size_t)b * T + t) * d + e];
+                    s += v; sa += fabs(v);
+                }
+                double E = cu_gamma(T, U) * sa;
+                tol += 2 * fabs(s) * E + E * E;
+                ref += s * s;
+            }
+        tol = 2 * (tol + cu_gamma(p * d, U) * ref);
+        const float *Ab = A + (size_t)b * T * d, *Gb = Gr + (size_t)b * T * p;
+        for (int t = 0; t < T; t++)
+            for (int u2 = 0; u2 < T; u2++) {
+                double ga = 0, gaa = 0, g2 = 0, gga = 0;
+                for (int k = 0; k < d; k++) { ga += (double)Ab[t * d + k] * Ab[u2 * d + k]; gaa += fabs((double)Ab[t * d + k] * Ab[u2 * d + k]); }
+                for (int k = 0; k < p; k++) { g2 += (double)Gb[t * p + k] * Gb[u2 * p + k]; gga += fabs((double)Gb[t * p + k] * Gb[u2 * p + k]); }
+                double ea = cu_gamma(d, U) * gaa, eg = cu_gamma(p, U) * gga;
+                gtol += 2 * (ea * fabs(g2) + fabs(ga) * eg + ea * eg);
+                gabs += (fabs(ga) + ea) * (fabs(g2) + eg);
+            }
+        gtol += cu_gamma(T * T, U) * gabs;
+        if (!(fabs(sqh[b] - sqg[b]) <= tol)) bad++;
+        if (!(fabs(gh[b] - gg[b]) <= gtol)) bad++;
+        /* c = min(1, 1/n): relative error at most the squared norm's (halved by the square
+         * root; kept whole here) plus sqrt, division and rounding to f32 on each side (4u) */
+        double cr = ref > 1.0 ? 1.0 / sqrt(ref) : 1.0, rel = ref > 0 ? tol / ref : 0;
+        ctol[b] = cr * (rel + 4 * U);
+        if (!(fabs(ch[b] - cg[b]) <= ctol[b])) bad++;
+    }
+    T_CHECK(bad == 0, "fused/ghost norms and factors: %d beyond the two-sided bound", bad);
+    /* dW_h - dW_g = sum_b ((ch - cg) g_h + cg (g_h - g_g)) + the two accumulations:
+     * |.| <= sum_b (|ch - cg| (1 + gamma_T) S_b + cg 2 gamma_T S_b) + 2 gamma_{B+1} (|w0| + sum_b c_b S_b),
+     * S_b = sum_t |G A| (>= |g_b| element-wise). */
+    bad = 0;
+    for (int64_t j = 0; j < nw; j++) {
+        int i = (int)(j / d), e = (int)(j % d);
+        double mag = fabs(w0[j]), tol = 0;
+        for (int b = 0; b < B; b++) {
+            double sa = 0;
+            for (int t = 0; t < T; t++) sa += fabs((double)Gr[((size_t)b * T + t) * p + i] * A[((size_t)b * T + t) * d + e]);
+            double cmax = fmax(ch[b], cg[b]);
+            tol += fabs((double)ch[b] - cg[b]) * (1 + cu_gamma(T, U)) * sa + cmax * 2 * cu_gamma(T, U) * sa;
+            mag += cmax * sa * (1 + cu_gamma(T, U));
+        }
+        tol += 2 * cu_gamma(B + 1, U) * mag;
+        if (!(fabs(wh[j] - wg[j]) <= tol)) bad++;
+    }
+    T_CHECK(bad == 0, "fused dW: %d elements beyond the two-sided bound", bad);
+    free(A); free(Gr); free(w0); free(wh); free(wg);
+}
+
+int main(void) {
+    seed = t_seed(7003);
+    cu_device_info info;
+    if (cu_device_probe(&info, -1) != DP_OK) return t_skip("no CUDA device (GPU test)");
+    opt_backend_config hc = {"host", DP_F32, 1, 0}, gc = {"cuda", DP_F32, 1, 0};
+    T_OK(opt_backend_create(&H, &hc));
+    T_OK(opt_backend_create(&G, &gc));
+    if (!H || !G) return t_finish();
+    printf("device: %s\n", info.name);
+    T_CHECK(G->comm.size == 1 && G->comm.rank == 0, "single rank");
+    test_exact_ops();
+    test_bounded_ops();
+    /* single-rank collectives */
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, r[8];
+    void *d = put(G, x, 8), *o = NULL;
+    T_OK(G->ops.alloc(G->ctx, &o, 32));
+    opt_async *as = NULL;
+    T_OK(G->ops.allreduce_sum(G->ctx, d, 8, &as));
+    T_OK(G->ops.wait(G->ctx, as));
+    T_OK(G->ops.reduce_scatter_sum(G->ctx, o, d, 8, NULL));
+    get(G, r, o, 8);
+    T_CHECK(memcmp(r, x, 32) == 0, "one-rank allreduce + reduce_scatter are identities");
+    drop(G, d); drop(G, o);
+    opt_backend_destroy(G);
+    opt_backend_destroy(H);
+    return t_finish();
+}
