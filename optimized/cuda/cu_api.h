@@ -152,6 +152,12 @@ dp_status cu_dp_fused_wgrad_bf16(cu_ctx *ctx, float *grad, double *sqnorm, const
 dp_status cu_dp_ghost_sqnorm(cu_ctx *ctx, double *sq, const float *A, const float *G, int accumulate, int B, int T,
                              int d, int p);
 
+/* (2b) The same from bf16 A[B,T,d], G[B,T,p] on the tensor cores (WMMA 16x16x16, f32
+ * accumulation): 64 x 64 Gram tiles in registers, only the upper triangle of tile pairs;
+ * partials O(B * tiles). */
+dp_status cu_dp_ghost_sqnorm_bf16(cu_ctx *ctx, double *sq, const uint16_t *A, const uint16_t *G, int accumulate, int B,
+                                  int T, int d, int p);
+
 /* (3) Book-keeping: per-example clip factors from the summed squared norms
  * c[b] = min(1, C / sqrt(sq[b])); then one GEMM per layer with the output-gradient
  * rows scaled: grad[p,d] += (diag(c) G)^T A with K = B*T (Gs[B*T,p] is scratch). */

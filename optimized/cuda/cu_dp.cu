@@ -275,3 +275,79 @@ extern "C" dp_status cu_dp_noise_fill(cu_ctx *ctx, float *z, uint64_t key, uint3
     CU_CHECK_LAUNCH();
     return DP_OK;
 }
+
+/* ---------------- (2b) ghost norm on the tensor cores (bf16 in, f32 accumulation) ---------------- */
+#include <mma.h>
+#define TT CU_GHOST_TILE_TC
+#define TK CU_GHOST_KCHUNK_TC
+#define TLD (TK + 8) /* smem row pitch in bf16 elements: a multiple of 8 (WMMA), padded against bank conflicts */
+// Warp w of 8 owns the 16x16 output fragments (w>>1, 2(w&1)) and (w>>1, 2(w&1)+1) of the 64x64 tile.
+// acc[q] += X[ti + 16 r .. , :] . X[tj + 16 c .., :]^T over the whole inner dimension `width`.
+__device__ __forceinline__ void gram_tile_tc(
+    nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> acc[2], __nv_bfloat16 (*sI)[TLD],
+    __nv_bfloat16 (*sJ)[TLD], const uint16_t *X, int T, int width, int ti, int tj) {
+    using namespace nvcuda;
+    int w = threadIdx.x >> 5, r = w >> 1, c0 = (w & 1) * 2;
+    wmma::fill_fragment(acc[0], 0.0f);
+    wmma::fill_fragment(acc[1], 0.0f);
+    for (int k0 = 0; k0 < width; k0 += TK) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < TT * TK; e += blockDim.x) {
+            int row = e / TK, col = e % TK, k = k0 + col;
+            uint16_t vi = (ti + row < T && k < width) ? X[(int64_t)(ti + row) * width + k] : (uint16_t)0;
+            uint16_t vj = (tj + row < T && k < width) ? X[(int64_t)(tj + row) * width + k] : (uint16_t)0;
+            sI[row][col] = __ushort_as_bfloat16(vi);
+            sJ[row][col] = __ushort_as_bfloat16(vj);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < TK; kk += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+            wmma::load_matrix_sync(fa, &sI[16 * r][kk], TLD);
+#pragma unroll
+            for (int q = 0; q < 2; q++) {
+                /* B[k][n] = X[tj + n][k]: the J rows read column-major */
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
+                wmma::load_matrix_sync(fb, &sJ[16 * (c0 + q)][kk], TLD);
+                wmma::mma_sync(acc[q], fa, fb, acc[q]);
+            }
+        }
+    }
+}
+// Block (pair, b), 256 threads: partial[b, pair] = weight * sum over the 64x64 tile of (A A^T)(G G^T).
+// Both accumulators have the same fragment type and tile position, so their elements pair up.
+__global__ void __launch_bounds__(256) k_ghost_tiles_tc(double *partial, const uint16_t *A, const uint16_t *G, int T,
+                                                        int d, int p, int64_t nt, int64_t npairs) {
+    using namespace nvcuda;
+    __shared__ __align__(32) __nv_bfloat16 sI[TT][TLD];
+    __shared__ __align__(32) __nv_bfloat16 sJ[TT][TLD];
+    __shared__ double sh[33];
+    int64_t k = blockIdx.x, b = blockIdx.y;
+    int i, j;
+    cu_ghost_pair(k, nt, &i, &j);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> ga[2], gg[2];
+    gram_tile_tc(ga, sI, sJ, A + b * (int64_t)T * d, T, d, i * TT, j * TT);
+    gram_tile_tc(gg, sI, sJ, G + b * (int64_t)T * p, T, p, i * TT, j * TT);
+    double s = 0.0;
+#pragma unroll
+    for (int q = 0; q < 2; q++)
+        for (int e = 0; e < ga[q].num_elements; e++) s += (double)ga[q].x[e] * (double)gg[q].x[e];
+    s = cu_block_sum(s, sh);
+    if (threadIdx.x == 0) partial[b * npairs + k] = (i == j ? 1.0 : 2.0) * s;
+}
+
+extern "C" dp_status cu_dp_ghost_sqnorm_bf16(cu_ctx *ctx, double *sq, const uint16_t *A, const uint16_t *G,
+                                             int accumulate, int B, int T, int d, int p) {
+    CU_ARG(B >= 0 && B <= CU_MAX_GRID && T > 0 && d > 0 && p > 0,
+           "cu_dp_ghost_sqnorm_bf16: bad sizes B=%d T=%d d=%d p=%d", B, T, d, p);
+    if (B == 0) return DP_OK;
+    int64_t nt = cu_ghost_ntile_tc(T), np = cu_ghost_npairs_tc(T);
+    CU_ARG(np <= 0x7fffffff, "cu_dp_ghost_sqnorm_bf16: T=%d too long", T);
+    void *part;
+    DP_TRY(cu_ctx_scratch_(ctx, &part, (size_t)(np * B) * sizeof(double), SLOT_PARTIAL));
+    k_ghost_tiles_tc<<<dim3((unsigned)np, B), 256, 0, cu_ctx_stream_(ctx)>>>((double *)part, A, G, T, d, p, nt, np);
+    CU_CHECK_LAUNCH();
+    k_rowsum_f64<<<B, CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(sq, (const double *)part, np, accumulate);
+    CU_CHECK_LAUNCH();
+    return DP_OK;
+}

@@ -25,6 +25,9 @@
 /* Ghost-norm Gram tile (T x T split into CU_GHOST_TILE^2 tiles) and its K chunk. */
 #define CU_GHOST_TILE 32
 #define CU_GHOST_KCHUNK 32
+/* Tensor-core (WMMA bf16) ghost-norm tile: 64 x 64 Gram tiles, K chunks of 32. */
+#define CU_GHOST_TILE_TC 64
+#define CU_GHOST_KCHUNK_TC 32
 /* Elements per block of the row squared-norm reduction (partials per row = ceil(n / this)). */
 #define CU_SQNORM_CHUNK (CU_BLOCK * 16)
 /* Default workspace cap of the fused per-layer kernel (bytes of per-example tiles). */
@@ -49,6 +52,9 @@ CU_HD int64_t cu_sqnorm_nblk(int64_t n) { return n <= 0 ? 1 : cu_ceil_div(n, CU_
  * ones counted twice (both Gram matrices are symmetric). */
 CU_HD int64_t cu_ghost_ntile(int T) { return cu_ceil_div(T, CU_GHOST_TILE); }
 CU_HD int64_t cu_ghost_npairs(int T) { int64_t n = cu_ghost_ntile(T); return n * (n + 1) / 2; }
+/* The same for the tensor-core kernel's 64 x 64 tiles. */
+CU_HD int64_t cu_ghost_ntile_tc(int T) { return cu_ceil_div(T, CU_GHOST_TILE_TC); }
+CU_HD int64_t cu_ghost_npairs_tc(int T) { int64_t n = cu_ghost_ntile_tc(T); return n * (n + 1) / 2; }
 /* Tile pair k (0 <= k < npairs) -> (i, j), i <= j, row-major over the upper triangle:
  * k = 0 -> (0,0), 1 -> (0,1), ..., nt-1 -> (0,nt-1), nt -> (1,1), ... */
 CU_HD void cu_ghost_pair(int64_t k, int64_t nt, int *i, int *j) {

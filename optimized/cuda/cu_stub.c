@@ -121,6 +121,9 @@ dp_status cu_dp_fused_wgrad_bf16(cu_ctx *ctx, float *grad, double *sqnorm, const
 dp_status cu_dp_ghost_sqnorm(cu_ctx *ctx, double *sq, const float *A, const float *G, int accumulate, int B, int T, int d, int p) {
     return dp_error(DP_ERR_NOT_SUPPORTED, "%s: built without CUDA (no nvcc/cuBLAS/NCCL, or SANITIZE=1)", __func__);
 }
+dp_status cu_dp_ghost_sqnorm_bf16(cu_ctx *ctx, double *sq, const uint16_t *A, const uint16_t *G, int accumulate, int B, int T, int d, int p) {
+    return dp_error(DP_ERR_NOT_SUPPORTED, "%s: built without CUDA (no nvcc/cuBLAS/NCCL, or SANITIZE=1)", __func__);
+}
 dp_status cu_dp_clip_factors(cu_ctx *ctx, float *c, const double *sq, double clip, int B) {
     return dp_error(DP_ERR_NOT_SUPPORTED, "%s: built without CUDA (no nvcc/cuBLAS/NCCL, or SANITIZE=1)", __func__);
 }

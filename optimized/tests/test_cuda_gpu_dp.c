@@ -198,6 +198,65 @@ static void test_ghost_bk(cu_ctx *ctx) {
     free(A); free(G); free(g0); free(g1);
 }
 
+/* The tensor-core ghost norm (bf16 in) and the bf16 book-keeping GEMM. T = 150: three
+ * 64-tiles, the last partial; d, p not multiples of the 32-wide K chunk. */
+static void test_ghost_bk_bf16(cu_ctx *ctx) {
+    const int B = 3, T = 150, d = 72, p = 40;
+    size_t na = (size_t)B * T * d, ng = (size_t)B * T * p;
+    float *A = malloc(na * 4), *G = malloc(ng * 4);
+    uint16_t *Ah = malloc(na * 2), *Gh = malloc(ng * 2);
+    cu_test_fill_bf16(Ah, A, na, seed, 28, 1.0);
+    cu_test_fill_bf16(Gh, G, ng, seed, 29, 0.5);
+    uint16_t *dA = cu_test_up(ctx, Ah, na * 2), *dG = cu_test_up(ctx, Gh, ng * 2), *dGs = NULL;
+    double *dsq = NULL, sq[3];
+    T_OK(cu_malloc((void **)&dsq, sizeof sq));
+    T_OK(cu_malloc((void **)&dGs, ng * 2));
+    T_OK(cu_dp_ghost_sqnorm_bf16(ctx, dsq, dA, dG, 0, B, T, d, p));
+    T_OK(cu_d2h(ctx, sq, dsq, sizeof sq));
+    for (int b = 0; b < B; b++) {
+        /* exact bf16 products, tensor-core accumulation with unit roundoff 2u */
+        const float *Ab = A + (size_t)b * T * d, *Gb = G + (size_t)b * T * p;
+        double ref = 0, tol = 0;
+        for (int t = 0; t < T; t++)
+            for (int s2 = 0; s2 < T; s2++) {
+                double ga = 0, gaa = 0, gg = 0, gga = 0;
+                for (int k = 0; k < d; k++) { ga += (double)Ab[t * d + k] * Ab[s2 * d + k]; gaa += fabs((double)Ab[t * d + k] * Ab[s2 * d + k]); }
+                for (int k = 0; k < p; k++) { gg += (double)Gb[t * p + k] * Gb[s2 * p + k]; gga += fabs((double)Gb[t * p + k] * Gb[s2 * p + k]); }
+                double ea = cu_gamma(d, 2 * U) * gaa, eg = cu_gamma(p, 2 * U) * gga;
+                ref += ga * gg;
+                tol += ea * fabs(gg) + fabs(ga) * eg + ea * eg + 1e-15 * fabs(ga * gg);
+            }
+        T_CHECK(fabs(sq[b] - ref) <= tol, "bf16 ghost example %d: %.17g vs %.17g (tol %.3g)", b, sq[b], ref, tol);
+    }
+    /* bk bf16: c from the norms; Gs = bf16(c G) rounds once (bf16 unit roundoff 2^-8 relative) */
+    float *dc = NULL, c[3];
+    T_OK(cu_malloc((void **)&dc, sizeof c));
+    double C = 0.5 * sqrt(sq[0]);
+    T_OK(cu_dp_clip_factors(ctx, dc, dsq, C, B));
+    T_OK(cu_d2h(ctx, c, dc, sizeof c));
+    const int64_t n = (int64_t)p * d;
+    float *g1 = malloc((size_t)n * 4), *dgrad = NULL;
+    T_OK(cu_malloc((void **)&dgrad, (size_t)n * 4));
+    T_OK(cu_memset0(ctx, dgrad, (size_t)n * 4));
+    T_OK(cu_dp_bk_wgrad_bf16(ctx, dgrad, dGs, dA, dG, dc, B, T, d, p));
+    T_OK(cu_d2h(ctx, g1, dgrad, (size_t)n * 4));
+    int bad = 0;
+    for (int i = 0; i < p; i++)
+        for (int j = 0; j < d; j++) {
+            double r = 0, mag = 0;
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < T; t++) {
+                    double v = (double)c[b] * G[((size_t)b * T + t) * p + i] * A[((size_t)b * T + t) * d + j];
+                    r += v;
+                    mag += fabs(v);
+                }
+            if (!(fabs(g1[i * d + j] - r) <= (1.0 / 256 + cu_gamma(B * T + 1, 2 * U)) * mag)) bad++;
+        }
+    T_CHECK(bad == 0, "bk bf16: %d elements beyond (2^-8 + gamma_{BT+1}(2u)) bound", bad);
+    cu_free(dA); cu_free(dG); cu_free(dGs); cu_free(dsq); cu_free(dc); cu_free(dgrad);
+    free(A); free(G); free(Ah); free(Gh); free(g1);
+}
+
 /* f32 values a, b differ by at most one unit in the last place */
 static int within_1ulp(float a, float b) {
     if (a == b) return 1;
@@ -268,6 +327,7 @@ int main(void) {
     test_rows_sqnorm(ctx);
     test_fused(ctx);
     test_ghost_bk(ctx);
+    test_ghost_bk_bf16(ctx);
     test_noise(ctx);
     cu_ctx_destroy(ctx);
     return t_finish();

@@ -115,6 +115,9 @@ static void test_plan(void) {
         T_CHECK(ok, "ghost pairs for T=%d", T);
         T_CHECK(weight == nt * nt, "weights cover the %lld x %lld tile grid", (long long)nt, (long long)nt);
     }
+    T_CHECK(cu_ghost_ntile_tc(150) == 3 && cu_ghost_npairs_tc(150) == 6 && cu_ghost_npairs_tc(64) == 1 &&
+                cu_ghost_npairs_tc(2048) == 32 * 33 / 2,
+            "tensor-core ghost tiles");
     /* fused chunk: within [1, B], fits the workspace when one example fits */
     T_CHECK(cu_fused_chunk(CU_FUSED_WS_BYTES, 8, 4096, 4096) == 8, "8 x 64 MiB in 1 GiB: %d",
             cu_fused_chunk(CU_FUSED_WS_BYTES, 8, 4096, 4096));
