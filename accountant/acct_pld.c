@@ -191,7 +191,7 @@ static dp_status discretise(steppmf *o, const lossdef *d, double lo, double hi, 
  * of B points moved to their upper end (lambda > 0) or lower end (lambda < 0), which
  * can only increase the MGF, so the Chernoff bound stays valid for the true pmf. */
 static double log_mgf(const steppmf *s, double h, double lam) {
-    size_t B = s->n / 65536 + 1;
+    size_t B = s->n / 262144 + 1;
     double m = -INFINITY;
     size_t nb = (s->n + B - 1) / B;
     double *lb = malloc(nb * sizeof *lb);
@@ -211,9 +211,13 @@ static double log_mgf(const steppmf *s, double h, double lam) {
     return m == -INFINITY ? -INFINITY : m + log(acc);
 }
 
-/* Chernoff window [u_lo, u_hi] (loss units) for the sum with tail <= tau_w on each side */
-static void chernoff_window(double *u_lo, double *u_hi, const steppmf *s, int ns, double h, double tau_w) {
+/* Chernoff window [u_lo, u_hi] (loss units) for the sum with tail <= tau_w on each side; the
+ * minimising lambdas are returned so that the final grid can reuse them (any lambda > 0 gives a
+ * valid bound P(S > u) <= exp(sum T K(lambda) - lambda u)). */
+static void chernoff_window(double *u_lo, double *u_hi, double *lam_lo, double *lam_hi, const steppmf *s, int ns,
+                            double h, double tau_w) {
     double best_hi = INFINITY, best_lo = -INFINITY, lt = log(tau_w);
+    *lam_lo = *lam_hi = 1.0;
     for (int e = -8; e <= 10; e++) {
         double lam = ldexp(1.0, e), kp = 0, km = 0;
         for (int j = 0; j < ns; j++) {
@@ -221,8 +225,8 @@ static void chernoff_window(double *u_lo, double *u_hi, const steppmf *s, int ns
             km += (double)s[j].steps * log_mgf(&s[j], h, -lam);
         }
         double uh = (kp - lt) / lam, ul = (lt - km) / lam;
-        if (uh < best_hi) best_hi = uh;
-        if (ul > best_lo) best_lo = ul;
+        if (uh < best_hi) { best_hi = uh; *lam_hi = lam; }
+        if (ul > best_lo) { best_lo = ul; *lam_lo = lam; }
     }
     *u_lo = best_lo;
     *u_hi = best_hi;
@@ -244,7 +248,8 @@ typedef struct {
     double l0, p_inf, A, eta_events, mass_err;
 } composed;
 
-static dp_status compose(composed *out, const steppmf *s, int ns, double h, double tau_w, size_t max_points) {
+static dp_status compose(composed *out, const steppmf *s, int ns, double h, double tau_w, size_t max_points,
+                         double lam_lo, double lam_hi) {
     /* full support of the sum */
     double fmin = 0, fmax = 0;
     for (int j = 0; j < ns; j++) {
@@ -255,8 +260,13 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
     size_t nmax = 1;
     for (int j = 0; j < ns; j++) if (s[j].n > nmax) nmax = s[j].n;
     if (W1 - W0 + 1 > (double)max_points || W1 - W0 + 1 > 4.0 * (double)nmax + 64) {
-        double ul, uh;
-        chernoff_window(&ul, &uh, s, ns, h, tau_w);
+        /* Chernoff bounds on this grid at the pilot's lambdas (tail <= tau_w each side) */
+        double kp = 0, km = 0, lt = log(tau_w);
+        for (int j = 0; j < ns; j++) {
+            kp += (double)s[j].steps * log_mgf(&s[j], h, lam_hi);
+            km += (double)s[j].steps * log_mgf(&s[j], h, -lam_lo);
+        }
+        double uh = (kp - lt) / lam_hi, ul = (lt - km) / lam_lo;
         double c0 = floor(ul / h), c1 = ceil(uh / h);
         if (c0 > W0) { W0 = c0; A += tau_w; }
         if (c1 < W1) { W1 = c1; A += tau_w; }
@@ -286,7 +296,7 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
             double zr = 0, zi = 0;
             if (r2 > 0) {
                 double lr = 0.5 * T * log(r2);
-                if (lr > -745.0) {
+                if (lr > -80.0) { /* |z|^T < e^-80: dropped (float-error budget, docs §PLD) */
                     double th = T * atan2(im, re), m = exp(lr);
                     zr = m * cos(th); zi = m * sin(th);
                 }
@@ -394,8 +404,10 @@ static dp_status pld_build(pldstate *st, const acct_schedule *s, double tau_w, c
     }
     double h = o->h;
     size_t target = o->target_points ? o->target_points : (size_t)1 << 17;
-    if (!(h > 0)) {
-        /* pilot: coarse grid, Chernoff window of the composition, then h = width / target */
+    double lam_lo[2] = {1, 1}, lam_hi[2] = {1, 1};
+    {
+        /* pilot: coarse grid, Chernoff window of the composition (lambdas reused on the final
+         * grid), then (automatic h) h = width / target */
         double h0 = maxrange / 2048.0, width = 0;
         if (!(h0 > 0)) h0 = 1e-3;
         for (int dir = 0; dir < 2; dir++) {
@@ -414,12 +426,13 @@ static dp_status pld_build(pldstate *st, const acct_schedule *s, double tau_w, c
                 fmin += (double)pm[j].steps * (double)pm[j].kmin * h0;
                 fmax += (double)pm[j].steps * (double)(pm[j].kmin + (int64_t)pm[j].n - 1) * h0;
             }
-            chernoff_window(&ul, &uh, pm, nsd[dir], h0, tau_w);
+            chernoff_window(&ul, &uh, &lam_lo[dir], &lam_hi[dir], pm, nsd[dir], h0, tau_w);
             if (ul < fmin) ul = fmin;
             if (uh > fmax) uh = fmax;
             if (uh - ul > width) width = uh - ul;
             for (int j = 0; j < nsd[dir]; j++) free(pm[j].p);
         }
+        if (h > 0) goto have_h;
         h = width / (double)target;
         double hr = maxrange / (double)(o->max_points / 2);
         if (h < hr) h = hr;
@@ -448,6 +461,7 @@ static dp_status pld_build(pldstate *st, const acct_schedule *s, double tau_w, c
             if (atoms) h = hs;
         }
     }
+have_h:
     st->h = h;
     for (int dir = 0; dir < 2; dir++) {
         steppmf pm[ACCT_MAX_SEGMENTS + 1];
@@ -457,7 +471,7 @@ static dp_status pld_build(pldstate *st, const acct_schedule *s, double tau_w, c
             e = discretise(&pm[j], &sd[dir][j].d, sd[dir][j].lo, sd[dir][j].hi, h, sd[dir][j].steps, o->max_points);
             if (e != DP_OK) break;
         }
-        if (e == DP_OK) e = compose(&st->c[dir], pm, nsd[dir], h, tau_w, o->max_points);
+        if (e == DP_OK) e = compose(&st->c[dir], pm, nsd[dir], h, tau_w, o->max_points, lam_lo[dir], lam_hi[dir]);
         for (int k = 0; k < j; k++) free(pm[k].p);
         if (e != DP_OK) { pldstate_free(st); return e; }
     }

@@ -29,27 +29,32 @@ static double log_erfc(double x) {
 /* Integer alpha >= 2: A = sum_{i=0}^{alpha} C(alpha,i) (1-q)^{alpha-i} q^i exp((i^2-i)/(2 sigma^2)),
  * all terms positive, summed in log space. */
 static double log_a_int(double q, double sigma, int64_t alpha) {
-    double lq = log(q), l1q = log1p(-q), acc = -INFINITY, lbin = 0.0; /* lbin = log C(alpha, i) */
-    for (int64_t i = 0; i <= alpha; i++) {
-        if (i > 0) lbin += log((double)(alpha - i + 1)) - log((double)i);
+    double lq = log(q), l1q = log1p(-q), lbin = 0.0, m = -INFINITY; /* lbin = log C(alpha, i) */
+    double buf[1100], *t = alpha < 1099 ? buf : malloc((size_t)(alpha + 1) * sizeof *t);
+    if (!t) return NAN;
+    for (int64_t i = 0; i <= alpha; i++) { /* pass 1: log terms and their maximum */
+        if (i > 0) lbin += log((double)(alpha - i + 1) / (double)i);
         double di = (double)i;
-        double t = lbin + di * lq + (double)(alpha - i) * l1q + (di * di - di) / (2.0 * sigma * sigma);
-        acc = lae(acc, t);
+        t[i] = lbin + di * lq + (double)(alpha - i) * l1q + (di * di - di) / (2.0 * sigma * sigma);
+        if (t[i] > m) m = t[i];
     }
-    return acc;
+    double acc = 0.0;
+    for (int64_t i = 0; i <= alpha; i++) acc += exp(t[i] - m); /* pass 2: scaled sum */
+    if (t != buf) free(t);
+    return m + log(acc);
 }
 
 /* Fractional alpha > 1: the two-sided signed series of Mironov-Talwar-Zhang 2019 §3.3.
  * Positive and negative terms are accumulated separately in log space and subtracted
  * once at the end (never |binom|: that over-estimates). Returns NAN if it does not
- * converge in 400 terms (small sigma: the terms then decay only like |binom(alpha, i)|)
+ * converge in 100 terms (small sigma: the terms then decay only like |binom(alpha, i)|)
  * or cancels catastrophically; the caller then integrates numerically (log_a_quad). */
 static double log_a_frac(double q, double sigma, double alpha) {
     double lq = log(q), l1q = log1p(-q);
     double z0 = sigma * sigma * (log(1.0 / q - 1.0)) + 0.5;
     double pos = -INFINITY, neg = -INFINITY, lbin = 0.0;
     int sign = 1;
-    for (int i = 0; i < 400; i++) {
+    for (int i = 0; i < 100; i++) {
         if (i > 0) {
             double f = alpha - (double)i + 1.0; /* binom(a,i) = binom(a,i-1) (a-i+1)/i */
             if (f < 0) sign = -sign;
@@ -63,6 +68,8 @@ static double log_a_frac(double q, double sigma, double alpha) {
         double ls1 = lt1 + (j * j - j) / (2.0 * sigma * sigma) + le1;
         double ls = lae(ls0, ls1);
         if (sign > 0) pos = lae(pos, ls); else neg = lae(neg, ls);
+        /* slow (polynomial) decay: give up early and integrate instead */
+        if (di >= alpha + 12.0 && ls > pos - 12.0) return NAN;
         /* past alpha the terms alternate; stop once they are negligible (e^-44 ~ 1e-19 relative) */
         if (di > alpha + 1.0 && ls < pos - 44.0) {
             if (neg == -INFINITY) return pos;
@@ -88,28 +95,58 @@ static double log_g(double x, double alpha) {
 
 /* Fractional alpha by quadrature of the definition: A = E_{z~N(0,s^2)} (1 + q (r(z) - 1))^alpha,
  * r(z) = e^{(2z-1)/(2 s^2)}; since E r = 1, A - 1 = E g(q (r - 1)) with g >= 0 and smooth, so the
- * trapezoid rule (step s/20 over [-40 s, alpha + 40 s + 1]) converges geometrically and A - 1
- * keeps full relative precision. Log space throughout. */
-static double log_a_quad(double q, double s, double alpha) {
-    double hz = s / 20.0, z0 = -40.0 * s, z1 = alpha + 40.0 * s + 1.0;
-    size_t n = (size_t)((z1 - z0) / hz) + 1;
-    if (n > 4000000) return NAN;
-    double m = -INFINITY, acc = 0.0; /* running log-sum-exp */
-    for (size_t k = 0; k < n; k++) {
-        double z = z0 + (double)k * hz;
-        double le = (2.0 * z - 1.0) / (2.0 * s * s); /* log r */
-        double x = le < 700.0 ? q * expm1(le) : INFINITY;
-        double lg;
-        if (isinf(x)) lg = alpha * (log(q) + le); /* (q r)^alpha dominates */
-        else lg = log_g(x, alpha);
-        double lw = -z * z / (2.0 * s * s) - log(s) - 0.5 * log(2.0 * M_PI) + lg + log(hz);
-        if (lw == -INFINITY) continue;
-        if (lw > m) { acc = acc * exp(m - lw) + 1.0; m = lw; }
-        else acc += exp(lw - m);
+ * trapezoid rule (step min(s/4, s^2/4) over [-12 s, alpha + 12 s + 1]) converges geometrically and A - 1
+ * keeps full relative precision. Log space throughout. Several orders share one z grid (out[k] =
+ * log A at alphas[k]; the grid reaches the largest order). */
+static void log_a_quad_batch(double *out, double q, double s, const double *alphas, size_t n) {
+    /* step: the integrand is analytic in the strip |Im z| < pi s^2 (poles of log(1 + q (r - 1))); on
+     * Im z = y = pi s^2 / 2 it grows by at most e^{y^2/(2 s^2)}, so the trapezoid error is
+     * <~ exp(-2 pi y / h + y^2 / (2 s^2)) <= e^-38 for h = min(s/4, s^2/4) */
+    double amax = 0;
+    for (size_t k = 0; k < n; k++) if (alphas[k] > amax) amax = alphas[k];
+    double hz = s / 4.0 < s * s / 4.0 ? s / 4.0 : s * s / 4.0, z0 = -12.0 * s, z1 = amax + 12.0 * s + 1.0;
+    size_t np = (size_t)((z1 - z0) / hz) + 1;
+    double *m = malloc(n * sizeof *m), *acc = malloc(n * sizeof *acc);
+    if (!m || !acc || np > 4000000) {
+        for (size_t k = 0; k < n; k++) out[k] = NAN;
+        free(m); free(acc);
+        return;
     }
-    double lam1 = m + log(acc); /* log(A - 1) */
-    if (m == -INFINITY) return 0.0;
-    return lam1 > 0 ? lam1 + log1p(exp(-lam1)) : log1p(exp(lam1));
+    for (size_t k = 0; k < n; k++) { m[k] = -INFINITY; acc[k] = 0.0; }
+    double lq = log(q), c0 = -log(s) - 0.5 * log(2.0 * M_PI) + log(hz);
+    for (size_t p = 0; p < np; p++) {
+        double z = z0 + (double)p * hz;
+        double le = (2.0 * z - 1.0) / (2.0 * s * s); /* log r */
+        double lphi = -z * z / (2.0 * s * s) + c0;
+        double x = le < 700.0 ? q * expm1(le) : INFINITY;
+        double l1x = isinf(x) ? lq + le : log1p(x);
+        for (size_t k = 0; k < n; k++) {
+            double a = alphas[k], lg;
+            if (isinf(x)) lg = a * (lq + le); /* (q r)^alpha dominates */
+            else if (fabs(x) < 1e-4) lg = log_g(x, a);
+            else {
+                double la = a * l1x;
+                lg = la > 30.0 ? la + log1p(-(1.0 + a * x) * exp(-la)) : log(expm1(la) - a * x);
+            }
+            double lw = lphi + lg;
+            if (!(lw > -INFINITY)) continue;
+            if (lw > m[k]) { acc[k] = acc[k] * exp(m[k] - lw) + 1.0; m[k] = lw; }
+            else acc[k] += exp(lw - m[k]);
+        }
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (m[k] == -INFINITY) { out[k] = 0.0; continue; }
+        double lam1 = m[k] + log(acc[k]); /* log(A - 1) */
+        out[k] = lam1 > 0 ? lam1 + log1p(exp(-lam1)) : log1p(exp(lam1));
+    }
+    free(m);
+    free(acc);
+}
+
+static double log_a_quad(double q, double s, double alpha) {
+    double v;
+    log_a_quad_batch(&v, q, s, &alpha, 1);
+    return v;
 }
 
 double acct_rdp_sgm_log_a(double q, double sigma, double alpha) {
@@ -163,16 +200,36 @@ dp_status acct_rdp_step(double *rdp, const acct_segment *seg, double alpha) {
 }
 
 dp_status acct_rdp_schedule(double *rdp, const acct_schedule *s, const double *orders, size_t n) {
-    for (size_t k = 0; k < n; k++) {
-        rdp[k] = 0.0;
-        for (int j = 0; j < s->n; j++) {
-            double r;
-            dp_status st = acct_rdp_step(&r, &s->seg[j], orders[k]);
-            if (st == DP_ERR_NUMERIC) { r = INFINITY; dp_clear_error(); } /* this order is unusable: skip it */
-            else if (st != DP_OK) return st;
-            rdp[k] += r * (double)s->seg[j].steps;
+    for (size_t k = 0; k < n; k++) rdp[k] = 0.0;
+    double *fa = malloc((n ? n : 1) * sizeof *fa), *fv = malloc((n ? n : 1) * sizeof *fv);
+    size_t *fi = malloc((n ? n : 1) * sizeof *fi);
+    if (!fa || !fv || !fi) { free(fa); free(fv); free(fi); return dp_error(DP_ERR_NOMEM, "out of memory"); }
+    for (int j = 0; j < s->n; j++) {
+        const acct_segment *g = &s->seg[j];
+        size_t nf = 0; /* fractional orders whose series did not converge: integrated together */
+        for (size_t k = 0; k < n; k++) {
+            double r, a = orders[k];
+            if (g->mech == ACCT_GAUSSIAN && g->q < 1.0 && a != floor(a) && a > 1.0) {
+                double la = log_a_frac(g->q, g->param, a);
+                if (isnan(la)) { fa[nf] = a; fi[nf] = k; nf++; continue; }
+                r = la / (a - 1.0);
+                if (r < 0) r = 0;
+            } else {
+                dp_status st = acct_rdp_step(&r, g, a);
+                if (st == DP_ERR_NUMERIC) { r = INFINITY; dp_clear_error(); } /* unusable order: skipped */
+                else if (st != DP_OK) { free(fa); free(fv); free(fi); return st; }
+            }
+            rdp[k] += r * (double)g->steps;
+        }
+        if (nf) {
+            log_a_quad_batch(fv, g->q, g->param, fa, nf);
+            for (size_t t = 0; t < nf; t++) {
+                double r = isnan(fv[t]) ? INFINITY : fv[t] / (fa[t] - 1.0);
+                rdp[fi[t]] += (r < 0 ? 0 : r) * (double)g->steps;
+            }
         }
     }
+    free(fa); free(fv); free(fi);
     return DP_OK;
 }
 
