@@ -53,14 +53,4 @@ dp_status dp_check_range(const char *what, double v, double lo, int lo_incl, dou
 /* Report a failed status on stderr as "dpcert CMD: message" and return its exit code. */
 int dp_cli_fail(const char *cmd, dp_status st);
 
-/* Link anchor (see common/commands.c): main.c declares subcommands weak, and a
- * weak reference does not pull an object out of a static library; this strong,
- * never-used reference in every file that includes cli.h makes the linker take
- * common's subcommands (rng, inspect) whenever libdpcommon is linked.
- * Other modules can do the same for their own commands from their own headers. */
-#if !defined(__CUDACC__)
-extern int (*const dp_common_commands[2])(int argc, char **argv);
-__attribute__((used)) static int (*const *const dp_common_commands_anchor_)(int, char **) = dp_common_commands;
-#endif
-
 #endif
