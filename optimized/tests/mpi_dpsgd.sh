@@ -27,9 +27,14 @@ ref() { # dir alg args...
   local dir=$1; shift; local alg=$1; shift
   "${REF[@]}" "$alg" "$@" --seed "$SEED" --noise-key 9 --export "$dir" >"$dir.log" 2>&1 || { bad "reference $alg $*"; cat "$dir.log"; }
 }
+# Under the sanitizer build, LeakSanitizer is off inside mpirun'd processes only: Open MPI's
+# dlopen'd components leak at exit from "<unknown module>" frames that no suppression can
+# name. Leaks of our own code are checked by the in-process tests (test_dpsgd_strategies,
+# test_train_cli), which run the same engine code with leak detection on.
 opt() { # ranks dir alg args...
   local r=$1 dir=$2 alg=$3; shift 3
-  timeout 120 mpirun -n "$r" "${TRAIN[@]}" "$alg" "$@" --seed "$SEED" --noise-key 9 --export "$dir" >"$dir.log" 2>&1
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0" \
+    timeout 120 mpirun -x ASAN_OPTIONS -n "$r" "${TRAIN[@]}" "$alg" "$@" --seed "$SEED" --noise-key 9 --export "$dir" >"$dir.log" 2>&1
 }
 same() { # desc dir refdir steps [--skip P]...
   local desc=$1 d=$2 r=$3 n=$4; shift 4
@@ -45,6 +50,14 @@ run_same() { # desc ranks refdir steps alg args...
   if opt "$r" "$d" "$@"; then same "$desc" "$d" "$rd" "$n"; else bad "$desc: exit $?"; cat "$d.log"; fi
 }
 NRUN=0
+
+# ---- the collectives themselves on 3 and 4 ranks (test_collectives under mpirun) ----
+COLL="$DPCERT_BUILD/tests/optimized_test_collectives"
+for r in 3 4; do
+  if [ -x "$COLL" ] && ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0" \
+       timeout 120 mpirun -x ASAN_OPTIONS -n $r "$COLL" >coll$r.log 2>&1; then pass "collectives on $r ranks"
+  else bad "collectives on $r ranks"; tail -20 coll$r.log; fi
+done
 
 MLPB="--model mlp --in 6 --hidden 7,5 --classes 4 --dataset-size 40 --steps 2 --clip 0.3 --sigma 0.8"
 MLP="$MLPB --q 0.3"
