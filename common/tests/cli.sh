@@ -53,6 +53,8 @@ S=(rng sample --dist gaussian --key 42 --stream 3 --purpose init)
 "$D" "${S[@]}" --count 5 >s5b.txt
 check "same arguments, identical output" cmp -s s5.txt s5b.txt
 check "5 lines" [ "$(wc -l < s5.txt)" = 5 ]
+check "every line is a number" awk '$0 !~ /^-?[0-9]+(\.[0-9]+)?(e[-+][0-9]+)?$/ { exit 1 }' s5.txt
+# %.17g drops trailing zeros, so not every line shows 17 digits; rng_xcheck.sh checks exact round trips
 check "17 significant digits" grep -Eq '^-?[0-9]\.[0-9]{16}(e[-+][0-9]+)?$|^-?0\.0*[1-9][0-9]{16}$' s5.txt
 "$D" "${S[@]}" --count 2 --offset 3 >o.txt
 check "--offset 3 --count 2 equals lines 4-5 of --count 5" cmp -s o.txt <(sed -n 4,5p s5.txt)
