@@ -10,11 +10,22 @@ for c in "conform --help" "compare --help" "reference dpsgd --help" "train --hel
   out=$($D $c 2>&1); rc=$?
   if [ $rc -ne 0 ]; then echo "SKIP: 'dpcert $c' is not available in $D (exit $rc: $out)"; exit 77; fi
 done
-$D conform --suite ci --backend host --report rep
+SEL=()
+if ldd "$D" 2>/dev/null | grep -q libasan; then
+  # ASan build: Open MPI's dlopen'ed components leak at exit under mpirun and LSan cannot
+  # name them (<unknown module>), so the multi-rank runs go with leak detection off; the
+  # single-rank runs (and every other conformance test) keep it on.
+  echo "ASan build: multi-rank runs with detect_leaks=0 (Open MPI components), 1-rank runs with leak checks"
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" $D conform --suite ci --backend host --ranks 2,4 --report rep2
+  rc=$?
+  [ $rc -eq 0 ] || { echo "FAIL: dpcert conform --suite ci --ranks 2,4 exited $rc"; exit 1; }
+  SEL=(--ranks 1)
+fi
+$D conform --suite ci --backend host "${SEL[@]}" --report rep
 rc=$?
 [ $rc -eq 0 ] || { echo "FAIL: dpcert conform --suite ci exited $rc"; exit 1; }
 for f in report.json junit.xml report.md; do [ -s rep/$f ] || { echo "FAIL: rep/$f missing"; exit 1; }; done
-n=$($D conform --suite ci --list | wc -l)
+n=$($D conform --suite ci "${SEL[@]}" --list | wc -l)
 if command -v python3 >/dev/null; then
   python3 - "$n" <<'PY' || exit 1
 import json, sys
