@@ -198,6 +198,12 @@ dp_status cu_comm_allreduce_sum_f32(cu_comm *c, float *buf, int64_t n);
 /* out[n] = sum over ranks of in[rank * n .. rank * n + n) (in has size * n floats). */
 dp_status cu_comm_reduce_scatter_sum_f32(cu_comm *c, float *out, const float *in, int64_t n);
 dp_status cu_comm_allgather_f32(cu_comm *c, float *out, const float *in, int64_t n);
+/* block j of in [size * n] goes to rank j; block i of out is rank i's block j = my rank */
+dp_status cu_comm_alltoall_f32(cu_comm *c, float *out, const float *in, int64_t n);
+dp_status cu_comm_broadcast_f32(cu_comm *c, float *buf, int64_t n, int root);
+/* point to point (NCCL matches sends and receives in issue order per peer; no tags) */
+dp_status cu_comm_send_f32(cu_comm *c, const float *buf, int64_t n, int peer);
+dp_status cu_comm_recv_f32(cu_comm *c, float *buf, int64_t n, int peer);
 dp_status cu_comm_sync(cu_comm *c);
 
 #ifdef __cplusplus

@@ -599,29 +599,35 @@ static dp_status cb_allgather(void *ctx, void *recv, const void *send, int64_t n
     else if (recv != send && n) CU_CHECK(cudaMemcpyAsync(recv, send, (size_t)n * 4, cudaMemcpyDeviceToDevice, (cudaStream_t)cu_ctx_comm_stream(CB(ctx)->cu)));
     return cb_finish(ctx, async);
 }
-/* NCCL handles are reached through cu_comm.cu's API; point-to-point and broadcast are
- * only available with one rank here (see docs/cuda.md, "not done"). */
 static dp_status cb_alltoall(void *ctx, void *recv, const void *send, int64_t n, opt_async **async) {
     DP_TRY(coll_begin(ctx, async, n, "alltoall"));
-    if (multi(ctx)) return dp_error(DP_ERR_NOT_SUPPORTED, "cuda alltoall over several ranks is not implemented yet");
-    if (recv != send && n) CU_CHECK(cudaMemcpyAsync(recv, send, (size_t)n * 4, cudaMemcpyDeviceToDevice, (cudaStream_t)cu_ctx_comm_stream(CB(ctx)->cu)));
+    if (multi(ctx)) DP_TRY(cu_comm_alltoall_f32(CB(ctx)->comm, (float *)recv, (const float *)send, n));
+    else if (recv != send && n) CU_CHECK(cudaMemcpyAsync(recv, send, (size_t)n * 4, cudaMemcpyDeviceToDevice, (cudaStream_t)cu_ctx_comm_stream(CB(ctx)->cu)));
     return cb_finish(ctx, async);
 }
 static dp_status cb_broadcast(void *ctx, void *buf, int64_t n, int root, opt_async **async) {
     DP_TRY(coll_begin(ctx, async, n, "broadcast"));
     if (root < 0 || root >= CB(ctx)->size) return dp_error(DP_ERR_INVALID, "broadcast: root %d out of range", root);
-    if (multi(ctx)) return dp_error(DP_ERR_NOT_SUPPORTED, "cuda broadcast over several ranks is not implemented yet");
+    if (multi(ctx)) DP_TRY(cu_comm_broadcast_f32(CB(ctx)->comm, (float *)buf, n, root));
     return cb_finish(ctx, async);
 }
 static dp_status cb_send(void *ctx, const void *buf, int64_t n, int peer, int tag, opt_async **async) {
-    if (async) *async = NULL;
-    return dp_error(multi(ctx) ? DP_ERR_NOT_SUPPORTED : DP_ERR_INVALID, "cuda send: peer %d invalid or point-to-point not implemented (rank %d of %d)",
-                    peer, CB(ctx)->rank, CB(ctx)->size);
+    if (!multi(ctx) || peer < 0 || peer >= CB(ctx)->size || peer == CB(ctx)->rank) {
+        if (async) *async = NULL;
+        return dp_error(DP_ERR_INVALID, "send: peer %d invalid (rank %d of %d)", peer, CB(ctx)->rank, CB(ctx)->size);
+    }
+    DP_TRY(coll_begin(ctx, async, n, "send"));
+    DP_TRY(cu_comm_send_f32(CB(ctx)->comm, (const float *)buf, n, peer));
+    return cb_finish(ctx, async);
 }
 static dp_status cb_recv(void *ctx, void *buf, int64_t n, int peer, int tag, opt_async **async) {
-    if (async) *async = NULL;
-    return dp_error(multi(ctx) ? DP_ERR_NOT_SUPPORTED : DP_ERR_INVALID, "cuda recv: peer %d invalid or point-to-point not implemented (rank %d of %d)",
-                    peer, CB(ctx)->rank, CB(ctx)->size);
+    if (!multi(ctx) || peer < 0 || peer >= CB(ctx)->size || peer == CB(ctx)->rank) {
+        if (async) *async = NULL;
+        return dp_error(DP_ERR_INVALID, "recv: peer %d invalid (rank %d of %d)", peer, CB(ctx)->rank, CB(ctx)->size);
+    }
+    DP_TRY(coll_begin(ctx, async, n, "recv"));
+    DP_TRY(cu_comm_recv_f32(CB(ctx)->comm, (float *)buf, n, peer));
+    return cb_finish(ctx, async);
 }
 static dp_status cb_allgatherv_bytes(void *ctx, void **recv, size_t *recv_len, const void *send, size_t nbytes) {
     *recv = NULL;

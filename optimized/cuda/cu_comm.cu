@@ -120,6 +120,37 @@ extern "C" dp_status cu_comm_allgather_f32(cu_comm *c, float *out, const float *
     NCCL_CHECK(ncclAllGather(in, out, (size_t)n, ncclFloat32, c->nccl, cs(c)));
     return DP_OK;
 }
+extern "C" dp_status cu_comm_alltoall_f32(cu_comm *c, float *out, const float *in, int64_t n) {
+    CU_ARG(n >= 0, "cu_comm_alltoall_f32: negative size");
+    NCCL_CHECK(ncclGroupStart());
+    for (int r = 0; r < c->size; r++) {
+        ncclResult_t e = ncclSend(in + (int64_t)r * n, (size_t)n, ncclFloat32, r, c->nccl, cs(c));
+        if (e == ncclSuccess) e = ncclRecv(out + (int64_t)r * n, (size_t)n, ncclFloat32, r, c->nccl, cs(c));
+        if (e != ncclSuccess) {
+            ncclGroupEnd();
+            return cu_check_nccl_(e, "ncclSend/ncclRecv (alltoall)", __FILE__, __LINE__);
+        }
+    }
+    NCCL_CHECK(ncclGroupEnd());
+    return DP_OK;
+}
+extern "C" dp_status cu_comm_broadcast_f32(cu_comm *c, float *buf, int64_t n, int root) {
+    CU_ARG(n >= 0 && root >= 0 && root < c->size, "cu_comm_broadcast_f32: bad size %lld or root %d", (long long)n, root);
+    NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)n, ncclFloat32, root, c->nccl, cs(c)));
+    return DP_OK;
+}
+extern "C" dp_status cu_comm_send_f32(cu_comm *c, const float *buf, int64_t n, int peer) {
+    CU_ARG(n >= 0 && peer >= 0 && peer < c->size && peer != c->rank, "cu_comm_send_f32: bad peer %d (rank %d of %d)", peer,
+           c->rank, c->size);
+    NCCL_CHECK(ncclSend(buf, (size_t)n, ncclFloat32, peer, c->nccl, cs(c)));
+    return DP_OK;
+}
+extern "C" dp_status cu_comm_recv_f32(cu_comm *c, float *buf, int64_t n, int peer) {
+    CU_ARG(n >= 0 && peer >= 0 && peer < c->size && peer != c->rank, "cu_comm_recv_f32: bad peer %d (rank %d of %d)", peer,
+           c->rank, c->size);
+    NCCL_CHECK(ncclRecv(buf, (size_t)n, ncclFloat32, peer, c->nccl, cs(c)));
+    return DP_OK;
+}
 extern "C" dp_status cu_comm_sync(cu_comm *c) {
     CU_CHECK(cudaStreamSynchronize(cs(c)));
     return DP_OK;

@@ -161,6 +161,18 @@ dp_status cu_comm_reduce_scatter_sum_f32(cu_comm *c, float *out, const float *in
 dp_status cu_comm_allgather_f32(cu_comm *c, float *out, const float *in, int64_t n) {
     return dp_error(DP_ERR_NOT_SUPPORTED, "%s: built without CUDA (no nvcc/cuBLAS/NCCL, or SANITIZE=1)", __func__);
 }
+dp_status cu_comm_alltoall_f32(cu_comm *c, float *out, const float *in, int64_t n) {
+    return dp_error(DP_ERR_NOT_SUPPORTED, "%s: built without CUDA (no nvcc/cuBLAS/NCCL, or SANITIZE=1)", __func__);
+}
+dp_status cu_comm_broadcast_f32(cu_comm *c, float *buf, int64_t n, int root) {
+    return dp_error(DP_ERR_NOT_SUPPORTED, "%s: built without CUDA (no nvcc/cuBLAS/NCCL, or SANITIZE=1)", __func__);
+}
+dp_status cu_comm_send_f32(cu_comm *c, const float *buf, int64_t n, int peer) {
+    return dp_error(DP_ERR_NOT_SUPPORTED, "%s: built without CUDA (no nvcc/cuBLAS/NCCL, or SANITIZE=1)", __func__);
+}
+dp_status cu_comm_recv_f32(cu_comm *c, float *buf, int64_t n, int peer) {
+    return dp_error(DP_ERR_NOT_SUPPORTED, "%s: built without CUDA (no nvcc/cuBLAS/NCCL, or SANITIZE=1)", __func__);
+}
 dp_status cu_comm_sync(cu_comm *c) {
     return dp_error(DP_ERR_NOT_SUPPORTED, "%s: built without CUDA (no nvcc/cuBLAS/NCCL, or SANITIZE=1)", __func__);
 }
