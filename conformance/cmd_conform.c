@@ -170,7 +170,8 @@ int dp_cmd_conform(int argc, char **argv) {
         counts[res[i].status]++;
         total += res[i].seconds;
         char fr[32], prog[64];
-        if (res[i].status == CONF_SKIPPED || res[i].status == CONF_NOT_SUPPORTED || res[i].is_stat || c->expect_fail)
+        if (res[i].status == CONF_SKIPPED || res[i].status == CONF_NOT_SUPPORTED || res[i].is_stat || c->expect_fail ||
+            res[i].cmp.ncompared == 0)
             snprintf(fr, sizeof fr, "-");
         else if (isfinite(res[i].worst_frac)) snprintf(fr, sizeof fr, "%.3g%%", 100 * res[i].worst_frac);
         else snprintf(fr, sizeof fr, "inf");

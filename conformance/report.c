@@ -45,7 +45,7 @@ dp_status conf_report_json(const char *path, const char *suite, const conf_case_
         json_t *c = json_object();
         json_object_set_new(c, "case", json_string(r[i].name));
         json_object_set_new(c, "status", json_string(conf_status_name(r[i].status)));
-        json_object_set_new(c, "fraction", num_or_null(r[i].worst_frac));
+        json_object_set_new(c, "fraction", r[i].cmp.ncompared ? num_or_null(r[i].worst_frac) : json_null());
         json_object_set_new(c, "seconds", json_real(r[i].seconds));
         json_object_set_new(c, "detail", json_string(r[i].detail));
         if (r[i].is_stat) {
@@ -163,7 +163,8 @@ dp_status conf_report_md(const char *path, const char *suite, const conf_case_re
         md_clean(d, sizeof d, r[i].detail);
         md_clean(nm, sizeof nm, r[i].name);
         char fr[32];
-        if (r[i].status == CONF_SKIPPED || r[i].status == CONF_NOT_SUPPORTED) snprintf(fr, sizeof fr, "-");
+        if (r[i].status == CONF_SKIPPED || r[i].status == CONF_NOT_SUPPORTED || r[i].cmp.ncompared == 0)
+            snprintf(fr, sizeof fr, "-");
         else if (isfinite(r[i].worst_frac)) snprintf(fr, sizeof fr, "%.3g%%", 100 * r[i].worst_frac);
         else snprintf(fr, sizeof fr, "inf");
         fprintf(f, "| %s | %s | %s | %.2f | %s |\n", nm, conf_status_name(r[i].status), fr, r[i].seconds, d);

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# conformance/tests/conform_runner.sh — the runner's verdicts on a fake candidate
+# (--dpcert points at a wrapper script): the real reference answers `reference`; `train`
+# is faked per case: an exact copy of the reference export (PASS), exit 3 "not supported"
+# (NOT_SUPPORTED, exit 0), a crash (FAIL), a bad option (FAIL), a missing step file
+# (FAIL naming it), a perturbed noise tensor (FAIL naming step.noise). Also --filter,
+# --ranks, --list and the table/summary lines.
+set -u
+D=${DPCERT:?}
+for c in "conform --help" "reference dpsgd --help"; do
+  out=$($D $c 2>&1); rc=$?
+  if [ $rc -ne 0 ]; then echo "SKIP: 'dpcert $c' is not available in $D (exit $rc: $out)"; exit 77; fi
+done
+command -v python3 >/dev/null || { echo "SKIP: python3 needed to perturb an export"; exit 77; }
+W=$(pwd)
+cat > fake.sh <<FAKE
+#!/usr/bin/env bash
+# argv: reference ALG ... --export DIR | train ALG ... --export DIR
+real=$D
+if [ "\$1" = reference ]; then exec "\$real" "\$@"; fi
+args=("\$@"); out=""; name=""
+for ((i=0; i<\${#args[@]}; i++)); do
+  [ "\${args[i]}" = --export ] && out=\${args[i+1]}
+  [ "\${args[i]}" = --seed ] && name=\${args[i+1]}
+done
+ref=\$(dirname "\$out")/ref
+case \$name in
+  1) cp -r "\$ref" "\$out" ;;                                      # exact copy
+  2) echo "dpcert train: backend 'host': strategy fused not supported for this model" >&2; exit 3 ;;
+  3) kill -SEGV \$\$ ;;                                            # crash
+  4) echo "dpcert train: unknown option '--frobnicate'" >&2; exit 2 ;;
+  5) cp -r "\$ref" "\$out"; rm "\$out/step-000002.safetensors" ;;
+  6) cp -r "\$ref" "\$out"; python3 "$W/perturb.py" "\$out/step-000001.safetensors" ;;
+esac
+FAKE
+chmod +x fake.sh
+cat > perturb.py <<'PY'
+import json, struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+s, e = h["step.noise.layers.0.bias"]["data_offsets"]
+off = 8 + n + s
+v = struct.unpack("<d", b[off:off + 8])[0]
+b[off:off + 8] = struct.pack("<d", v * (1 + 1e-9))   # a relative 1e-9 change: far outside the f64 bound
+open(p, "wb").write(bytes(b))
+PY
+mkdir -p cases
+for i in 1 2 3 4 5 6; do
+  cat > cases/c$i.json <<J
+{"name": "fake-$i", "suites": ["fake"], "algorithm": "dpsgd", "ranks": [1], "dataset_size": 8, "q": 0.5, "steps": 2,
+ "args": {"model": "mlp", "in": 3, "hidden": "2", "classes": 2, "seed": $i, "noise-key": 5}}
+J
+done
+fail=0
+expect() { # case status [detail-regex]
+  local line; line=$(grep -E "fake-$1@r1 " run.out)
+  if ! echo "$line" | grep -Eq " $2 "; then echo "FAIL: fake-$1 expected $2: $line"; fail=1; return; fi
+  if [ -n "${3:-}" ] && ! echo "$line" | grep -Eq "$3"; then echo "FAIL: fake-$1 detail does not match '$3': $line"; fail=1; return; fi
+  echo "ok: fake-$1 $2"
+}
+$D conform --suite fake --cases cases --dpcert "$W/fake.sh" --report rep > run.out 2>&1; rc=$?
+cat run.out
+[ $rc -eq 1 ] || { echo "FAIL: conform exited $rc with failing cases, expected 1"; fail=1; }
+expect 1 PASS
+expect 2 NOT_SUPPORTED "not supported"
+expect 3 FAIL "candidate exited 139"
+expect 4 FAIL "candidate exited 2"
+expect 5 FAIL "step-000002.safetensors missing"
+expect 6 FAIL "step-000001/step.noise.layers.0.bias"
+grep -q "6 runs: 1 PASS, 0 MARGINAL, 4 FAIL, 1 NOT_SUPPORTED, 0 SKIPPED" run.out || { echo "FAIL: summary line"; fail=1; }
+grep -q "\[6/6\]" run.out || { echo "FAIL: no progress counter"; fail=1; }
+# only PASS and NOT_SUPPORTED: exit 0
+$D conform --suite fake --cases cases --dpcert "$W/fake.sh" --filter 'fake-(1|2)$' > ok.out 2>&1; rc=$?
+[ $rc -eq 0 ] || { echo "FAIL: PASS + NOT_SUPPORTED exited $rc, expected 0"; cat ok.out; fail=1; }
+[ "$($D conform --suite fake --cases cases --list --filter 'fake-[12]$' | tr '\n' ' ')" = "fake-1@r1 fake-2@r1 " ] || { echo "FAIL: --list/--filter"; fail=1; }
+$D conform --suite fake --cases cases --ranks 2 --list > /dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] || { echo "FAIL: --ranks 2 selects nothing: exit $rc, expected 2"; fail=1; }
+grep -q '"NOT_SUPPORTED": 1' rep/report.json || { echo "FAIL: report.json summary"; fail=1; }
+grep -q '<skipped message="NOT_SUPPORTED' rep/junit.xml || { echo "FAIL: junit skipped element"; fail=1; }
+[ $fail -eq 0 ] && echo "PASS: runner verdicts"
+exit $fail
