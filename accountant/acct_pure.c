@@ -245,7 +245,8 @@ double acct_gdp_delta(double mu, double eps) {
 double acct_gdp_epsilon(double mu, double delta) {
     if (acct_gdp_delta(mu, 0.0) <= delta) return 0.0;
     double lo = 0.0, hi = 1.0;
-    while (acct_gdp_delta(mu, hi) > delta && hi < 1e7) hi *= 2.0;
+    while (acct_gdp_delta(mu, hi) > delta && hi < 1e15) hi *= 2.0;
+    if (acct_gdp_delta(mu, hi) > delta) return INFINITY; /* beyond 1e15 */
     for (int it = 0; it < 200 && hi - lo > 1e-15 * hi; it++) {
         double m = 0.5 * (lo + hi);
         if (acct_gdp_delta(mu, m) > delta) lo = m; else hi = m;
