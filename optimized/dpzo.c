@@ -4,7 +4,6 @@
 
 #include <inttypes.h>
 #include <math.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,15 +98,18 @@ dp_status opt_dpzo_step(ref_dpzo_step_out *out, opt_dpzo *s, const ref_dataset *
         }
         red[j] = sum;
     }
-    /* the one all-reduce of the step: n + 1 doubles (rank-order sum) */
+    /* the one all-reduce of the step: n + 1 doubles, through the backend's host-byte
+     * gather (f64 whatever --dtype is), summed in rank order */
     if (st == DP_OK && R > 1) {
-        double *all = calloc((size_t)(R * (n + 1)), sizeof(double));
-        if (!all) st = dp_error(DP_ERR_NOMEM, "out of memory");
-        if (st == DP_OK && MPI_Allgather(red, n + 1, MPI_DOUBLE, all, n + 1, MPI_DOUBLE, MPI_COMM_WORLD) != MPI_SUCCESS)
-            st = dp_error(DP_ERR_DEVICE, "MPI allgather (DP-ZO scalars) failed");
+        void *all = NULL;
+        size_t len = 0;
+        st = OPT_CALL(be, allgatherv_bytes, &all, &len, red, sizeof(double) * (size_t)(n + 1));
+        if (st == DP_OK && len != sizeof(double) * (size_t)(R * (n + 1)))
+            st = dp_error(DP_ERR_INTERNAL, "DP-ZO all-reduce: %zu bytes gathered", len);
+        const double *a = all;
         for (int j = 0; st == DP_OK && j <= n; j++) {
-            double acc = all[j];
-            for (int r = 1; r < R; r++) acc += all[r * (n + 1) + j];
+            double acc = a[j];
+            for (int r = 1; r < R; r++) acc += a[r * (n + 1) + j];
             red[j] = acc;
         }
         free(all);
