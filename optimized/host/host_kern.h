@@ -435,11 +435,24 @@ static void K(bk_rows)(void *arg, int64_t lo, int64_t hi, int tid) {
             j->dW[i * j->d + e] += acc;
         }
 }
-static dp_status K(bk_gemm)(void *ctx, void *dW, const void *A, const void *G, const void *c, int64_t B, int64_t T,
+/* Same terms and order as bk_rows, as one GEMM: Gc[r, i] = c_b G[r, i] (exact per-term
+ * products as above), then dW += Gc^T A accumulated over r in order (beta = 1 adds the
+ * old dW last, the same single rounding as dW[i,e] += acc). */
+static dp_status K(bk_gemm)(void *ctx, void *dW, const void *A, const void *G_, const void *c_, int64_t B, int64_t T,
                             int64_t d, int64_t p) {
-    K(bk_job) j = {dW, A, G, c, B, T, d, p};
-    host_parallel(ctx, K(bk_rows), &j, p, B * T * d);
-    return DP_OK;
+    const R *G = G_, *c = c_;
+    int64_t rows = B * T;
+    R *Gc = malloc(sizeof(R) * (size_t)(rows * p + 1));
+    if (!Gc) { /* fall back to the scratch-free loop (same bits) */
+        K(bk_job) j = {dW, A, G, c, B, T, d, p};
+        host_parallel(ctx, K(bk_rows), &j, p, B * T * d);
+        return DP_OK;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < p; i++) Gc[r * p + i] = c[r / T] * G[r * p + i];
+    dp_status st = K(gemm)(ctx, dW, Gc, A, 1, 0, p, d, rows, 1.0, 1.0, 1, 0, 0, 0);
+    free(Gc);
+    return st;
 }
 
 /* one block g_b[i, e] = sum_t G[b,t,i] A[b,t,e] (t order) into blk [p, d]; returns ||g_b||^2 */
