@@ -11,6 +11,7 @@
 #define CU_WITH_NCCL 1
 #include "optimized/cuda/cu_api.h"
 #include "optimized/cuda/cu_check.h"
+#include "optimized/cuda/cu_internal.cuh"
 
 struct cu_comm {
     cu_ctx *ctx;
@@ -153,5 +154,43 @@ extern "C" dp_status cu_comm_recv_f32(cu_comm *c, float *buf, int64_t n, int pee
 }
 extern "C" dp_status cu_comm_sync(cu_comm *c) {
     CU_CHECK(cudaStreamSynchronize(cs(c)));
+    return DP_OK;
+}
+
+/* Element-type-generic form used by the backend adapter (f32 or f64). */
+dp_status cu_comm_coll_(cu_comm *c, cu_coll kind, void *out, const void *in, int64_t n, int f64, int peer) {
+    CU_ARG(n >= 0, "NCCL collective: negative size");
+    ncclDataType_t t = f64 ? ncclFloat64 : ncclFloat32;
+    size_t es = f64 ? 8 : 4;
+    switch (kind) {
+    case CU_COLL_ALLREDUCE: NCCL_CHECK(ncclAllReduce(out, out, (size_t)n, t, ncclSum, c->nccl, cs(c))); break;
+    case CU_COLL_REDUCE_SCATTER: NCCL_CHECK(ncclReduceScatter(in, out, (size_t)n, t, ncclSum, c->nccl, cs(c))); break;
+    case CU_COLL_ALLGATHER: NCCL_CHECK(ncclAllGather(in, out, (size_t)n, t, c->nccl, cs(c))); break;
+    case CU_COLL_BROADCAST:
+        CU_ARG(peer >= 0 && peer < c->size, "broadcast: root %d out of range", peer);
+        NCCL_CHECK(ncclBroadcast(out, out, (size_t)n, t, peer, c->nccl, cs(c)));
+        break;
+    case CU_COLL_ALLTOALL: {
+        NCCL_CHECK(ncclGroupStart());
+        for (int r = 0; r < c->size; r++) {
+            ncclResult_t e = ncclSend((const char *)in + (size_t)r * n * es, (size_t)n, t, r, c->nccl, cs(c));
+            if (e == ncclSuccess) e = ncclRecv((char *)out + (size_t)r * n * es, (size_t)n, t, r, c->nccl, cs(c));
+            if (e != ncclSuccess) {
+                ncclGroupEnd();
+                return cu_check_nccl_(e, "ncclSend/ncclRecv (alltoall)", __FILE__, __LINE__);
+            }
+        }
+        NCCL_CHECK(ncclGroupEnd());
+        break;
+    }
+    case CU_COLL_SEND:
+        CU_ARG(peer >= 0 && peer < c->size && peer != c->rank, "send: bad peer %d", peer);
+        NCCL_CHECK(ncclSend(in, (size_t)n, t, peer, c->nccl, cs(c)));
+        break;
+    case CU_COLL_RECV:
+        CU_ARG(peer >= 0 && peer < c->size && peer != c->rank, "recv: bad peer %d", peer);
+        NCCL_CHECK(ncclRecv(out, (size_t)n, t, peer, c->nccl, cs(c)));
+        break;
+    }
     return DP_OK;
 }

@@ -8,6 +8,7 @@
 
 #include "optimized/cuda/cu_api.h"
 #include "optimized/cuda/cu_check.h"
+#include "optimized/cuda/cu_internal.cuh"
 #include "optimized/cuda/cu_noise.h"
 #include "optimized/cuda/cu_plan.h"
 #include "optimized/cuda/cu_reduce.cuh"
@@ -17,10 +18,11 @@ enum { SLOT_WS = 0, SLOT_PARTIAL = 1, SLOT_SQ = 2, SLOT_C = 3 };
 
 /* ---------------- hierarchical squared norms ---------------- */
 // Level 1: block (blk, b) sums x[b, blk*CHUNK .. +CHUNK)^2 in double -> partial[b, blk].
-__global__ void k_sqnorm_partial(double *partial, const float *x, int64_t n, int64_t nblk) {
+template <typename R>
+__global__ void k_sqnorm_partial(double *partial, const R *x, int64_t n, int64_t nblk) {
     __shared__ double sh[33];
     int64_t blk = blockIdx.x, b = blockIdx.y;
-    const float *xr = x + b * n;
+    const R *xr = x + b * n;
     int64_t lo = blk * CU_SQNORM_CHUNK, hi = lo + CU_SQNORM_CHUNK < n ? lo + CU_SQNORM_CHUNK : n;
     double s = 0.0;
     for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
@@ -40,7 +42,7 @@ __global__ void k_rowsum_f64(double *out, const double *partial, int64_t m, int 
     if (threadIdx.x == 0) out[b] = accumulate ? out[b] + s : s;
 }
 
-extern "C" dp_status cu_dp_rows_sqnorm(cu_ctx *ctx, double *sq, const float *x, int64_t n, int nb) {
+template <typename R> dp_status cu_rows_sqnorm_t(cu_ctx *ctx, double *sq, const R *x, int64_t n, int nb) {
     CU_ARG(n >= 0 && nb >= 0 && nb <= CU_MAX_GRID, "cu_dp_rows_sqnorm: bad sizes n=%lld nb=%d", (long long)n, nb);
     if (nb == 0) return DP_OK;
     int64_t nblk = cu_sqnorm_nblk(n);
@@ -52,11 +54,16 @@ extern "C" dp_status cu_dp_rows_sqnorm(cu_ctx *ctx, double *sq, const float *x, 
         CU_CHECK(cudaMemsetAsync(sq, 0, (size_t)nb * sizeof(double), s));
         return DP_OK;
     }
-    k_sqnorm_partial<<<dim3((unsigned)nblk, nb), CU_BLOCK, 0, s>>>((double *)part, x, n, nblk);
+    k_sqnorm_partial<R><<<dim3((unsigned)nblk, nb), CU_BLOCK, 0, s>>>((double *)part, x, n, nblk);
     CU_CHECK_LAUNCH();
     k_rowsum_f64<<<nb, CU_BLOCK, 0, s>>>(sq, (const double *)part, nblk, 0);
     CU_CHECK_LAUNCH();
     return DP_OK;
+}
+template dp_status cu_rows_sqnorm_t<float>(cu_ctx *, double *, const float *, int64_t, int);
+template dp_status cu_rows_sqnorm_t<double>(cu_ctx *, double *, const double *, int64_t, int);
+extern "C" dp_status cu_dp_rows_sqnorm(cu_ctx *ctx, double *sq, const float *x, int64_t n, int nb) {
+    return cu_rows_sqnorm_t<float>(ctx, sq, x, n, nb);
 }
 
 /* ---------------- clip factors ---------------- */
@@ -123,21 +130,22 @@ extern "C" dp_status cu_dp_fused_wgrad_bf16(cu_ctx *ctx, float *grad, double *sq
 #define GK CU_GHOST_KCHUNK
 // Accumulate the 32x32 Gram tile X[ti..ti+32) . X[tj..tj+32)^T over k < width into acc[4]
 // (entries (r, c0..c0+3) of thread tid: r = tid/8, c0 = 4 (tid%8)). X = [T, width] of example b.
-__device__ __forceinline__ void gram_tile(float acc[4], float (*sI)[GK + 1], float (*sJ)[GK + 1], const float *X,
-                                          int T, int width, int ti, int tj) {
+template <typename R>
+__device__ __forceinline__ void gram_tile(R acc[4], R (*sI)[GK + 1], R (*sJ)[GK + 1], const R *X, int T, int width, int ti,
+                                          int tj) {
     int tid = threadIdx.x, r = tid >> 3, c0 = (tid & 7) * 4;
     for (int k0 = 0; k0 < width; k0 += GK) {
         __syncthreads();
         for (int e = tid; e < GT * GK; e += blockDim.x) {
             int row = e / GK, col = e % GK;
             int k = k0 + col;
-            sI[row][col] = (ti + row < T && k < width) ? X[(int64_t)(ti + row) * width + k] : 0.0f;
-            sJ[row][col] = (tj + row < T && k < width) ? X[(int64_t)(tj + row) * width + k] : 0.0f;
+            sI[row][col] = (ti + row < T && k < width) ? X[(int64_t)(ti + row) * width + k] : (R)0;
+            sJ[row][col] = (tj + row < T && k < width) ? X[(int64_t)(tj + row) * width + k] : (R)0;
         }
         __syncthreads();
 #pragma unroll 4
         for (int k = 0; k < GK; k++) {
-            float a = sI[r][k];
+            R a = sI[r][k];
 #pragma unroll
             for (int q = 0; q < 4; q++) acc[q] += a * sJ[c0 + q][k];
         }
@@ -145,15 +153,16 @@ __device__ __forceinline__ void gram_tile(float acc[4], float (*sI)[GK + 1], flo
 }
 // Block (pair k, example b): partial[b, k] = w * sum_{tile} (A A^T)_{ts} (G G^T)_{ts}, w = 1 on the
 // diagonal tiles, 2 off it (both Grams are symmetric). Needs blockDim.x = 256.
-__global__ void __launch_bounds__(256) k_ghost_tiles(double *partial, const float *A, const float *G, int T, int d,
-                                                     int p, int64_t nt, int64_t npairs) {
-    __shared__ float sI[GT][GK + 1], sJ[GT][GK + 1];
+template <typename R>
+__global__ void __launch_bounds__(256) k_ghost_tiles(double *partial, const R *A, const R *G, int T, int d, int p,
+                                                     int64_t nt, int64_t npairs) {
+    __shared__ R sI[GT][GK + 1], sJ[GT][GK + 1];
     __shared__ double sh[33];
     int64_t k = blockIdx.x, b = blockIdx.y;
     int i, j;
     cu_ghost_pair(k, nt, &i, &j);
     int ti = i * GT, tj = j * GT;
-    float ga[4] = {0, 0, 0, 0}, gg[4] = {0, 0, 0, 0};
+    R ga[4] = {0, 0, 0, 0}, gg[4] = {0, 0, 0, 0};
     gram_tile(ga, sI, sJ, A + b * (int64_t)T * d, T, d, ti, tj);
     gram_tile(gg, sI, sJ, G + b * (int64_t)T * p, T, p, ti, tj);
     double s = 0.0;
@@ -163,8 +172,8 @@ __global__ void __launch_bounds__(256) k_ghost_tiles(double *partial, const floa
     if (threadIdx.x == 0) partial[b * npairs + k] = (i == j ? 1.0 : 2.0) * s;
 }
 
-extern "C" dp_status cu_dp_ghost_sqnorm(cu_ctx *ctx, double *sq, const float *A, const float *G, int accumulate, int B,
-                                        int T, int d, int p) {
+template <typename R>
+dp_status cu_ghost_sqnorm_t(cu_ctx *ctx, double *sq, const R *A, const R *G, int accumulate, int B, int T, int d, int p) {
     CU_ARG(B >= 0 && B <= CU_MAX_GRID && T > 0 && d > 0 && p > 0, "cu_dp_ghost_sqnorm: bad sizes B=%d T=%d d=%d p=%d", B,
            T, d, p);
     if (B == 0) return DP_OK;
@@ -172,16 +181,22 @@ extern "C" dp_status cu_dp_ghost_sqnorm(cu_ctx *ctx, double *sq, const float *A,
     CU_ARG(np <= 0x7fffffff, "cu_dp_ghost_sqnorm: T=%d too long", T);
     void *part;
     DP_TRY(cu_ctx_scratch_(ctx, &part, (size_t)(np * B) * sizeof(double), SLOT_PARTIAL));
-    k_ghost_tiles<<<dim3((unsigned)np, B), 256, 0, cu_ctx_stream_(ctx)>>>((double *)part, A, G, T, d, p, nt, np);
+    k_ghost_tiles<R><<<dim3((unsigned)np, B), 256, 0, cu_ctx_stream_(ctx)>>>((double *)part, A, G, T, d, p, nt, np);
     CU_CHECK_LAUNCH();
     k_rowsum_f64<<<B, CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(sq, (const double *)part, np, accumulate);
     CU_CHECK_LAUNCH();
     return DP_OK;
 }
+template dp_status cu_ghost_sqnorm_t<float>(cu_ctx *, double *, const float *, const float *, int, int, int, int, int);
+template dp_status cu_ghost_sqnorm_t<double>(cu_ctx *, double *, const double *, const double *, int, int, int, int, int);
+extern "C" dp_status cu_dp_ghost_sqnorm(cu_ctx *ctx, double *sq, const float *A, const float *G, int accumulate, int B,
+                                        int T, int d, int p) {
+    return cu_ghost_sqnorm_t<float>(ctx, sq, A, G, accumulate, B, T, d, p);
+}
 
 /* ---------------- (3) book-keeping ---------------- */
 // Gs[b*T + t, :] = c[b] * G[b, t, :]
-__global__ void k_scale_rows(float *Gs, const float *G, const float *c, int T, int p, int64_t n) {
+template <typename R> __global__ void k_scale_rows(R *Gs, const R *G, const R *c, int T, int p, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         Gs[i] = c[i / ((int64_t)T * p)] * G[i];
 }
@@ -192,16 +207,24 @@ __global__ void k_scale_rows_bf16(uint16_t *Gs, const uint16_t *G, const float *
         Gs[i] = *reinterpret_cast<uint16_t *>(&h);
     }
 }
-extern "C" dp_status cu_dp_bk_wgrad(cu_ctx *ctx, float *grad, float *Gs, const float *A, const float *G, const float *c,
-                                    int B, int T, int d, int p) {
+template <typename R>
+dp_status cu_bk_wgrad_t(cu_ctx *ctx, R *grad, R *Gs, const R *A, const R *G, const R *c, int B, int T, int d, int p) {
     CU_ARG(B >= 0 && T > 0 && d > 0 && p > 0 && (int64_t)B * T <= 0x7fffffff, "cu_dp_bk_wgrad: bad sizes B=%d T=%d d=%d p=%d",
            B, T, d, p);
     if (B == 0) return DP_OK;
     int64_t n = (int64_t)B * T * p;
-    k_scale_rows<<<cu_grid_1d(n, 4), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(Gs, G, c, T, p, n);
+    k_scale_rows<R><<<cu_grid_1d(n, 4), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(Gs, G, c, T, p, n);
     CU_CHECK_LAUNCH();
     /* grad[p,d] += Gs^T [p, B*T] x A [B*T, d] */
-    return cu_gemm_f32(ctx, grad, Gs, A, 1, 0, 1.0f, 1.0f, p, d, B * T);
+    return cu_gemm_t<R>(ctx, grad, Gs, A, 1, 0, 1.0, 1.0, p, d, B * T, 0, 0, 0, 1);
+}
+template dp_status cu_bk_wgrad_t<float>(cu_ctx *, float *, float *, const float *, const float *, const float *, int, int,
+                                        int, int);
+template dp_status cu_bk_wgrad_t<double>(cu_ctx *, double *, double *, const double *, const double *, const double *,
+                                         int, int, int, int);
+extern "C" dp_status cu_dp_bk_wgrad(cu_ctx *ctx, float *grad, float *Gs, const float *A, const float *G, const float *c,
+                                    int B, int T, int d, int p) {
+    return cu_bk_wgrad_t<float>(ctx, grad, Gs, A, G, c, B, T, d, p);
 }
 extern "C" dp_status cu_dp_bk_wgrad_bf16(cu_ctx *ctx, float *grad, uint16_t *Gs, const uint16_t *A, const uint16_t *G,
                                          const float *c, int B, int T, int d, int p) {
@@ -216,8 +239,11 @@ extern "C" dp_status cu_dp_bk_wgrad_bf16(cu_ctx *ctx, float *grad, uint16_t *Gs,
 
 /* ---------------- (4) Philox Gaussian noise ---------------- */
 // Work item u = Philox block offset/2 + u; mode 0: x += std z; 1: out = (x + std z) * scale; 2: out = std z.
-template <int MODE>
-__global__ void k_noise(float *out, const float *x, uint64_t key, uint32_t step, uint32_t lane, uint64_t offset,
+/* x + std z rounded per operation: float as cu_noise_apply; double keeps the double sum */
+__device__ __forceinline__ float cu_noise_apply_t(float x, double std, double z) { return cu_noise_apply(x, std, z); }
+__device__ __forceinline__ double cu_noise_apply_t(double x, double std, double z) { return __dadd_rn(x, __dmul_rn(std, z)); }
+template <typename R, int MODE>
+__global__ void k_noise(R *out, const R *x, uint64_t key, uint32_t step, uint32_t lane, uint64_t offset,
                         double std, double scale, int64_t n, int64_t nblocks) {
     for (int64_t u = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; u < nblocks; u += (int64_t)gridDim.x * blockDim.x) {
         int64_t k0, k1;
@@ -226,8 +252,8 @@ __global__ void k_noise(float *out, const float *x, uint64_t key, uint32_t step,
         double z0, z1;
         cu_noise_pair(&z0, &z1, key, step, lane, j);
         if (MODE == 0) {
-            if (k0 >= 0) out[k0] = cu_noise_apply(out[k0], std, z0);
-            if (k1 >= 0) out[k1] = cu_noise_apply(out[k1], std, z1);
+            if (k0 >= 0) out[k0] = (R)cu_noise_apply_t(out[k0], std, z0);
+            if (k1 >= 0) out[k1] = (R)cu_noise_apply_t(out[k1], std, z1);
         } else if (MODE == 1) {
             if (k0 >= 0) out[k0] = cu_noise_apply_scaled(x[k0], std, z0, scale);
             if (k1 >= 0) out[k1] = cu_noise_apply_scaled(x[k1], std, z1, scale);
@@ -252,16 +278,27 @@ extern "C" dp_status cu_dp_noise_add(cu_ctx *ctx, float *x, uint64_t key, uint32
     DP_TRY(noise_args("cu_dp_noise_add", lane, std, 1.0, n, offset));
     int64_t nbk = cu_noise_nblocks(offset, n);
     if (nbk == 0) return DP_OK;
-    k_noise<0><<<cu_grid_1d(nbk, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(x, x, key, step, lane, offset, std, 1.0, n, nbk);
+    k_noise<float, 0><<<cu_grid_1d(nbk, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(x, x, key, step, lane, offset, std, 1.0, n, nbk);
     CU_CHECK_LAUNCH();
     return DP_OK;
 }
+template <typename R>
+dp_status cu_noise_add_t(cu_ctx *ctx, R *x, uint64_t key, uint32_t step, uint32_t lane, uint64_t offset, double std, int64_t n) {
+    DP_TRY(noise_args("cu_dp_noise_add", lane, std, 1.0, n, offset));
+    int64_t nbk = cu_noise_nblocks(offset, n);
+    if (nbk == 0) return DP_OK;
+    k_noise<R, 0><<<cu_grid_1d(nbk, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(x, x, key, step, lane, offset, std, 1.0, n, nbk);
+    CU_CHECK_LAUNCH();
+    return DP_OK;
+}
+template dp_status cu_noise_add_t<float>(cu_ctx *, float *, uint64_t, uint32_t, uint32_t, uint64_t, double, int64_t);
+template dp_status cu_noise_add_t<double>(cu_ctx *, double *, uint64_t, uint32_t, uint32_t, uint64_t, double, int64_t);
 extern "C" dp_status cu_dp_noise_scale(cu_ctx *ctx, float *out, const float *x, uint64_t key, uint32_t step,
                                        uint32_t lane, uint64_t offset, double std, double scale, int64_t n) {
     DP_TRY(noise_args("cu_dp_noise_scale", lane, std, scale, n, offset));
     int64_t nbk = cu_noise_nblocks(offset, n);
     if (nbk == 0) return DP_OK;
-    k_noise<1><<<cu_grid_1d(nbk, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(out, x, key, step, lane, offset, std, scale, n,
+    k_noise<float, 1><<<cu_grid_1d(nbk, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(out, x, key, step, lane, offset, std, scale, n,
                                                                           nbk);
     CU_CHECK_LAUNCH();
     return DP_OK;
@@ -271,7 +308,7 @@ extern "C" dp_status cu_dp_noise_fill(cu_ctx *ctx, float *z, uint64_t key, uint3
     DP_TRY(noise_args("cu_dp_noise_fill", lane, std, 1.0, n, offset));
     int64_t nbk = cu_noise_nblocks(offset, n);
     if (nbk == 0) return DP_OK;
-    k_noise<2><<<cu_grid_1d(nbk, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(z, z, key, step, lane, offset, std, 1.0, n, nbk);
+    k_noise<float, 2><<<cu_grid_1d(nbk, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(z, z, key, step, lane, offset, std, 1.0, n, nbk);
     CU_CHECK_LAUNCH();
     return DP_OK;
 }

@@ -9,6 +9,7 @@
 
 #include "optimized/cuda/cu_api.h"
 #include "optimized/cuda/cu_check.h"
+#include "optimized/cuda/cu_internal.cuh"
 
 static dp_status gemm_args(const char *fn, int M, int N, int K, int batch) {
     if (M < 0 || N < 0 || K < 0 || batch < 0)
@@ -16,20 +17,41 @@ static dp_status gemm_args(const char *fn, int M, int N, int K, int batch) {
     return DP_OK;
 }
 
+static cublasStatus_t gemm_call(cublasHandle_t h, cublasOperation_t oa, cublasOperation_t ob, int m, int n, int k,
+                                double alpha, const float *A, int lda, int64_t sa, const float *B, int ldb, int64_t sb,
+                                double beta, float *C, int ldc, int64_t sc, int batch) {
+    float al = (float)alpha, be = (float)beta;
+    if (batch == 1) return cublasSgemm(h, oa, ob, m, n, k, &al, A, lda, B, ldb, &be, C, ldc);
+    return cublasSgemmStridedBatched(h, oa, ob, m, n, k, &al, A, lda, sa, B, ldb, sb, &be, C, ldc, sc, batch);
+}
+static cublasStatus_t gemm_call(cublasHandle_t h, cublasOperation_t oa, cublasOperation_t ob, int m, int n, int k,
+                                double alpha, const double *A, int lda, int64_t sa, const double *B, int ldb, int64_t sb,
+                                double beta, double *C, int ldc, int64_t sc, int batch) {
+    if (batch == 1) return cublasDgemm(h, oa, ob, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc);
+    return cublasDgemmStridedBatched(h, oa, ob, m, n, k, &alpha, A, lda, sa, B, ldb, sb, &beta, C, ldc, sc, batch);
+}
+
+/* f32 or f64 (alpha, beta rounded to T), row-major through the column-major swap. */
+template <typename T>
+dp_status cu_gemm_t(cu_ctx *ctx, T *C, const T *A, const T *B, int ta, int tb, double alpha, double beta, int M, int N,
+                    int K, int64_t sa, int64_t sb, int64_t sc, int batch) {
+    DP_TRY(gemm_args("cu_gemm", M, N, K, batch));
+    if (M == 0 || N == 0 || batch == 0) return DP_OK;
+    if (K == 0) return dp_error(DP_ERR_INVALID, "cu_gemm: K must be >= 1");
+    cublasOperation_t opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int ldb = tb ? K : N, lda = ta ? M : K;
+    CUBLAS_CHECK(gemm_call(cu_ctx_cublas_(ctx), opB, opA, N, M, K, alpha, B, ldb, sb, A, lda, sa, beta, C, N, sc, batch));
+    return DP_OK;
+}
+template dp_status cu_gemm_t<float>(cu_ctx *, float *, const float *, const float *, int, int, double, double, int, int,
+                                    int, int64_t, int64_t, int64_t, int);
+template dp_status cu_gemm_t<double>(cu_ctx *, double *, const double *, const double *, int, int, double, double, int,
+                                     int, int, int64_t, int64_t, int64_t, int);
+
 extern "C" dp_status cu_gemm_f32_batched(cu_ctx *ctx, float *C, const float *A, const float *B, int ta, int tb,
                                          float alpha, float beta, int M, int N, int K, int64_t sa, int64_t sb,
                                          int64_t sc, int batch) {
-    DP_TRY(gemm_args("cu_gemm_f32", M, N, K, batch));
-    if (M == 0 || N == 0 || batch == 0) return DP_OK;
-    cublasOperation_t opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    int ldb = tb ? K : N, lda = ta ? M : K;
-    if (K == 0) return dp_error(DP_ERR_INVALID, "cu_gemm_f32: K must be >= 1");
-    if (batch == 1)
-        CUBLAS_CHECK(cublasSgemm(cu_ctx_cublas_(ctx), opB, opA, N, M, K, &alpha, B, ldb, A, lda, &beta, C, N));
-    else
-        CUBLAS_CHECK(cublasSgemmStridedBatched(cu_ctx_cublas_(ctx), opB, opA, N, M, K, &alpha, B, ldb, sb, A, lda, sa,
-                                               &beta, C, N, sc, batch));
-    return DP_OK;
+    return cu_gemm_t<float>(ctx, C, A, B, ta, tb, (double)alpha, (double)beta, M, N, K, sa, sb, sc, batch);
 }
 
 extern "C" dp_status cu_gemm_f32(cu_ctx *ctx, float *C, const float *A, const float *B, int ta, int tb, float alpha,

@@ -9,6 +9,7 @@
 
 #include "optimized/cuda/cu_api.h"
 #include "optimized/cuda/cu_check.h"
+#include "optimized/cuda/cu_internal.cuh"
 #include "optimized/cuda/cu_plan.h"
 #include "optimized/cuda/cu_reduce.cuh"
 
@@ -30,26 +31,34 @@ static dp_status flag_read(cu_ctx *ctx, int *flag, int *v) {
 
 /* ---------------- embedding ---------------- */
 // out[N,D] = table[tokens[n], :]; a token outside [0,V) sets *bad = n+1 and writes zeros.
-__global__ void k_embed_fwd(float *out, int *bad, const int32_t *tokens, const float *table, int N, int V, int D) {
+template <typename T>
+__global__ void k_embed_fwd(T *out, int *bad, const int32_t *tokens, const T *table, int N, int V, int D) {
     int n = blockIdx.x;
     int32_t t = tokens[n];
     bool ok = t >= 0 && t < V;
     if (!ok && threadIdx.x == 0) atomicMax(bad, n + 1); /* integer flag: order-independent */
-    for (int d = threadIdx.x; d < D; d += blockDim.x) out[(int64_t)n * D + d] = ok ? table[(int64_t)t * D + d] : 0.0f;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) out[(int64_t)n * D + d] = ok ? table[(int64_t)t * D + d] : (T)0;
 }
 
-extern "C" dp_status cu_embedding_fwd(cu_ctx *ctx, float *out, const int32_t *tokens, const float *table, int N, int V,
-                                      int D) {
+template <typename T>
+dp_status cu_embedding_fwd_t(cu_ctx *ctx, T *out, const int32_t *tokens, const T *table, int N, int V, int D) {
     CU_ARG(N >= 0 && V > 0 && D > 0, "cu_embedding_fwd: bad sizes N=%d V=%d D=%d", N, V, D);
     if (N == 0) return DP_OK;
     int *flag;
     DP_TRY(flag_reset(ctx, &flag));
-    k_embed_fwd<<<N, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(out, flag, tokens, table, N, V, D);
+    k_embed_fwd<T><<<N, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(out, flag, tokens, table, N, V, D);
     CU_CHECK_LAUNCH();
     int bad = 0;
     DP_TRY(flag_read(ctx, flag, &bad));
     if (bad) return dp_error(DP_ERR_INVALID, "cu_embedding_fwd: token at position %d outside [0, %d)", bad - 1, V);
     return DP_OK;
+}
+
+template dp_status cu_embedding_fwd_t<float>(cu_ctx *, float *, const int32_t *, const float *, int, int, int);
+template dp_status cu_embedding_fwd_t<double>(cu_ctx *, double *, const int32_t *, const double *, int, int, int);
+extern "C" dp_status cu_embedding_fwd(cu_ctx *ctx, float *out, const int32_t *tokens, const float *table, int N, int V,
+                                      int D) {
+    return cu_embedding_fwd_t<float>(ctx, out, tokens, table, N, V, D);
 }
 
 // dtable[v, d] += sum_{k in [off[v], off[v+1])} dout[order[k], d], order sorted by (token, n).
@@ -119,14 +128,15 @@ done:
 
 /* ---------------- rmsnorm ---------------- */
 // y[n,:] = x[n,:] * rstd[n] * w, rstd[n] = 1/sqrt(mean_d x[n,d]^2 + eps)
-__global__ void k_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w, float eps, int D) {
-    __shared__ float sh[33];
+template <typename T>
+__global__ void k_rmsnorm_fwd(T *y, T *rstd, const T *x, const T *w, T eps, int D) {
+    __shared__ T sh[33];
     int64_t n = blockIdx.x;
-    const float *xr = x + n * D;
-    float s = 0.0f;
+    const T *xr = x + n * D;
+    T s = 0;
     for (int d = threadIdx.x; d < D; d += blockDim.x) s += xr[d] * xr[d];
     s = cu_block_sum(s, sh);
-    float r = 1.0f / sqrtf(s / (float)D + eps);
+    T r = (T)1 / cu_sqrt(s / (T)D + eps);
     if (threadIdx.x == 0) rstd[n] = r;
     for (int d = threadIdx.x; d < D; d += blockDim.x) y[n * D + d] = xr[d] * r * w[d];
 }
@@ -151,14 +161,20 @@ __global__ void k_rmsnorm_bwd_dw(float *dw, const float *dy, const float *x, con
     dw[d] += s;
 }
 
-extern "C" dp_status cu_rmsnorm_fwd(cu_ctx *ctx, float *y, float *rstd, const float *x, const float *w, float eps,
-                                    int N, int D) {
+template <typename T>
+dp_status cu_rmsnorm_fwd_t(cu_ctx *ctx, T *y, T *rstd, const T *x, const T *w, double eps, int N, int D) {
     CU_ARG(N >= 0 && D > 0, "cu_rmsnorm_fwd: bad sizes N=%d D=%d", N, D);
-    CU_ARG(eps >= 0.0f && isfinite(eps), "cu_rmsnorm_fwd: eps must be finite and >= 0 (got %g)", (double)eps);
+    CU_ARG(eps >= 0.0 && isfinite(eps), "cu_rmsnorm_fwd: eps must be finite and >= 0 (got %g)", eps);
     if (N == 0) return DP_OK;
-    k_rmsnorm_fwd<<<N, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(y, rstd, x, w, eps, D);
+    k_rmsnorm_fwd<T><<<N, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(y, rstd, x, w, (T)eps, D);
     CU_CHECK_LAUNCH();
     return DP_OK;
+}
+template dp_status cu_rmsnorm_fwd_t<float>(cu_ctx *, float *, float *, const float *, const float *, double, int, int);
+template dp_status cu_rmsnorm_fwd_t<double>(cu_ctx *, double *, double *, const double *, const double *, double, int, int);
+extern "C" dp_status cu_rmsnorm_fwd(cu_ctx *ctx, float *y, float *rstd, const float *x, const float *w, float eps,
+                                    int N, int D) {
+    return cu_rmsnorm_fwd_t<float>(ctx, y, rstd, x, w, (double)eps, N, D);
 }
 extern "C" dp_status cu_rmsnorm_bwd(cu_ctx *ctx, float *dx, float *dw, const float *dy, const float *x, const float *w,
                                     const float *rstd, int N, int D) {
@@ -175,7 +191,8 @@ extern "C" dp_status cu_rmsnorm_bwd(cu_ctx *ctx, float *dx, float *dw, const flo
 
 /* ---------------- rotary ---------------- */
 // x[B,T,H,hd]: pair j of head h at position t rotated by t * theta^(-2j/hd) (angle in double).
-__global__ void k_rope(float *x, double theta, int inverse, int B, int T, int H, int hd) {
+template <typename R>
+__global__ void k_rope(R *x, double theta, int inverse, int B, int T, int H, int hd) {
     int64_t half = hd / 2;
     int64_t total = (int64_t)B * T * H * half;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
@@ -184,57 +201,64 @@ __global__ void k_rope(float *x, double theta, int inverse, int B, int T, int H,
         double ang = (double)t * pow(theta, -2.0 * (double)j / (double)hd);
         double c = cos(ang), s = sin(ang);
         if (inverse) s = -s;
-        float *p = x + (i / half) * hd + 2 * j;
+        R *p = x + (i / half) * hd + 2 * j;
         double a = p[0], b = p[1];
-        p[0] = (float)(a * c - b * s);
-        p[1] = (float)(a * s + b * c);
+        p[0] = (R)(a * c - b * s);
+        p[1] = (R)(a * s + b * c);
     }
 }
-extern "C" dp_status cu_rope(cu_ctx *ctx, float *x, float theta, int inverse, int B, int T, int H, int hd) {
+template <typename R>
+dp_status cu_rope_t(cu_ctx *ctx, R *x, double theta, int inverse, int B, int T, int H, int hd) {
     CU_ARG(B >= 0 && T >= 0 && H > 0 && hd > 0 && hd % 2 == 0, "cu_rope: bad sizes B=%d T=%d H=%d hd=%d (hd must be even)",
            B, T, H, hd);
-    CU_ARG(theta > 0.0f && isfinite(theta), "cu_rope: theta must be finite and > 0 (got %g)", (double)theta);
+    CU_ARG(theta > 0.0 && isfinite(theta), "cu_rope: theta must be finite and > 0 (got %g)", theta);
     int64_t total = (int64_t)B * T * H * (hd / 2);
     if (total == 0) return DP_OK;
-    k_rope<<<cu_grid_1d(total, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(x, (double)theta, inverse, B, T, H, hd);
+    k_rope<R><<<cu_grid_1d(total, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(x, theta, inverse, B, T, H, hd);
     CU_CHECK_LAUNCH();
     return DP_OK;
+}
+template dp_status cu_rope_t<float>(cu_ctx *, float *, double, int, int, int, int, int);
+template dp_status cu_rope_t<double>(cu_ctx *, double *, double, int, int, int, int, int);
+extern "C" dp_status cu_rope(cu_ctx *ctx, float *x, float theta, int inverse, int B, int T, int H, int hd) {
+    return cu_rope_t<float>(ctx, x, (double)theta, inverse, B, T, H, hd);
 }
 
 /* ---------------- causal attention ---------------- */
 // One block per (b, h, t): scores over s <= t, softmax, out[b,t,h,:] = sum_s att[s] v[b,s,h,:].
-__global__ void k_attn_fwd(float *out, float *att, const float *q, const float *k, const float *v, int T, int H,
+template <typename R>
+__global__ void k_attn_fwd(R *out, R *att, const R *q, const R *k, const R *v, int T, int H,
                            int hd) {
-    __shared__ float sh[33];
+    __shared__ R sh[33];
     int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     int64_t rs = (int64_t)H * hd; /* stride between positions */
-    const float *qt = q + ((int64_t)b * T + t) * rs + (int64_t)h * hd;
-    float *arow = att + (((int64_t)b * H + h) * T + t) * T;
-    float scale = 1.0f / sqrtf((float)hd);
-    float mx = -INFINITY;
+    const R *qt = q + ((int64_t)b * T + t) * rs + (int64_t)h * hd;
+    R *arow = att + (((int64_t)b * H + h) * T + t) * T;
+    R scale = (R)1 / cu_sqrt((R)hd);
+    R mx = (R)-INFINITY;
     for (int s = threadIdx.x; s < T; s += blockDim.x) {
-        if (s > t) { arow[s] = 0.0f; continue; }
-        const float *ks = k + ((int64_t)b * T + s) * rs + (int64_t)h * hd;
-        float dot = 0.0f;
+        if (s > t) { arow[s] = (R)0; continue; }
+        const R *ks = k + ((int64_t)b * T + s) * rs + (int64_t)h * hd;
+        R dot = (R)0;
         for (int e = 0; e < hd; e++) dot += qt[e] * ks[e];
         dot *= scale;
         arow[s] = dot;
-        mx = fmaxf(mx, dot);
+        mx = cu_max(mx, dot);
     }
-    mx = cu_block_max(mx, sh, -INFINITY);
-    float sum = 0.0f;
+    mx = cu_block_max(mx, sh, (R)-INFINITY);
+    R sum = (R)0;
     for (int s = threadIdx.x; s <= t; s += blockDim.x) {
-        float e = expf(arow[s] - mx);
+        R e = cu_exp(arow[s] - mx);
         arow[s] = e;
         sum += e;
     }
     sum = cu_block_sum(sum, sh);
-    float inv = 1.0f / sum;
+    R inv = (R)1 / sum;
     for (int s = threadIdx.x; s <= t; s += blockDim.x) arow[s] *= inv;
     __syncthreads(); /* the row is read by other threads below */
-    float *ot = out + ((int64_t)b * T + t) * rs + (int64_t)h * hd;
+    R *ot = out + ((int64_t)b * T + t) * rs + (int64_t)h * hd;
     for (int e = threadIdx.x; e < hd; e += blockDim.x) {
-        float acc = 0.0f;
+        R acc = (R)0;
         for (int s = 0; s <= t; s++) acc += arow[s] * v[((int64_t)b * T + s) * rs + (int64_t)h * hd + e];
         ot[e] = acc;
     }
@@ -242,20 +266,21 @@ __global__ void k_attn_fwd(float *out, float *att, const float *q, const float *
 
 // Row pass, one block per (b,h,t): datt[s] = dout_t . v_s; dpre[t,s] = att (datt - sum att datt);
 // dq[t] = scale * sum_s dpre[t,s] k_s.
-__global__ void k_attn_bwd_rows(float *dq, float *dpre, const float *dout, const float *k, const float *v,
-                                const float *att, int T, int H, int hd) {
-    __shared__ float sh[33];
+template <typename R>
+__global__ void k_attn_bwd_rows(R *dq, R *dpre, const R *dout, const R *k, const R *v,
+                                const R *att, int T, int H, int hd) {
+    __shared__ R sh[33];
     int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     int64_t rs = (int64_t)H * hd;
-    const float *dot_ = dout + ((int64_t)b * T + t) * rs + (int64_t)h * hd;
-    const float *arow = att + (((int64_t)b * H + h) * T + t) * T;
-    float *drow = dpre + (((int64_t)b * H + h) * T + t) * T;
-    float scale = 1.0f / sqrtf((float)hd);
-    float acc = 0.0f;
+    const R *dot_ = dout + ((int64_t)b * T + t) * rs + (int64_t)h * hd;
+    const R *arow = att + (((int64_t)b * H + h) * T + t) * T;
+    R *drow = dpre + (((int64_t)b * H + h) * T + t) * T;
+    R scale = (R)1 / cu_sqrt((R)hd);
+    R acc = (R)0;
     for (int s = threadIdx.x; s < T; s += blockDim.x) {
-        if (s > t) { drow[s] = 0.0f; continue; }
-        const float *vs = v + ((int64_t)b * T + s) * rs + (int64_t)h * hd;
-        float d = 0.0f;
+        if (s > t) { drow[s] = (R)0; continue; }
+        const R *vs = v + ((int64_t)b * T + s) * rs + (int64_t)h * hd;
+        R d = (R)0;
         for (int e = 0; e < hd; e++) d += dot_[e] * vs[e];
         drow[s] = d;
         acc += arow[s] * d;
@@ -263,22 +288,23 @@ __global__ void k_attn_bwd_rows(float *dq, float *dpre, const float *dout, const
     acc = cu_block_sum(acc, sh);
     for (int s = threadIdx.x; s <= t; s += blockDim.x) drow[s] = arow[s] * (drow[s] - acc);
     __syncthreads();
-    float *dqt = dq + ((int64_t)b * T + t) * rs + (int64_t)h * hd;
+    R *dqt = dq + ((int64_t)b * T + t) * rs + (int64_t)h * hd;
     for (int e = threadIdx.x; e < hd; e += blockDim.x) {
-        float a = 0.0f;
+        R a = (R)0;
         for (int s = 0; s <= t; s++) a += drow[s] * k[((int64_t)b * T + s) * rs + (int64_t)h * hd + e];
         dqt[e] = a * scale;
     }
 }
 // Column pass, one block per (b,h,s): dk[s] = scale sum_{t>=s} dpre[t,s] q_t; dv[s] = sum_{t>=s} att[t,s] dout_t.
-__global__ void k_attn_bwd_cols(float *dk, float *dv, const float *dpre, const float *dout, const float *q,
-                                const float *att, int T, int H, int hd) {
+template <typename R>
+__global__ void k_attn_bwd_cols(R *dk, R *dv, const R *dpre, const R *dout, const R *q,
+                                const R *att, int T, int H, int hd) {
     int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     int64_t rs = (int64_t)H * hd;
-    const float *A = att + ((int64_t)b * H + h) * T * T, *P = dpre + ((int64_t)b * H + h) * T * T;
-    float scale = 1.0f / sqrtf((float)hd);
+    const R *A = att + ((int64_t)b * H + h) * T * T, *P = dpre + ((int64_t)b * H + h) * T * T;
+    R scale = (R)1 / cu_sqrt((R)hd);
     for (int e = threadIdx.x; e < hd; e += blockDim.x) {
-        float ak = 0.0f, av = 0.0f;
+        R ak = (R)0, av = (R)0;
         for (int t = s; t < T; t++) {
             int64_t o = ((int64_t)b * T + t) * rs + (int64_t)h * hd + e;
             ak += P[(int64_t)t * T + s] * q[o];
@@ -290,61 +316,96 @@ __global__ void k_attn_bwd_cols(float *dk, float *dv, const float *dpre, const f
     }
 }
 
-extern "C" dp_status cu_attention_fwd(cu_ctx *ctx, float *out, float *att, const float *q, const float *k,
-                                      const float *v, int B, int T, int H, int hd) {
+template <typename R>
+dp_status cu_attention_fwd_t(cu_ctx *ctx, R *out, R *att, const R *q, const R *k, const R *v, int B, int T, int H,
+                            int hd) {
     CU_ARG(B >= 0 && T >= 0 && H > 0 && hd > 0 && T <= CU_MAX_GRID && H <= CU_MAX_GRID && B <= CU_MAX_GRID,
            "cu_attention_fwd: bad sizes B=%d T=%d H=%d hd=%d", B, T, H, hd);
     if (B == 0 || T == 0) return DP_OK;
     dim3 g(T, H, B);
-    k_attn_fwd<<<g, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(out, att, q, k, v, T, H, hd);
+    k_attn_fwd<R><<<g, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(out, att, q, k, v, T, H, hd);
     CU_CHECK_LAUNCH();
     return DP_OK;
 }
-extern "C" dp_status cu_attention_bwd(cu_ctx *ctx, float *dq, float *dk, float *dv, float *dpre, const float *dout,
-                                      const float *q, const float *k, const float *v, const float *att, int B, int T,
-                                      int H, int hd) {
+template <typename R>
+dp_status cu_attention_bwd_t(cu_ctx *ctx, R *dq, R *dk, R *dv, R *dpre, const R *dout, const R *q, const R *k,
+                            const R *v, const R *att, int B, int T, int H, int hd) {
     CU_ARG(B >= 0 && T >= 0 && H > 0 && hd > 0 && T <= CU_MAX_GRID && H <= CU_MAX_GRID && B <= CU_MAX_GRID,
            "cu_attention_bwd: bad sizes B=%d T=%d H=%d hd=%d", B, T, H, hd);
     if (B == 0 || T == 0) return DP_OK;
     dim3 g(T, H, B);
-    k_attn_bwd_rows<<<g, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(dq, dpre, dout, k, v, att, T, H, hd);
+    k_attn_bwd_rows<R><<<g, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(dq, dpre, dout, k, v, att, T, H, hd);
     CU_CHECK_LAUNCH();
-    k_attn_bwd_cols<<<g, 64, 0, cu_ctx_stream_(ctx)>>>(dk, dv, dpre, dout, q, att, T, H, hd);
+    k_attn_bwd_cols<R><<<g, 64, 0, cu_ctx_stream_(ctx)>>>(dk, dv, dpre, dout, q, att, T, H, hd);
     CU_CHECK_LAUNCH();
     return DP_OK;
 }
 
+template dp_status cu_attention_fwd_t<float>(cu_ctx *, float *, float *, const float *, const float *, const float *, int,
+                                             int, int, int);
+template dp_status cu_attention_fwd_t<double>(cu_ctx *, double *, double *, const double *, const double *,
+                                              const double *, int, int, int, int);
+template dp_status cu_attention_bwd_t<float>(cu_ctx *, float *, float *, float *, float *, const float *, const float *,
+                                             const float *, const float *, const float *, int, int, int, int);
+template dp_status cu_attention_bwd_t<double>(cu_ctx *, double *, double *, double *, double *, const double *,
+                                              const double *, const double *, const double *, const double *, int, int,
+                                              int, int);
+extern "C" dp_status cu_attention_fwd(cu_ctx *ctx, float *out, float *att, const float *q, const float *k,
+                                      const float *v, int B, int T, int H, int hd) {
+    return cu_attention_fwd_t<float>(ctx, out, att, q, k, v, B, T, H, hd);
+}
+extern "C" dp_status cu_attention_bwd(cu_ctx *ctx, float *dq, float *dk, float *dv, float *dpre, const float *dout,
+                                      const float *q, const float *k, const float *v, const float *att, int B, int T,
+                                      int H, int hd) {
+    return cu_attention_bwd_t<float>(ctx, dq, dk, dv, dpre, dout, q, k, v, att, B, T, H, hd);
+}
+
 /* ---------------- swiglu ---------------- */
-__device__ __forceinline__ float sigm(float a) { return 1.0f / (1.0f + expf(-a)); }
+template <typename R> __device__ __forceinline__ R sigm(R a) { return (R)1 / ((R)1 + cu_exp(-a)); }
 // h = silu(a) * b
-__global__ void k_swiglu_fwd(float *h, const float *a, const float *b, int64_t n) {
+template <typename R>
+__global__ void k_swiglu_fwd(R *h, const R *a, const R *b, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        float x = a[i];
+        R x = a[i];
         h[i] = x * sigm(x) * b[i];
     }
 }
 // da = dh * b * sig(a) (1 + a (1 - sig(a))), db = dh * silu(a)
-__global__ void k_swiglu_bwd(float *da, float *db, const float *dh, const float *a, const float *b, int64_t n) {
+template <typename R>
+__global__ void k_swiglu_bwd(R *da, R *db, const R *dh, const R *a, const R *b, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        float x = a[i], s = sigm(x), g = dh[i];
-        da[i] = g * b[i] * s * (1.0f + x * (1.0f - s));
+        R x = a[i], s = sigm(x), g = dh[i];
+        da[i] = g * b[i] * s * ((R)1 + x * ((R)1 - s));
         db[i] = g * x * s;
     }
 }
-extern "C" dp_status cu_swiglu_fwd(cu_ctx *ctx, float *h, const float *a, const float *b, int64_t n) {
+template <typename R> dp_status cu_swiglu_fwd_t(cu_ctx *ctx, R *h, const R *a, const R *b, int64_t n) {
     CU_ARG(n >= 0, "cu_swiglu_fwd: negative size");
     if (n == 0) return DP_OK;
-    k_swiglu_fwd<<<cu_grid_1d(n, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(h, a, b, n);
+    k_swiglu_fwd<R><<<cu_grid_1d(n, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(h, a, b, n);
     CU_CHECK_LAUNCH();
     return DP_OK;
 }
-extern "C" dp_status cu_swiglu_bwd(cu_ctx *ctx, float *da, float *db, const float *dh, const float *a, const float *b,
-                                   int64_t n) {
+template <typename R>
+dp_status cu_swiglu_bwd_t(cu_ctx *ctx, R *da, R *db, const R *dh, const R *a, const R *b, int64_t n) {
     CU_ARG(n >= 0, "cu_swiglu_bwd: negative size");
     if (n == 0) return DP_OK;
-    k_swiglu_bwd<<<cu_grid_1d(n, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(da, db, dh, a, b, n);
+    k_swiglu_bwd<R><<<cu_grid_1d(n, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(da, db, dh, a, b, n);
     CU_CHECK_LAUNCH();
     return DP_OK;
+}
+
+template dp_status cu_swiglu_fwd_t<float>(cu_ctx *, float *, const float *, const float *, int64_t);
+template dp_status cu_swiglu_fwd_t<double>(cu_ctx *, double *, const double *, const double *, int64_t);
+template dp_status cu_swiglu_bwd_t<float>(cu_ctx *, float *, float *, const float *, const float *, const float *, int64_t);
+template dp_status cu_swiglu_bwd_t<double>(cu_ctx *, double *, double *, const double *, const double *, const double *,
+                                           int64_t);
+extern "C" dp_status cu_swiglu_fwd(cu_ctx *ctx, float *h, const float *a, const float *b, int64_t n) {
+    return cu_swiglu_fwd_t<float>(ctx, h, a, b, n);
+}
+extern "C" dp_status cu_swiglu_bwd(cu_ctx *ctx, float *da, float *db, const float *dh, const float *a, const float *b,
+                                   int64_t n) {
+    return cu_swiglu_bwd_t<float>(ctx, da, db, dh, a, b, n);
 }
 
 /* ---------------- cross-entropy ---------------- */

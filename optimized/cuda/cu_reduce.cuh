@@ -47,4 +47,23 @@ template <typename T> __device__ __forceinline__ T cu_block_max(T v, T *sh, T lo
     return sh[32];
 }
 
+/* Precision-generic math used by the templated kernels (float or double). */
+__device__ __forceinline__ float cu_exp(float x) { return expf(x); }
+__device__ __forceinline__ double cu_exp(double x) { return exp(x); }
+__device__ __forceinline__ float cu_log(float x) { return logf(x); }
+__device__ __forceinline__ double cu_log(double x) { return log(x); }
+__device__ __forceinline__ float cu_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double cu_sqrt(double x) { return sqrt(x); }
+__device__ __forceinline__ float cu_max(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double cu_max(double a, double b) { return fmax(a, b); }
+/* Correctly rounded single operations (never contracted into a fused multiply-add). */
+__device__ __forceinline__ float rn_mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double rn_mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float rn_add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double rn_add(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float rn_sub(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ double rn_sub(double a, double b) { return __dsub_rn(a, b); }
+__device__ __forceinline__ float rn_div(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ double rn_div(double a, double b) { return __ddiv_rn(a, b); }
+
 #endif

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # optimized/tests/cuda_gpu_conform.sh — the conformance gate of the CUDA backend:
 # `dpcert conform --suite ci --backend cuda` (every case the cuda backend runs must pass
-# against the reference under the derived tolerances; f64 cases report NOT_SUPPORTED
-# because the backend computes in f32). Exits 77 without a GPU.
+# against the reference under the derived tolerances, f64 and f32 cases alike).
+# Exits 77 without a GPU.
 set -u
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
   echo "SKIP: no GPU (nvidia-smi lists none)"; exit 77
