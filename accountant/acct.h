@@ -50,12 +50,14 @@ dp_status acct_orders_parse(double *orders, size_t *n, const char *spec);
 
 /* RDP of ONE step of a segment at order alpha > 1 (add/remove, the worse
  * direction; for the subsampled Gaussian the remove direction dominates,
- * Mironov-Talwar-Zhang 2019). Laplace with q < 1 is not supported (DP_ERR_NOT_SUPPORTED). */
+ * Mironov-Talwar-Zhang 2019); the subsampled Laplace by quadrature, both directions. */
 dp_status acct_rdp_step(double *rdp, const acct_segment *seg, double alpha);
 /* log A_alpha of the Poisson-subsampled Gaussian; integer alpha by the binomial
  * sum, fractional alpha by the signed two-sided series (log space). */
 double acct_rdp_sgm_log_a(double q, double sigma, double alpha);
 double acct_rdp_laplace(double b, double alpha);
+/* Poisson-subsampled Laplace, max over the two directions (quadrature, docs/accounting.md §2) */
+double acct_rdp_laplace_sub(double q, double b, double alpha);
 double acct_rdp_rr(double eps0, double alpha);
 /* Total RDP of a schedule at each order. */
 dp_status acct_rdp_schedule(double *rdp, const acct_schedule *s, const double *orders, size_t n);

@@ -82,7 +82,7 @@ static double log_a_frac(double q, double sigma, double alpha) {
 
 /* g(x) = (1+x)^alpha - 1 - alpha x >= 0 (x > -1), in log space */
 static double log_g(double x, double alpha) {
-    if (fabs(x) < 1e-4) { /* Taylor: a(a-1)/2 x^2 (1 + (a-2)/3 x + (a-2)(a-3)/12 x^2) */
+    if (fabs(x) * (fabs(alpha) + 2.0) < 1e-4) { /* Taylor: a(a-1)/2 x^2 (1 + (a-2)/3 x + (a-2)(a-3)/12 x^2), rest < 1e-14 rel */
         double c = alpha * (alpha - 1.0) / 2.0 * x * x;
         double t = 1.0 + (alpha - 2.0) / 3.0 * x + (alpha - 2.0) * (alpha - 3.0) / 12.0 * x * x;
         return c > 0 ? log(c) + log(t) : -INFINITY;
@@ -123,7 +123,7 @@ static void log_a_quad_batch(double *out, double q, double s, const double *alph
         for (size_t k = 0; k < n; k++) {
             double a = alphas[k], lg;
             if (isinf(x)) lg = a * (lq + le); /* (q r)^alpha dominates */
-            else if (fabs(x) < 1e-4) lg = log_g(x, a);
+            else if (fabs(x) * (fabs(a) + 2.0) < 1e-4) lg = log_g(x, a);
             else {
                 double la = a * l1x;
                 lg = la > 30.0 ? la + log1p(-(1.0 + a * x) * exp(-la)) : log(expm1(la) - a * x);
@@ -157,6 +157,69 @@ double acct_rdp_sgm_log_a(double q, double sigma, double alpha) {
     return v;
 }
 
+/* Gauss-Legendre nodes/weights on [-1, 1] by Newton's method on P_n (n even) */
+static void gl_nodes(double *x, double *w, int n) {
+    for (int i = 0; i < n / 2; i++) {
+        double z = cos(M_PI * (i + 0.75) / (n + 0.5)), pp = 1.0;
+        for (int it = 0; it < 100; it++) {
+            double p1 = 1.0, p2 = 0.0;
+            for (int j = 1; j <= n; j++) {
+                double p3 = p2;
+                p2 = p1;
+                p1 = ((2.0 * j - 1.0) * z * p2 - (j - 1.0) * p3) / j;
+            }
+            pp = n * (z * p1 - p2) / (z * z - 1.0);
+            double dz = p1 / pp;
+            z -= dz;
+            if (fabs(dz) < 1e-16) break;
+        }
+        x[i] = -z; x[n - 1 - i] = z;
+        w[i] = w[n - 1 - i] = 2.0 / ((1.0 - z * z) * pp * pp);
+    }
+}
+
+/* Poisson-subsampled Laplace (scale b, sensitivity 1), both directions, worse one returned.
+ * With P0 = Lap(0,b), P1 = Lap(1,b), r = P1/P0 (e^{-1/b} for x <= 0, e^{1/b} for x >= 1,
+ * e^{(2x-1)/b} between), x_q = q (r - 1):
+ *   remove: A = E_P0 (1 + x_q)^alpha,      D = log A / (alpha - 1)
+ *   add:    A = E_P0 (1 + x_q)^(1-alpha),  D = log A / (alpha - 1)
+ * Since E_P0 r = 1, A - 1 = E_P0 g_beta(x_q) with g_beta(x) = (1+x)^beta - 1 - beta x >= 0
+ * (beta = alpha or 1 - alpha): the two atoms exactly, (0, 1) by composite 16-point Gauss-Legendre
+ * with panels of width <= 4 / (2 |beta| / b + 1/b) (error < 1e-16 relative), in log space. */
+static double laplace_sub_log_a(double q, double b, double beta) {
+    static double gx[16], gw[16];
+    static int init = 0;
+    if (!init) { gl_nodes(gx, gw, 16); init = 1; }
+    double m = -INFINITY, acc = 0.0;
+#define ACC_LOG(v) do { double v_ = (v); if (v_ > -INFINITY) { if (v_ > m) { acc = acc * exp(m - v_) + 1.0; m = v_; } else acc += exp(v_ - m); } } while (0)
+    ACC_LOG(log(0.5) + log_g(q * expm1(-1.0 / b), beta));
+    ACC_LOG(log(0.5) - 1.0 / b + log_g(q * expm1(1.0 / b), beta));
+    double c = 2.0 * fabs(beta) / b + 1.0 / b;
+    long M = (long)ceil(c / 4.0);
+    if (M < 4) M = 4;
+    if (M > 1000000) return NAN;
+    double wd = 1.0 / (double)M;
+    for (long p = 0; p < M; p++) {
+        double x0 = p * wd;
+        for (int k = 0; k < 16; k++) {
+            double x = x0 + 0.5 * wd * (gx[k] + 1.0);
+            double le = (2.0 * x - 1.0) / b;
+            ACC_LOG(log(0.5 * wd * gw[k]) - log(2.0 * b) - x / b + log_g(q * expm1(le), beta));
+        }
+    }
+#undef ACC_LOG
+    if (m == -INFINITY) return 0.0;
+    double lam1 = m + log(acc);
+    return lam1 > 0 ? lam1 + log1p(exp(-lam1)) : log1p(exp(lam1));
+}
+
+double acct_rdp_laplace_sub(double q, double b, double alpha) {
+    if (q >= 1.0) return acct_rdp_laplace(b, alpha);
+    double r1 = laplace_sub_log_a(q, b, alpha), r2 = laplace_sub_log_a(q, b, 1.0 - alpha);
+    double r = (r1 > r2 ? r1 : r2) / (alpha - 1.0);
+    return r < 0 ? 0 : r;
+}
+
 double acct_rdp_laplace(double b, double alpha) {
     /* Mironov 2017 Prop. 6, sensitivity 1, scale b */
     if (alpha == 1.0) return 1.0 / b + exp(-1.0 / b) - 1.0;
@@ -184,10 +247,10 @@ dp_status acct_rdp_step(double *rdp, const acct_segment *seg, double alpha) {
         return DP_OK;
     }
     case ACCT_LAPLACE:
-        if (seg->q < 1.0)
-            return dp_error(DP_ERR_NOT_SUPPORTED, "RDP of the Poisson-subsampled Laplace mechanism is not supported "
-                                                  "(use --accountant pld or pure)");
-        *rdp = acct_rdp_laplace(seg->param, alpha);
+        *rdp = acct_rdp_laplace_sub(seg->q, seg->param, alpha);
+        if (isnan(*rdp))
+            return dp_error(DP_ERR_NUMERIC, "RDP of the subsampled Laplace mechanism: order %g too large for b=%g", alpha,
+                            seg->param);
         return DP_OK;
     case ACCT_PURE: {
         double e0;
