@@ -333,6 +333,13 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
     out->A = A + neg;
     out->eta_events = eta;
     out->mass_err = fabs(tot + out->p_inf - 1.0);
+    /* mass conservation: the split and the FFT keep it to ~1e-12; anything visible is a bug */
+    if (!(out->mass_err <= 1e-6)) {
+        free(p);
+        out->p = NULL;
+        return dp_error(DP_ERR_NUMERIC, "PLD: composed distribution lost normalisation (|mass - 1| = %g, h=%g, N=%zu)",
+                        out->mass_err, h, N);
+    }
     return DP_OK;
 }
 
