@@ -57,18 +57,25 @@ static int run_proc(char *const *argv, const char *log, int timeout_s) {
     return -1;
 }
 
-/* Last line of a log that says something, for the report. */
+/* The line of a log that best says what went wrong, for the report: the last line
+ * starting "dpcert " (every dpcert error message does), else the last line that is not
+ * decoration (mpirun frames its messages with lines of '-'). */
 static void log_tail(char *buf, size_t len, const char *log) {
     buf[0] = '\0';
     FILE *f = fopen(log, "r");
     if (!f) return;
-    char line[512];
+    char line[512], last[512] = "";
+    int have_dpcert = 0;
     while (fgets(line, sizeof line, f)) {
         size_t l = strlen(line);
         while (l && (line[l - 1] == '\n' || line[l - 1] == '\r')) line[--l] = '\0';
-        if (l) snprintf(buf, len, "%s", line);
+        size_t deco = strspn(line, "-=* \t");
+        if (deco == l) continue;
+        if (strncmp(line, "dpcert ", 7) == 0) { snprintf(buf, len, "%s", line); have_dpcert = 1; }
+        snprintf(last, sizeof last, "%s", line);
     }
     fclose(f);
+    if (!have_dpcert) snprintf(buf, len, "%s", last);
 }
 
 static int log_contains(const char *log, const char *needle) {
