@@ -90,8 +90,8 @@ dp_status opt_backend_create(opt_backend **out, const opt_backend_config *cfg) {
             st = opt_backend_cuda_create(be, cfg);
         else
             st = dp_error(DP_ERR_NOT_SUPPORTED,
-                          "backend 'cuda' is not built into this binary (the CUDA backend will live in "
-                          "optimized/cuda/; use --backend host)");
+                          "backend 'cuda' is not built into this binary (it needs nvcc, cuBLAS and NCCL at build "
+                          "time, docs/cuda.md; use --backend host)");
     } else {
         st = dp_error(DP_ERR_USAGE, "unknown backend '%s' (expected host or cuda)", cfg->name);
     }

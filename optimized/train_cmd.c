@@ -107,8 +107,8 @@ dp_status opt_make_dir(const char *dir) {
 
 dp_status opt_check_backend_built(const opt_backend_config *bc) {
     if (strcmp(bc->name, "cuda") == 0 && !opt_backend_cuda_create)
-        return dp_error(DP_ERR_NOT_SUPPORTED, "backend 'cuda' is not built into this binary (the CUDA backend will "
-                        "live in optimized/cuda/; use --backend host)");
+        return dp_error(DP_ERR_NOT_SUPPORTED, "backend 'cuda' is not built into this binary (it needs nvcc, cuBLAS and "
+                        "NCCL at build time, docs/cuda.md; use --backend host)");
     return DP_OK;
 }
 
