@@ -83,12 +83,13 @@ dp_status acct_rdp_step_certified(double *rdp_up, const acct_segment *seg, int64
 /* ------------------------------------------------------------------ PLD ---- */
 typedef struct {
     double h;          /* grid spacing of the privacy loss (0 = automatic)         */
-    double eta_z;      /* failure probability used by the lower bound (default 1e-12) */
+    int upper_only;    /* 1: skip the optimistic pass (lower = 0); calibration uses it  */
     size_t max_points; /* FFT size cap (default 1<<22)                              */
     size_t target_points; /* automatic h: composed window / target (default 1<<17) */
 } acct_pld_opts;
 typedef struct {
-    double lower, upper; /* rigorous interval (up to the documented float error) */
+    double lower, upper; /* rigorous interval (up to the documented float error): upper from the
+                          * pessimistic, lower from the optimistic discretisation */
     double h;            /* grid spacing used                                      */
     size_t n_fft;        /* FFT length                                             */
     double tail_mass;    /* mass sent to +inf / truncated, both directions (max)   */

@@ -14,7 +14,10 @@ dp_status acct_epsilon_by(double *eps, const acct_schedule *s, acct_kind kind, d
     }
     case ACCT_PLD: {
         acct_pld_result r;
-        DP_TRY(acct_pld_epsilon(&r, s, delta, NULL));
+        acct_pld_opts po;
+        acct_pld_default_opts(&po);
+        po.upper_only = 1; /* only the upper end is used: skip the optimistic pass */
+        DP_TRY(acct_pld_epsilon(&r, s, delta, &po));
         *eps = r.upper;
         return DP_OK;
     }

@@ -149,8 +149,77 @@ typedef struct {
     int64_t steps;
 } steppmf;
 
-/* connect-the-dots discretisation of one step on the grid h */
-static dp_status discretise(steppmf *o, const lossdef *d, double lo, double hi, double h, int64_t steps,
+/* Optimistic discretisation of one step (docs/accounting.md §4, "Optimistic discretisation"):
+ * a garbling of the true pair onto the grid, followed by pointwise loss decreases only.
+ * Atoms in increasing loss order: the merged cells c_i = (P_c, Q_c) (loss log(P_c/Q_c) in
+ * (l_i, l_{i+1}]) and the upper tail U = (P(L > l_top), Q(L > l_top)); the lower tail
+ * P(L <= l_0) is dropped (its loss lowered to -inf). A carry (Pr, Qr) heads for the grid point
+ * g at or above its loss; its deficit D = e^{l_g} Qr - Pr >= 0 is filled with a fraction
+ * alpha = D / E_a of the next atom (excess E_a = P_a - e^{l_g} Q_a > 0), so that the mixture
+ * has loss exactly l_g (randomised merging = garbling); the rest of the atom is the next
+ * carry. An atom too small to fill D is merged whole. What cannot be balanced (the top, or
+ * atoms whose Q-mass underflowed) is placed at the grid point at or below its loss. Every
+ * step only merges (garbling) or lowers losses, so the composed hockey-stick curve is below
+ * the true one. Only P-masses are stored (the FFT path needs nothing else). */
+typedef struct {
+    double *po;
+    double h;
+    int64_t kmin;
+    size_t n;
+    size_t g;      /* target grid index of the carry */
+    double Pr, Qr; /* carry */
+} optsweep;
+
+/* e^{l} Q - P without overflow for large l (Q ~ P e^{-L}) */
+static double excess_below(double P, double Q, double l) { return Q > 0 ? exp(l + log(Q)) - P : -P; }
+
+/* place the carry at the grid point at or below its loss (pointwise decrease) */
+static void opt_flush(optsweep *w) {
+    if (!(w->Pr > 0)) { w->Pr = w->Qr = 0; return; }
+    double D = w->g < w->n ? excess_below(w->Pr, w->Qr, (double)(w->kmin + (int64_t)w->g) * w->h) : 0;
+    size_t idx;
+    if (w->g < w->n && D <= 0) idx = w->g; /* loss >= l_g (= l_g up to rounding by construction) */
+    else if (w->g >= w->n) idx = w->n - 1; /* above the grid: lowered to the top point */
+    else if (w->Qr > 0) {                  /* loss below l_g: the point at or below it */
+        double k = floor((log(w->Pr) - log(w->Qr)) / w->h) - (double)w->kmin;
+        if (k < 0) { w->Pr = w->Qr = 0; return; } /* below the grid: dropped */
+        idx = k >= (double)w->g ? w->g - 1 : (size_t)k;
+    } else idx = w->g > 0 ? w->g - 1 : 0;
+    w->po[idx] += w->Pr;
+    w->Pr = w->Qr = 0;
+}
+
+/* feed the next atom (P, Q) whose loss lies above grid index i (i.e. in (l_i, l_{i+1}]) */
+static void opt_atom(optsweep *w, double P, double Q, size_t i) {
+    if (!(P > 0)) return;
+    if (!(Q > 0) || !isfinite(log(Q)) || Q < 1e-290) {
+        /* Q-mass underflowed: its loss is only known to be in (l_i, l_{i+1}]: lower it to l_i */
+        opt_flush(w);
+        w->po[i < w->n ? i : w->n - 1] += P;
+        w->g = i + 1;
+        return;
+    }
+    if (w->g > i) w->g = i; /* cannot happen for ordered atoms; keeps the invariant l_g <= loss */
+    double lg = (double)(w->kmin + (int64_t)w->g) * w->h;
+    double D = excess_below(w->Pr, w->Qr, lg);
+    if (!(w->Pr > 0) || D <= 0) {
+        opt_flush(w);
+        w->Pr = P; w->Qr = Q; w->g = i + 1;
+        return;
+    }
+    double E = -excess_below(P, Q, lg);
+    if (E >= D) {
+        double a = D / E;
+        w->po[w->g] += w->Pr + a * P;
+        w->Pr = (1.0 - a) * P; w->Qr = (1.0 - a) * Q; w->g = i + 1;
+    } else {
+        w->Pr += P; w->Qr += Q; /* merged whole; still below l_g */
+    }
+}
+
+/* Discretisation of one step on the grid h: pessimistic "connect the dots" into *o and, when
+ * oo != NULL, the optimistic garbling into *oo (same grid, from the same tails). */
+static dp_status discretise(steppmf *o, steppmf *oo, const lossdef *d, double lo, double hi, double h, int64_t steps,
                             size_t max_points) {
     int64_t kmin = (int64_t)floor(lo / h), kmax = (int64_t)ceil(hi / h);
     if (kmax <= kmin) kmax = kmin + 1;
@@ -159,16 +228,19 @@ static dp_status discretise(steppmf *o, const lossdef *d, double lo, double hi, 
                         "--pld-h", (double)(kmax - kmin + 1), h, max_points);
     size_t n = (size_t)(kmax - kmin + 1);
     double *p = dp_calloc(n, sizeof *p);
+    double *po = oo ? dp_calloc(n, sizeof *po) : NULL;
     double *t = dp_malloc(4 * n * sizeof *t);
-    if (!p || !t) { free(p); free(t); return DP_ERR_NOMEM; }
+    if (!p || !t || (oo && !po)) { free(p); free(po); free(t); return DP_ERR_NOMEM; }
     for (size_t i = 0; i < n; i++) tails(d, (double)(kmin + (int64_t)i) * h, &t[4 * i], &t[4 * i + 1], &t[4 * i + 2], &t[4 * i + 3]);
     double emh = -expm1(-h); /* 1 - e^{-h} */
-    p[0] = t[2];             /* P(L <= l_kmin): moved up to l_kmin (pessimistic) */
+    optsweep w = {po, h, kmin, n, 0, 0, 0};
+    p[0] = t[2];             /* P(L <= l_kmin): moved up to l_kmin (pessimistic); dropped (optimistic) */
     for (size_t i = 0; i + 1 < n; i++) {
         double Pc = t[4 * i] < 0.5 ? t[4 * i] - t[4 * (i + 1)] : t[4 * (i + 1) + 2] - t[4 * i + 2];
         double Qc = t[4 * i + 1] < 0.5 ? t[4 * i + 1] - t[4 * (i + 1) + 1] : t[4 * (i + 1) + 3] - t[4 * i + 3];
         if (Pc <= 0) continue;
         if (Qc < 0) Qc = 0;
+        if (po) opt_atom(&w, Pc, Qc, i);
         double lk = (double)(kmin + (int64_t)i) * h;
         /* upper end gets b = (P_c - e^{l_k} Q_c) / (1 - e^{-h}); clamp rounding */
         double bm = (Pc - exp(lk + log(Qc)) ) / emh;
@@ -176,6 +248,16 @@ static dp_status discretise(steppmf *o, const lossdef *d, double lo, double hi, 
         if (bm > Pc) bm = Pc;
         p[i] += Pc - bm;
         p[i + 1] += bm;
+    }
+    if (po) {
+        opt_atom(&w, t[4 * (n - 1)], t[4 * (n - 1) + 1], n - 1); /* upper tail: above l_top, lowered at the end */
+        opt_flush(&w);
+        oo->p = po;
+        oo->kmin = kmin;
+        oo->n = n;
+        oo->p_inf = 0;
+        oo->p_trunc = 0;
+        oo->steps = steps;
     }
     o->p = p;
     o->kmin = kmin;
@@ -245,11 +327,30 @@ static size_t good_size(size_t n) {
 typedef struct {
     double *p;
     size_t n;
-    double l0, p_inf, A, eta_events, mass_err;
+    double l0, p_inf, A, mass_err;
 } composed;
 
 static dp_status compose(composed *out, const steppmf *s, int ns, double h, double tau_w, size_t max_points,
                          double lam_lo, double lam_hi) {
+    if (ns == 1 && s[0].steps == 1) { /* nothing to compose: the step pmf itself (exact, no FFT) */
+        double *p = dp_malloc(s[0].n * sizeof *p), tot = 0;
+        if (!p) return DP_ERR_NOMEM;
+        memcpy(p, s[0].p, s[0].n * sizeof *p);
+        for (size_t i = 0; i < s[0].n; i++) tot += p[i];
+        out->p = p;
+        out->n = s[0].n;
+        out->l0 = (double)s[0].kmin * h;
+        out->p_inf = s[0].p_inf;
+        out->A = 0;
+        out->mass_err = fabs(tot + out->p_inf - 1.0);
+        if (!(out->mass_err <= 1e-6)) {
+            free(p);
+            out->p = NULL;
+            return dp_error(DP_ERR_NUMERIC, "PLD: step distribution lost normalisation (|mass - 1| = %g, h=%g)",
+                            out->mass_err, h);
+        }
+        return DP_OK;
+    }
     /* full support of the sum */
     double fmin = 0, fmax = 0;
     for (int j = 0; j < ns; j++) {
@@ -285,7 +386,7 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
     fftw_plan fwd = fftw_plan_dft_r2c_1d((int)N, x, X, FFTW_ESTIMATE);
     fftw_plan bwd = fftw_plan_dft_c2r_1d((int)N, acc, x, FFTW_ESTIMATE);
     for (size_t f = 0; f < nc; f++) { acc[f][0] = 1.0; acc[f][1] = 0.0; }
-    double log_noinf = 0, base = 0, eta = 0;
+    double log_noinf = 0, base = 0;
     for (int j = 0; j < ns; j++) {
         memset(x, 0, N * sizeof *x);
         memcpy(x, s[j].p, s[j].n * sizeof *x);
@@ -307,7 +408,6 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
         }
         log_noinf += T * log1p(-s[j].p_inf);
         base += T * (double)s[j].kmin;
-        eta += T * (s[j].p_inf + s[j].p_trunc);
     }
     fftw_execute(bwd);
     double *p = dp_malloc(N * sizeof *p);
@@ -331,7 +431,6 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
     out->l0 = W0 * h;
     out->p_inf = -expm1(log_noinf);
     out->A = A + neg;
-    out->eta_events = eta;
     out->mass_err = fabs(tot + out->p_inf - 1.0);
     /* mass conservation: the split and the FFT keep it to ~1e-12; anything visible is a bug */
     if (!(out->mass_err <= 1e-6)) {
@@ -345,15 +444,9 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
 
 void acct_pld_default_opts(acct_pld_opts *o) {
     o->h = 0;
-    o->eta_z = 1e-12;
+    o->upper_only = 0;
     o->max_points = (size_t)1 << 22;
     o->target_points = (size_t)1 << 17;
-}
-
-/* largest mean shift of the split per atom: max_u h (1-e^{-u})/(1-e^{-h}) - u */
-static double split_mmax(double h) {
-    double emh = -expm1(-h), u = log(h / emh);
-    return h * (-expm1(-u)) / emh - u;
 }
 
 typedef struct {
@@ -386,11 +479,14 @@ static dp_status build_segs(segdef *sd, int *nsd, const acct_schedule *s, int di
 }
 
 typedef struct {
-    composed c[2];
-    double h, cshift, eta;
+    composed c[2];  /* pessimistic, per direction */
+    composed co[2]; /* optimistic, per direction (p == NULL when only the upper bound was asked) */
+    double h;
 } pldstate;
 
-static void pldstate_free(pldstate *st) { free(st->c[0].p); free(st->c[1].p); }
+static void pldstate_free(pldstate *st) {
+    for (int d = 0; d < 2; d++) { free(st->c[d].p); free(st->co[d].p); }
+}
 
 static dp_status pld_build(pldstate *st, const acct_schedule *s, double tau_w, const acct_pld_opts *o) {
     memset(st, 0, sizeof *st);
@@ -421,7 +517,7 @@ static dp_status pld_build(pldstate *st, const acct_schedule *s, double tau_w, c
             steppmf pm[ACCT_MAX_SEGMENTS + 1];
             int ok = 1;
             for (int j = 0; j < nsd[dir]; j++) {
-                if (discretise(&pm[j], &sd[dir][j].d, sd[dir][j].lo, sd[dir][j].hi, h0, sd[dir][j].steps, (size_t)1 << 20) != DP_OK) {
+                if (discretise(&pm[j], NULL, &sd[dir][j].d, sd[dir][j].lo, sd[dir][j].hi, h0, sd[dir][j].steps, (size_t)1 << 20) != DP_OK) {
                     for (int k = 0; k < j; k++) free(pm[k].p);
                     ok = 0;
                     break;
@@ -471,22 +567,21 @@ static dp_status pld_build(pldstate *st, const acct_schedule *s, double tau_w, c
 have_h:
     st->h = h;
     for (int dir = 0; dir < 2; dir++) {
-        steppmf pm[ACCT_MAX_SEGMENTS + 1];
+        steppmf pm[ACCT_MAX_SEGMENTS + 1], pmo[ACCT_MAX_SEGMENTS + 1];
+        int opt = !o->upper_only;
         dp_status e = DP_OK;
         int j;
         for (j = 0; j < nsd[dir]; j++) {
-            e = discretise(&pm[j], &sd[dir][j].d, sd[dir][j].lo, sd[dir][j].hi, h, sd[dir][j].steps, o->max_points);
+            e = discretise(&pm[j], opt ? &pmo[j] : NULL, &sd[dir][j].d, sd[dir][j].lo, sd[dir][j].hi, h,
+                           sd[dir][j].steps, o->max_points);
             if (e != DP_OK) break;
         }
         if (e == DP_OK) e = compose(&st->c[dir], pm, nsd[dir], h, tau_w, o->max_points, lam_lo[dir], lam_hi[dir]);
-        for (int k = 0; k < j; k++) free(pm[k].p);
+        if (e == DP_OK && opt)
+            e = compose(&st->co[dir], pmo, nsd[dir], h, tau_w, o->max_points, lam_lo[dir], lam_hi[dir]);
+        for (int k = 0; k < j; k++) { free(pm[k].p); if (opt) free(pmo[k].p); }
         if (e != DP_OK) { pldstate_free(st); return e; }
     }
-    /* coupling shift for the lower bound: sum T m_max + h sqrt(T log(1/eta_z) / 2) */
-    double Teff = 0;
-    for (int j = 0; j < nsd[0]; j++) Teff += (double)sd[0][j].steps;
-    st->cshift = Teff * split_mmax(h) + h * sqrt(Teff * log(1.0 / o->eta_z) / 2.0);
-    st->eta = o->eta_z;
     return DP_OK;
 }
 
@@ -503,8 +598,10 @@ dp_status acct_pld_epsilon(acct_pld_result *r, const acct_schedule *s, double de
     for (int dir = 0; dir < 2; dir++) {
         composed *c = &st.c[dir];
         double up = delta - c->A > 0 ? acct_pmf_epsilon(c->p, c->n, c->l0, st.h, c->p_inf, delta - c->A) : INFINITY;
-        double lo = acct_pmf_epsilon(c->p, c->n, c->l0, st.h, c->p_inf, delta + c->A + c->eta_events + st.eta) - st.cshift;
-        if (lo < 0) lo = 0;
+        /* lower: the optimistic composition; its computed delta exceeds the discrete one by at most A */
+        const composed *co = &st.co[dir];
+        double lo = co->p ? acct_pmf_epsilon(co->p, co->n, co->l0, st.h, co->p_inf, delta + co->A) : 0;
+        if (!(lo > 0)) lo = 0;
         if (up > r->upper) r->upper = up;
         if (lo > r->lower) r->lower = lo;
         if (c->p_inf + c->A > r->tail_mass) r->tail_mass = c->p_inf + c->A;
@@ -526,7 +623,8 @@ dp_status acct_pld_delta(acct_pld_result *r, const acct_schedule *s, double eps,
     for (int dir = 0; dir < 2; dir++) {
         composed *c = &st.c[dir];
         double up = acct_pmf_delta(c->p, c->n, c->l0, st.h, c->p_inf, eps) + c->A;
-        double lo = acct_pmf_delta(c->p, c->n, c->l0, st.h, c->p_inf, eps + st.cshift) - c->A - c->eta_events - st.eta;
+        const composed *co = &st.co[dir];
+        double lo = co->p ? acct_pmf_delta(co->p, co->n, co->l0, st.h, co->p_inf, eps) - co->A : 0;
         if (up > 1) up = 1;
         if (lo < 0) lo = 0;
         if (up > r->upper) r->upper = up;
