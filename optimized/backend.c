@@ -6,15 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Link anchors. A weak reference does not extract an object from a static library,
- * so whatever pulls this file (every user of a backend) also pulls:
- *   - the CUDA adapter (optimized/cuda/cu_backend.cu defines cu_backend_linked = 1 and
- *     opt_backend_cuda_create; cu_stub.c defines cu_backend_linked = 0 without CUDA);
- *   - the `dpcert train` command (optimized/train_cmd.c), weak in common/main.c. */
+/* Link anchor. opt_backend_cuda_create is weak here, and a weak reference does not
+ * extract an object from a static library, so whatever pulls this file (every user of a
+ * backend, tests included) also pulls the CUDA adapter: optimized/cuda/cu_backend.cu
+ * defines cu_backend_linked = 1 and opt_backend_cuda_create; cu_stub.c defines
+ * cu_backend_linked = 0 without CUDA. (build/dpcert links every library whole.) */
 extern const int cu_backend_linked;
-int dp_cmd_train(int argc, char **argv);
 __attribute__((used)) static const int *const opt_cuda_anchor_ = &cu_backend_linked;
-__attribute__((used)) static int (*const opt_train_anchor_)(int, char **) = dp_cmd_train;
 
 static const char *const opt_op_names[OPT_OP_COUNT] = {
     "alloc", "free", "to_device", "to_host", "copy", "zero", "upload_f64", "download_f64",

@@ -388,8 +388,3 @@ dp_status ref_dpzo_theta_sha256(char hex[65], double *const *theta, const int64_
     free(buf);
     return st;
 }
-
-/* Link anchor: common/main.c references dp_cmd_reference_dpzo only weakly, and a weak
- * reference does not extract reference/dpzo_cmd.o from libdpreference.a. Whatever
- * pulls this object (the DP-ZO reference itself) pulls the command with it. */
-__attribute__((used)) static int (*const ref_dpzo_cmd_anchor_)(int, char **) = dp_cmd_reference_dpzo;

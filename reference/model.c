@@ -639,9 +639,3 @@ dp_status ref_example_grad(double *loss, double *const *grads, const ref_model *
     for (int p = 0; p < m->nparams; p++) memset(grads[p], 0, (size_t)m->params[p].numel * sizeof(double));
     return example(loss, grads, m, NULL, d, i);
 }
-
-/* Link anchor: common/main.c references dp_cmd_reference_dpsgd only weakly, and a weak
- * reference does not extract reference/dpsgd_cmd.o from libdpreference.a; whatever pulls
- * the models (every user of the reference) pulls the command with it. */
-int dp_cmd_reference_dpsgd(int argc, char **argv);
-__attribute__((used)) static int (*const ref_dpsgd_cmd_anchor_)(int, char **) = dp_cmd_reference_dpsgd;
