@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fsutil.h"
 #include "common/cli.h"
 #include "conformance/conf.h"
 
@@ -132,14 +133,12 @@ int dp_cmd_conform(int argc, char **argv) {
         goto out;
     }
     if (st == DP_OK && report) {
-        mkdir(report, 0755);
-        if (!dir_exists(report)) st = dp_error(DP_ERR_IO, "--report: cannot create directory '%s'", report);
+        st = dp_mkdir_p("--report", report);
     }
     if (st == DP_OK) {
         if (work) {
-            mkdir(work, 0755);
             snprintf(tmpl, sizeof tmpl, "%s", work);
-            if (!dir_exists(tmpl)) st = dp_error(DP_ERR_IO, "--work: cannot create directory '%s'", work);
+            st = dp_mkdir_p("--work", work);
         } else {
             const char *t = getenv("TMPDIR");
             snprintf(tmpl, sizeof tmpl, "%s/dpcert-conform-XXXXXX", t && *t ? t : "/tmp");

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/fsutil.h"
 #include "common/cli.h"
 #include "optimized/dpsgd.h"
 #include "optimized/dpzo.h"
@@ -100,9 +101,7 @@ void opt_train_cli_init(opt_train_cli *t) {
 }
 
 dp_status opt_make_dir(const char *dir) {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return dp_error(DP_ERR_IO, "--export %s: cannot create directory: %s", dir, strerror(errno));
-    return DP_OK;
+    return dp_mkdir_p("--export", dir);
 }
 
 dp_status opt_check_backend_built(const opt_backend_config *bc) {

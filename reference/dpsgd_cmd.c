@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/fsutil.h"
 #include "common/safetensors.h"
 #include "reference/dpsgd.h"
 
@@ -391,8 +392,7 @@ static dp_status run(int argc, char **argv, int *help) {
     ref_model_config mc;
     ref_dpsgd_config c;
     DP_TRY(ref_dpsgd_cli_finish(&mc, &c, &cli));
-    if (seen_export && mkdir(export_dir, 0777) != 0 && errno != EEXIST)
-        return dp_error(DP_ERR_IO, "--export %s: cannot create directory: %s", export_dir, strerror(errno));
+    if (seen_export) DP_TRY(dp_mkdir_p("--export", export_dir));
     ref_dataset d;
     DP_TRY(ref_dpsgd_cli_dataset(&d, &mc, &c, &cli));
     ref_model m, before;

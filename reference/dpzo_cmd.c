@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <errno.h>
 
+#include "common/fsutil.h"
 #include "common/cli.h"
 #include "common/safetensors.h"
 #include "common/tensor.h"
@@ -186,10 +187,7 @@ static dp_status step_path(char *path, size_t len, const char *dir, int64_t step
 }
 
 static dp_status make_dir(const char *dir) {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) return dp_error(DP_ERR_IO, "--export: cannot create directory '%s'", dir);
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return dp_error(DP_ERR_IO, "--export: '%s' is not a directory", dir);
-    return DP_OK;
+    return dp_mkdir_p("--export", dir);
 }
 
 static double max_abs_diff_inplace(const ref_dpzo_inplace *ip, double *const *theta) {
