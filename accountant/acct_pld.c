@@ -8,6 +8,7 @@
  * function), so the composition is a rigorous upper bound; the lower bound
  * follows from a coupling argument (docs/accounting.md §PLD). */
 #include <fftw3.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,7 +154,7 @@ typedef struct {
  * a garbling of the true pair onto the grid, followed by pointwise loss decreases only.
  * Atoms in increasing loss order: the merged cells c_i = (P_c, Q_c) (loss log(P_c/Q_c) in
  * (l_i, l_{i+1}]) and the upper tail U = (P(L > l_top), Q(L > l_top)); the lower tail
- * P(L <= l_0) is dropped (its loss lowered to -inf). A carry (Pr, Qr) heads for the grid point
+ * P(L <= l_0) is dropped (loss lowered to -inf) unless it is an atom on l_0. A carry (Pr, Qr) heads for the grid point
  * g at or above its loss; its deficit D = e^{l_g} Qr - Pr >= 0 is filled with a fraction
  * alpha = D / E_a of the next atom (excess E_a = P_a - e^{l_g} Q_a > 0), so that the mixture
  * has loss exactly l_g (randomised merging = garbling); the rest of the atom is the next
@@ -178,7 +179,9 @@ static void opt_flush(optsweep *w) {
     if (!(w->Pr > 0)) { w->Pr = w->Qr = 0; return; }
     double D = w->g < w->n ? excess_below(w->Pr, w->Qr, (double)(w->kmin + (int64_t)w->g) * w->h) : 0;
     size_t idx;
-    if (w->g < w->n && D <= 0) idx = w->g; /* loss >= l_g (= l_g up to rounding by construction) */
+    /* loss >= l_g, or below it only by rounding (|D| <= 64 u Pr: a relative loss error ~1e-14,
+     * e.g. an atom that lies exactly on the grid): placed at l_g (float budget, docs §4) */
+    if (w->g < w->n && D <= 64.0 * DBL_EPSILON * w->Pr) idx = w->g;
     else if (w->g >= w->n) idx = w->n - 1; /* above the grid: lowered to the top point */
     else if (w->Qr > 0) {                  /* loss below l_g: the point at or below it */
         double k = floor((log(w->Pr) - log(w->Qr)) / w->h) - (double)w->kmin;
@@ -200,6 +203,13 @@ static void opt_atom(optsweep *w, double P, double Q, size_t i) {
         return;
     }
     if (w->g > i) w->g = i; /* cannot happen for ordered atoms; keeps the invariant l_g <= loss */
+    if (i < w->n && -excess_below(P, Q, (double)(w->kmin + (int64_t)i) * w->h) <= 64.0 * DBL_EPSILON * P) {
+        /* the atom lies on l_i up to rounding (an atom on the grid, e.g. pure DP): keep it there */
+        opt_flush(w);
+        w->po[i] += P;
+        w->g = i + 1;
+        return;
+    }
     double lg = (double)(w->kmin + (int64_t)w->g) * w->h;
     double D = excess_below(w->Pr, w->Qr, lg);
     if (!(w->Pr > 0) || D <= 0) {
@@ -233,8 +243,12 @@ static dp_status discretise(steppmf *o, steppmf *oo, const lossdef *d, double lo
     if (!p || !t || (oo && !po)) { free(p); free(po); free(t); return DP_ERR_NOMEM; }
     for (size_t i = 0; i < n; i++) tails(d, (double)(kmin + (int64_t)i) * h, &t[4 * i], &t[4 * i + 1], &t[4 * i + 2], &t[4 * i + 3]);
     double emh = -expm1(-h); /* 1 - e^{-h} */
+    /* P(L <= l_kmin) (<= tau): moved up to l_kmin (pessimistic). Optimistic: kept at l_kmin if it is
+     * an atom there (up to rounding), else dropped (loss lowered to -inf); merging it with the mass
+     * above could cost far more, since its Q-mass can be large (e.g. q = 1 Gaussians). */
     optsweep w = {po, h, kmin, n, 0, 0, 0};
-    p[0] = t[2];             /* P(L <= l_kmin): moved up to l_kmin (pessimistic); dropped (optimistic) */
+    if (po && t[2] > 0 && excess_below(t[2], t[3], (double)kmin * h) <= 64.0 * DBL_EPSILON * t[2]) po[0] = t[2];
+    p[0] = t[2];
     for (size_t i = 0; i + 1 < n; i++) {
         double Pc = t[4 * i] < 0.5 ? t[4 * i] - t[4 * (i + 1)] : t[4 * (i + 1) + 2] - t[4 * i + 2];
         double Qc = t[4 * i + 1] < 0.5 ? t[4 * i + 1] - t[4 * (i + 1) + 1] : t[4 * (i + 1) + 3] - t[4 * i + 3];
@@ -449,6 +463,12 @@ void acct_pld_default_opts(acct_pld_opts *o) {
     o->target_points = (size_t)1 << 17;
 }
 
+/* largest mean shift of the split per atom: max_u h (1-e^{-u})/(1-e^{-h}) - u */
+static double split_mmax(double h) {
+    double emh = -expm1(-h), u = log(h / emh);
+    return h * (-expm1(-u)) / emh - u;
+}
+
 typedef struct {
     lossdef d;
     int64_t steps;
@@ -482,6 +502,8 @@ typedef struct {
     composed c[2];  /* pessimistic, per direction */
     composed co[2]; /* optimistic, per direction (p == NULL when only the upper bound was asked) */
     double h;
+    double cshift, eta; /* coupling lower bound (fallback): shift c and eta_E + eta_z per direction */
+    double eta_e[2];
 } pldstate;
 
 static void pldstate_free(pldstate *st) {
@@ -579,9 +601,18 @@ have_h:
         if (e == DP_OK) e = compose(&st->c[dir], pm, nsd[dir], h, tau_w, o->max_points, lam_lo[dir], lam_hi[dir]);
         if (e == DP_OK && opt)
             e = compose(&st->co[dir], pmo, nsd[dir], h, tau_w, o->max_points, lam_lo[dir], lam_hi[dir]);
+        double eta = 0;
+        for (int k = 0; k < j; k++) eta += (double)pm[k].steps * (pm[k].p_inf + pm[k].p_trunc);
+        st->eta_e[dir] = eta;
         for (int k = 0; k < j; k++) { free(pm[k].p); if (opt) free(pmo[k].p); }
         if (e != DP_OK) { pldstate_free(st); return e; }
     }
+    /* coupling lower bound of the pessimistic pmf (kept as a fallback; the reported lower bound is
+     * the larger of the two): shift c = sum T m_max + h sqrt(T log(1/eta_z) / 2), eta_z = 1e-12 */
+    double Teff = 0, eta_z = 1e-12;
+    for (int j = 0; j < nsd[0]; j++) Teff += (double)sd[0][j].steps;
+    st->cshift = Teff * split_mmax(h) + h * sqrt(Teff * log(1.0 / eta_z) / 2.0);
+    st->eta = eta_z;
     return DP_OK;
 }
 
@@ -601,7 +632,12 @@ dp_status acct_pld_epsilon(acct_pld_result *r, const acct_schedule *s, double de
         /* lower: the optimistic composition; its computed delta exceeds the discrete one by at most A */
         const composed *co = &st.co[dir];
         double lo = co->p ? acct_pmf_epsilon(co->p, co->n, co->l0, st.h, co->p_inf, delta + co->A) : 0;
+        /* fallback: the coupling bound (larger only when the optimistic pass loses O(h) per step at
+         * atoms off the grid, e.g. subsampled Laplace) */
+        double lc = acct_pmf_epsilon(c->p, c->n, c->l0, st.h, c->p_inf, delta + c->A + st.eta_e[dir] + st.eta) - st.cshift;
+        if (co->p && lc > lo) lo = lc;
         if (!(lo > 0)) lo = 0;
+        if (lo > up) lo = up; /* equal up to rounding (atoms on the grid: both discretisations exact) */
         if (up > r->upper) r->upper = up;
         if (lo > r->lower) r->lower = lo;
         if (c->p_inf + c->A > r->tail_mass) r->tail_mass = c->p_inf + c->A;
@@ -625,8 +661,11 @@ dp_status acct_pld_delta(acct_pld_result *r, const acct_schedule *s, double eps,
         double up = acct_pmf_delta(c->p, c->n, c->l0, st.h, c->p_inf, eps) + c->A;
         const composed *co = &st.co[dir];
         double lo = co->p ? acct_pmf_delta(co->p, co->n, co->l0, st.h, co->p_inf, eps) - co->A : 0;
+        double lc = acct_pmf_delta(c->p, c->n, c->l0, st.h, c->p_inf, eps + st.cshift) - c->A - st.eta_e[dir] - st.eta;
+        if (co->p && lc > lo) lo = lc;
         if (up > 1) up = 1;
-        if (lo < 0) lo = 0;
+        if (!(lo > 0)) lo = 0;
+        if (lo > up) lo = up;
         if (up > r->upper) r->upper = up;
         if (lo > r->lower) r->lower = lo;
         if (c->p_inf + c->A > r->tail_mass) r->tail_mass = c->p_inf + c->A;

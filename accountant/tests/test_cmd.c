@@ -168,6 +168,20 @@ int main(void) {
     write_file(p3, txt);
     rc = run(dp_cmd_audit_accounting, p3, NULL);
     T_CHECK(rc == 0 && strstr(out_buf, "INCONCLUSIVE"), "midpoint claim: rc %d %s", rc, out_buf);
+    /* UNDER-REPORTED uses the optimistic PLD lower bound: 2.37 lies below it (~2.3795 at the audit
+     * grid) but above the former coupling lower bound (~2.358 there), so only the new bound flags it */
+    snprintf(txt, sizeof txt, "{\"claims\": [{\"mechanism\":\"gaussian\",\"q\":0.004,\"sigma\":2.0,\"steps\":75000,\"delta\":1e-5,\"epsilon\":2.37,\"label\":\"close\"}]}");
+    write_file(p3, txt);
+    rc = run(dp_cmd_audit_accounting, "--json", p3, NULL);
+    T_CHECK(rc == 1 && strstr(out_buf, "UNDER-REPORTED"), "claim 2.37 below the optimistic lower bound: rc %d %s", rc,
+            out_buf);
+    j = json_loads(out_buf, 0, NULL);
+    if (j) {
+        json_t *c0 = json_array_get(json_object_get(j, "claims"), 0);
+        double lo = jget(c0, "epsilon_lower", NULL), up = jget(c0, "epsilon_upper", NULL);
+        T_CHECK(lo > 2.37 && lo <= up && up - lo <= 0.005, "audit bounds [%.9f, %.9f]", lo, up);
+        json_decref(j);
+    } else T_CHECK(0, "audit JSON (close claim)");
     /* invalid rows: verdict INVALID, message names field and row, exit 2 */
     snprintf(p4, sizeof p4, "%s/bad.csv", d);
     write_file(p4, "mechanism,q,sigma,steps,delta,epsilon\ngaussian,1.5,1,10,1e-5,1\ngaussian,0.1,1,10,1e-5,nan\n");
