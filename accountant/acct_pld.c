@@ -5,8 +5,11 @@
  * l_k = k h by "connect the dots": the P-mass of each cell (l_k, l_{k+1}] is split
  * between its two ends so that mass and E[e^{-L}] (the Q-mass) are preserved.
  * The split curve dominates the true delta(eps) curve (chord above a convex
- * function), so the composition is a rigorous upper bound; the lower bound
- * follows from a coupling argument (docs/accounting.md §PLD). */
+ * function), so the composition is a rigorous upper bound. The lower bound comes
+ * from an optimistic pmf on the same grid, obtained from the true pair by garbling
+ * (randomised merging of neighbouring cells so that each merged atom sits exactly on a
+ * grid point) and by lowering losses only, composed by the same FFT path; the older
+ * coupling bound is kept as a fallback (docs/accounting.md §4). */
 #include <fftw3.h>
 #include <float.h>
 #include <math.h>
