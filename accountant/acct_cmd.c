@@ -118,6 +118,12 @@ int dp_cmd_account(int argc, char **argv) {
     } else {
         double par = mech == 0 ? sigma : mech == 1 ? scale : eps0;
         const char *pn = mech == 0 ? "--sigma" : mech == 1 ? "--scale" : "--epsilon0";
+        /* With --target-epsilon the noise parameter is what is calibrated: a value given on
+         * the command line is only the search's starting point, and 1 is used without one. */
+        if (seen_target && seen_sigma + seen_scale + seen_eps0 == 0) {
+            par = 1.0;
+            if (mech == 0) seen_sigma = 1; else if (mech == 1) seen_scale = 1; else seen_eps0 = 1;
+        }
         if (seen_sigma + seen_scale + seen_eps0 != 1 || (mech == 0 && !seen_sigma) || (mech == 1 && !seen_scale) ||
             (mech == 2 && !seen_eps0))
             return dp_cli_fail("account", dp_error(DP_ERR_USAGE, "--mechanism %s needs %s (and no other noise option)",
@@ -137,6 +143,8 @@ int dp_cmd_account(int argc, char **argv) {
     if (!json) {
         printf("neighbouring relation: %s\n", nbname);
         print_schedule(&s0);
+        if (seen_target && !sched_path)
+            printf("(the noise parameter above is the calibration's starting point, not its answer)\n");
     }
     int rc = 0;
     acct_pld_opts po;

@@ -20,6 +20,10 @@ check "consistent claim exits 0" '[ $rc -eq 0 ] && grep -q CONSISTENT audit.txt'
 printf 'mechanism,q,sigma,steps,delta,epsilon\ngaussian,0.01,1,100,1e-5,0.01\n' > under.csv
 "$D" audit-accounting under.csv >audit.txt; rc=$?
 check "under-reported claim exits 1" '[ $rc -eq 1 ] && grep -q UNDER-REPORTED audit.txt'
+"$D" account --target-epsilon 8 --q 0.004 --steps 75000 --delta 1e-5 --accountant rdp >cal.txt 2>&1; rc=$?
+check "calibration needs no --sigma and prints the calibrated sigma" '[ $rc -eq 0 ] && grep -Eq "^rdp +sigma = 0\.9" cal.txt'
+"$D" account --target-epsilon 8 --q 0.004 --steps 75000 --accountant rdp 2>err.txt; rc=$?
+check "calibration without --delta exits 2" '[ $rc -eq 2 ] && grep -q -- "--delta" err.txt'
 "$D" reproduce nosuch 2>err.txt; rc=$?
 check "unknown table exits 2" '[ $rc -eq 2 ]'
 exit $fail
