@@ -34,6 +34,9 @@ dp_status dp_parse_i64(int64_t *out, const char *what, const char *s) {
 dp_status dp_parse_u64(uint64_t *out, const char *what, const char *s) {
     if (!s || !*s) return dp_error(DP_ERR_USAGE, "%s: missing value", what);
     if (s[0] == '-') return dp_error(DP_ERR_INVALID, "%s: '%s' must not be negative", what, s);
+    /* strtoull skips leading white space and accepts a sign (wrapping "-1" to 2^64-1): only
+     * a string that starts with a digit is an unsigned integer here. */
+    if (s[0] < '0' || s[0] > '9') return dp_error(DP_ERR_INVALID, "%s: '%s' is not an unsigned integer", what, s);
     char *end;
     errno = 0;
     int base = (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) ? 16 : 10;

@@ -71,7 +71,13 @@ double dp_tensor_get(const dp_tensor *t, int64_t i) {
     }
 }
 
-void dp_tensor_put(dp_tensor *t, int64_t i, double v) {
+dp_status dp_tensor_put(dp_tensor *t, int64_t i, double v) {
+    /* Integer targets: the truncated value must exist in the type (C leaves the cast of a
+     * NaN or out-of-range double undefined). 2^31 and 2^63 are exact doubles. */
+    if (t->dtype == DP_I32 && !(v > -2147483649.0 && v < 2147483648.0))
+        return dp_error(DP_ERR_INVALID, "value %g does not fit in I32", v);
+    if (t->dtype == DP_I64 && !(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
+        return dp_error(DP_ERR_INVALID, "value %g does not fit in I64", v);
     switch (t->dtype) {
     case DP_F64: ((double *)t->data)[i] = v; break;
     case DP_F32: ((float *)t->data)[i] = (float)v; break;
@@ -81,6 +87,7 @@ void dp_tensor_put(dp_tensor *t, int64_t i, double v) {
     case DP_I64: ((int64_t *)t->data)[i] = (int64_t)v; break;
     default: break;
     }
+    return DP_OK;
 }
 
 dp_status dp_tensor_convert(dp_tensor *out, const dp_tensor *in, dp_dtype to) {
@@ -105,7 +112,14 @@ dp_status dp_tensor_convert(dp_tensor *out, const dp_tensor *in, dp_dtype to) {
         for (int64_t i = 0; i < n; i++) ((int64_t *)out->data)[i] = ((const int32_t *)in->data)[i];
         return DP_OK;
     }
-    for (int64_t i = 0; i < n; i++) dp_tensor_put(out, i, dp_tensor_get(in, i));
+    for (int64_t i = 0; i < n; i++) {
+        dp_status st = dp_tensor_put(out, i, dp_tensor_get(in, i));
+        if (st != DP_OK) {
+            dp_tensor_free(out);
+            return dp_error_context(st, "converting element %lld from %s to %s", (long long)i,
+                                    dp_dtype_name(in->dtype), dp_dtype_name(to));
+        }
+    }
     return DP_OK;
 }
 

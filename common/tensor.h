@@ -35,9 +35,11 @@ dp_status dp_tensor_alloc(dp_tensor *t, dp_dtype dt, int ndim, const int64_t *sh
 void dp_tensor_free(dp_tensor *t);
 dp_status dp_tensor_copy(dp_tensor *out, const dp_tensor *in);
 /* Element i (flat index) as double / set from double (rounded to the dtype; integer
- * dtypes take the value truncated toward zero). */
+ * dtypes take the value truncated toward zero, and a NaN or a value outside the integer
+ * type's range is DP_ERR_INVALID with the element left unchanged — never a wrapped or
+ * clamped value). */
 double dp_tensor_get(const dp_tensor *t, int64_t i);
-void dp_tensor_put(dp_tensor *t, int64_t i, double v);
+dp_status dp_tensor_put(dp_tensor *t, int64_t i, double v);
 /* out = in converted to dtype `to` (element by element through dp_tensor_get/put). */
 dp_status dp_tensor_convert(dp_tensor *out, const dp_tensor *in, dp_dtype to);
 /* "[2, 3]" style shape string into buf. */

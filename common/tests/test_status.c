@@ -38,6 +38,10 @@ int main(void) {
     T_CHECK(dp_parse_i64(&i64, "--count", "-3") == DP_OK && i64 == -3, "-3");
     T_CHECK(dp_parse_i64(&i64, "--count", "99999999999999999999") == DP_ERR_INVALID, "i64 overflow");
     T_CHECK(dp_parse_u64(&u64, "--key", "-1") == DP_ERR_INVALID, "negative u64");
+    /* strtoull would skip the blank and wrap " -1" / "+-1" to 2^64-1 */
+    T_CHECK(dp_parse_u64(&u64, "--key", " -1") == DP_ERR_INVALID, "blank then negative u64");
+    T_CHECK(dp_parse_u64(&u64, "--key", "+5") == DP_ERR_INVALID, "signed u64");
+    T_CHECK(dp_parse_u64(&u64, "--key", " 5") == DP_ERR_INVALID, "leading blank u64");
     T_CHECK(dp_parse_u64(&u64, "--key", "0xffffffffffffffff") == DP_OK && u64 == UINT64_MAX, "hex u64");
     T_CHECK(dp_parse_u64(&u64, "--key", "0x") == DP_ERR_INVALID, "bare 0x");
     T_CHECK(dp_parse_u64(&u64, "--key", "0x1ffffffffffffffff") == DP_ERR_INVALID, "u64 overflow");

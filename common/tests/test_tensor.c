@@ -7,6 +7,7 @@
 #include "common/rng.h"
 #include "common/tensor.h"
 #include "common/test.h"
+#include <math.h>
 
 int main(void) {
     dp_tensor t, u;
@@ -64,8 +65,21 @@ int main(void) {
             dp_tensor_get(&t, 0), dp_tensor_get(&t, 1));
     dp_tensor_free(&t);
     T_OK(dp_tensor_alloc(&t, DP_I32, 1, s1));
-    dp_tensor_put(&t, 0, -2.7);
+    T_OK(dp_tensor_put(&t, 0, -2.7));
     T_CHECK(dp_tensor_get(&t, 0) == -2.0, "I32 put truncates toward zero");
+    /* NaN and out-of-range values into integer dtypes are errors, element untouched */
+    T_CHECK(dp_tensor_put(&t, 0, NAN) == DP_ERR_INVALID && dp_tensor_get(&t, 0) == -2.0, "NaN into I32");
+    T_CHECK(dp_tensor_put(&t, 0, 2147483648.0) == DP_ERR_INVALID, "2^31 into I32");
+    T_CHECK(dp_tensor_put(&t, 0, 2147483647.9) == DP_OK && dp_tensor_get(&t, 0) == 2147483647.0, "I32 max");
+    T_CHECK(dp_tensor_put(&t, 0, -2147483648.9) == DP_OK && dp_tensor_get(&t, 0) == -2147483648.0, "I32 min");
+    {
+        dp_tensor f, g;
+        int64_t s2[1] = {2};
+        T_OK(dp_tensor_alloc(&f, DP_F64, 1, s2));
+        ((double *)f.data)[1] = 1e300;
+        T_CHECK(dp_tensor_convert(&g, &f, DP_I64) == DP_ERR_INVALID && g.data == NULL, "F64 1e300 -> I64 rejected");
+        dp_tensor_free(&f);
+    }
     dp_tensor_free(&t);
     /* I64 -> I32 out of range is an error, not a silent wrap */
     T_OK(dp_tensor_alloc(&t, DP_I64, 1, s1));
