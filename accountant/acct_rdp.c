@@ -39,45 +39,95 @@ static double log_a_int(double q, double sigma, int64_t alpha) {
         if (t[i] > m) m = t[i];
     }
     double acc = 0.0;
-    for (int64_t i = 0; i <= alpha; i++) acc += exp(t[i] - m); /* pass 2: scaled sum */
+    for (int64_t i = 0; i <= alpha; i++) /* pass 2: scaled sum; exp(x) is exactly 0 for x < -746 */
+        if (t[i] - m > -750.0) acc += exp(t[i] - m);
     if (t != buf) free(t);
     return m + log(acc);
 }
 
+/* Per-(q, sigma) quantities of the fractional series that do not depend on alpha, shared by all
+ * fractional orders of a segment: the i-side erfc factor le0[i] = log(1/2) + log erfc((i - z0)/(sqrt2 s))
+ * and log(i). Filled lazily (n = entries filled); values are bit-identical to computing them per order. */
+#define FRAC_MAX_TERMS 100
+typedef struct {
+    double q, sigma, lq, l1q, z0;
+    int n;
+    double le0[FRAC_MAX_TERMS], logi[FRAC_MAX_TERMS];
+} frac_ctx;
+
+static void frac_ctx_init(frac_ctx *c, double q, double sigma) {
+    c->q = q; c->sigma = sigma; c->n = 0;
+    c->lq = log(q); c->l1q = log1p(-q);
+    c->z0 = sigma * sigma * (log(1.0 / q - 1.0)) + 0.5;
+}
+
 /* Fractional alpha > 1: the two-sided signed series of Mironov-Talwar-Zhang 2019 §3.3.
- * Positive and negative terms are accumulated separately in log space and subtracted
- * once at the end (never |binom|: that over-estimates). Returns NAN if it does not
- * converge in 100 terms (small sigma: the terms then decay only like |binom(alpha, i)|)
- * or cancels catastrophically; the caller then integrates numerically (log_a_quad). */
-static double log_a_frac(double q, double sigma, double alpha) {
-    double lq = log(q), l1q = log1p(-q);
-    double z0 = sigma * sigma * (log(1.0 / q - 1.0)) + 0.5;
-    double pos = -INFINITY, neg = -INFINITY, lbin = 0.0;
-    int sign = 1;
-    for (int i = 0; i < 100; i++) {
+ * Positive and negative terms are accumulated separately (never |binom|: that over-estimates),
+ * each as e^m (1{max term has that sign} + sum of e^(ls - m) over its other terms), where m is the
+ * largest log term seen so far; log A = m + log1p(sp - sn) (or m + log(sp - 1 - sn) when the largest
+ * term is negative) is formed once at the end. One exp per log term; no log-add-exp chain.
+ * Returns NAN if it does not converge in 100 terms (small sigma: the terms then decay only like
+ * |binom(alpha, i)|) or cancels catastrophically; the caller then integrates numerically (log_a_quad). */
+static double log_a_frac_ctx(frac_ctx *c, double alpha) {
+    const double sigma = c->sigma, lq = c->lq, l1q = c->l1q, z0 = c->z0;
+    const double rs = M_SQRT2 * sigma, l05 = log(0.5);
+    /* sp, sn: Neumaier-compensated sums (cp, cn the compensations): the first terms nearly cancel
+     * m (log A << |m| when q is small), so the sums must not lose the small later terms */
+    double m = -INFINITY, sp = 0.0, sn = 0.0, cp = 0.0, cn = 0.0, lbin = 0.0;
+    int ms = 0, sign = 1;
+#define FRAC_ADD(s_, c_, v_) do { double v__ = (v_), t__ = s_ + v__; \
+        c_ += fabs(s_) >= fabs(v__) ? (s_ - t__) + v__ : (v__ - t__) + s_; s_ = t__; } while (0)
+    for (int i = 0; i < FRAC_MAX_TERMS; i++) {
+        if (i >= c->n) { /* extend the per-segment tables */
+            double di = (double)i;
+            c->le0[i] = l05 + log_erfc((di - z0) / rs);
+            c->logi[i] = i > 0 ? log(di) : 0.0;
+            c->n = i + 1;
+        }
         if (i > 0) {
             double f = alpha - (double)i + 1.0; /* binom(a,i) = binom(a,i-1) (a-i+1)/i */
             if (f < 0) sign = -sign;
-            lbin += log(fabs(f)) - log((double)i);
+            lbin += log(fabs(f)) - c->logi[i];
         }
         double di = (double)i, j = alpha - di;
         double lt0 = lbin + di * lq + j * l1q, lt1 = lbin + j * lq + di * l1q;
-        double le0 = log(0.5) + log_erfc((di - z0) / (M_SQRT2 * sigma));
-        double le1 = log(0.5) + log_erfc((z0 - j) / (M_SQRT2 * sigma));
-        double ls0 = lt0 + (di * di - di) / (2.0 * sigma * sigma) + le0;
+        double le1 = l05 + log_erfc((z0 - j) / rs);
+        double ls0 = lt0 + (di * di - di) / (2.0 * sigma * sigma) + c->le0[i];
         double ls1 = lt1 + (j * j - j) / (2.0 * sigma * sigma) + le1;
-        double ls = lae(ls0, ls1);
-        if (sign > 0) pos = lae(pos, ls); else neg = lae(neg, ls);
-        /* slow (polynomial) decay: give up early and integrate instead */
-        if (di >= alpha + 12.0 && ls > pos - 12.0) return NAN;
-        /* past alpha the terms alternate; stop once they are negligible (e^-44 ~ 1e-19 relative) */
-        if (di > alpha + 1.0 && ls < pos - 44.0) {
-            if (neg == -INFINITY) return pos;
-            if (neg >= pos) return NAN;
-            return pos + log1p(-exp(neg - pos));
+        double lmax = ls0 > ls1 ? ls0 : ls1, lmin = ls0 > ls1 ? ls1 : ls0, et;
+        if (!(lmax > -INFINITY)) continue; /* both terms vanish */
+        if (lmax > m) { /* new largest term: rescale both sums to it (the old largest joins its sum) */
+            double sc = exp(m - lmax); /* 0 when m = -inf */
+            sp *= sc; cp *= sc; sn *= sc; cn *= sc;
+            if (ms > 0) FRAC_ADD(sp, cp, sc); else if (ms < 0) FRAC_ADD(sn, cn, sc);
+            m = lmax; ms = sign;
+            double e = exp(lmin - m);
+            if (sign > 0) FRAC_ADD(sp, cp, e); else FRAC_ADD(sn, cn, e);
+            et = 1.0 + e;
+        } else {
+            double e0 = exp(ls0 - m), e1 = exp(ls1 - m);
+            if (sign > 0) { FRAC_ADD(sp, cp, e0); FRAC_ADD(sp, cp, e1); }
+            else { FRAC_ADD(sn, cn, e0); FRAC_ADD(sn, cn, e1); }
+            et = e0 + e1;
+        }
+        double pn = sp + cp + (ms > 0 ? 1.0 : 0.0); /* (positive sum) / e^m */
+        /* slow (polynomial) decay: give up early and integrate instead (term > P e^-12) */
+        if (di >= alpha + 12.0 && et > pn * 6.14421235332821e-06) return NAN;
+        /* past alpha the terms alternate; stop once they are negligible (term < P e^-44 ~ 1e-19 P) */
+        if (di > alpha + 1.0 && et < pn * 7.781132241133797e-20) {
+            double nn = sn + cn + (ms < 0 ? 1.0 : 0.0), d = (sp - sn) + (cp - cn);
+            if (nn >= pn) return NAN;
+            return ms > 0 ? m + log1p(d) : m + log(d - 1.0);
         }
     }
+#undef FRAC_ADD
     return NAN;
+}
+
+static double log_a_frac(double q, double sigma, double alpha) {
+    frac_ctx c;
+    frac_ctx_init(&c, q, sigma);
+    return log_a_frac_ctx(&c, alpha);
 }
 
 /* g(x) = (1+x)^alpha - 1 - alpha x >= 0 (x > -1), in log space */
@@ -270,10 +320,12 @@ dp_status acct_rdp_schedule(double *rdp, const acct_schedule *s, const double *o
     for (int j = 0; j < s->n; j++) {
         const acct_segment *g = &s->seg[j];
         size_t nf = 0; /* fractional orders whose series did not converge: integrated together */
+        frac_ctx fc;
+        frac_ctx_init(&fc, g->q, g->param);
         for (size_t k = 0; k < n; k++) {
             double r, a = orders[k];
             if (g->mech == ACCT_GAUSSIAN && g->q < 1.0 && a != floor(a) && a > 1.0) {
-                double la = log_a_frac(g->q, g->param, a);
+                double la = log_a_frac_ctx(&fc, a);
                 if (isnan(la)) { fa[nf] = a; fi[nf] = k; nf++; continue; }
                 r = la / (a - 1.0);
                 if (r < 0) r = 0;
