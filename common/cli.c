@@ -158,6 +158,9 @@ void dp_opts_print_help(const dp_opt *opts, size_t nopts) {
 
 int dp_cli_fail(const char *cmd, dp_status st) {
     const char *msg = dp_last_error();
-    fprintf(stderr, "dpcert %s: %s\n", cmd, msg[0] ? msg : dp_status_name(st));
+    /* DP_ERR_NOT_SUPPORTED shares exit code 3 with internal errors; the fixed prefix
+     * "not supported: " lets a driver (the conformance runner) tell them apart. */
+    fprintf(stderr, "dpcert %s: %s%s\n", cmd, st == DP_ERR_NOT_SUPPORTED ? "not supported: " : "",
+            msg[0] ? msg : dp_status_name(st));
     return dp_status_exit_code(st);
 }

@@ -50,7 +50,8 @@ dp_status dp_parse_choice(int *out, const char *what, const char *s, const char 
 dp_status dp_check_min(const char *what, double v, double lo, int inclusive);
 dp_status dp_check_range(const char *what, double v, double lo, int lo_incl, double hi, int hi_incl);
 
-/* Report a failed status on stderr as "dpcert CMD: message" and return its exit code. */
+/* Report a failed status on stderr as "dpcert CMD: message" and return its exit code.
+ * DP_ERR_NOT_SUPPORTED is printed as "dpcert CMD: not supported: message" (exit 3). */
 int dp_cli_fail(const char *cmd, dp_status st);
 
 #endif

@@ -6,6 +6,8 @@
 #include "common/cli.h"
 #include "common/status.h"
 #include "common/test.h"
+#include <string.h>
+#include <unistd.h>
 
 int main(void) {
     T_CHECK(dp_status_exit_code(DP_OK) == 0, "ok -> 0");
@@ -49,5 +51,28 @@ int main(void) {
             "check_min: %s", dp_last_error());
     T_CHECK(dp_check_range("--q", 0, 0, 0, 1, 1) == DP_ERR_INVALID, "q = 0 outside (0,1]");
     T_CHECK(dp_check_range("--q", 1, 0, 0, 1, 1) == DP_OK, "q = 1 inside (0,1]");
+    /* dp_cli_fail: message on stderr, exit code; NOT_SUPPORTED carries its marker. */
+    {
+        const dp_status sts[2] = {DP_ERR_NOT_SUPPORTED, DP_ERR_INTERNAL};
+        const char *want[2] = {"dpcert x: not supported: op y missing\n", "dpcert x: op y missing\n"};
+        for (int k = 0; k < 2; k++) {
+            FILE *f = tmpfile();
+            T_CHECK(f != NULL, "tmpfile");
+            if (!f) break;
+            fflush(stderr);
+            int saved = dup(2);
+            dup2(fileno(f), 2);
+            int rc = dp_cli_fail("x", dp_error(sts[k], "op y missing"));
+            fflush(stderr);
+            dup2(saved, 2);
+            close(saved);
+            char line[256] = "";
+            rewind(f);
+            if (!fgets(line, sizeof line, f)) line[0] = '\0';
+            fclose(f);
+            T_CHECK(rc == 3 && strcmp(line, want[k]) == 0, "dp_cli_fail(%s) printed '%s' rc %d",
+                    dp_status_name(sts[k]), line, rc);
+        }
+    }
     return t_finish();
 }
