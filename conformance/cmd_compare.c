@@ -13,13 +13,15 @@ int dp_cmd_compare(int argc, char **argv) {
     const char *dtype = "f64";
     int json = 0, help = 0, verbose = 0, shares = 0, dtype_seen = 0;
     double warn = 0.5;
-    int64_t model_k = 0;
+    int64_t model_k = 0, noise_ranks = 0;
     dp_opt opts[] = {
         {"--dtype", DP_OPT_STRING, &dtype, &dtype_seen, "candidate working precision: f64 (default), f32, bf16"},
         {"--json", DP_OPT_FLAG, &json, NULL, "print the per-tensor results as JSON"},
         {"--warn", DP_OPT_DOUBLE, &warn, NULL, "MARGINAL above this fraction of the budget (default 0.5)"},
         {"--noise-shares", DP_OPT_FLAG, &shares, NULL,
-         "the candidate's noise is independent shares: skip element-wise noise, substitute it downstream"},
+         "the candidate's noise is independent per-rank shares: recomputed from the reference's noise_key"},
+        {"--noise-ranks", DP_OPT_INT, &noise_ranks, NULL,
+         "R of --noise-shares when the candidate's metadata lacks 'ranks' (1..255)"},
         {"--model-k", DP_OPT_INT, &model_k, NULL, "reduction length K of the model (default: from the export)"},
         {"--verbose", DP_OPT_FLAG, &verbose, NULL, "also list skipped tensors"},
     };
@@ -48,6 +50,10 @@ int dp_cmd_compare(int argc, char **argv) {
     o.warn = warn;
     o.model_k = model_k;
     o.noise_statistical = shares;
+    if ((st = dp_check_min("--noise-ranks", (double)noise_ranks, 0, 1)) != DP_OK) return dp_cli_fail("compare", st);
+    if (noise_ranks > 255) return dp_cli_fail("compare", dp_error(DP_ERR_INVALID, "--noise-ranks must be in [1, 255], got %lld", (long long)noise_ranks));
+    if (noise_ranks && !shares) return dp_cli_fail("compare", dp_error(DP_ERR_USAGE, "--noise-ranks needs --noise-shares"));
+    o.noise_ranks = noise_ranks;
     (void)dtype_seen;
     conf_cmp_result r;
     conf_cmp_result_init(&r);

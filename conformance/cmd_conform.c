@@ -48,7 +48,7 @@ int dp_cmd_conform(int argc, char **argv) {
     dp_opt opts[] = {
         {"--suite", DP_OPT_STRING, &suite, &seen_suite, "default | ci | full | all (cases list their suites)"},
         {"--backend", DP_OPT_STRING, &backend, NULL, "host (default) | cuda"},
-        {"--ranks", DP_OPT_STRING, &ranks_s, NULL, "only these MPI rank counts, e.g. 1,2 (default: each case's own)"},
+        {"--ranks", DP_OPT_STRING, &ranks_s, NULL, "MPI rank counts, e.g. 1,2: replace the case's list (any_ranks cases), else intersect with it"},
         {"--filter", DP_OPT_STRING, &filter, NULL, "only cases whose name matches this POSIX extended regex"},
         {"--report", DP_OPT_STRING, &report, NULL, "DIR: write report.json, junit.xml and report.md there"},
         {"--dpcert", DP_OPT_STRING, &dpcert, NULL, "binary to run (default: this one)"},
@@ -109,9 +109,14 @@ int dp_cmd_conform(int argc, char **argv) {
     struct run { size_t ci; int64_t r; } *runs = NULL;
     for (size_t i = 0; i < ncs; i++) {
         if (filter && regexec(&re, cs[i].name, 0, NULL, 0) != 0) continue;
-        for (size_t k = 0; k < cs[i].nranks; k++) {
-            int ok = !nrsel;
-            for (size_t j = 0; j < nrsel; j++) ok |= rsel[j] == cs[i].ranks[k];
+        /* --ranks: replaces the case's list when the case allows any rank count, else
+           keeps only the listed rank counts the case has (docs/conformance.md) */
+        int force = nrsel && cs[i].any_ranks;
+        size_t nk = force ? nrsel : cs[i].nranks;
+        for (size_t k = 0; k < nk; k++) {
+            int64_t r = force ? rsel[k] : cs[i].ranks[k];
+            int ok = !nrsel || force;
+            for (size_t j = 0; !ok && j < nrsel; j++) ok |= rsel[j] == r;
             if (!ok) continue;
             if (nrun == cap) {
                 cap = cap ? 2 * cap : 32;
@@ -120,7 +125,7 @@ int dp_cmd_conform(int argc, char **argv) {
                 runs = p;
             }
             runs[nrun].ci = i;
-            runs[nrun++].r = cs[i].ranks[k];
+            runs[nrun++].r = r;
         }
     }
     if (filter) regfree(&re);

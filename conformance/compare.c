@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/philox.h"
 #include "common/safetensors.h"
 #include "conformance/conf.h"
 
@@ -20,6 +21,7 @@ void conf_cmp_opts_default(conf_cmp_opts *o) {
     o->warn = 0.5;
     o->noise_statistical = 0;
     o->model_k = 0;
+    o->noise_ranks = 0;
 }
 
 void conf_cmp_result_init(conf_cmp_result *r) { memset(r, 0, sizeof *r); }
@@ -197,7 +199,7 @@ static double noise_draw_bound(double u_ref) {
 
 /* Per-element bounds kept during one step (clipped sums, noise, private gradients,
  * updated parameters) so that later stages propagate the earlier ones. */
-enum { BS_CS = 0, BS_NOISE, BS_PG, BS_PA, BS_M1, BS_DM1, BS_M2, BS_DM2, BS_Z };
+enum { BS_CS = 0, BS_NOISE, BS_PG, BS_PA, BS_M1, BS_DM1, BS_M2, BS_DM2, BS_EN, BS_Z };
 typedef struct { char name[160]; int kind; int64_t n; double *b; } bstore_item;
 typedef struct { bstore_item *it; size_t n, cap; } bstore;
 static double *bstore_new(bstore *s, const char *name, int kind, int64_t n) {
@@ -539,9 +541,66 @@ static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, co
         }
         if (!c) { if ((st = push_missing(out, prefix, nm, "candidate")) != DP_OK) goto done; continue; }
         if (o->noise_statistical) {
-            if ((st = push_skip(out, prefix, nm, CONF_SKIPPED,
-                                "noise shares are independent draws: checked statistically, not element-wise")) != DP_OK)
-                goto done;
+            /* noise shares (docs/tolerances.md "Noise shares"): rank r adds
+               (sigma C_total / sqrt(R)) N(key, NOISE, step, lane p | (r+1) << 16, e); the sum over
+               r = 0..R-1 (rank order) is recomputed from the reference's noise key. */
+            const char *km = dp_tset_meta(ref, "noise_key");
+            char *end = NULL;
+            uint64_t key = km ? strtoull(km, &end, 10) : 0;
+            int have_key = km && end != km && *end == '\0';
+            double R = (double)o->noise_ranks;
+            if (R <= 0) {
+                static const char *const kr[] = {"ranks", NULL};
+                if (!meta_num(cand, &R, kr)) R = 0;
+            }
+            if (!have_key || sc < 0) {
+                if ((st = push_skip(out, prefix, nm, CONF_SKIPPED,
+                                    "noise shares without noise_key/sigma/c_total in the reference metadata: "
+                                    "not recomputable, checked statistically")) != DP_OK)
+                    goto done;
+                continue;
+            }
+            if (!(R >= 1 && R < 256 && R == floor(R))) {
+                conf_tensor_result t;
+                tr_init(&t, prefix, nm);
+                t.numel = n;
+                t.status = CONF_FAIL;
+                t.worst_frac = INFINITY;
+                snprintf(t.msg, sizeof t.msg, "noise shares: rank count unknown or out of [1, 255] (no 'ranks' in "
+                                              "the candidate metadata): pass --noise-ranks R");
+                if ((st = conf_cmp_result_push(out, &t)) != DP_OK) goto done;
+                continue;
+            }
+            /* the parameter's lane: the p whose single-mode draw is the reference's noise */
+            int lane = -1;
+            for (int p = 0; n > 0 && p < (int)ref->n && p < (1 << 16); p++) {
+                double z = sc * dp_stream_gaussian(key, DP_PURPOSE_NOISE, (uint32_t)step_no, (uint32_t)p, 0);
+                if (fabs(z - dp_tensor_get(r, 0)) <= bd[0]) { lane = p; break; }
+            }
+            if (n > 0 && lane < 0) {
+                if ((st = push_skip(out, prefix, nm, CONF_SKIPPED,
+                                    "noise shares: the reference noise matches no lane of its noise_key")) != DP_OK)
+                    goto done;
+                continue;
+            }
+            double *en = bstore_new(&bs, pname, BS_EN, n);
+            if (!en) { st = DP_ERR_NOMEM; goto done; }
+            double sd = sc / sqrt(R), gs = conf_gamma(R + 7, k.u);
+            for (int64_t e = 0; e < n; e++) {
+                double sum = 0, sabs = 0;
+                for (int rk = 0; rk < (int)R; rk++) {
+                    uint32_t ln = (uint32_t)lane | ((uint32_t)(rk + 1) << 16);
+                    double x = sd * dp_stream_gaussian(key, DP_PURPOSE_NOISE, (uint32_t)step_no, ln, (uint64_t)e);
+                    sum += x;
+                    sabs += fabs(x);
+                }
+                en[e] = sum;
+                /* R draws of libm error sd bz each; sigma, C_total, sqrt(R), the division and the
+                   product (7 roundings), the R-1 additions in any order; each share and the total
+                   stored in the candidate's dtype */
+                bd[e] = R * sd * k.bz + (gs + 2 * k.uc) * sabs + k.uc * fabs(sum);
+            }
+            if ((st = compare_elems(out, prefix, nm, r, c, en, bd, o->warn)) != DP_OK) goto done;
             continue;
         }
         if ((st = compare_elems(out, prefix, nm, r, c, NULL, bd, o->warn)) != DP_OK) goto done;
@@ -572,18 +631,22 @@ static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, co
             double s = dp_tensor_get(rcs, e) + dp_tensor_get(rnz, e);
             if (fabs(s) > best) { best = fabs(s); inv_d = dp_tensor_get(r, e) / s; }
         }
-        int subst = o->noise_statistical && cnz && dp_tensor_numel(cnz) == n;
+        /* noise shares: with the recomputed summed shares (en) the expected value is
+           (cs_ref + en) / d with en's bound; without them the candidate's noise is substituted */
+        const double *en = o->noise_statistical ? bstore_get(&bs, pname, BS_EN, n) : NULL;
+        int subst = o->noise_statistical && !en && cnz && dp_tensor_numel(cnz) == n;
         double *bd = bstore_new(&bs, pname, BS_PG, n);
         free(tmp);
         tmp = dp_malloc((size_t)(n ? n : 1) * sizeof *tmp);
         if (!bd || !tmp) { st = DP_ERR_NOMEM; goto done; }
         for (int64_t e = 0; e < n; e++) {
-            tmp[e] = subst ? (dp_tensor_get(rcs, e) + dp_tensor_get(cnz, e)) * inv_d : dp_tensor_get(r, e);
+            tmp[e] = en      ? (dp_tensor_get(rcs, e) + en[e]) * inv_d
+                   : subst ? (dp_tensor_get(rcs, e) + dp_tensor_get(cnz, e)) * inv_d : dp_tensor_get(r, e);
             bd[e] = (dcs[e] + (subst ? 0 : dnz[e])) * fabs(inv_d) + conf_gamma(3, k.u) * fabs(tmp[e])
                   + k.uc * fabs(tmp[e]);
         }
         if (!c) { if ((st = push_missing(out, prefix, nm, "candidate")) != DP_OK) goto done; continue; }
-        if ((st = compare_elems(out, prefix, nm, r, c, subst ? tmp : NULL, bd, o->warn)) != DP_OK) goto done;
+        if ((st = compare_elems(out, prefix, nm, r, c, (subst || en) ? tmp : NULL, bd, o->warn)) != DP_OK) goto done;
     }
 
     /* 7. updated parameters (docs/tolerances.md, "Optimizer"): the reference's optimizer

@@ -53,6 +53,9 @@ typedef struct {
                               comparable): step.noise is SKIPPED here (checked statistically) and
                               the private gradient is compared with the candidate's noise substituted */
     int64_t model_k;       /* reduction length K of the model's forward+backward (0: derive from the export) */
+    int64_t noise_ranks;   /* noise shares: the candidate's rank count R (0: the candidate's metadata "ranks").
+                              With the reference's noise_key in its metadata the summed shares are
+                              recomputed and compared element by element (docs/tolerances.md) */
 } conf_cmp_opts;
 void conf_cmp_opts_default(conf_cmp_opts *o);
 
@@ -121,6 +124,9 @@ typedef struct {
     char noise_mode[16];    /* single | shares */
     char dtype[8];          /* f64 | f32 */
     int64_t ranks[CONF_MAX_RANKS]; size_t nranks; /* rank counts this case runs with */
+    int any_ranks;          /* 1: `conform --ranks LIST` replaces `ranks` (the check means the same at
+                               every R); 0: LIST is intersected with `ranks`. Key "any_ranks";
+                               default 1 for compare cases, 0 for statistical cases and negative controls */
     int64_t micro_batches;
     int64_t steps;
     char **args; size_t nargs;      /* model/DP flags passed to both sides */
@@ -159,6 +165,10 @@ typedef struct {
     int verbose;
 } conf_run_opts;
 /* Runs one case with `ranks` ranks into *res. */
+/* 1 when a process that exited `rc` could not run the case rather than failed it: rc == 3
+ * and its log has a line matching ^dpcert [a-z-]+( [a-z]+)?: not supported:  (common/cli.c
+ * for DP_ERR_NOT_SUPPORTED) or the text "not built into this binary". */
+int conf_log_not_supported(int rc, const char *log);
 dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks, const conf_run_opts *o);
 
 dp_status conf_report_json(const char *path, const char *suite, const conf_case_result *r, size_t n);

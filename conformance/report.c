@@ -73,27 +73,53 @@ dp_status conf_report_json(const char *path, const char *suite, const conf_case_
     return DP_OK;
 }
 
+/* Length of the valid UTF-8 sequence at s that encodes an XML 1.0 Char (0 when invalid:
+ * a stray continuation byte, an overlong form, a surrogate, > U+10FFFF, U+FFFE/U+FFFF,
+ * or a sequence cut short by the end of the string). */
+static size_t utf8_xml_char(const unsigned char *s) {
+    unsigned c = s[0];
+    size_t n;
+    unsigned cp;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) { n = 2; cp = c & 0x1F; }
+    else if (c >= 0xE0 && c <= 0xEF) { n = 3; cp = c & 0x0F; }
+    else if (c >= 0xF0 && c <= 0xF4) { n = 4; cp = c & 0x07; }
+    else return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0; /* also stops at the terminating NUL */
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0; /* overlong / too large */
+    if ((cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF) return 0;    /* not XML Chars */
+    return n;
+}
+
 void conf_xml_escape(char *buf, size_t len, const char *s) {
     size_t k = 0;
     if (!len) return;
-    for (; *s; s++) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
         const char *rep = NULL;
-        char one[2] = {*s, 0};
-        unsigned char ch = (unsigned char)*s;
-        switch (*s) {
+        size_t l, adv = 1;
+        switch (*p) {
         case '&': rep = "&amp;"; break;
         case '<': rep = "&lt;"; break;
         case '>': rep = "&gt;"; break;
         case '"': rep = "&quot;"; break;
         case '\'': rep = "&apos;"; break;
         default:
-            if (ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') rep = ""; /* not allowed in XML 1.0 */
-            else rep = one;
+            if (*p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r') rep = ""; /* not allowed in XML 1.0 */
+            else if (*p >= 0x80) {
+                adv = utf8_xml_char(p);
+                if (adv == 0) { adv = 1; rep = "\xEF\xBF\xBD"; } /* invalid byte -> U+FFFD */
+            }
         }
-        size_t l = strlen(rep);
+        if (rep) l = strlen(rep);
+        else { rep = (const char *)p; l = adv; } /* a whole character, never a part of one */
         if (k + l + 1 > len) break;
         memcpy(buf + k, rep, l);
         k += l;
+        p += adv;
     }
     buf[k] = '\0';
 }

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <regex.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,12 +27,17 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Runs argv with stdout+stderr into `log`; returns the exit code (128+signal, 124 on timeout). */
-static int run_proc(char *const *argv, const char *log, int timeout_s) {
+/* Runs argv with stdout+stderr into `log`; returns the exit code (128+signal, 124 on timeout).
+ * `inject` 1: DPCERT_TEST_INJECT=1 in the child's environment (negative controls use the
+ * test-only `dpcert train --inject-bug`, which refuses to run without it); 0: removed, so a
+ * normal case can never run an injected bug. */
+static int run_proc(char *const *argv, const char *log, int timeout_s, int inject) {
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
         setpgid(0, 0);
+        if (inject) setenv("DPCERT_TEST_INJECT", "1", 1);
+        else unsetenv("DPCERT_TEST_INJECT");
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
         execvp(argv[0], argv);
@@ -84,6 +90,25 @@ static int log_contains(const char *log, const char *needle) {
     char line[1024];
     int found = 0;
     while (!found && fgets(line, sizeof line, f)) found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* Exit 3 means "cannot run here" only when the log says so in one of the two forms the
+ * binary prints (common/cli.c dp_cli_fail): a line "dpcert CMD[ SUB]: not supported: ..."
+ * (DP_ERR_NOT_SUPPORTED), or "... not built into this binary" (a subcommand or backend
+ * compiled out). Anything else with exit 3 is an internal error: FAIL. */
+int conf_log_not_supported(int rc, const char *log) {
+    if (rc != 3) return 0;
+    if (log_contains(log, "not built into this binary")) return 1;
+    FILE *f = fopen(log, "r");
+    if (!f) return 0;
+    regex_t re;
+    if (regcomp(&re, "^dpcert [a-z-]+( [a-z]+)?: not supported: ", REG_EXTENDED | REG_NOSUB) != 0) { fclose(f); return 0; }
+    char line[1024];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) found = regexec(&re, line, 0, NULL, 0) == 0;
+    regfree(&re);
     fclose(f);
     return found;
 }
@@ -194,11 +219,11 @@ dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks
         for (size_t i = 0; i < c->nref; i++) av_push(&ra, c->ref_args[i]);
         av_push(&ra, "--export"); av_push(&ra, refdir);
         if (!ra.v) { st = dp_error(DP_ERR_NOMEM, "out of memory"); goto finish; }
-        int rc = run_proc(ra.v, reflog, CONF_CASE_TIMEOUT_S);
+        int rc = run_proc(ra.v, reflog, CONF_CASE_TIMEOUT_S, 0);
         if (rc != 0) {
             char tail[300];
             log_tail(tail, sizeof tail, reflog);
-            res->status = rc == 3 && log_contains(reflog, "not built") ? CONF_NOT_SUPPORTED : CONF_FAIL;
+            res->status = conf_log_not_supported(rc, reflog) ? CONF_NOT_SUPPORTED : CONF_FAIL;
             snprintf(res->detail, sizeof res->detail, "reference exited %d: %s", rc, tail);
             goto finish;
         }
@@ -220,14 +245,12 @@ dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks
     av_push(&ca, "--export"); av_push(&ca, canddir);
     if (!ca.v) { st = dp_error(DP_ERR_NOMEM, "out of memory"); goto finish; }
     {
-        int rc = run_proc(ca.v, candlog, CONF_CASE_TIMEOUT_S);
+        int rc = run_proc(ca.v, candlog, CONF_CASE_TIMEOUT_S, c->expect_fail);
         if (rc != 0) {
             char tail[300];
             log_tail(tail, sizeof tail, candlog);
-            /* exit 3 with "not built" / "not supported": the backend cannot run this case */
-            int ns = rc == 3 && (log_contains(candlog, "not built") || log_contains(candlog, "not supported") ||
-                                 log_contains(candlog, "NOT_SUPPORTED") || log_contains(candlog, "no CUDA"));
-            res->status = ns ? CONF_NOT_SUPPORTED : CONF_FAIL;
+            /* exit 3 with a "not supported: " / "not built into this binary" line: the backend cannot run this case */
+            res->status = conf_log_not_supported(rc, candlog) ? CONF_NOT_SUPPORTED : CONF_FAIL;
             snprintf(res->detail, sizeof res->detail, "candidate exited %d: %s", rc, tail);
             goto finish;
         }

@@ -26,11 +26,18 @@ done
 ref=\$(dirname "\$out")/ref
 case \$name in
   1) cp -r "\$ref" "\$out" ;;                                      # exact copy
-  2) echo "dpcert train: backend 'host': strategy fused not supported for this model" >&2; exit 3 ;;
+  2) echo "dpcert train: not supported: backend 'host' does not support operation 'fused_clip_accum'" >&2; exit 3 ;;
   3) kill -SEGV \$\$ ;;                                            # crash
   4) echo "dpcert train: unknown option '--frobnicate'" >&2; exit 2 ;;
   5) cp -r "\$ref" "\$out"; rm "\$out/step-000002.safetensors" ;;
   6) cp -r "\$ref" "\$out"; python3 "$W/perturb.py" "\$out/step-000001.safetensors" ;;
+  7) echo "dpcert train: internal error: NOT_SUPPORTED path reached, no CUDA context, op not supported" >&2; exit 3 ;;
+  8) echo "dpcert train dpsgd: not supported: backend 'cuda' does not support operation 'noise_add'" >&2; exit 3 ;;
+  9) echo "dpcert train: not supported: backend 'host' does not support operation 'x'" >&2; exit 1 ;;
+  10) [ -n "\${DPCERT_TEST_INJECT:-}" ] && { echo "dpcert train: DPCERT_TEST_INJECT leaked into a normal case" >&2; exit 2; }
+      cp -r "\$ref" "\$out" ;;
+  11) [ "\${DPCERT_TEST_INJECT:-}" = 1 ] || { echo "dpcert train: --inject-bug needs DPCERT_TEST_INJECT=1" >&2; exit 2; }
+      cp -r "\$ref" "\$out"; python3 "$W/perturb.py" "\$out/step-000001.safetensors" ;;
 esac
 FAKE
 chmod +x fake.sh
@@ -47,10 +54,11 @@ b[off:off + 8] = struct.pack("<d", v * (1 + 1e-9))   # a relative 1e-9 change: f
 open(p, "wb").write(bytes(b))
 PY
 mkdir -p cases
-for i in 1 2 3 4 5 6; do
+for i in 1 2 3 4 5 6 7 8 9 10 11; do
+  ex=""; [ $i -eq 11 ] && ex=', "expect": {"status": "FAIL", "tensor": "step.noise"}'
   cat > cases/c$i.json <<J
 {"name": "fake-$i", "suites": ["fake"], "algorithm": "dpsgd", "ranks": [1], "dataset_size": 8, "q": 0.5, "steps": 2,
- "args": {"model": "mlp", "in": 3, "hidden": "2", "classes": 2, "seed": $i, "noise-key": 5}}
+ "args": {"model": "mlp", "in": 3, "hidden": "2", "classes": 2, "seed": $i, "noise-key": 5}$ex}
 J
 done
 fail=0
@@ -60,24 +68,35 @@ expect() { # case status [detail-regex]
   if [ -n "${3:-}" ] && ! echo "$line" | grep -Eq "$3"; then echo "FAIL: fake-$1 detail does not match '$3': $line"; fail=1; return; fi
   echo "ok: fake-$1 $2"
 }
-$D conform --suite fake --cases cases --dpcert "$W/fake.sh" --report rep > run.out 2>&1; rc=$?
+# DPCERT_TEST_INJECT=1 here: the runner must remove it for normal cases (fake-10) and set
+# it for negative controls only (fake-11)
+DPCERT_TEST_INJECT=1 $D conform --suite fake --cases cases --dpcert "$W/fake.sh" --report rep > run.out 2>&1; rc=$?
 cat run.out
 [ $rc -eq 1 ] || { echo "FAIL: conform exited $rc with failing cases, expected 1"; fail=1; }
 expect 1 PASS
-expect 2 NOT_SUPPORTED "not supported"
+expect 2 NOT_SUPPORTED "not supported: backend 'host' does not support"
 expect 3 FAIL "candidate exited 139"
 expect 4 FAIL "candidate exited 2"
 expect 5 FAIL "step-000002.safetensors missing"
 expect 6 FAIL "step-000001/step.noise.layers.0.bias"
-grep -q "6 runs: 1 PASS, 0 MARGINAL, 4 FAIL, 1 NOT_SUPPORTED, 0 SKIPPED" run.out || { echo "FAIL: summary line"; fail=1; }
-grep -q "\[6/6\]" run.out || { echo "FAIL: no progress counter"; fail=1; }
+expect 7 FAIL "candidate exited 3: .*internal error"   # exit 3 without the 'not supported: ' line
+expect 8 NOT_SUPPORTED "candidate exited 3"            # 'dpcert CMD SUB: not supported: '
+expect 9 FAIL "candidate exited 1"                     # the message alone is not enough: exit 1
+expect 10 PASS
+expect 11 PASS "negative control failed as expected"
+grep -q "11 runs: 3 PASS, 0 MARGINAL, 6 FAIL, 2 NOT_SUPPORTED, 0 SKIPPED" run.out || { echo "FAIL: summary line"; fail=1; }
+grep -q "\[11/11\]" run.out || { echo "FAIL: no progress counter"; fail=1; }
 # only PASS and NOT_SUPPORTED: exit 0
 $D conform --suite fake --cases cases --dpcert "$W/fake.sh" --filter 'fake-(1|2)$' > ok.out 2>&1; rc=$?
 [ $rc -eq 0 ] || { echo "FAIL: PASS + NOT_SUPPORTED exited $rc, expected 0"; cat ok.out; fail=1; }
 [ "$($D conform --suite fake --cases cases --list --filter 'fake-[12]$' | tr '\n' ' ')" = "fake-1@r1 fake-2@r1 " ] || { echo "FAIL: --list/--filter"; fail=1; }
-$D conform --suite fake --cases cases --ranks 2 --list > /dev/null 2>&1; rc=$?
-[ $rc -eq 2 ] || { echo "FAIL: --ranks 2 selects nothing: exit $rc, expected 2"; fail=1; }
-grep -q '"NOT_SUPPORTED": 1' rep/report.json || { echo "FAIL: report.json summary"; fail=1; }
+# --ranks replaces the rank list of cases that allow any rank count (compare cases) ...
+[ "$($D conform --suite fake --cases cases --list --ranks 2,4 --filter 'fake-1$' | tr '\n' ' ')" = "fake-1@r2 fake-1@r4 " ] || { echo "FAIL: --ranks 2,4 does not force the rank counts"; fail=1; }
+# ... and only intersects for the others (a negative control keeps its own [1])
+$D conform --suite fake --cases cases --ranks 2 --list --filter 'fake-11$' > /dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] || { echo "FAIL: --ranks 2 on a fixed-rank case selects nothing: exit $rc, expected 2"; fail=1; }
+[ "$($D conform --suite fake --cases cases --list --ranks 1,2 --filter 'fake-1[01]$' | tr '\n' ' ')" = "fake-10@r1 fake-10@r2 fake-11@r1 " ] || { echo "FAIL: --ranks 1,2 mixed selection"; fail=1; }
+grep -q '"NOT_SUPPORTED": 2' rep/report.json || { echo "FAIL: report.json summary"; fail=1; }
 grep -q '<skipped message="NOT_SUPPORTED' rep/junit.xml || { echo "FAIL: junit skipped element"; fail=1; }
 [ $fail -eq 0 ] && echo "PASS: runner verdicts"
 exit $fail

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/philox.h"
 #include "common/rng.h"
 #include "common/safetensors.h"
 #include "common/test.h"
@@ -222,6 +223,62 @@ int main(void) {
                 "wrong private gradient under shares: first fail '%s'", r.first_fail);
         conf_cmp_result_free(&r);
         dp_tset_free(&cand);
+    }
+
+    /* noise shares recomputed element-wise from the reference's noise_key: the correct sum
+       of R = 3 shares PASSes; negative controls: shares without the 1/sqrt(R) factor, full-scale
+       noise on every rank (R x the single draw), and an unknown rank count FAIL at step.noise */
+    {
+        char kbuf[32];
+        snprintf(kbuf, sizeof kbuf, "%llu", (unsigned long long)(seed ^ 0x5eedULL));
+        dp_tset_set_meta(&ref, "noise_key", kbuf);
+        const int R = 3;
+        for (int mode = 0; mode < 4; mode++) {
+            step_t s2 = s;
+            for (int p = 0; p < 2; p++) {
+                double *z = p ? s2.nb : s2.nw;
+                const double *z0 = p ? s.nb : s.nw;
+                int ne = p ? NB : NW;
+                for (int e = 0; e < ne; e++) {
+                    double sum = 0;
+                    for (int r = 0; r < R; r++) {
+                        double sd = mode == 1 ? SIGMA * C : SIGMA * C / sqrt((double)R);
+                        sum += sd * dp_stream_gaussian(seed ^ 0x5eedULL, DP_PURPOSE_NOISE, 1,
+                                                       (uint32_t)p | ((uint32_t)(r + 1) << 16), (uint64_t)e);
+                    }
+                    z[e] = mode == 2 ? R * z0[e] : sum;
+                }
+            }
+            for (int e = 0; e < NW; e++) { s2.pgw[e] = (s.csw[e] + s2.nw[e]) / QN; s2.w2[e] = s.w[e] - LR * s2.pgw[e]; }
+            for (int e = 0; e < NB; e++) { s2.pgb[e] = (s.csb[e] + s2.nb[e]) / QN; s2.b2[e] = s.b[e] - LR * s2.pgb[e]; }
+            make_set(&cand, &s2, DP_F64, NULL);
+            if (mode != 3) dp_tset_set_meta(&cand, "ranks", "3");
+            conf_cmp_opts o;
+            conf_cmp_opts_default(&o);
+            o.noise_statistical = 1;
+            conf_cmp_result_init(&r);
+            T_OK(conf_compare_sets(&r, &ref, &cand, &o, ""));
+            t = find(&r, "step.noise.w");
+            if (mode == 0) {
+                T_CHECK(r.status == CONF_PASS && t && t->status == CONF_PASS,
+                        "correct shares: %s (%s), noise %s", conf_status_name(r.status), r.first_fail,
+                        t ? conf_status_name(t->status) : "absent");
+            } else {
+                T_CHECK(r.status == CONF_FAIL && strcmp(r.first_fail, "step.noise.w") == 0,
+                        "shares negative control %d: %s, first fail '%s'", mode, conf_status_name(r.status), r.first_fail);
+            }
+            conf_cmp_result_free(&r);
+            if (mode == 3) { /* the rank count given as an option instead */
+                o.noise_ranks = 3;
+                conf_cmp_result_init(&r);
+                T_OK(conf_compare_sets(&r, &ref, &cand, &o, ""));
+                T_CHECK(r.status == CONF_PASS, "correct shares with --noise-ranks 3: %s (%s)", conf_status_name(r.status),
+                        r.first_fail);
+                conf_cmp_result_free(&r);
+            }
+            dp_tset_free(&cand);
+        }
+        dp_tset_set_meta(&ref, "noise_key", ""); /* not a key: later checks see no key */
     }
 
     /* a shape mismatch is a FAIL, not a crash */

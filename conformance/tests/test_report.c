@@ -198,6 +198,51 @@ int main(void) {
     T_CHECK(strcmp(small, "ab&amp;") == 0, "escape: '%s'", small);
     conf_xml_escape(small, sizeof small, "<<<<");
     T_CHECK(strcmp(small, "&lt;") == 0, "escape truncation: '%s'", small);
+    /* UTF-8: valid multibyte characters pass whole; invalid bytes (stray continuation,
+       overlong, surrogate, truncated sequence, 0xFF) become U+FFFD; control bytes vanish;
+       truncation never splits a character. */
+    {
+        char big[128];
+        conf_xml_escape(big, sizeof big, "\xC3\xA9" "t\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
+        T_CHECK(strcmp(big, "\xC3\xA9" "t\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80") == 0, "valid UTF-8 altered: '%s'", big);
+        conf_xml_escape(big, sizeof big, "a\x80" "b\xC0\xAF" "c\xED\xA0\x80" "d\xFF" "e\x01\x1b\x7f\xE2\x82");
+        T_CHECK(strcmp(big, "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD" "c\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"
+                            "d\xEF\xBF\xBD" "e\x7f\xEF\xBF\xBD\xEF\xBF\xBD") == 0,
+                "invalid UTF-8 not replaced: '%s'", big);
+        char s5[5];
+        conf_xml_escape(s5, sizeof s5, "ab\xE2\x82\xAC");  /* 'ab' + 3-byte char does not fit in 4 */
+        T_CHECK(strcmp(s5, "ab") == 0, "truncation split a character: '%s'", s5);
+        /* a whole report with hostile bytes must still be well-formed, valid UTF-8 */
+        conf_case_result h[1];
+        memset(h, 0, sizeof h);
+        conf_cmp_result_init(&h[0].cmp);
+        snprintf(h[0].name, sizeof h[0].name, "bad\xFF\xC3(name\x02@r1");
+        h[0].status = CONF_FAIL;
+        snprintf(h[0].detail, sizeof h[0].detail, "candidate exited 1: \xE2\x82\x1b[31m\xC0\x80 boom");
+        T_CHECK(conf_report_junit("junit-utf8.xml", "ci", h, 1) == DP_OK, "junit write: %s", dp_last_error());
+        FILE *f = fopen("junit-utf8.xml", "rb");
+        char x[8192];
+        size_t nx = f ? fread(x, 1, sizeof x - 1, f) : 0;
+        if (f) fclose(f);
+        x[nx] = '\0';
+        const char *why = xml_check(x);
+        T_CHECK(why == NULL, "junit with hostile bytes not well-formed: %s", why ? why : "");
+        for (size_t i = 0; i < nx;) {
+            size_t l = (unsigned char)x[i] < 0x80 ? 1 : 0;
+            if (!l) {
+                /* re-check with the same rules the escaper must satisfy */
+                unsigned c = (unsigned char)x[i];
+                l = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+                for (size_t j = 1; l && j < l; j++)
+                    if (i + j >= nx || ((unsigned char)x[i + j] & 0xC0) != 0x80) l = 0;
+            }
+            if (!l) { T_CHECK(0, "junit-utf8.xml: invalid UTF-8 at byte %zu", i); break; }
+            i += l;
+        }
+        if (system("command -v xmllint >/dev/null 2>&1") == 0)
+            T_CHECK(system("xmllint --noout junit-utf8.xml") == 0, "xmllint rejects junit-utf8.xml");
+        conf_cmp_result_free(&h[0].cmp);
+    }
     for (int i = 0; i < 4; i++) conf_cmp_result_free(&r[i].cmp);
     return t_finish();
 }
