@@ -28,5 +28,8 @@ dp_status opt_share_key(dp_noise_key *key, int use_mpi);
 /* Fails with NOT_SUPPORTED when --backend cuda is asked of a binary without it. */
 dp_status opt_check_backend_built(const opt_backend_config *bc);
 dp_status opt_make_dir(const char *dir);
+/* opt_check_backend_built, opt_mpi_start, opt_share_key (of *key) and opt_backend_create
+ * (bc->use_mpi set), in that order: the start of every `train` command. */
+dp_status opt_train_start(opt_backend **be, opt_backend_config *bc, dp_noise_key *key, int *use_mpi);
 
 #endif

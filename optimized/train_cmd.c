@@ -1,8 +1,9 @@
 /* optimized/train_cmd.c — `dpcert train dpsgd|dpzo --impl optimized --backend host|cuda
  * --strategy NAME ...` (docs/engine.md "The train command").
  *
- * Same model, DP and export options as `dpcert reference dpsgd|dpzo` (the option table of
- * reference/dpsgd.h), plus the engine's own. Run under `mpirun -n R` for R ranks (MPI is
+ * Same model, dataset, DP and export options as `dpcert reference dpsgd|dpzo` (the option
+ * groups of reference/model_cli.h, reference/dpsgd.h and reference/dpzo.h), plus the
+ * engine's own. Run under `mpirun -n R` for R ranks (MPI is
  * initialised when the process was started by mpirun, i.e. OMPI_COMM_WORLD_SIZE or
  * PMIX_RANK is set; a plain start is one rank without MPI). Rank 0 prints one line per
  * step and writes DIR/step-NNNNNN.safetensors with exactly the reference's tensor names. */
@@ -120,6 +121,15 @@ dp_status opt_share_key(dp_noise_key *key, int use_mpi) {
     return DP_OK;
 }
 
+dp_status opt_train_start(opt_backend **be, opt_backend_config *bc, dp_noise_key *key, int *use_mpi) {
+    /* backend before MPI so that --backend cuda fails cleanly everywhere */
+    DP_TRY(opt_check_backend_built(bc));
+    DP_TRY(opt_mpi_start(use_mpi));
+    bc->use_mpi = *use_mpi;
+    DP_TRY(opt_share_key(key, *use_mpi));
+    return opt_backend_create(be, bc);
+}
+
 #define CMD "train"
 
 static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
@@ -147,13 +157,8 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     DP_TRY(ref_dpsgd_cli_finish(&mc, &c, &cli));
     if (c.precision != REF_PREC_DOUBLE)
         return dp_error(DP_ERR_USAGE, "--precision mpfr is reference-only");
-    /* backend before MPI so that --backend cuda fails cleanly everywhere */
-    DP_TRY(opt_check_backend_built(&bc));
-    DP_TRY(opt_mpi_start(use_mpi));
-    bc.use_mpi = *use_mpi;
-    DP_TRY(opt_share_key(&c.key, *use_mpi));
     opt_backend *be = NULL;
-    DP_TRY(opt_backend_create(&be, &bc));
+    DP_TRY(opt_train_start(&be, &bc, &c.key, use_mpi));
     int rank = be->comm.rank;
     dp_status st = DP_OK;
     if (t.seen_export && rank == 0) st = opt_make_dir(t.export_dir);
@@ -187,13 +192,7 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
         st = opt_dpsgd_step(&out, &s, &d, step);
         if (st == DP_OK) st = opt_model_get_params(&s.om, host);
         if (st != DP_OK || rank != 0) continue;
-        printf("step %lld batch %lld", (long long)step, (long long)out.b);
-        if (isnan(out.mean_loss)) printf(" loss -");
-        else printf(" loss %.6f", out.mean_loss);
-        if (isnan(out.mean_clip)) printf(" mean_clip -");
-        else printf(" mean_clip %.6f", out.mean_clip);
-        if (out.ndropped) printf(" dropped %lld", (long long)out.ndropped);
-        printf("\n");
+        ref_dpsgd_print_step(&out);
         fflush(stdout);
         if (t.seen_export)
             st = ref_dpsgd_export_write(t.export_dir, &mc, &c, &s.groups, &before, &m, &d, &out,

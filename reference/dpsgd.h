@@ -26,6 +26,7 @@
 #include "common/status.h"
 #include "common/tensor.h"
 #include "reference/model.h"
+#include "reference/model_cli.h"
 
 typedef enum { REF_CLIP_FLAT = 0, REF_CLIP_PER_LAYER = 1, REF_CLIP_GROUP = 2 } ref_clip_style;
 typedef enum { REF_CLIPFN_ABADI = 0, REF_CLIPFN_AUTOMATIC = 1 } ref_clip_fn;
@@ -166,22 +167,20 @@ dp_status ref_dpsgd_export_write(const char *dir, const ref_model_config *mc, co
  *   DP_TRY(dp_opts_parse(opts, n, argc, argv, NULL, 0, NULL, &help));
  *   DP_TRY(ref_dpsgd_cli_finish(&model_cfg, &dpsgd_cfg, &cli));   (validated)
  *   then ref_dpsgd_cli_dataset(&data, &model_cfg, &dpsgd_cfg, &cli) (generated or --data FILE).
- * Options: --model --in --hidden --classes --vocab --dim --layers --heads --ffn --seq --tied
- * --data --dataset-size --q --steps --clip --sigma --clipping --groups --clip-fn --gamma
+ * Options: the model and dataset group of reference/model_cli.h (--model --in --hidden
+ * --classes --vocab --dim --layers --heads --ffn --seq --tied --data --dataset-size), then --q --steps --clip --sigma --clipping --groups --clip-fn --gamma
  * --micro-batches --optimizer --lr --momentum --beta1 --beta2 --adam-eps --weight-decay
  * --seed --noise-key. (`reference dpsgd` adds --precision double|mpfr and --export DIR
  * itself; cli->precision stays "double" when the caller has no --precision.) */
 typedef struct {
-    const char *model, *hidden, *data, *clipping, *groups, *clip_fn, *optimizer, *precision;
-    int64_t in, classes, vocab, dim, layers, heads, ffn, seq, n, steps, micro_batches;
-    int tied;
+    ref_model_cli m; /* --model ... --tied, --data, --dataset-size (reference/model_cli.h) */
+    const char *clipping, *groups, *clip_fn, *optimizer, *precision;
+    int64_t steps, micro_batches;
     double q, clip, sigma, gamma, lr, momentum, beta1, beta2, adam_eps, weight_decay;
     uint64_t seed, key;
-    int seen_model, seen_in, seen_hidden, seen_classes, seen_vocab, seen_dim, seen_layers, seen_heads, seen_ffn,
-        seen_seq, seen_tied, seen_data, seen_n, seen_groups, seen_gamma, seen_momentum, seen_beta1, seen_beta2,
-        seen_adam_eps, seen_wd, seen_key;
+    int seen_groups, seen_gamma, seen_momentum, seen_beta1, seen_beta2, seen_adam_eps, seen_wd, seen_key;
 } ref_dpsgd_cli;
-#define REF_DPSGD_NOPTS 31
+#define REF_DPSGD_NOPTS (REF_MODEL_NOPTS + 18)
 
 void ref_dpsgd_cli_init(ref_dpsgd_cli *cli);
 /* Appends REF_DPSGD_NOPTS entries to opts[*n..] (cap = capacity of opts). */
@@ -193,6 +192,10 @@ dp_status ref_dpsgd_cli_finish(ref_model_config *mc, ref_dpsgd_config *c, const 
 /* The dataset: --data FILE or N examples generated from the seed; sets c->n. */
 dp_status ref_dpsgd_cli_dataset(ref_dataset *d, const ref_model_config *mc, ref_dpsgd_config *c,
                                 const ref_dpsgd_cli *cli);
+
+/* The line printed per step: "step S batch B loss L mean_clip F [dropped D]" (L, F with
+ * %.6f, "-" when NaN; "dropped D" only when D > 0). */
+void ref_dpsgd_print_step(const ref_dpsgd_step_out *o);
 
 /* `dpcert reference dpsgd ...` */
 int dp_cmd_reference_dpsgd(int argc, char **argv);

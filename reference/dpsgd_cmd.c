@@ -23,11 +23,11 @@ void ref_dpsgd_cli_init(ref_dpsgd_cli *cli) {
     memset(cli, 0, sizeof *cli);
     ref_dpsgd_config c;
     ref_dpsgd_config_default(&c);
+    ref_model_cli_init(&cli->m, c.n);
     cli->clipping = "flat";
     cli->clip_fn = "abadi";
     cli->optimizer = "sgd";
     cli->precision = "double";
-    cli->n = c.n;
     cli->q = c.q;
     cli->steps = c.steps;
     cli->clip = c.clip;
@@ -43,21 +43,10 @@ void ref_dpsgd_cli_init(ref_dpsgd_cli *cli) {
     cli->seed = 0;
 }
 
+#define REF_DPSGD_OWN_NOPTS (REF_DPSGD_NOPTS - REF_MODEL_NOPTS)
+
 dp_status ref_dpsgd_cli_add_opts(dp_opt *opts, size_t *n, size_t cap, ref_dpsgd_cli *c) {
-    const dp_opt mine[REF_DPSGD_NOPTS] = {
-        {"--model", DP_OPT_STRING, &c->model, &c->seen_model, "mlp | llama (required)"},
-        {"--in", DP_OPT_INT, &c->in, &c->seen_in, "mlp input size (16)"},
-        {"--hidden", DP_OPT_STRING, &c->hidden, &c->seen_hidden, "mlp hidden widths, comma-separated (32,32)"},
-        {"--classes", DP_OPT_INT, &c->classes, &c->seen_classes, "mlp classes (10)"},
-        {"--vocab", DP_OPT_INT, &c->vocab, &c->seen_vocab, "llama vocabulary V (64)"},
-        {"--dim", DP_OPT_INT, &c->dim, &c->seen_dim, "llama dim D (32)"},
-        {"--layers", DP_OPT_INT, &c->layers, &c->seen_layers, "llama layers L (2)"},
-        {"--heads", DP_OPT_INT, &c->heads, &c->seen_heads, "llama heads H, dividing D (4)"},
-        {"--ffn", DP_OPT_INT, &c->ffn, &c->seen_ffn, "llama ffn F (64)"},
-        {"--seq", DP_OPT_INT, &c->seq, &c->seen_seq, "llama sequence length T (16)"},
-        {"--tied", DP_OPT_FLAG, &c->tied, &c->seen_tied, "llama: lm_head = tok_emb"},
-        {"--data", DP_OPT_STRING, &c->data, &c->seen_data, "dataset safetensors file (tokens | x, y)"},
-        {"--dataset-size", DP_OPT_INT, &c->n, &c->seen_n, "N examples generated from the seed (64)"},
+    const dp_opt mine[REF_DPSGD_OWN_NOPTS] = {
         {"--q", DP_OPT_DOUBLE, &c->q, NULL, "Poisson sampling rate in (0, 1] (0.125)"},
         {"--steps", DP_OPT_INT, &c->steps, NULL, "logical steps K (1)"},
         {"--clip", DP_OPT_DOUBLE, &c->clip, NULL, "clipping threshold C > 0 (1)"},
@@ -79,53 +68,21 @@ dp_status ref_dpsgd_cli_add_opts(dp_opt *opts, size_t *n, size_t cap, ref_dpsgd_
         {"--noise-key", DP_OPT_U64, &c->key, &c->seen_key, "secret noise key (default: fresh random, not exported)"},
     };
     if (*n + REF_DPSGD_NOPTS > cap) return dp_error(DP_ERR_INTERNAL, "option table too small");
-    for (size_t k = 0; k < REF_DPSGD_NOPTS; k++) opts[(*n)++] = mine[k];
-    return DP_OK;
-}
-
-static dp_status fits_int(int *out, const char *what, int64_t v) {
-    if (v < INT32_MIN || v > INT32_MAX) return dp_error(DP_ERR_INVALID, "%s: %" PRId64 " is out of range", what, v);
-    *out = (int)v;
+    DP_TRY(ref_model_cli_add_opts(opts, n, cap, &c->m, "N examples generated from the seed (64)"));
+    for (size_t k = 0; k < REF_DPSGD_OWN_NOPTS; k++) opts[(*n)++] = mine[k];
     return DP_OK;
 }
 
 dp_status ref_dpsgd_cli_finish(ref_model_config *mc, ref_dpsgd_config *c, const ref_dpsgd_cli *o) {
-    static const char *const kinds[] = {"mlp", "llama", NULL};
     static const char *const styles[] = {"flat", "per-layer", "group", NULL};
     static const char *const fns[] = {"abadi", "automatic", NULL};
     static const char *const optims[] = {"sgd", "adamw", NULL};
     static const char *const precs[] = {"double", "mpfr", NULL};
-    int kind = 0, v = 0;
-    if (!o->seen_model || !o->model) return dp_error(DP_ERR_USAGE, "missing required option --model mlp|llama");
-    DP_TRY(dp_parse_choice(&kind, "--model", o->model, kinds));
-    ref_config_default(mc, (ref_model_kind)kind);
-    const char *mlp_only = o->seen_in ? "--in" : o->seen_hidden ? "--hidden" : o->seen_classes ? "--classes" : NULL;
-    const char *llama_only = o->seen_vocab ? "--vocab" : o->seen_dim ? "--dim" : o->seen_layers ? "--layers"
-                           : o->seen_heads ? "--heads" : o->seen_ffn ? "--ffn" : o->seen_seq ? "--seq"
-                           : o->seen_tied ? "--tied" : NULL;
-    if (kind == REF_MLP && llama_only) return dp_error(DP_ERR_USAGE, "%s applies to --model llama only", llama_only);
-    if (kind == REF_LLAMA && mlp_only) return dp_error(DP_ERR_USAGE, "%s applies to --model mlp only", mlp_only);
-    if (o->seen_in) DP_TRY(fits_int(&mc->in, "--in", o->in));
-    if (o->seen_classes) DP_TRY(fits_int(&mc->classes, "--classes", o->classes));
-    if (o->seen_hidden) {
-        int64_t h[REF_MAX_HIDDEN + 1];
-        size_t nh = 0;
-        if (strcmp(o->hidden, "none") == 0) nh = 0;
-        else DP_TRY(dp_parse_i64_list(h, REF_MAX_HIDDEN, &nh, "--hidden", o->hidden));
-        mc->nhidden = (int)nh;
-        for (size_t k = 0; k < nh; k++) DP_TRY(fits_int(&mc->hidden[k], "--hidden", h[k]));
-    }
-    if (o->seen_vocab) DP_TRY(fits_int(&mc->vocab, "--vocab", o->vocab));
-    if (o->seen_dim) DP_TRY(fits_int(&mc->dim, "--dim", o->dim));
-    if (o->seen_layers) DP_TRY(fits_int(&mc->layers, "--layers", o->layers));
-    if (o->seen_heads) DP_TRY(fits_int(&mc->heads, "--heads", o->heads));
-    if (o->seen_ffn) DP_TRY(fits_int(&mc->ffn, "--ffn", o->ffn));
-    if (o->seen_seq) DP_TRY(fits_int(&mc->seq, "--seq", o->seq));
-    mc->tied = o->tied ? 1 : 0;
-    DP_TRY(ref_config_check(mc));
+    int v = 0;
+    DP_TRY(ref_model_cli_finish(mc, &o->m));
 
     ref_dpsgd_config_default(c);
-    c->n = o->n;
+    c->n = o->m.n; /* with --data: replaced by the file's count in ref_dpsgd_cli_dataset */
     c->q = o->q;
     c->steps = o->steps;
     c->clip = o->clip;
@@ -159,24 +116,16 @@ dp_status ref_dpsgd_cli_finish(ref_model_config *mc, ref_dpsgd_config *c, const 
     c->seed.k = o->seed;
     if (o->seen_key) { c->key.k = o->key; c->key_given = 1; }
     else { DP_TRY(dp_noise_key_random(&c->key)); c->key_given = 0; }
-    if (o->seen_data && o->seen_n) { /* checked against the file in ref_dpsgd_cli_dataset */ }
     return ref_dpsgd_config_check(c);
 }
 
 dp_status ref_dpsgd_cli_dataset(ref_dataset *d, const ref_model_config *mc, ref_dpsgd_config *c,
                                 const ref_dpsgd_cli *cli) {
-    if (cli->seen_data) {
-        DP_TRY(ref_dataset_load(d, mc, cli->data));
-        if (cli->seen_n && d->n != cli->n) {
-            int64_t have = d->n;
-            ref_dataset_free(d);
-            return dp_error(DP_ERR_INVALID, "--dataset-size %lld but %s holds %lld examples", (long long)cli->n,
-                            cli->data, (long long)have);
-        }
-        c->n = d->n;
-        return ref_dpsgd_config_check(c);
-    }
-    return ref_dataset_generate(d, mc, c->n, c->seed);
+    DP_TRY(ref_model_cli_dataset(d, &c->n, mc, &cli->m, c->seed));
+    if (!cli->m.seen_data) return DP_OK;
+    dp_status st = ref_dpsgd_config_check(c);
+    if (st != DP_OK) ref_dataset_free(d);
+    return st;
 }
 
 /* ---------------------------------------------------------------- exports */
@@ -367,6 +316,16 @@ dp_status ref_dpsgd_export_write(const char *dir, const ref_model_config *mc, co
 
 /* ---------------------------------------------------------------- the command */
 
+void ref_dpsgd_print_step(const ref_dpsgd_step_out *o) {
+    printf("step %lld batch %lld", (long long)o->step, (long long)o->b);
+    if (isnan(o->mean_loss)) printf(" loss -");
+    else printf(" loss %.6f", o->mean_loss);
+    if (isnan(o->mean_clip)) printf(" mean_clip -");
+    else printf(" mean_clip %.6f", o->mean_clip);
+    if (o->ndropped) printf(" dropped %lld", (long long)o->ndropped);
+    printf("\n");
+}
+
 #define CMD "reference dpsgd"
 
 static void print_help(const dp_opt *opts, size_t n) {
@@ -411,13 +370,7 @@ static dp_status run(int argc, char **argv, int *help) {
         }
         st = ref_dpsgd_step(&out, &m, &state, &d, s);
         if (st != DP_OK) break;
-        printf("step %lld batch %lld", (long long)s, (long long)out.b);
-        if (isnan(out.mean_loss)) printf(" loss -");
-        else printf(" loss %.6f", out.mean_loss);
-        if (isnan(out.mean_clip)) printf(" mean_clip -");
-        else printf(" mean_clip %.6f", out.mean_clip);
-        if (out.ndropped) printf(" dropped %lld", (long long)out.ndropped);
-        printf("\n");
+        ref_dpsgd_print_step(&out);
         if (seen_export) st = ref_dpsgd_export_write(export_dir, &mc, &c, &state.groups, &before, &m, &d, &out, NULL);
     }
     ref_dpsgd_step_free(&out);

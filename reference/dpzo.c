@@ -138,26 +138,6 @@ void ref_dpzo_step_out_free(ref_dpzo_step_out *o) {
     memset(o, 0, sizeof *o);
 }
 
-/* Scratch: per-parameter arrays. */
-static double **alloc_arrays(const int64_t *numel, int nparams) {
-    double **a = dp_calloc((size_t)nparams, sizeof *a);
-    if (!a) return NULL;
-    for (int p = 0; p < nparams; p++) {
-        a[p] = dp_calloc((size_t)numel[p], sizeof(double));
-        if (!a[p]) {
-            for (int k = 0; k < p; k++) free(a[k]);
-            free(a);
-            return NULL;
-        }
-    }
-    return a;
-}
-static void free_arrays(double **a, int nparams) {
-    if (!a) return;
-    for (int p = 0; p < nparams; p++) free(a[p]);
-    free(a);
-}
-
 /* Losses of the batch at `params`: out[k] = L_{idx[k]}(params), k < b. */
 dp_status ref_dpzo_release_losses_(double *out, const ref_dpzo_problem *pb, double *const *params, const int64_t *idx,
                               int64_t b) {
@@ -210,7 +190,9 @@ dp_status ref_dpzo_release(ref_dpzo_step_out *out, const ref_dpzo_problem *pb, c
     DP_TRY(check_out(out, hp, step));
     DP_TRY(ref_dpzo_poisson(out->idx, &out->b, hp->key, step, hp->q, hp->n_data));
     int P = pb->nparams;
-    double **z = alloc_arrays(pb->numel, P), **tp = alloc_arrays(pb->numel, P), **tm = alloc_arrays(pb->numel, P);
+    double **z = ref_dpzo_arrays_alloc(pb->numel, P);  /* [P][numel] */
+    double **tp = ref_dpzo_arrays_alloc(pb->numel, P); /* theta + phi z */
+    double **tm = ref_dpzo_arrays_alloc(pb->numel, P); /* theta - phi z */
     dp_status st = (z && tp && tm) ? DP_OK : DP_ERR_NOMEM;
     for (int j = 0; st == DP_OK && j < hp->n_spsa; j++) {
         for (int p = 0; st == DP_OK && p < P; p++) {
@@ -226,7 +208,7 @@ dp_status ref_dpzo_release(ref_dpzo_step_out *out, const ref_dpzo_problem *pb, c
         if (st == DP_OK) st = ref_dpzo_finish_direction_(out, hp, step, j);
     }
     if (st == DP_OK) ref_dpzo_finish_loss_(out);
-    free_arrays(z, P); free_arrays(tp, P); free_arrays(tm, P);
+    ref_dpzo_arrays_free(z, P); ref_dpzo_arrays_free(tp, P); ref_dpzo_arrays_free(tm, P);
     return st;
 }
 

@@ -21,7 +21,10 @@
 
 #include "common/rng.h"
 #include "common/status.h"
+#include "common/cli.h"
+#include "common/tensor.h"
 #include "reference/model.h"
+#include "reference/model_cli.h"
 
 #define REF_DPZO_MAX_N 256        /* direction index j < 2^8 (lane = p | j << 16) */
 #define REF_DPZO_MAX_PARAMS 65536 /* parameter index p < 2^16                      */
@@ -156,6 +159,56 @@ void ref_dpzo_finish_loss_(ref_dpzo_step_out *out);
 
 /* SHA-256 of the little-endian f64 bytes of theta, parameters in order, as 64 hex chars. */
 dp_status ref_dpzo_theta_sha256(char hex[65], double *const *theta, const int64_t *numel, int nparams);
+
+/* Per-parameter scratch arrays [nparams][numel[p]] of zeros (NULL when out of memory). */
+double **ref_dpzo_arrays_alloc(const int64_t *numel, int nparams);
+void ref_dpzo_arrays_free(double **a, int nparams);
+
+/* ---- the command-line surface shared by `reference dpzo` and `train dpzo` ----
+ * Usage:
+ *   ref_dpzo_cli cli; ref_dpzo_cli_init(&cli);
+ *   DP_TRY(ref_dpzo_cli_add_opts(opts, &n, cap, &cli));  ... append your own, dp_opts_parse ...
+ *   DP_TRY(ref_dpzo_cli_finish(&model_cfg, &hp, &cli));           (validated)
+ *   DP_TRY(ref_dpzo_cli_dataset(&data, &hp, &model_cfg, &cli));   (sets hp.n_data)
+ * Options: the model and dataset group of reference/model_cli.h (--model ... --tied, --data,
+ * --dataset-size), then --q --steps --clip --sigma --noise --phi --lr --weight-decay --n-spsa
+ * --seed --noise-key. Required: --model, --dataset-size or --data, --q, --steps, --clip,
+ * --sigma, --phi, --lr, --seed. */
+typedef struct {
+    ref_model_cli m;
+    const char *noise, *noise_key, *seed;
+    int64_t steps, n_spsa;
+    double q, clip, sigma, phi, lr, wd;
+    int seen_q, seen_steps, seen_clip, seen_sigma, seen_noise, seen_phi, seen_lr, seen_wd, seen_n_spsa, seen_seed,
+        seen_key;
+} ref_dpzo_cli;
+#define REF_DPZO_NOPTS (REF_MODEL_NOPTS + 11)
+
+void ref_dpzo_cli_init(ref_dpzo_cli *c);
+/* Appends REF_DPZO_NOPTS entries to opts[*n..] (cap = capacity of opts). */
+dp_status ref_dpzo_cli_add_opts(dp_opt *opts, size_t *n, size_t cap, ref_dpzo_cli *c);
+/* Model config and hyperparameters, checked (ref_dpzo_check); a missing required option is
+ * DP_ERR_USAGE naming it; without --noise-key the key is fresh (dp_noise_key_random). With
+ * --data and no --dataset-size, hp->n_data is 1 until ref_dpzo_cli_dataset. */
+dp_status ref_dpzo_cli_finish(ref_model_config *mc, ref_dpzo_hparams *hp, const ref_dpzo_cli *c);
+/* The dataset (ref_model_cli_dataset with the public seed); sets hp->n_data and checks hp again. */
+dp_status ref_dpzo_cli_dataset(ref_dataset *d, ref_dpzo_hparams *hp, const ref_model_config *mc,
+                               const ref_dpzo_cli *c);
+/* "gaussian" | "laplace" */
+const char *ref_dpzo_mech_name(ref_dpzo_mech mech);
+
+/* ---- exports (docs/dpzo.md "Exports") ---- */
+/* Initialises ts with one step's tensors (params, dpzo.z, batch.indices, per_sample.*,
+ * step.noise, step.scalar, params_after) and the hyperparameter metadata (algorithm ..
+ * noise_key, the key only when key_given; data=file|generated). The caller appends its own
+ * metadata (model keys, engine keys), writes, and frees ts (freed here on failure). */
+dp_status ref_dpzo_export_set(dp_tensor_set *ts, const ref_model *m, const ref_dpzo_hparams *hp, int key_given,
+                              int data_file, double *const *before, double *const *after, const ref_dpzo_step_out *o);
+/* Writes ts to DIR/step-%06d.safetensors. */
+dp_status ref_dpzo_export_write(const char *dir, int64_t step, const dp_tensor_set *ts);
+/* The line printed per step: "step T batch B scalar s_0[,s_1...] loss L" (s_j and L with
+ * %.10e; "loss n/a" when b = 0). */
+void ref_dpzo_print_step(const ref_dpzo_step_out *o);
 
 /* `dpcert reference dpzo ...` */
 int dp_cmd_reference_dpzo(int argc, char **argv);

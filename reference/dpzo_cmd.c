@@ -17,53 +17,80 @@
 
 #define CMD "reference dpzo"
 
-typedef struct {
-    const char *model, *hidden, *noise, *noise_key, *export_dir, *log, *replay, *inplace, *seed;
-    int64_t in, classes, vocab, dim, layers, heads, ffn, seq, dataset_size, steps, n_spsa;
-    int tied;
-    double q, clip, sigma, phi, lr, wd;
-    int seen_in, seen_hidden, seen_classes, seen_vocab, seen_dim, seen_layers, seen_heads, seen_ffn, seen_seq,
-        seen_tied, seen_n, seen_q, seen_steps, seen_clip, seen_sigma, seen_noise, seen_phi, seen_lr, seen_wd,
-        seen_n_spsa, seen_seed, seen_key, seen_model;
-} opts_t;
+/* ---------------------------------------------------------------- options */
 
-static dp_status fits_int(int *out, const char *what, int64_t v) {
-    if (v < -1000000000 || v > 1000000000) return dp_error(DP_ERR_INVALID, "%s: %" PRId64 " is out of range", what, v);
-    *out = (int)v;
+void ref_dpzo_cli_init(ref_dpzo_cli *c) {
+    memset(c, 0, sizeof *c);
+    ref_model_cli_init(&c->m, 0);
+    c->n_spsa = 1;
+}
+
+#define REF_DPZO_OWN_NOPTS (REF_DPZO_NOPTS - REF_MODEL_NOPTS)
+
+dp_status ref_dpzo_cli_add_opts(dp_opt *opts, size_t *n, size_t cap, ref_dpzo_cli *c) {
+    const dp_opt mine[REF_DPZO_OWN_NOPTS] = {
+        {"--q", DP_OPT_DOUBLE, &c->q, &c->seen_q, "Poisson sampling rate in (0, 1]"},
+        {"--steps", DP_OPT_INT, &c->steps, &c->seen_steps, "K steps (numbered 1..K)"},
+        {"--clip", DP_OPT_DOUBLE, &c->clip, &c->seen_clip, "C > 0: loss differences are clipped to [-C, C]"},
+        {"--sigma", DP_OPT_DOUBLE, &c->sigma, &c->seen_sigma, "noise multiplier >= 0"},
+        {"--noise", DP_OPT_STRING, &c->noise, &c->seen_noise, "gaussian (default) | laplace"},
+        {"--phi", DP_OPT_DOUBLE, &c->phi, &c->seen_phi, "perturbation scale > 0"},
+        {"--lr", DP_OPT_DOUBLE, &c->lr, &c->seen_lr, "learning rate >= 0"},
+        {"--weight-decay", DP_OPT_DOUBLE, &c->wd, &c->seen_wd, "weight decay >= 0 (0)"},
+        {"--n-spsa", DP_OPT_INT, &c->n_spsa, &c->seen_n_spsa, "directions per step (1)"},
+        {"--seed", DP_OPT_STRING, &c->seed, &c->seen_seed, "public seed (init, data, directions)"},
+        {"--noise-key", DP_OPT_STRING, &c->noise_key, &c->seen_key, "secret noise key (noise, sampling); random if absent"},
+    };
+    if (*n + REF_DPZO_NOPTS > cap) return dp_error(DP_ERR_INTERNAL, "option table too small");
+    DP_TRY(ref_model_cli_add_opts(opts, n, cap, &c->m, "N examples generated from the seed (required without --data)"));
+    for (size_t k = 0; k < REF_DPZO_OWN_NOPTS; k++) opts[(*n)++] = mine[k];
     return DP_OK;
 }
 
-/* Model flags with the names of `reference dpsgd`. */
-static dp_status build_config(ref_model_config *cfg, const opts_t *o) {
-    static const char *const kinds[] = {"mlp", "llama", NULL};
-    int kind = 0;
-    if (!o->seen_model) return dp_error(DP_ERR_USAGE, "missing required option --model mlp|llama");
-    DP_TRY(dp_parse_choice(&kind, "--model", o->model, kinds));
-    ref_config_default(cfg, (ref_model_kind)kind);
-    const char *mlp_only = o->seen_in ? "--in" : o->seen_hidden ? "--hidden" : o->seen_classes ? "--classes" : NULL;
-    const char *llama_only = o->seen_vocab ? "--vocab" : o->seen_dim ? "--dim" : o->seen_layers ? "--layers"
-                           : o->seen_heads ? "--heads" : o->seen_ffn ? "--ffn" : o->seen_seq ? "--seq"
-                           : o->seen_tied ? "--tied" : NULL;
-    if (kind == REF_MLP && llama_only) return dp_error(DP_ERR_USAGE, "%s applies to --model llama only", llama_only);
-    if (kind == REF_LLAMA && mlp_only) return dp_error(DP_ERR_USAGE, "%s applies to --model mlp only", mlp_only);
-    if (o->seen_in) DP_TRY(fits_int(&cfg->in, "--in", o->in));
-    if (o->seen_classes) DP_TRY(fits_int(&cfg->classes, "--classes", o->classes));
-    if (o->seen_hidden) {
-        int64_t h[REF_MAX_HIDDEN];
-        size_t nh = 0;
-        DP_TRY(dp_parse_i64_list(h, REF_MAX_HIDDEN, &nh, "--hidden", o->hidden));
-        cfg->nhidden = (int)nh;
-        for (size_t k = 0; k < nh; k++) DP_TRY(fits_int(&cfg->hidden[k], "--hidden", h[k]));
-    }
-    if (o->seen_vocab) DP_TRY(fits_int(&cfg->vocab, "--vocab", o->vocab));
-    if (o->seen_dim) DP_TRY(fits_int(&cfg->dim, "--dim", o->dim));
-    if (o->seen_layers) DP_TRY(fits_int(&cfg->layers, "--layers", o->layers));
-    if (o->seen_heads) DP_TRY(fits_int(&cfg->heads, "--heads", o->heads));
-    if (o->seen_ffn) DP_TRY(fits_int(&cfg->ffn, "--ffn", o->ffn));
-    if (o->seen_seq) DP_TRY(fits_int(&cfg->seq, "--seq", o->seq));
-    cfg->tied = o->tied;
-    return ref_config_check(cfg);
+const char *ref_dpzo_mech_name(ref_dpzo_mech mech) {
+    return mech == REF_DPZO_LAPLACE ? "laplace" : "gaussian";
 }
+
+dp_status ref_dpzo_cli_finish(ref_model_config *mc, ref_dpzo_hparams *hp, const ref_dpzo_cli *o) {
+    DP_TRY(ref_model_cli_finish(mc, &o->m));
+    static const char *const req[] = {"--dataset-size", "--q", "--steps", "--clip", "--sigma", "--phi", "--lr", "--seed"};
+    const int seen[] = {o->m.seen_n || o->m.seen_data, o->seen_q, o->seen_steps, o->seen_clip, o->seen_sigma,
+                        o->seen_phi, o->seen_lr, o->seen_seed};
+    for (size_t k = 0; k < sizeof seen / sizeof seen[0]; k++)
+        if (!seen[k]) return dp_error(DP_ERR_USAGE, "missing required option %s", req[k]);
+    memset(hp, 0, sizeof *hp);
+    static const char *const mechs[] = {"gaussian", "laplace", NULL};
+    int mech = 0;
+    if (o->seen_noise) DP_TRY(dp_parse_choice(&mech, "--noise", o->noise, mechs));
+    hp->mech = (ref_dpzo_mech)mech;
+    /* with --data and no --dataset-size, N = 1 stands in until ref_dpzo_cli_dataset sets the
+     * file's count and checks again */
+    hp->n_data = o->m.seen_n ? o->m.n : 1;
+    hp->q = o->q;
+    hp->steps = o->steps;
+    hp->clip = o->clip;
+    hp->sigma = o->sigma;
+    hp->phi = o->phi;
+    hp->lr = o->lr;
+    hp->weight_decay = o->seen_wd ? o->wd : 0.0;
+    if (o->n_spsa < 1 || o->n_spsa > REF_DPZO_MAX_N)
+        return dp_error(DP_ERR_INVALID, "--n-spsa must be in [1, %d] (got %" PRId64 ")", REF_DPZO_MAX_N, o->n_spsa);
+    hp->n_spsa = (int)o->n_spsa;
+    DP_TRY(dp_parse_u64(&hp->seed.k, "--seed", o->seed));
+    if (o->seen_key) DP_TRY(dp_parse_u64(&hp->key.k, "--noise-key", o->noise_key));
+    else DP_TRY(dp_noise_key_random(&hp->key));
+    return ref_dpzo_check(hp);
+}
+
+dp_status ref_dpzo_cli_dataset(ref_dataset *d, ref_dpzo_hparams *hp, const ref_model_config *mc,
+                               const ref_dpzo_cli *c) {
+    DP_TRY(ref_model_cli_dataset(d, &hp->n_data, mc, &c->m, hp->seed));
+    dp_status st = ref_dpzo_check(hp);
+    if (st != DP_OK) ref_dataset_free(d);
+    return st;
+}
+
+/* ---------------------------------------------------------------- exports */
 
 static dp_status meta_num(dp_tensor_set *s, const char *k, double v) {
     char b[64];
@@ -101,11 +128,11 @@ static dp_status meta_model(dp_tensor_set *s, const ref_model_config *c) {
     return DP_OK;
 }
 
-static dp_status meta_hparams(dp_tensor_set *s, const ref_dpzo_hparams *hp, int key_given, int64_t step) {
+static dp_status meta_hparams(dp_tensor_set *s, const ref_dpzo_hparams *hp, int key_given, int data_file, int64_t step) {
     DP_TRY(dp_tset_set_meta(s, "algorithm", "dpzo"));
     DP_TRY(meta_int(s, "step", step));
     DP_TRY(meta_int(s, "dataset_size", hp->n_data));
-    DP_TRY(dp_tset_set_meta(s, "data", "generated"));
+    DP_TRY(dp_tset_set_meta(s, "data", data_file ? "file" : "generated"));
     DP_TRY(meta_num(s, "q", hp->q));
     DP_TRY(meta_int(s, "steps", hp->steps));
     DP_TRY(meta_num(s, "clip", hp->clip));
@@ -180,14 +207,52 @@ static dp_status add_per_sample(dp_tensor_set *s, const char *name, const double
     return dp_tset_add_f64(s, name, b ? v : &empty, 2, shape);
 }
 
-static dp_status step_path(char *path, size_t len, const char *dir, int64_t step) {
-    if ((size_t)snprintf(path, len, "%s/step-%06" PRId64 ".safetensors", dir, step) >= len)
+dp_status ref_dpzo_export_set(dp_tensor_set *ts, const ref_model *m, const ref_dpzo_hparams *hp, int key_given,
+                              int data_file, double *const *before, double *const *after, const ref_dpzo_step_out *o) {
+    static const int64_t empty_idx = 0; /* a valid pointer for a [0] tensor */
+    int64_t bshape[1] = {o->b};
+    const int n = hp->n_spsa;
+    dp_tset_init(ts);
+    dp_status st = add_params(ts, "params", m, before);
+    if (st == DP_OK) st = add_directions(ts, m, hp->seed, o->step, n);
+    if (st == DP_OK) st = dp_tset_add_raw(ts, "batch.indices", DP_I64, o->b ? o->idx : &empty_idx, 1, bshape);
+    if (st == DP_OK) st = add_per_sample(ts, "per_sample.loss_plus", o->loss_plus, n, o->b);
+    if (st == DP_OK) st = add_per_sample(ts, "per_sample.loss_minus", o->loss_minus, n, o->b);
+    if (st == DP_OK) st = add_per_sample(ts, "per_sample.diff_clipped", o->diff_clipped, n, o->b);
+    if (st == DP_OK) st = add_vec(ts, "step.noise", o->noise, n);
+    if (st == DP_OK) st = add_vec(ts, "step.scalar", o->scalar, n);
+    if (st == DP_OK) st = add_params(ts, "params_after", m, after);
+    if (st == DP_OK) st = meta_hparams(ts, hp, key_given, data_file, o->step);
+    if (st != DP_OK) dp_tset_free(ts);
+    return st;
+}
+
+dp_status ref_dpzo_export_write(const char *dir, int64_t step, const dp_tensor_set *ts) {
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s/step-%06" PRId64 ".safetensors", dir, step) >= sizeof path)
         return dp_error(DP_ERR_INVALID, "--export: directory name too long");
-    return DP_OK;
+    return dp_st_write(path, ts);
 }
 
 static dp_status make_dir(const char *dir) {
     return dp_mkdir_p("--export", dir);
+}
+
+double **ref_dpzo_arrays_alloc(const int64_t *numel, int nparams) {
+    double **a = dp_calloc((size_t)(nparams > 0 ? nparams : 1), sizeof *a);
+    if (!a) return NULL;
+    for (int p = 0; p < nparams; p++)
+        if (!(a[p] = dp_calloc((size_t)(numel[p] > 0 ? numel[p] : 1), sizeof(double)))) {
+            ref_dpzo_arrays_free(a, p);
+            return NULL;
+        }
+    return a;
+}
+
+void ref_dpzo_arrays_free(double **a, int nparams) {
+    if (!a) return;
+    for (int p = 0; p < nparams; p++) free(a[p]);
+    free(a);
 }
 
 static double max_abs_diff_inplace(const ref_dpzo_inplace *ip, double *const *theta) {
@@ -204,15 +269,28 @@ static void print_scalars(const double *s, int n) {
     for (int j = 0; j < n; j++) printf("%s%.10e", j ? "," : "", s[j]);
 }
 
-static dp_status run_replay(const opts_t *o, const ref_model_config *cfg) {
-    static const char *const forbidden[] = {"--dataset-size", "--q", "--steps", "--clip", "--sigma", "--noise", "--phi",
+void ref_dpzo_print_step(const ref_dpzo_step_out *o) {
+    printf("step %" PRId64 " batch %" PRId64 " scalar ", o->step, o->b);
+    print_scalars(o->scalar, o->n);
+    if (o->b) printf(" loss %.10e\n", o->loss);
+    else printf(" loss n/a\n");
+}
+
+typedef struct {
+    ref_dpzo_cli z;
+    const char *export_dir, *log, *replay, *inplace;
+} opts_t;
+
+static dp_status run_replay(const opts_t *oo, const ref_model_config *cfg) {
+    const ref_dpzo_cli *o = &oo->z;
+    static const char *const forbidden[] = {"--data", "--dataset-size", "--q", "--steps", "--clip", "--sigma", "--noise", "--phi",
                                             "--noise-key", "--log", "--inplace"};
-    const int seen[] = {o->seen_n, o->seen_q, o->seen_steps, o->seen_clip, o->seen_sigma, o->seen_noise, o->seen_phi,
-                        o->seen_key, o->log != NULL, o->inplace != NULL};
+    const int seen[] = {o->m.seen_data, o->m.seen_n, o->seen_q, o->seen_steps, o->seen_clip, o->seen_sigma,
+                        o->seen_noise, o->seen_phi, o->seen_key, oo->log != NULL, oo->inplace != NULL};
     for (size_t k = 0; k < sizeof seen / sizeof seen[0]; k++)
         if (seen[k]) return dp_error(DP_ERR_USAGE, "%s is not used with --replay (the log holds the released scalars)", forbidden[k]);
     ref_dpzo_log log;
-    DP_TRY(ref_dpzo_log_read(&log, o->replay));
+    DP_TRY(ref_dpzo_log_read(&log, oo->replay));
     dp_status st = DP_OK;
     uint64_t seed = 0;
     if (o->seen_seed && dp_parse_u64(&seed, "--seed", o->seed) == DP_OK && seed != log.seed.k)
@@ -233,20 +311,20 @@ static dp_status run_replay(const opts_t *o, const ref_model_config *cfg) {
     int64_t *numel = st == DP_OK ? dp_calloc((size_t)m.nparams, sizeof *numel) : NULL;
     if (st == DP_OK && (!theta || !numel)) st = DP_ERR_NOMEM;
     for (int p = 0; st == DP_OK && p < m.nparams; p++) { theta[p] = m.params[p].data; numel[p] = m.params[p].numel; }
-    if (st == DP_OK && o->export_dir) st = make_dir(o->export_dir);
+    if (st == DP_OK && oo->export_dir) st = make_dir(oo->export_dir);
     for (int64_t k = 0; st == DP_OK && k < log.nsteps; k++) {
         int64_t t = log.step[k];
         const double *s = log.scalar + (size_t)k * (size_t)log.n_spsa;
         dp_tensor_set ts;
         dp_tset_init(&ts);
-        if (o->export_dir) {
+        if (oo->export_dir) {
             st = add_params(&ts, "params", &m, theta);
             if (st == DP_OK) st = add_directions(&ts, &m, log.seed, t, log.n_spsa);
             if (st == DP_OK) st = add_vec(&ts, "step.scalar", s, log.n_spsa);
         }
         if (st == DP_OK) st = ref_dpzo_update(theta, numel, m.nparams, log.seed, t, s, log.n_spsa, log.lr, log.weight_decay);
-        if (st == DP_OK && o->export_dir) {
-            char path[4096], b[32];
+        if (st == DP_OK && oo->export_dir) {
+            char b[32];
             st = add_params(&ts, "params_after", &m, theta);
             if (st == DP_OK) st = dp_tset_set_meta(&ts, "algorithm", "dpzo-replay");
             if (st == DP_OK) st = meta_int(&ts, "step", t);
@@ -256,8 +334,7 @@ static dp_status run_replay(const opts_t *o, const ref_model_config *cfg) {
             if (st == DP_OK) st = meta_num(&ts, "lr", log.lr);
             if (st == DP_OK) st = meta_num(&ts, "weight_decay", log.weight_decay);
             if (st == DP_OK) st = meta_int(&ts, "n_spsa", log.n_spsa);
-            if (st == DP_OK) st = step_path(path, sizeof path, o->export_dir, t);
-            if (st == DP_OK) st = dp_st_write(path, &ts);
+            if (st == DP_OK) st = ref_dpzo_export_write(oo->export_dir, t, &ts);
         }
         dp_tset_free(&ts);
         if (st == DP_OK) {
@@ -276,32 +353,7 @@ static dp_status run_replay(const opts_t *o, const ref_model_config *cfg) {
     return st;
 }
 
-static dp_status run_train(const opts_t *o, const ref_model_config *cfg) {
-    static const char *const req[] = {"--dataset-size", "--q", "--steps", "--clip", "--sigma", "--phi", "--lr", "--seed"};
-    const int seen[] = {o->seen_n, o->seen_q, o->seen_steps, o->seen_clip, o->seen_sigma, o->seen_phi, o->seen_lr, o->seen_seed};
-    for (size_t k = 0; k < sizeof seen / sizeof seen[0]; k++)
-        if (!seen[k]) return dp_error(DP_ERR_USAGE, "missing required option %s", req[k]);
-    ref_dpzo_hparams hp;
-    memset(&hp, 0, sizeof hp);
-    static const char *const mechs[] = {"gaussian", "laplace", NULL};
-    int mech = 0;
-    if (o->seen_noise) DP_TRY(dp_parse_choice(&mech, "--noise", o->noise, mechs));
-    hp.mech = (ref_dpzo_mech)mech;
-    hp.n_data = o->dataset_size;
-    hp.q = o->q;
-    hp.steps = o->steps;
-    hp.clip = o->clip;
-    hp.sigma = o->sigma;
-    hp.phi = o->phi;
-    hp.lr = o->lr;
-    hp.weight_decay = o->seen_wd ? o->wd : 0.0;
-    if (o->n_spsa < 1 || o->n_spsa > REF_DPZO_MAX_N)
-        return dp_error(DP_ERR_INVALID, "--n-spsa must be in [1, %d] (got %" PRId64 ")", REF_DPZO_MAX_N, o->n_spsa);
-    hp.n_spsa = (int)o->n_spsa;
-    DP_TRY(dp_parse_u64(&hp.seed.k, "--seed", o->seed));
-    if (o->seen_key) DP_TRY(dp_parse_u64(&hp.key.k, "--noise-key", o->noise_key));
-    else DP_TRY(dp_noise_key_random(&hp.key));
-    DP_TRY(ref_dpzo_check(&hp));
+static dp_status run_train(const opts_t *o, const ref_model_config *cfg, ref_dpzo_hparams hp) {
     int inplace = -1;
     if (o->inplace) {
         static const char *const dts[] = {"f32", "bf16", NULL};
@@ -312,7 +364,7 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg) {
     ref_dataset d;
     memset(&d, 0, sizeof d);
     DP_TRY(ref_model_init(&m, cfg, hp.seed));
-    dp_status st = ref_dataset_generate(&d, cfg, hp.n_data, hp.seed);
+    dp_status st = ref_dpzo_cli_dataset(&d, &hp, cfg, &o->z);
     ref_dpzo_model_ctx ctx;
     ref_dpzo_problem pb;
     memset(&pb, 0, sizeof pb);
@@ -329,10 +381,7 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg) {
     if (st == DP_OK && inplace >= 0) st = ref_dpzo_inplace_init(&ip, (ref_dpzo_store)inplace, &pb);
     if (st == DP_OK && o->export_dir) {
         st = make_dir(o->export_dir);
-        before = dp_calloc((size_t)m.nparams, sizeof *before);
-        if (!before) st = DP_ERR_NOMEM;
-        for (int p = 0; st == DP_OK && p < m.nparams; p++)
-            if (!(before[p] = dp_calloc((size_t)m.params[p].numel, sizeof(double)))) st = DP_ERR_NOMEM;
+        if (st == DP_OK && !(before = ref_dpzo_arrays_alloc(pb.numel, pb.nparams))) st = DP_ERR_NOMEM;
     }
     if (st == DP_OK && o->log) {
         logf = fopen(o->log, "w");
@@ -343,7 +392,7 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg) {
         printf("dpzo: model %s, %" PRId64 " parameters, N=%" PRId64 ", q=%g (expected batch %g), K=%" PRId64
                ", C=%g, sigma=%g (%s), phi=%g, lr=%g, weight decay=%g, n-spsa=%d, seed=%" PRIu64 "\n",
                cfg->kind == REF_MLP ? "mlp" : "llama", m.total, hp.n_data, hp.q, hp.q * (double)hp.n_data, hp.steps,
-               hp.clip, hp.sigma, mechs[mech], hp.phi, hp.lr, hp.weight_decay, hp.n_spsa, hp.seed.k);
+               hp.clip, hp.sigma, ref_dpzo_mech_name(hp.mech), hp.phi, hp.lr, hp.weight_decay, hp.n_spsa, hp.seed.k);
     for (int64_t t = 1; st == DP_OK && t <= hp.steps; t++) {
         if (before)
             for (int p = 0; p < m.nparams; p++) memcpy(before[p], pb.theta[p], (size_t)pb.numel[p] * sizeof(double));
@@ -353,31 +402,14 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg) {
         if (st == DP_OK) st = ref_dpzo_step(&out, &pb, &hp, t);
         if (st == DP_OK && before) {
             dp_tensor_set ts;
-            dp_tset_init(&ts);
-            char path[4096];
-            int64_t bshape[1] = {out.b};
-            static const int64_t empty_idx = 0;
-            st = add_params(&ts, "params", &m, before);
-            if (st == DP_OK) st = add_directions(&ts, &m, hp.seed, t, hp.n_spsa);
-            if (st == DP_OK) st = dp_tset_add_raw(&ts, "batch.indices", DP_I64, out.b ? out.idx : &empty_idx, 1, bshape);
-            if (st == DP_OK) st = add_per_sample(&ts, "per_sample.loss_plus", out.loss_plus, hp.n_spsa, out.b);
-            if (st == DP_OK) st = add_per_sample(&ts, "per_sample.loss_minus", out.loss_minus, hp.n_spsa, out.b);
-            if (st == DP_OK) st = add_per_sample(&ts, "per_sample.diff_clipped", out.diff_clipped, hp.n_spsa, out.b);
-            if (st == DP_OK) st = add_vec(&ts, "step.noise", out.noise, hp.n_spsa);
-            if (st == DP_OK) st = add_vec(&ts, "step.scalar", out.scalar, hp.n_spsa);
-            if (st == DP_OK) st = add_params(&ts, "params_after", &m, pb.theta);
-            if (st == DP_OK) st = meta_hparams(&ts, &hp, o->seen_key, t);
+            st = ref_dpzo_export_set(&ts, &m, &hp, o->z.seen_key, o->z.m.seen_data, before, pb.theta, &out);
             if (st == DP_OK) st = meta_model(&ts, cfg);
-            if (st == DP_OK) st = step_path(path, sizeof path, o->export_dir, t);
-            if (st == DP_OK) st = dp_st_write(path, &ts);
+            if (st == DP_OK) st = ref_dpzo_export_write(o->export_dir, t, &ts);
             dp_tset_free(&ts);
         }
         if (st == DP_OK && logf) st = ref_dpzo_log_step(logf, &hp, t, out.scalar);
         if (st != DP_OK) break;
-        printf("step %" PRId64 " batch %" PRId64 " scalar ", t, out.b);
-        print_scalars(out.scalar, hp.n_spsa);
-        if (out.b) printf(" loss %.10e\n", out.loss);
-        else printf(" loss n/a\n");
+        ref_dpzo_print_step(&out);
         if (inplace >= 0)
             printf("  inplace %s: restore drift %.3e (%" PRId64 " elements beyond the bound), |theta_inplace - theta| max %.3e\n",
                    inplace ? "bf16" : "f32", rdrift, viol, max_abs_diff_inplace(&ip, pb.theta));
@@ -393,8 +425,7 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg) {
         }
     }
     if (logf && fclose(logf) != 0 && st == DP_OK) st = dp_error(DP_ERR_IO, "--log: writing '%s' failed", o->log);
-    if (before) for (int p = 0; p < m.nparams; p++) free(before[p]);
-    free(before);
+    ref_dpzo_arrays_free(before, m.nparams);
     ref_dpzo_inplace_free(&ip);
     ref_dpzo_step_out_free(&out);
     ref_dpzo_step_out_free(&out2);
@@ -404,54 +435,41 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg) {
     return st;
 }
 
-int dp_cmd_reference_dpzo(int argc, char **argv) {
+static dp_status run(int argc, char **argv) {
     opts_t o;
     memset(&o, 0, sizeof o);
-    o.n_spsa = 1;
-    const dp_opt opts[] = {
-        {"--model", DP_OPT_STRING, &o.model, &o.seen_model, "mlp | llama"},
-        {"--in", DP_OPT_INT, &o.in, &o.seen_in, "mlp input size (16)"},
-        {"--hidden", DP_OPT_STRING, &o.hidden, &o.seen_hidden, "mlp hidden widths, comma-separated (32,32)"},
-        {"--classes", DP_OPT_INT, &o.classes, &o.seen_classes, "mlp classes (10)"},
-        {"--vocab", DP_OPT_INT, &o.vocab, &o.seen_vocab, "llama vocabulary (64)"},
-        {"--dim", DP_OPT_INT, &o.dim, &o.seen_dim, "llama model dimension (32)"},
-        {"--layers", DP_OPT_INT, &o.layers, &o.seen_layers, "llama layers (2)"},
-        {"--heads", DP_OPT_INT, &o.heads, &o.seen_heads, "llama heads (4)"},
-        {"--ffn", DP_OPT_INT, &o.ffn, &o.seen_ffn, "llama feed-forward width (64)"},
-        {"--seq", DP_OPT_INT, &o.seq, &o.seen_seq, "llama sequence length (16)"},
-        {"--tied", DP_OPT_FLAG, &o.tied, &o.seen_tied, "llama: tie lm_head to tok_emb"},
-        {"--dataset-size", DP_OPT_INT, &o.dataset_size, &o.seen_n, "N examples (generated from the seed)"},
-        {"--q", DP_OPT_DOUBLE, &o.q, &o.seen_q, "Poisson sampling rate in (0, 1]"},
-        {"--steps", DP_OPT_INT, &o.steps, &o.seen_steps, "K steps (numbered 1..K)"},
-        {"--clip", DP_OPT_DOUBLE, &o.clip, &o.seen_clip, "C > 0: loss differences are clipped to [-C, C]"},
-        {"--sigma", DP_OPT_DOUBLE, &o.sigma, &o.seen_sigma, "noise multiplier >= 0"},
-        {"--noise", DP_OPT_STRING, &o.noise, &o.seen_noise, "gaussian (default) | laplace"},
-        {"--phi", DP_OPT_DOUBLE, &o.phi, &o.seen_phi, "perturbation scale > 0"},
-        {"--lr", DP_OPT_DOUBLE, &o.lr, &o.seen_lr, "learning rate >= 0"},
-        {"--weight-decay", DP_OPT_DOUBLE, &o.wd, &o.seen_wd, "weight decay >= 0 (0)"},
-        {"--n-spsa", DP_OPT_INT, &o.n_spsa, &o.seen_n_spsa, "directions per step (1)"},
-        {"--seed", DP_OPT_STRING, &o.seed, &o.seen_seed, "public seed (init, data, directions)"},
-        {"--noise-key", DP_OPT_STRING, &o.noise_key, &o.seen_key, "secret noise key (noise, sampling); random if absent"},
-        {"--export", DP_OPT_STRING, &o.export_dir, NULL, "DIR: write DIR/step-NNNNNN.safetensors"},
-        {"--log", DP_OPT_STRING, &o.log, NULL, "FILE: append (step seed, released scalars) per step"},
-        {"--replay", DP_OPT_STRING, &o.replay, NULL, "FILE: rebuild theta_T from an update log, without data"},
-        {"--inplace", DP_OPT_STRING, &o.inplace, NULL, "f32 | bf16: also run Algorithm 2 in place and report its drift"},
-    };
+    ref_dpzo_cli_init(&o.z);
+    dp_opt opts[REF_DPZO_NOPTS + 4];
+    size_t n = 0;
+    DP_TRY(ref_dpzo_cli_add_opts(opts, &n, REF_DPZO_NOPTS + 4, &o.z));
+    opts[n++] = (dp_opt){"--export", DP_OPT_STRING, &o.export_dir, NULL, "DIR: write DIR/step-NNNNNN.safetensors"};
+    opts[n++] = (dp_opt){"--log", DP_OPT_STRING, &o.log, NULL, "FILE: append (step seed, released scalars) per step"};
+    opts[n++] = (dp_opt){"--replay", DP_OPT_STRING, &o.replay, NULL, "FILE: rebuild theta_T from an update log, without data"};
+    opts[n++] = (dp_opt){"--inplace", DP_OPT_STRING, &o.inplace, NULL,
+                         "f32 | bf16: also run Algorithm 2 in place and report its drift"};
     int help = 0;
-    dp_status st = dp_opts_parse(opts, sizeof opts / sizeof opts[0], argc, argv, NULL, 0, NULL, &help);
-    if (st != DP_OK) return dp_cli_fail(CMD, st);
+    DP_TRY(dp_opts_parse(opts, n, argc, argv, NULL, 0, NULL, &help));
     if (help) {
-        printf("usage: dpcert reference dpzo --model mlp|llama [model flags] --dataset-size N --q Q --steps K --clip C\n"
-               "       --sigma S [--noise gaussian|laplace] --phi PHI --lr LR [--n-spsa n] --seed SEED [--noise-key KEY]\n"
-               "       [--weight-decay WD] [--export DIR] [--log FILE] [--inplace f32|bf16]\n"
+        printf("usage: dpcert reference dpzo --model mlp|llama [model flags] (--dataset-size N | --data FILE) --q Q\n"
+               "       --steps K --clip C --sigma S [--noise gaussian|laplace] --phi PHI --lr LR [--n-spsa n] --seed SEED\n"
+               "       [--noise-key KEY] [--weight-decay WD] [--export DIR] [--log FILE] [--inplace f32|bf16]\n"
                "   or: dpcert reference dpzo --model ... [model flags] --replay LOG [--export DIR]\n"
                "DP-ZO (docs/dpzo.md): one line per step (step, batch size, released scalar(s), loss).\n");
-        dp_opts_print_help(opts, sizeof opts / sizeof opts[0]);
-        return 0;
+        dp_opts_print_help(opts, n);
+        return DP_OK;
     }
     ref_model_config cfg;
-    st = build_config(&cfg, &o);
-    if (st == DP_OK) st = o.replay ? run_replay(&o, &cfg) : run_train(&o, &cfg);
+    if (o.replay) {
+        DP_TRY(ref_model_cli_finish(&cfg, &o.z.m));
+        return run_replay(&o, &cfg);
+    }
+    ref_dpzo_hparams hp;
+    DP_TRY(ref_dpzo_cli_finish(&cfg, &hp, &o.z));
+    return run_train(&o, &cfg, hp);
+}
+
+int dp_cmd_reference_dpzo(int argc, char **argv) {
+    dp_status st = run(argc, argv);
     if (st != DP_OK) return dp_cli_fail(CMD, st);
     return 0;
 }

@@ -3,7 +3,8 @@
 # bad options exit 2, the exports hold exactly the named tensors, same seed and key
 # give byte-identical exports, replay reproduces theta_T and params_after, the noise
 # key changes noise and batches but not the directions, the Laplace run prints the
-# pure-epsilon bookkeeping, n-SPSA shapes, and a short llama run.
+# pure-epsilon bookkeeping, n-SPSA shapes, and a short llama run. (--data round trips:
+# optimized/tests/test_dpzo_data.c.)
 set -u
 DPCERT=${DPCERT:?set DPCERT to the dpcert binary}
 fails=0
@@ -43,6 +44,10 @@ expect2 "bad inplace dtype" "${base[@]}" --clip 1 --sigma 1 --phi 0.01 --inplace
 expect2 "missing replay log" "${MLP[@]}" --replay nonexistent.log
 printf 'not a log\n' > bad.log
 expect2 "malformed replay log" "${MLP[@]}" --replay bad.log
+expect2 "missing --data file" "${MLP[@]}" --data no_such.safetensors --q 0.4 --steps 3 --seed 7 --lr 0.05 --clip 1 --sigma 1 --phi 0.01
+printf 'not safetensors' > bad.safetensors
+expect2 "malformed --data file" "${MLP[@]}" --data bad.safetensors --q 0.4 --steps 3 --seed 7 --lr 0.05 --clip 1 --sigma 1 --phi 0.01
+expect2 "--data with --replay" "${MLP[@]}" --data bad.safetensors --replay bad.log
 expect2 "garbage seed" "${MLP[@]}" --dataset-size 24 --q 0.4 --steps 3 --seed x7 --lr 0.05 --clip 1 --sigma 1 --phi 0.01
 
 # ---- a run with exports and a log ----
