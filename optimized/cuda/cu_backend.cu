@@ -606,45 +606,57 @@ static dp_status cb_noise_add(void *ctx, void *x, dp_noise_key key, uint32_t str
     return cu_noise_add_t<float>(CB(ctx)->cu, (float *)x, key.k, stream, lane, offset, std, n);
 }
 
-/* ---------------- optimizers (the host's formulas) ---------------- */
+/* ---------------- optimizers (the host's formulas, operation by operation) ----------------
+ * optimized/host/host_kern.h, sgd_momentum and adamw, f32 or f64 (R):
+ *   sgd:   gi = wd != 0 ? g + (R)wd * p : g;  buf = (R)mu * buf + gi;  p = p - (R)lr * buf
+ *          (buf always updated, no first-step special case, t unused)
+ *   adamw: bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t) (double, glibc pow on the host side of
+ *          both backends); decay = (R)(1 - lr*wd), step = (R)(lr / bc1), sbc2 = (R)sqrt(bc2);
+ *          p = p * decay; m = (R)b1 * m + (R)(1 - b1) * g; v = (R)b2 * v + (R)(1 - b2) * (g * g);
+ *          denom = (R)sqrt((double)v) / sbc2 + (R)eps; p = p - step * (m / denom)
+ * Every product, sum, quotient is one correctly rounded rn_ operation (the host is compiled
+ * with -ffp-contract=off); the scalars are computed on the host exactly as host_kern.h does. */
 template <typename R>
-__global__ void k_sgd(R *p, R *buf, const R *g, R lr, R mu, int use_mu, R wd, int first, int64_t n) {
+__global__ void k_sgd(R *p, R *buf, const R *g, R lr, R mu, int use_wd, R wd, int64_t n) {
     FOR_I(n) {
-        R gi = rn_add(g[i], rn_mul(wd, p[i]));
-        if (use_mu) {
-            buf[i] = first ? gi : rn_add(rn_mul(mu, buf[i]), gi);
-            gi = buf[i];
-        }
-        p[i] = rn_sub(p[i], rn_mul(lr, gi));
+        R gi = use_wd ? rn_add(g[i], rn_mul(wd, p[i])) : g[i];
+        R bi = rn_add(rn_mul(mu, buf[i]), gi);
+        buf[i] = bi;
+        p[i] = rn_sub(p[i], rn_mul(lr, bi));
     }
 }
 template <typename R>
-static dp_status l_sgd(void *ctx, void *param, void *buf, const void *grad, double lr, double mu, double wd, int64_t t, int64_t n) {
-    k_sgd<R><<<GRID(n)>>>((R *)param, (R *)buf, (const R *)grad, (R)lr, (R)mu, mu != 0, (R)wd, t <= 1, n);
+static dp_status l_sgd(void *ctx, void *param, void *buf, const void *grad, double lr, double mu, double wd, int64_t n) {
+    k_sgd<R><<<GRID(n)>>>((R *)param, (R *)buf, (const R *)grad, (R)lr, (R)mu, wd != 0, (R)wd, n);
     return launched("k_sgd");
 }
 static dp_status cb_sgd_momentum(void *ctx, void *param, void *buf, const void *grad, double lr, double mu, double wd,
                                  int64_t t, int64_t n) {
+    (void)t; /* unused, as on the host */
     DP_TRY(ck_n("sgd_momentum", n));
-    return n ? DISPATCH(l_sgd, ctx, param, buf, grad, lr, mu, wd, t, n) : DP_OK;
+    return n ? DISPATCH(l_sgd, ctx, param, buf, grad, lr, mu, wd, n) : DP_OK;
 }
 template <typename R>
-__global__ void k_adamw(R *p, R *m, R *v, const R *g, R decay, R b1, R omb1, R b2, R omb2, R bc1, R bc2, R lr, R eps, int64_t n) {
+__global__ void k_adamw(R *p, R *m, R *v, const R *g, R decay, R b1, R omb1, R b2, R omb2, R step, R sbc2, R eps, int64_t n) {
     FOR_I(n) {
+        R gr = g[i];
         R pi = rn_mul(p[i], decay);
-        R mi = rn_add(rn_mul(b1, m[i]), rn_mul(omb1, g[i]));
-        R vi = rn_add(rn_mul(b2, v[i]), rn_mul(rn_mul(omb2, g[i]), g[i]));
+        R mi = rn_add(rn_mul(b1, m[i]), rn_mul(omb1, gr));
+        R vi = rn_add(rn_mul(b2, v[i]), rn_mul(omb2, rn_mul(gr, gr)));
         m[i] = mi;
         v[i] = vi;
-        R mh = rn_div(mi, bc1), vh = rn_div(vi, bc2);
-        p[i] = rn_sub(pi, rn_div(rn_mul(lr, mh), rn_add((R)sqrt((double)vh), eps)));
+        R denom = rn_add(rn_div((R)sqrt((double)vi), sbc2), eps); /* double sqrt: IEEE, correctly rounded */
+        p[i] = rn_sub(pi, rn_mul(step, rn_div(mi, denom)));
     }
 }
+/* the host's scalars: volatile stops the host compiler from contracting 1 - lr*wd */
 template <typename R>
 static dp_status l_adamw(void *ctx, void *param, void *m, void *v, const void *grad, double lr, double b1, double b2,
                          double eps, double wd, double bc1, double bc2, int64_t n) {
-    k_adamw<R><<<GRID(n)>>>((R *)param, (R *)m, (R *)v, (const R *)grad, (R)(1 - lr * wd), (R)b1, (R)(1 - b1), (R)b2,
-                            (R)(1 - b2), (R)bc1, (R)bc2, (R)lr, (R)eps, n);
+    volatile double lrwd = lr * wd;
+    const R decay = (R)(1.0 - lrwd), step = (R)(lr / bc1), sbc2 = (R)sqrt(bc2);
+    k_adamw<R><<<GRID(n)>>>((R *)param, (R *)m, (R *)v, (const R *)grad, decay, (R)b1, (R)(1.0 - b1), (R)b2,
+                            (R)(1.0 - b2), step, sbc2, (R)eps, n);
     return launched("k_adamw");
 }
 static dp_status cb_adamw(void *ctx, void *param, void *m, void *v, const void *grad, double lr, double b1, double b2,
@@ -652,7 +664,7 @@ static dp_status cb_adamw(void *ctx, void *param, void *m, void *v, const void *
     DP_TRY(ck_n("adamw", n));
     if (t < 1) return dp_error(DP_ERR_INVALID, "cuda adamw: step t must be >= 1 (got %lld)", (long long)t);
     if (!n) return DP_OK;
-    double bc1 = 1 - pow(b1, (double)t), bc2 = 1 - pow(b2, (double)t);
+    const double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
     return DISPATCH(l_adamw, ctx, param, m, v, grad, lr, b1, b2, eps, wd, bc1, bc2, n);
 }
 

@@ -6,6 +6,7 @@
 // Column-major views: B (tb=0) [K,N] row-major = N x K col-major, ld N;
 // B (tb=1) [N,K] = K x N col-major, ld K and transposed; likewise for A with M.
 #include <stdint.h>
+#include <string.h>
 
 #include "optimized/cuda/cu_api.h"
 #include "optimized/cuda/cu_check.h"
@@ -117,14 +118,22 @@ extern "C" dp_status cu_gemm_bf16_batched(cu_ctx *ctx, float *C, const uint16_t 
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alC, sizeof alC));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alC, sizeof alC));
     cublasLtMatmulHeuristicResult_t h;
+    memset(&h, 0, sizeof h);
     int found = 0;
-    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(cu_ctx_cublaslt_(ctx), d.op, d.la, d.lb, d.lc, d.lc, d.pref, 1, &h, &found));
-    if (found >= 1) {
+    /* cublasLt.h: NOT_SUPPORTED means "no heuristic for this configuration" (not an error
+     * here: the fallback below handles it); SUCCESS means inspect results [0, found) and
+     * each result's .state. Anything else (INVALID_VALUE, ...) is a real failure. */
+    cublasStatus_t hs =
+        cublasLtMatmulAlgoGetHeuristic(cu_ctx_cublaslt_(ctx), d.op, d.la, d.lb, d.lc, d.lc, d.pref, 1, &h, &found);
+    if (hs != CUBLAS_STATUS_SUCCESS && hs != CUBLAS_STATUS_NOT_SUPPORTED)
+        return cu_check_cublas_(hs, "cublasLtMatmulAlgoGetHeuristic(...)", __FILE__, __LINE__);
+    if (hs == CUBLAS_STATUS_SUCCESS && found >= 1 && h.state == CUBLAS_STATUS_SUCCESS) {
         CUBLAS_CHECK(cublasLtMatmul(cu_ctx_cublaslt_(ctx), d.op, &alpha, B, d.la, A, d.lb, &beta, C, d.lc, C, d.lc,
                                     &h.algo, ws, wsb, cu_ctx_stream_(ctx)));
         return DP_OK;
     }
-    /* No Lt algorithm for this shape/alignment: cublasGemmEx, same types and compute. */
+    /* No Lt algorithm for this shape/alignment (NOT_SUPPORTED, zero results, or a result
+     * whose state is not SUCCESS): cublasGemmEx, same types and compute. */
     int ldb = tb ? K : N, lda = ta ? M : K;
     if (batch == 1)
         CUBLAS_CHECK(cublasGemmEx(cu_ctx_cublas_(ctx), opB, opA, N, M, K, &alpha, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF,

@@ -78,6 +78,9 @@ static int within_1ulp(double a, double b) {
     return nextafter(a, b) == b;
 }
 
+/* bit-identical, or both NaN (payloads and signs of NaN differ between x86 and the GPU) */
+static int same_or_nan(double a, double b) { return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b)); }
+
 enum { R = 24, N = 40, BB = 6 };
 static dp_status f_add_bias(opt_backend *be, void *y, const void *x0, const void *x1) { return be->ops.add_bias(be->ctx, y, x0, R, N); }
 static dp_status f_sum_rows(opt_backend *be, void *y, const void *x0, const void *x1) { return be->ops.sum_rows(be->ctx, y, x0, 1, 4, R / 4, N); }
@@ -87,17 +90,23 @@ static dp_status f_div(opt_backend *be, void *y, const void *x0, const void *x1)
 static dp_status f_mul(opt_backend *be, void *y, const void *x0, const void *x1) { return be->ops.mul(be->ctx, y, x0, R * N); }
 static dp_status f_clipf(opt_backend *be, void *y, const void *x0, const void *x1) { return be->ops.clip_factors(be->ctx, y, x0, 0.9, OPT_CLIP_ABADI, 0, R * N); }
 static dp_status f_clipa(opt_backend *be, void *y, const void *x0, const void *x1) { return be->ops.clip_factors(be->ctx, y, x0, 0.9, OPT_CLIP_AUTOMATIC, 0.01, R * N); }
+static dp_status f_clipf_n(opt_backend *be, void *y, const void *x0, const void *x1) { return be->ops.clip_factors(be->ctx, y, x0, 0.9, OPT_CLIP_ABADI, 0, 16); }
+static dp_status f_clipa_n(opt_backend *be, void *y, const void *x0, const void *x1) { return be->ops.clip_factors(be->ctx, y, x0, 0.9, OPT_CLIP_AUTOMATIC, 0.01, 16); }
 static dp_status f_accum(opt_backend *be, void *y, const void *x0, const void *x1) { return be->ops.clip_accum(be->ctx, y, x0, x1, BB, R * N / BB); }
 static dp_status f_sgd(opt_backend *be, void *y, const void *x0, const void *x1) {
-    /* param = y, buf = x1 (mutable copy), grad = x0; two steps exercise both momentum branches */
+    /* param = y, buf = x1 (mutable copy, nonzero: the host always computes mu*buf + g, also
+     * at t = 1), grad = x0; with and without weight decay (the host skips wd*p when wd = 0) */
     DP_TRY(be->ops.sgd_momentum(be->ctx, y, (void *)x1, x0, 0.05, 0.9, 0.01, 1, R * N));
-    return be->ops.sgd_momentum(be->ctx, y, (void *)x1, x0, 0.05, 0.9, 0.01, 2, R * N);
+    DP_TRY(be->ops.sgd_momentum(be->ctx, y, (void *)x1, x0, 0.05, 0.9, 0.0, 2, R * N));
+    return be->ops.sgd_momentum(be->ctx, y, (void *)x1, x0, 0.05, 0.0, 0.0, 3, R * N);
 }
 static dp_status f_adamw(opt_backend *be, void *y, const void *x0, const void *x1) {
     void *v = NULL;
-    DP_TRY(be->ops.alloc(be->ctx, &v, R * N * 4));
+    DP_TRY(be->ops.alloc(be->ctx, &v, (size_t)(R * N) * opt_backend_esize(be)));
     dp_status st = be->ops.adamw(be->ctx, y, (void *)x1, v, x0, 1e-3, 0.9, 0.999, 1e-8, 0.1, 1, R * N);
     if (st == DP_OK) st = be->ops.adamw(be->ctx, y, (void *)x1, v, x0, 1e-3, 0.9, 0.999, 1e-8, 0.1, 2, R * N);
+    /* large lr and eps so that the bias corrections and eps change many roundings */
+    if (st == DP_OK) st = be->ops.adamw(be->ctx, y, (void *)x1, v, x0, 0.3, 0.8, 0.95, 0.25, 0.0, 3, R * N);
     be->ops.free(be->ctx, v);
     return st;
 }
@@ -152,6 +161,56 @@ static void test_exact_ops(void) {
     free(a); free(b); free(y); free(yh); free(yg); free(yn);
 }
 
+/* Clip factors of non-finite and edge squared norms: the adapter must give exactly the
+ * host's values (host_kern.h clipfn: n = sqrt(sq) in double; abadi n > C ? C/n : 1, so NaN
+ * and negative sq give 1 and +inf gives 0; automatic C/(n + gamma): NaN for NaN). The
+ * engine (optimized/dpsgd.c) then sets c = 0 itself for every non-finite norm, and the
+ * fused single-pass strategy reports DP_ERR_NUMERIC, so both backends must agree here
+ * for the engine to behave the same. Also through fused_clip_accum with extra_sq aliasing
+ * sq_out (as the engine calls it). */
+static void test_nonfinite_factors(void) {
+    const float sp[] = {NAN, -NAN, INFINITY, -INFINITY, -1.0f, -0.0f, 0.0f, 0x1p-149f, 0x1p-126f, 0.81f,
+                        0.80999994f, 0.81000006f, 1.0f, 3.4028235e38f, 1e-30f, 7.0f};
+    const int64_t n = (int64_t)(sizeof sp / sizeof sp[0]);
+    double yh[16], yg[16];
+    float y[16] = {0};
+    both("clip_factors abadi (edge)", f_clipf_n, sp, n, sp, n, y, n, yh, yg);
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += !same_or_nan(yh[i], yg[i]);
+    T_CHECK(bad == 0, "abadi factors of NaN/inf/negative/edge norms: %d differ from the host", bad);
+    T_CHECK(yh[0] == 1.0 && yh[2] == 0.0 && yh[4] == 1.0, "host abadi: NaN -> 1, +inf -> 0, negative -> 1 (got %g %g %g)",
+            yh[0], yh[2], yh[4]);
+    both("clip_factors automatic (edge)", f_clipa_n, sp, n, sp, n, y, n, yh, yg);
+    bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += !same_or_nan(yh[i], yg[i]);
+    T_CHECK(bad == 0, "automatic factors of NaN/inf/negative/edge norms: %d differ from the host", bad);
+    /* fused: extra_sq = sq_out (aliased) holding {NaN, +inf, -1, 0} added to finite norms */
+    const int B = 4, T = 3, d = 5, p = 4;
+    float A[4 * 3 * 5], Gr[4 * 3 * 4], w0[20] = {0}, ex[4] = {NAN, INFINITY, -1e30f, 0.0f};
+    cu_test_fill(A, B * T * d, seed, 46, 1.0);
+    cu_test_fill(Gr, B * T * p, seed, 47, 1.0);
+    double ch[4], cg[4], sh[4], sg[4];
+    opt_backend *bs[2] = {H, G};
+    for (int k = 0; k < 2; k++) {
+        opt_backend *be = bs[k];
+        void *dA = put(be, A, B * T * d), *dG = put(be, Gr, B * T * p), *dW = put(be, w0, p * d), *sq = put(be, ex, B),
+             *c = NULL;
+        T_OK(be->ops.alloc(be->ctx, &c, (size_t)B * opt_backend_esize(be)));
+        T_OK(be->ops.fused_clip_accum(be->ctx, dW, sq, c, dA, dG, sq, 1.0, OPT_CLIP_ABADI, 0, B, T, d, p));
+        double *t = getd(be, c, B);
+        memcpy(k ? cg : ch, t, sizeof ch);
+        free(t);
+        t = getd(be, sq, B);
+        memcpy(k ? sg : sh, t, sizeof sh);
+        free(t);
+        drop(be, dA); drop(be, dG); drop(be, dW); drop(be, sq); drop(be, c);
+    }
+    bad = 0;
+    for (int b = 0; b < 3; b++) bad += !same_or_nan(ch[b], cg[b]) || !same_or_nan(sh[b], sg[b]);
+    T_CHECK(bad == 0, "fused factors/norms with NaN, +inf, -1e30 extra: %d differ (host c = %g %g %g)", bad, ch[0], ch[1], ch[2]);
+    T_CHECK(ch[0] == 1.0 && ch[1] == 0.0 && ch[2] == 1.0, "host fused: NaN -> 1, +inf -> 0, negative -> 1");
+}
+
 static void test_bounded_ops(void) {
     /* per-layer fused clipping through the interface: dW, sq_out, c_out */
     const int B = 5, T = 12, d = 20, p = 16;
@@ -165,9 +224,9 @@ static void test_bounded_ops(void) {
     for (int k = 0; k < 2; k++) {
         opt_backend *be = bs[k];
         void *dA = put(be, A, na), *dG = put(be, Gr, ng), *dW = put(be, w0, nw), *sq = NULL, *c = NULL, *gs = NULL;
-        T_OK(be->ops.alloc(be->ctx, &sq, B * 4));
-        T_OK(be->ops.alloc(be->ctx, &c, B * 4));
-        T_OK(be->ops.alloc(be->ctx, &gs, B * 4));
+        T_OK(be->ops.alloc(be->ctx, &sq, (size_t)B * opt_backend_esize(be)));
+        T_OK(be->ops.alloc(be->ctx, &c, (size_t)B * opt_backend_esize(be)));
+        T_OK(be->ops.alloc(be->ctx, &gs, (size_t)B * opt_backend_esize(be)));
         T_OK(be->ops.fused_clip_accum(be->ctx, dW, sq, c, dA, dG, NULL, 1.0, OPT_CLIP_ABADI, 0, B, T, d, p));
         T_OK(be->ops.ghost_sqnorm(be->ctx, gs, dA, dG, B, T, d, p));
         if (k) wg = getd(be, dW, nw); else wh = getd(be, dW, nw);
@@ -248,6 +307,7 @@ static void run_dtype(dp_dtype dt) {
     printf("dtype %s\n", dp_dtype_name(dt));
     T_CHECK(G->comm.size == 1 && G->comm.rank == 0 && G->dtype == dt, "single rank, dtype");
     test_exact_ops();
+    test_nonfinite_factors();
     test_bounded_ops();
     /* single-rank collectives */
     float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, r[8];
