@@ -94,6 +94,10 @@ typedef struct {
     size_t n_fft;        /* FFT length                                             */
     double tail_mass;    /* mass sent to +inf / truncated, both directions (max)   */
     double mass_error;   /* |total mass - 1| after composition (max over directions) */
+    double fp_budget;    /* floating-point error budget in delta (FFT, power, split, evaluation;
+                          * docs/accounting.md §4), max over directions and passes */
+    double lower_fp, upper_fp; /* the interval widened by fp_budget (in delta): rigorous, used for
+                                * audit verdicts */
 } acct_pld_result;
 void acct_pld_default_opts(acct_pld_opts *o);
 /* epsilon interval at delta. */
@@ -113,6 +117,16 @@ dp_status acct_pure_advanced(double *eps, const acct_schedule *s, double delta);
 dp_status acct_rr_delta(double *delta, double eps0, int64_t T, double eps);
 dp_status acct_rr_epsilon(double *eps, double eps0, int64_t T, double delta);
 dp_status acct_pure_exact(double *eps, const acct_schedule *s, double delta);
+
+/* Implementation gap of dpcert's own samplers (docs/accounting.md §10): the Laplace sampler is
+ * bounded at |x| <= 52 ln 2 b, Box-Muller at |z| <= sqrt(2 * 53 ln 2) sigma, so the implemented
+ * mechanism has an extra privacy-loss atom at +inf of mass <= delta_impl per step:
+ * Laplace q * 0.5 exp(-(52 ln2 - 1/b)), Gaussian q * Q(8.57 - 1/sigma) per coordinate. *total =
+ * sum_steps delta_impl (composition adds them), *step_max the largest per-step value. pure: not
+ * applicable (DP_ERR_NOT_SUPPORTED when every segment is pure). Floating-point porosity is not covered. */
+#define ACCT_LAPLACE_SAMPLER_BOUND (52.0 * 0.69314718055994530942)
+#define ACCT_GAUSS_SAMPLER_BOUND 8.5716743486529050 /* sqrt(2 * 53 * ln 2) */
+dp_status acct_sampler_delta(double *total, double *step_max, const acct_schedule *s);
 
 /* Analytic Gaussian (Balle-Wang 2018): mu-GDP trade-off, delta(eps) and eps(delta). */
 double acct_gdp_delta(double mu, double eps);

@@ -32,10 +32,10 @@ static json_t *schedule_json(const acct_schedule *s) {
     return a;
 }
 
-static void print_schedule(const acct_schedule *s) {
+static void print_schedule(FILE *txt, const acct_schedule *s) {
     for (int i = 0; i < s->n; i++) {
         const acct_segment *g = &s->seg[i];
-        printf("segment %d: %s q=%.10g %s=%.10g steps=%lld\n", i + 1, acct_mech_name(g->mech), g->q,
+        fprintf(txt, "segment %d: %s q=%.10g %s=%.10g steps=%lld\n", i + 1, acct_mech_name(g->mech), g->q,
                g->mech == ACCT_GAUSSIAN ? "sigma" : g->mech == ACCT_LAPLACE ? "scale" : "epsilon0", g->param,
                (long long)g->steps);
     }
@@ -44,9 +44,9 @@ static void print_schedule(const acct_schedule *s) {
 static const char *const ACC_NAMES[] = {"rdp", "pld", "pure", "gdp", "all", NULL};
 
 /* one accountant's answer in text and JSON; failures that only mean "not applicable" are reported, not fatal */
-static int report_na(json_t *res, const char *name, dp_status st, int json) {
+static int report_na(FILE *txt, json_t *res, const char *name, dp_status st, int json) {
     if (st == DP_ERR_NOT_SUPPORTED) {
-        if (!json) printf("%-5s n/a: %s\n", name, dp_last_error());
+        if (!json) fprintf(txt, "%-5s n/a: %s\n", name, dp_last_error());
         json_t *o = json_object();
         json_object_set_new(o, "not_applicable", json_string(dp_last_error()));
         json_object_set_new(res, name, o);
@@ -109,6 +109,12 @@ int dp_cmd_account(int argc, char **argv) {
     if (seen_eps && (st = dp_check_min("--epsilon", epsq, 0, 1)) != DP_OK) return dp_cli_fail("account", st);
     if (seen_target && !seen_delta)
         return dp_cli_fail("account", dp_error(DP_ERR_USAGE, "--target-epsilon needs --delta"));
+    if (seen_target && !(target > 0 && isfinite(target)))
+        return dp_cli_fail("account", dp_error(DP_ERR_INVALID, "--target-epsilon must be > 0 and finite (got %g)", target));
+    if (seen_target && !(prec > 0 && prec < 1))
+        return dp_cli_fail("account", dp_error(DP_ERR_INVALID, "--precision must be in (0, 1) (got %g)", prec));
+    if (seen_target && seen_eps)
+        return dp_cli_fail("account", dp_error(DP_ERR_USAGE, "--target-epsilon excludes --epsilon"));
     acct_schedule s0, s;
     memset(&s0, 0, sizeof s0);
     if (sched_path) {
@@ -137,14 +143,21 @@ int dp_cmd_account(int argc, char **argv) {
     }
     acct_schedule_adjacency(&s, &s0, (acct_adjacency)nb);
     const char *nbname = acct_adjacency_name((acct_adjacency)nb);
+    /* all validation is done above; the text output is still buffered and written only on
+     * success, so a failure later (an internal error, a calibration without answer) prints
+     * nothing on stdout */
+    char *tbuf = NULL;
+    size_t tlen = 0;
+    FILE *txt = open_memstream(&tbuf, &tlen);
+    if (!txt) return dp_cli_fail("account", dp_error(DP_ERR_NOMEM, "out of memory"));
     json_t *root = json_object(), *res = json_object();
     json_object_set_new(root, "neighbouring_relation", json_string(nbname));
     json_object_set_new(root, "schedule", schedule_json(&s0));
     if (!json) {
-        printf("neighbouring relation: %s\n", nbname);
-        print_schedule(&s0);
+        fprintf(txt, "neighbouring relation: %s\n", nbname);
+        print_schedule(txt, &s0);
         if (seen_target && !sched_path)
-            printf("(the noise parameter above is the calibration's starting point, not its answer)\n");
+            fprintf(txt, "(the noise parameter above is the calibration's starting point, not its answer)\n");
     }
     int rc = 0;
     acct_pld_opts po;
@@ -155,14 +168,14 @@ int dp_cmd_account(int argc, char **argv) {
     if (seen_target) {
         json_object_set_new(root, "delta", json_real(delta));
         json_object_set_new(root, "target_epsilon", json_real(target));
-        if (!json) printf("delta = %g, target epsilon = %g\n", delta, target);
+        if (!json) fprintf(txt, "delta = %g, target epsilon = %g\n", delta, target);
         for (int k = 0; k < 4; k++) {
             if (!want[k]) continue;
             double p, e;
             const char *nm = ACC_NAMES[k];
             st = acct_calibrate(&p, &e, &s, (acct_kind)k, target, delta, prec, orders, norders);
             if (st != DP_OK) {
-                if (report_na(res, nm, st, json) && st != DP_ERR_INVALID) { rc = dp_cli_fail("account", st); goto out; }
+                if (report_na(txt, res, nm, st, json) && st != DP_ERR_INVALID) { rc = dp_cli_fail("account", st); goto out; }
                 if (st == DP_ERR_INVALID) { rc = dp_cli_fail("account", st); goto out; }
                 continue;
             }
@@ -176,7 +189,7 @@ int dp_cmd_account(int argc, char **argv) {
             if (k == 3) json_object_set_new(o, "label", json_string("approximate, not a bound"));
             json_object_set_new(res, nm, o);
             if (!json)
-                printf("%-5s %s = %.8g (epsilon there = %.8g, relative precision %g)%s\n", nm, pn, user, e, prec,
+                fprintf(txt, "%-5s %s = %.8g (epsilon there = %.8g, relative precision %g)%s\n", nm, pn, user, e, prec,
                        k == 3 ? "  [GDP: approximate, not a bound]" : "");
         }
         goto out;
@@ -184,31 +197,54 @@ int dp_cmd_account(int argc, char **argv) {
 
     if (seen_delta) {
         json_object_set_new(root, "delta", json_real(delta));
-        if (!json) printf("delta = %g\n", delta);
+        if (!json) fprintf(txt, "delta = %g\n", delta);
     } else {
         json_object_set_new(root, "epsilon", json_real(epsq));
-        if (!json) printf("epsilon = %g\n", epsq);
+        if (!json) fprintf(txt, "epsilon = %g\n", epsq);
+    }
+    {
+        double dtot, dstep;
+        if (acct_sampler_delta(&dtot, &dstep, &s) == DP_OK) {
+            json_t *o = json_object();
+            json_object_set_new(o, "delta_impl_per_step", jnum(dstep));
+            json_object_set_new(o, "delta_impl_total", jnum(dtot));
+            json_object_set_new(o, "note", json_string("dpcert's own samplers are bounded (Laplace |x| <= 52 ln2 b, Gaussian "
+                                                       "|z| <= 8.57 sigma): add delta_impl_total to delta for the implemented "
+                                                       "mechanism (gaussian: per coordinate, times the dimension); floating-point "
+                                                       "porosity (Mironov 2012) is NOT covered; docs/accounting.md §10"));
+            json_object_set_new(root, "sampler_implementation", o);
+            if (!json)
+                fprintf(txt, "implementation delta (dpcert's bounded samplers, docs §10): %.3g per step (max), %.3g over all "
+                             "steps%s; add it to delta for the implemented mechanism; floating-point porosity (Mironov "
+                             "2012) not covered\n", dstep, dtot, s.seg[0].mech == ACCT_GAUSSIAN ? " per coordinate (times the dimension)" : "");
+        } else dp_clear_error();
     }
     if (want[0]) {
         double v, a;
         st = seen_delta ? acct_rdp_epsilon(&v, &a, &s, orders, norders, delta, (acct_conv)conv_i)
                         : acct_rdp_delta(&v, &a, &s, orders, norders, epsq, (acct_conv)conv_i);
-        if (st != DP_OK) { if (report_na(res, "rdp", st, json)) { rc = dp_cli_fail("account", st); goto out; } }
+        if (st != DP_OK) { if (report_na(txt, res, "rdp", st, json)) { rc = dp_cli_fail("account", st); goto out; } }
         else {
             json_t *o = json_object();
             json_object_set_new(o, seen_delta ? "epsilon" : "delta", jnum(v));
             json_object_set_new(o, "optimal_order", jnum(a));
             json_object_set_new(o, "orders", json_string(orders_s));
             json_object_set_new(o, "conversion", json_string(conv_s));
-            if (!json) printf("rdp   %s = %.10g (optimal order %g, orders %s, conversion %s)\n", seen_delta ? "epsilon" : "delta", v, a, orders_s, conv_s);
+            if (!json) fprintf(txt, "rdp   %s = %.10g (optimal order %g, orders %s, conversion %s)\n", seen_delta ? "epsilon" : "delta", v, a, orders_s, conv_s);
             if (certified && seen_delta) {
                 double c, ca;
                 st = acct_rdp_epsilon_certified(&c, &ca, &s, orders, norders, delta);
-                if (st != DP_OK) { if (report_na(o, "certified", st, json)) { json_decref(o); rc = dp_cli_fail("account", st); goto out; } }
+                if (st != DP_OK) { if (report_na(txt, o, "certified", st, json)) { json_decref(o); rc = dp_cli_fail("account", st); goto out; } }
                 else {
+                    int via_rr = 0; /* subsampled Laplace: certified through the RR bound (docs §3) */
+                    for (int i = 0; i < s.n; i++) if (s.seg[i].mech == ACCT_LAPLACE && s.seg[i].q < 1.0) via_rr = 1;
                     json_object_set_new(o, "certified_epsilon_upper", jnum(c));
                     json_object_set_new(o, "certified_order", jnum(ca));
-                    if (!json) printf("rdp   certified epsilon <= %.10g (MPFR outward rounding, integer order %g)\n", c, ca);
+                    json_object_set_new(o, "certified_method",
+                                        json_string(via_rr ? "via the pure-DP/RR bound of the amplified epsilon (subsampled Laplace), looser than the Laplace RDP above"
+                                                           : "the RDP formulas above in MPFR with outward rounding"));
+                    if (!json) fprintf(txt, "rdp   certified epsilon <= %.10g (MPFR outward rounding, integer order %g)%s\n", c, ca,
+                                      via_rr ? "; certified via the pure-DP/RR bound, looser than the Laplace RDP above" : "");
                 }
             }
             json_object_set_new(res, "rdp", o);
@@ -217,7 +253,7 @@ int dp_cmd_account(int argc, char **argv) {
     if (want[1]) {
         acct_pld_result r;
         st = seen_delta ? acct_pld_epsilon(&r, &s, delta, &po) : acct_pld_delta(&r, &s, epsq, &po);
-        if (st != DP_OK) { if (report_na(res, "pld", st, json)) { rc = dp_cli_fail("account", st); goto out; } }
+        if (st != DP_OK) { if (report_na(txt, res, "pld", st, json)) { rc = dp_cli_fail("account", st); goto out; } }
         else {
             json_t *o = json_object();
             json_object_set_new(o, seen_delta ? "epsilon_lower" : "delta_lower", jnum(r.lower));
@@ -226,16 +262,22 @@ int dp_cmd_account(int argc, char **argv) {
             json_object_set_new(o, "fft_points", json_integer((json_int_t)r.n_fft));
             json_object_set_new(o, "tail_mass", jnum(r.tail_mass));
             json_object_set_new(o, "mass_error", jnum(r.mass_error));
+            json_object_set_new(o, "fp_budget_delta", jnum(r.fp_budget));
+            json_object_set_new(o, seen_delta ? "epsilon_lower_fp" : "delta_lower_fp", jnum(r.lower_fp));
+            json_object_set_new(o, seen_delta ? "epsilon_upper_fp" : "delta_upper_fp", jnum(r.upper_fp));
             json_object_set_new(res, "pld", o);
-            if (!json)
-                printf("pld   %s in [%.10g, %.10g] (h=%.3g, %zu FFT points, tail mass %.3g, mass error %.2g)\n",
+            if (!json) {
+                fprintf(txt, "pld   %s in [%.10g, %.10g] (h=%.3g, %zu FFT points, tail mass %.3g, mass error %.2g)\n",
                        seen_delta ? "epsilon" : "delta", r.lower, r.upper, r.h, r.n_fft, r.tail_mass, r.mass_error);
+                fprintf(txt, "pld   with the floating-point budget (%.3g in delta, docs §4; rigorous): [%.10g, %.10g]\n",
+                        r.fp_budget, r.lower_fp, r.upper_fp);
+            }
         }
     }
     if (want[2]) {
         double basic, ex = NAN, adv = NAN;
         st = acct_pure_basic(&basic, &s);
-        if (st != DP_OK) { if (report_na(res, "pure", st, json)) { rc = dp_cli_fail("account", st); goto out; } }
+        if (st != DP_OK) { if (report_na(txt, res, "pure", st, json)) { rc = dp_cli_fail("account", st); goto out; } }
         else {
             json_t *o = json_object();
             json_object_set_new(o, "basic_epsilon", jnum(basic));
@@ -244,7 +286,7 @@ int dp_cmd_account(int argc, char **argv) {
                 st = acct_pure_exact(&ex, &s, delta);
                 if (st == DP_OK) json_object_set_new(o, "exact_rr_epsilon", jnum(ex));
                 else { json_object_set_new(o, "exact_rr", json_string(dp_last_error())); dp_clear_error(); }
-                if (!json) printf("pure  epsilon: basic %.10g, advanced %.10g, exact (randomized-response composition) %.10g\n", basic, adv, ex);
+                if (!json) fprintf(txt, "pure  epsilon: basic %.10g, advanced %.10g, exact (randomized-response composition) %.10g\n", basic, adv, ex);
             } else {
                 double e0 = 0;
                 int64_t T = 0;
@@ -259,7 +301,7 @@ int dp_cmd_account(int argc, char **argv) {
                 double d = NAN;
                 if (uni && acct_rr_delta(&d, e0, T, epsq) == DP_OK) json_object_set_new(o, "exact_rr_delta", jnum(d));
                 dp_clear_error();
-                if (!json) printf("pure  basic epsilon %.10g; exact (randomized-response) delta(%g) = %.10g\n", basic, epsq, d);
+                if (!json) fprintf(txt, "pure  basic epsilon %.10g; exact (randomized-response) delta(%g) = %.10g\n", basic, epsq, d);
             }
             json_object_set_new(res, "pure", o);
         }
@@ -267,7 +309,7 @@ int dp_cmd_account(int argc, char **argv) {
     if (want[3]) {
         double mu;
         st = acct_gdp_mu(&mu, &s);
-        if (st != DP_OK) { if (report_na(res, "gdp", st, json)) { rc = dp_cli_fail("account", st); goto out; } }
+        if (st != DP_OK) { if (report_na(txt, res, "gdp", st, json)) { rc = dp_cli_fail("account", st); goto out; } }
         else {
             double v = seen_delta ? acct_gdp_epsilon(mu, delta) : acct_gdp_delta(mu, epsq);
             json_t *o = json_object();
@@ -277,11 +319,14 @@ int dp_cmd_account(int argc, char **argv) {
             for (int i = 0; i < s.n; i++) if (s.seg[i].q < 1.0) exact = 0;
             json_object_set_new(o, "label", json_string(exact ? "exact (analytic Gaussian, q = 1)" : "approximate, not a bound"));
             json_object_set_new(res, "gdp", o);
-            if (!json) printf("gdp   %s ~ %.10g (mu = %.6g) [%s]\n", seen_delta ? "epsilon" : "delta", v, mu,
+            if (!json) fprintf(txt, "gdp   %s ~ %.10g (mu = %.6g) [%s]\n", seen_delta ? "epsilon" : "delta", v, mu,
                               exact ? "exact: analytic Gaussian, q = 1" : "GDP/CLT: approximate, not a bound");
         }
     }
 out:
+    fclose(txt);
+    if (!json && rc == 0) fwrite(tbuf, 1, tlen, stdout);
+    free(tbuf);
     json_object_set_new(root, "results", res);
     if (json && rc == 0) {
         char *txt = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));

@@ -150,6 +150,7 @@ typedef struct {
     size_t n;
     double p_inf;     /* mass at +infinity per step */
     double p_trunc;   /* mass moved up from below l_kmin per step */
+    double fp_split;  /* per-step float budget of the split (delta units, docs §4 "Floating-point budget") */
     int64_t steps;
 } steppmf;
 
@@ -246,6 +247,13 @@ static dp_status discretise(steppmf *o, steppmf *oo, const lossdef *d, double lo
     if (!p || !t || (oo && !po)) { free(p); free(po); free(t); return DP_ERR_NOMEM; }
     for (size_t i = 0; i < n; i++) tails(d, (double)(kmin + (int64_t)i) * h, &t[4 * i], &t[4 * i + 1], &t[4 * i + 2], &t[4 * i + 3]);
     double emh = -expm1(-h); /* 1 - e^{-h} */
+    /* float budget of the split (docs §4): 16 u e^{2h} sum_k (min tail of P + e^{l_k} min tail of Q) */
+    double fps = 0;
+    for (size_t i = 0; i < n; i++) {
+        double tp = fmin(t[4 * i], t[4 * i + 2]), tq = fmin(t[4 * i + 1], t[4 * i + 3]);
+        fps += tp + (tq > 0 ? exp((double)(kmin + (int64_t)i) * h + log(tq)) : 0.0);
+    }
+    fps *= 16.0 * DBL_EPSILON / 2.0 * exp(2.0 * h);
     /* P(L <= l_kmin) (<= tau): moved up to l_kmin (pessimistic). Optimistic: kept at l_kmin if it is
      * an atom there (up to rounding), else dropped (loss lowered to -inf); merging it with the mass
      * above could cost far more, since its Q-mass can be large (e.g. q = 1 Gaussians). */
@@ -274,6 +282,7 @@ static dp_status discretise(steppmf *o, steppmf *oo, const lossdef *d, double lo
         oo->n = n;
         oo->p_inf = 0;
         oo->p_trunc = 0;
+        oo->fp_split = fps;
         oo->steps = steps;
     }
     o->p = p;
@@ -281,6 +290,7 @@ static dp_status discretise(steppmf *o, steppmf *oo, const lossdef *d, double lo
     o->n = n;
     o->p_inf = t[4 * (n - 1)];
     o->p_trunc = t[2];
+    o->fp_split = fps;
     o->steps = steps;
     free(t);
     return DP_OK;
@@ -345,6 +355,7 @@ typedef struct {
     double *p;
     size_t n;
     double l0, p_inf, A, mass_err;
+    double fpb; /* floating-point budget in delta (docs §4): FFT + power + split + evaluation */
 } composed;
 
 static dp_status compose(composed *out, const steppmf *s, int ns, double h, double tau_w, size_t max_points,
@@ -359,6 +370,7 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
         out->l0 = (double)s[0].kmin * h;
         out->p_inf = s[0].p_inf;
         out->A = 0;
+        out->fpb = s[0].fp_split + 2.0 * (double)s[0].n * (DBL_EPSILON / 2.0);
         out->mass_err = fabs(tot + out->p_inf - 1.0);
         if (!(out->mass_err <= 1e-6)) {
             free(p);
@@ -399,33 +411,58 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
     size_t nc = N / 2 + 1;
     double *x = fftw_alloc_real(N);
     fftw_complex *X = fftw_alloc_complex(nc), *acc = fftw_alloc_complex(nc);
-    if (!x || !X || !acc) { fftw_free(x); fftw_free(X); fftw_free(acc); return dp_error(DP_ERR_NOMEM, "PLD: out of memory (N=%zu)", N); }
+    double *dY = dp_calloc(nc, sizeof *dY); /* bound on |computed - exact| of the product spectrum */
+    if (!x || !X || !acc || !dY) { fftw_free(x); fftw_free(X); fftw_free(acc); free(dY); return dp_error(DP_ERR_NOMEM, "PLD: out of memory (N=%zu)", N); }
     fftw_plan fwd = fftw_plan_dft_r2c_1d((int)N, x, X, FFTW_ESTIMATE);
     fftw_plan bwd = fftw_plan_dft_c2r_1d((int)N, acc, x, FFTW_ESTIMATE);
     for (size_t f = 0; f < nc; f++) { acc[f][0] = 1.0; acc[f][1] = 0.0; }
+    /* componentwise FFT error (docs §4): |dX_f| <= eF ||x||_1, eF = 16 u ceil(log2 N) */
+    const double u = DBL_EPSILON / 2.0;
+    double eF = 16.0 * u * ceil(log2((double)N)), lsplit = 0;
     double log_noinf = 0, base = 0;
     for (int j = 0; j < ns; j++) {
         memset(x, 0, N * sizeof *x);
         memcpy(x, s[j].p, s[j].n * sizeof *x);
+        double l1 = 0;
+        for (size_t i = 0; i < s[j].n; i++) l1 += fabs(s[j].p[i]);
         fftw_execute(fwd);
-        double T = (double)s[j].steps;
+        double T = (double)s[j].steps, e = eF * l1 * (1.0 + 2.0 * (double)s[j].n * u);
         for (size_t f = 0; f < nc; f++) {
             double re = X[f][0], im = X[f][1], r2 = re * re + im * im;
-            double zr = 0, zi = 0;
+            double zr = 0, zi = 0, zabs = 0, ez;
+            double rb = sqrt(r2) * (1.0 + 2.0 * u) + e; /* >= |exact X_f| */
+            double lrb = T * log(rb);                   /* log of the bound on |exact Z_f| = |X_f|^T */
             if (r2 > 0) {
                 double lr = 0.5 * T * log(r2);
                 if (lr > -80.0) { /* |z|^T < e^-80: dropped (float-error budget, docs §PLD) */
                     double th = T * atan2(im, re), m = exp(lr);
                     zr = m * cos(th); zi = m * sin(th);
-                }
-            }
-            double ar = acc[f][0], ai = acc[f][1];
+                    zabs = m;
+                    ez = m * u * (8.0 + 2.0 * fabs(lr) + 2.0 * fabs(th)); /* rounding of log, products, exp, sincos */
+                } else ez = exp(lrb);                                    /* dropped: the whole exact value */
+            } else ez = exp(lrb);
+            /* perturbation of X^T: T e (|X| + e)^(T-1) */
+            ez += T * e * exp(lrb) / rb;
+            double ar = acc[f][0], ai = acc[f][1], aabs = sqrt(ar * ar + ai * ai);
             acc[f][0] = ar * zr - ai * zi;
             acc[f][1] = ar * zi + ai * zr;
+            /* |a'z' - az| <= |a' - a| (|z'| + ez) + |a'| ez + rounding 4u |a'||z'| */
+            dY[f] = dY[f] * (zabs + ez) + aabs * ez + 4.0 * u * aabs * zabs;
         }
         log_noinf += T * log1p(-s[j].p_inf);
         base += T * (double)s[j].kmin;
+        lsplit += T * log1p(s[j].fp_split);
     }
+    double dy2 = 0, y1 = 0;
+    for (size_t f = 0; f < nc; f++) {
+        double w = f == 0 ? 1.0 : 2.0;
+        dy2 += w * dY[f] * dY[f];
+        y1 += w * sqrt(acc[f][0] * acc[f][0] + acc[f][1] * acc[f][1]);
+    }
+    free(dY);
+    /* ||dy||_1 <= ||dY||_2 (Parseval), inverse transform eF ||Y||_1, division by N and the
+     * evaluation sums 2 N u, the split perturbation composed: expm1(sum T log1p(e_split)) */
+    double fpb = sqrt(dy2) + (eF + u) * y1 + 2.0 * (double)N * u + expm1(lsplit);
     fftw_execute(bwd);
     double *p = dp_malloc(N * sizeof *p);
     if (!p) { fftw_destroy_plan(fwd); fftw_destroy_plan(bwd); fftw_free(x); fftw_free(X); fftw_free(acc); return DP_ERR_NOMEM; }
@@ -448,6 +485,7 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
     out->l0 = W0 * h;
     out->p_inf = -expm1(log_noinf);
     out->A = A + neg;
+    out->fpb = fpb;
     out->mass_err = fabs(tot + out->p_inf - 1.0);
     /* mass conservation: the split and the FFT keep it to ~1e-12; anything visible is a bug */
     if (!(out->mass_err <= 1e-6)) {
@@ -632,6 +670,10 @@ dp_status acct_pld_epsilon(acct_pld_result *r, const acct_schedule *s, double de
     for (int dir = 0; dir < 2; dir++) {
         composed *c = &st.c[dir];
         double up = delta - c->A > 0 ? acct_pmf_epsilon(c->p, c->n, c->l0, st.h, c->p_inf, delta - c->A) : INFINITY;
+        /* with the floating-point budget (docs §4): rigorous */
+        double upr = delta - c->A - c->fpb > 0 ? acct_pmf_epsilon(c->p, c->n, c->l0, st.h, c->p_inf, delta - c->A - c->fpb)
+                                               : INFINITY;
+        if (upr < up) upr = up;
         /* lower: the optimistic composition; its computed delta exceeds the discrete one by at most A */
         const composed *co = &st.co[dir];
         double lo = co->p ? acct_pmf_epsilon(co->p, co->n, co->l0, st.h, co->p_inf, delta + co->A) : 0;
@@ -641,8 +683,17 @@ dp_status acct_pld_epsilon(acct_pld_result *r, const acct_schedule *s, double de
         if (co->p && lc > lo) lo = lc;
         if (!(lo > 0)) lo = 0;
         if (lo > up) lo = up; /* equal up to rounding (atoms on the grid: both discretisations exact) */
+        double lor = co->p ? acct_pmf_epsilon(co->p, co->n, co->l0, st.h, co->p_inf, delta + co->A + co->fpb) : 0;
+        double lcr = acct_pmf_epsilon(c->p, c->n, c->l0, st.h, c->p_inf, delta + c->A + c->fpb + st.eta_e[dir] + st.eta) - st.cshift;
+        if (co->p && lcr > lor) lor = lcr;
+        if (!(lor > 0)) lor = 0;
+        if (lor > lo) lor = lo;
         if (up > r->upper) r->upper = up;
         if (lo > r->lower) r->lower = lo;
+        if (upr > r->upper_fp) r->upper_fp = upr;
+        if (lor > r->lower_fp) r->lower_fp = lor;
+        if (c->fpb > r->fp_budget) r->fp_budget = c->fpb;
+        if (co->p && co->fpb > r->fp_budget) r->fp_budget = co->fpb;
         if (c->p_inf + c->A > r->tail_mass) r->tail_mass = c->p_inf + c->A;
         if (c->mass_err > r->mass_error) r->mass_error = c->mass_err;
     }
@@ -669,8 +720,15 @@ dp_status acct_pld_delta(acct_pld_result *r, const acct_schedule *s, double eps,
         if (up > 1) up = 1;
         if (!(lo > 0)) lo = 0;
         if (lo > up) lo = up;
+        double upr = up + c->fpb > 1 ? 1 : up + c->fpb;
+        double lor = lo - (co->p ? co->fpb : c->fpb);
+        if (!(lor > 0)) lor = 0;
         if (up > r->upper) r->upper = up;
         if (lo > r->lower) r->lower = lo;
+        if (upr > r->upper_fp) r->upper_fp = upr;
+        if (lor > r->lower_fp) r->lower_fp = lor;
+        if (c->fpb > r->fp_budget) r->fp_budget = c->fpb;
+        if (co->p && co->fpb > r->fp_budget) r->fp_budget = co->fpb;
         if (c->p_inf + c->A > r->tail_mass) r->tail_mass = c->p_inf + c->A;
         if (c->mass_err > r->mass_error) r->mass_error = c->mass_err;
     }

@@ -138,35 +138,127 @@ dp_status acct_pure_advanced(double *eps, const acct_schedule *s, double delta) 
     return DP_OK;
 }
 
-/* T-fold randomized response: loss (2k - T) eps0 with k ~ Binomial(T, p), p = e^eps0/(1+e^eps0).
- * Masses in log space from lgamma; returned as doubles (those below 1e-308 are negligible). */
-static dp_status rr_pmf(double **p_out, double eps0, int64_t T) {
+/* T-fold randomized response: loss l_k = (2k - T) eps0 with k ~ Binomial(T, p), p = e^eps0/(1+e^eps0)
+ * (docs/accounting.md §5). Masses relative to the mode m = floor((T+1) p), by the recurrence
+ *   log(p_{k+1}/p_k) = log1p((T - 2k - 1)/(k + 1)) + eps0,
+ * walking outward from the mode; the log1p terms are summed with Neumaier compensation and
+ * j eps0 is added once, so log w_k = log(p_k / p_m) carries an absolute error of about
+ * 2u (sum |terms| + |j| eps0) ~ 2u (|log w_k| + |j| eps0): a relative error of ~1e-12 at most
+ * for T <= 1e8 (no lgamma(T) ~ 1e9 whose ulp is 2e-7). The window stops where log w < -760
+ * (the mass beyond is below (T+1) e^-760, zero in double). p_k = w_k / Z, Z = sum w (compensated). */
+typedef struct {
+    double *p;
+    int64_t k0;
+    size_t n;
+} rrwin;
+
+static dp_status rr_pmf(rrwin *o, double eps0, int64_t T) {
     if (T > 100000000) return dp_error(DP_ERR_INVALID, "exact RR composition supports at most 1e8 steps (got %lld)",
                                        (long long)T);
-    double *p = dp_malloc((size_t)(T + 1) * sizeof *p);
-    if (!p) return DP_ERR_NOMEM;
-    double lp = -log1p(exp(-eps0)), l1p = -eps0 - log1p(exp(-eps0)), lgT = lgamma((double)T + 1.0);
-    for (int64_t k = 0; k <= T; k++)
-        p[k] = exp(lgT - lgamma((double)k + 1.0) - lgamma((double)(T - k) + 1.0) + (double)k * lp + (double)(T - k) * l1p);
-    *p_out = p;
+    double pr = 1.0 / (1.0 + exp(-eps0));
+    int64_t m = (int64_t)floor(((double)T + 1.0) * pr);
+    if (m > T) m = T;
+    /* upward and downward walks: log w */
+    size_t cap = 1024, nu = 0, nd = 0;
+    double *up = dp_malloc(cap * sizeof *up), *dn = dp_malloc(cap * sizeof *dn);
+    size_t capd = cap;
+    if (!up || !dn) { free(up); free(dn); return DP_ERR_NOMEM; }
+    double sum = 0, c = 0;
+    for (int64_t k = m; k < T; k++) { /* w_{k+1} from w_k */
+        double t = log1p((double)(T - 2 * k - 1) / (double)(k + 1));
+        double y = sum + t;
+        c += fabs(sum) >= fabs(t) ? (sum - y) + t : (t - y) + sum;
+        sum = y;
+        double lw = sum + c + (double)(k + 1 - m) * eps0;
+        if (lw < -760.0) break;
+        if (nu == cap) { double *q = realloc(up, 2 * cap * sizeof *q); if (!q) { free(up); free(dn); return DP_ERR_NOMEM; } up = q; cap *= 2; }
+        up[nu++] = lw;
+    }
+    sum = 0; c = 0;
+    for (int64_t k = m; k > 0; k--) { /* w_{k-1} from w_k: log(p_{k-1}/p_k) = -log1p((T - 2k + 1)/k) - eps0 */
+        double t = -log1p((double)(T - 2 * k + 1) / (double)k);
+        double y = sum + t;
+        c += fabs(sum) >= fabs(t) ? (sum - y) + t : (t - y) + sum;
+        sum = y;
+        double lw = sum + c - (double)(m - k + 1) * eps0;
+        if (lw < -760.0) break;
+        if (nd == capd) { double *q = realloc(dn, 2 * capd * sizeof *q); if (!q) { free(up); free(dn); return DP_ERR_NOMEM; } dn = q; capd *= 2; }
+        dn[nd++] = lw;
+    }
+    size_t n = nd + 1 + nu;
+    double *p = dp_malloc(n * sizeof *p);
+    if (!p) { free(up); free(dn); return DP_ERR_NOMEM; }
+    for (size_t i = 0; i < nd; i++) p[nd - 1 - i] = exp(dn[i]);
+    p[nd] = 1.0;
+    for (size_t i = 0; i < nu; i++) p[nd + 1 + i] = exp(up[i]);
+    free(up); free(dn);
+    double z = 0, cz = 0;
+    for (size_t i = 0; i < n; i++) {
+        double y = z + p[i];
+        cz += z >= p[i] ? (z - y) + p[i] : (p[i] - y) + z;
+        z = y;
+    }
+    z += cz;
+    for (size_t i = 0; i < n; i++) p[i] /= z;
+    o->p = p;
+    o->k0 = m - (int64_t)nd;
+    o->n = n;
     return DP_OK;
 }
 
+/* delta(eps) = sum_{l_k > eps} p_k (1 - e^{eps - l_k}), compensated, from the top */
+static double rr_delta_win(const rrwin *w, double eps0, int64_t T, double eps) {
+    double d = 0, c = 0;
+    for (size_t i = w->n; i-- > 0;) {
+        double l = (double)(2 * (w->k0 + (int64_t)i) - T) * eps0;
+        if (l <= eps) break;
+        double t = w->p[i] * -expm1(eps - l), y = d + t;
+        c += d >= t ? (d - y) + t : (t - y) + d;
+        d = y;
+    }
+    d += c;
+    return d > 1 ? 1 : d;
+}
+
 dp_status acct_rr_delta(double *delta, double eps0, int64_t T, double eps) {
-    double *p = NULL;
-    DP_TRY(rr_pmf(&p, eps0, T));
-    *delta = acct_pmf_delta(p, (size_t)T + 1, -(double)T * eps0, 2.0 * eps0, 0.0, eps);
-    free(p);
+    rrwin w;
+    DP_TRY(rr_pmf(&w, eps0, T));
+    *delta = rr_delta_win(&w, eps0, T, eps);
+    free(w.p);
     return DP_OK;
 }
 
 dp_status acct_rr_epsilon(double *eps, double eps0, int64_t T, double delta) {
-    double *p = NULL;
-    DP_TRY(rr_pmf(&p, eps0, T));
-    *eps = acct_pmf_epsilon(p, (size_t)T + 1, -(double)T * eps0, 2.0 * eps0, 0.0, delta);
+    rrwin w;
+    DP_TRY(rr_pmf(&w, eps0, T));
     double basic = (double)T * eps0;
-    if (*eps > basic) *eps = basic; /* cannot exceed basic composition; guards rounding at the top atom */
-    free(p);
+    /* delta(eps) is decreasing and convex; on (l_{j-1}, l_j] it is s1 - e^eps S2 with the sums over
+     * k >= j (compensated); find the first interval from the top whose left end exceeds delta */
+    double s1 = 0, c1 = 0, s2 = 0, c2 = 0, ref = NAN, res = 0;
+    int found = 0;
+    for (size_t i = w.n; i-- > 0 && !found;) {
+        double l = (double)(2 * (w.k0 + (int64_t)i) - T) * eps0;
+        if (isnan(ref)) ref = l;
+        double t = w.p[i], y = s1 + t;
+        c1 += s1 >= t ? (s1 - y) + t : (t - y) + s1;
+        s1 = y;
+        t = w.p[i] * exp(ref - l); /* ref - l <= 0 .. grows: rescale when large */
+        if (ref - l > 600.0) { s2 *= exp(l - ref); c2 *= exp(l - ref); ref = l; t = w.p[i]; }
+        y = s2 + t;
+        c2 += s2 >= t ? (s2 - y) + t : (t - y) + s2;
+        s2 = y;
+        double lo = i == 0 ? -INFINITY : l - 2.0 * eps0;
+        double x = lo > 0.0 ? lo : 0.0;
+        double S1 = s1 + c1, S2 = s2 + c2;
+        double d = S1 - S2 * exp(x - ref);
+        if (d > delta) {
+            double e = log(S1 - delta) - (log(S2) - ref);
+            res = e < x ? x : e;
+            found = 1;
+        } else if (lo <= 0.0) found = 1;
+    }
+    free(w.p);
+    *eps = res > basic ? basic : res; /* cannot exceed basic composition; guards rounding at the top atom */
     return DP_OK;
 }
 
@@ -183,6 +275,27 @@ dp_status acct_pure_exact(double *eps, const acct_schedule *s, double delta) {
         T += s->seg[i].steps;
     }
     return acct_rr_epsilon(eps, e0, T, delta);
+}
+
+dp_status acct_sampler_delta(double *total, double *step_max, const acct_schedule *s) {
+    double t = 0, mx = 0;
+    int any = 0;
+    for (int i = 0; i < s->n; i++) {
+        const acct_segment *g = &s->seg[i];
+        double d;
+        if (g->mech == ACCT_LAPLACE) d = 0.5 * exp(-(ACCT_LAPLACE_SAMPLER_BOUND - 1.0 / g->param));
+        else if (g->mech == ACCT_GAUSSIAN) d = 0.5 * erfc((ACCT_GAUSS_SAMPLER_BOUND - 1.0 / g->param) / M_SQRT2);
+        else continue;
+        any = 1;
+        d *= g->q;
+        if (d > g->q) d = g->q;
+        if (d > mx) mx = d;
+        t += d * (double)g->steps;
+    }
+    if (!any) return dp_error(DP_ERR_NOT_SUPPORTED, "no Gaussian or Laplace segment (pure-DP mechanisms are abstract)");
+    *total = t > 1 ? 1 : t;
+    *step_max = mx;
+    return DP_OK;
 }
 
 /* --------------------------------------------------- discrete PLD helpers ---- */
