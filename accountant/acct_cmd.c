@@ -340,12 +340,16 @@ out:
 typedef struct {
     acct_segment seg;
     double delta, claim;
+    int line; /* CSV: file line of the record (0 for JSON) */
     char label[128];
     char err[256];
 } claim_t;
 
-/* bounds for one claim: upper = min of rigorous upper bounds, lower = PLD lower (pure exact is both for delta = 0) */
-static dp_status claim_bounds(double *lo, double *up, json_t *detail, const claim_t *c) {
+/* bounds for one claim (docs §8): upper = the smallest of the rigorous upper bounds — the PLD upper
+ * widened by its floating-point budget, the certified (MPFR) RDP, the log-space RR composition at
+ * delta (1 - 1e-9) (its documented relative precision, with margin) — and *by names the one that
+ * decided; lower = the PLD optimistic lower bound narrowed by the same budget (pure exact for delta = 0) */
+static dp_status claim_bounds(double *lo, double *up, const char **by, json_t *detail, const claim_t *c) {
     acct_schedule s = {.n = 1};
     s.seg[0] = c->seg;
     double upper = INFINITY, lower = 0;
@@ -354,6 +358,7 @@ static dp_status claim_bounds(double *lo, double *up, json_t *detail, const clai
         DP_TRY(acct_pure_basic(&b, &s));
         json_object_set_new(detail, "pure_epsilon", jnum(b)); /* exact for delta = 0: the largest loss adds up */
         *lo = b; *up = b;
+        *by = "exact (pure basic composition, delta = 0)";
         return DP_OK;
     }
     acct_pld_result r;
@@ -363,19 +368,25 @@ static dp_status claim_bounds(double *lo, double *up, json_t *detail, const clai
     DP_TRY(acct_pld_epsilon(&r, &s, c->delta, &po));
     json_object_set_new(detail, "pld_lower", jnum(r.lower));
     json_object_set_new(detail, "pld_upper", jnum(r.upper));
-    upper = r.upper;
-    lower = r.lower;
+    json_object_set_new(detail, "pld_fp_budget_delta", jnum(r.fp_budget));
+    json_object_set_new(detail, "pld_lower_fp", jnum(r.lower_fp));
+    json_object_set_new(detail, "pld_upper_fp", jnum(r.upper_fp));
+    upper = r.upper_fp;
+    *by = "pld-upper(+fp budget)";
+    lower = r.lower_fp;
     double o[ACCT_MAX_ORDERS];
     size_t n = acct_orders_grid(o, ACCT_GRID_DPACCOUNTING);
     double ce;
     dp_status st = acct_rdp_epsilon_certified(&ce, NULL, &s, o, n, c->delta);
-    if (st == DP_OK) { json_object_set_new(detail, "rdp_certified_upper", jnum(ce)); if (ce < upper) upper = ce; }
-    else dp_clear_error();
+    if (st == DP_OK) {
+        json_object_set_new(detail, "rdp_certified_upper", jnum(ce));
+        if (ce < upper) { upper = ce; *by = "rdp-certified"; }
+    } else dp_clear_error();
     if (c->seg.mech != ACCT_GAUSSIAN) {
         double ex;
-        if (acct_pure_exact(&ex, &s, c->delta) == DP_OK) {
+        if (acct_pure_exact(&ex, &s, c->delta * (1.0 - 1e-9)) == DP_OK) {
             json_object_set_new(detail, "pure_exact_rr_upper", jnum(ex));
-            if (ex < upper) upper = ex;
+            if (ex < upper) { upper = ex; *by = "exact (randomized-response composition, log space)"; }
         } else dp_clear_error();
     }
     *lo = lower;
@@ -396,6 +407,13 @@ static int parse_mech(const char *m) {
          : strcmp(m, "pure") == 0 ? ACCT_PURE : -1;
 }
 
+/* where a claim is: "row N" (the N-th claim, from 1, the header and blank/comment lines not
+ * counted), plus "(line L)" for CSV — the one convention of every audit message and column */
+static void where(char *b, size_t n, int row, int line) {
+    if (line > 0) snprintf(b, n, "row %d (line %d)", row, line);
+    else snprintf(b, n, "row %d", row);
+}
+
 /* validate one claim's values into c->err (empty when valid) */
 static void check_claim(claim_t *c, int row) {
     const char *f = NULL;
@@ -405,7 +423,48 @@ static void check_claim(claim_t *c, int row) {
     else if (c->seg.steps < 1) { f = "steps"; v = (double)c->seg.steps; }
     else if (!(c->delta >= 0 && c->delta < 1)) { f = "delta"; v = c->delta; }
     else if (!(c->claim >= 0) || !isfinite(c->claim)) { f = "epsilon"; v = c->claim; }
-    if (f) snprintf(c->err, sizeof c->err, "row %d: field '%s' out of range (got %g)", row, f, v);
+    char w[64];
+    where(w, sizeof w, row, c->line);
+    if (f) snprintf(c->err, sizeof c->err, "%s: field '%s' out of range (got %g)", w, f, v);
+}
+
+/* Split one CSV record (RFC 4180 dialect, docs §8) in place: fields separated by ','; a field may be
+ * enclosed in double quotes, inside which ',' is literal and '""' is one '"'; whitespace around a
+ * field (outside the quotes) is ignored. Returns the number of fields, or -1 with *why set. */
+static int csv_split(char **fields, int maxf, char *line, const char **why) {
+    int nf = 0;
+    char *p = line;
+    for (;;) {
+        while (*p == ' ' || *p == '\t') p++;
+        char *start = p, *w = p;
+        if (*p == '"') {
+            p++;
+            for (;;) {
+                if (!*p) { *why = "unterminated quoted field (a newline inside quotes is not supported)"; return -1; }
+                if (*p == '"') {
+                    if (p[1] == '"') { *w++ = '"'; p += 2; continue; }
+                    p++;
+                    break;
+                }
+                *w++ = *p++;
+            }
+            while (*p == ' ' || *p == '\t') p++;
+            if (*p && *p != ',') { *why = "text after the closing quote of a quoted field"; return -1; }
+        } else {
+            while (*p && *p != ',') {
+                if (*p == '"') { *why = "a double quote inside an unquoted field (quote the whole field, '\"\"' for a quote)"; return -1; }
+                *w++ = *p++;
+            }
+            while (w > start && (w[-1] == ' ' || w[-1] == '\t')) w--;
+        }
+        char end = *p;
+        *w = 0;
+        if (nf < maxf) fields[nf] = start;
+        nf++;
+        if (!end) break;
+        p++;
+    }
+    return nf;
 }
 
 static dp_status read_claims_csv(claim_t **out, int *n, FILE *fp, const char *path) {
@@ -413,18 +472,28 @@ static dp_status read_claims_csv(claim_t **out, int *n, FILE *fp, const char *pa
     int cols[7] = {-1, -1, -1, -1, -1, -1, -1}; /* mechanism q param steps delta epsilon label */
     static const char *const NAMES[7] = {"mechanism", "q", "sigma", "steps", "delta", "epsilon", "label"};
     if (!fgets(line, sizeof line, fp)) return dp_error(DP_ERR_FORMAT, "%s: empty file", path);
-    int nc = 0;
-    for (char *save = NULL, *t = strtok_r(line, ",", &save); t; t = strtok_r(NULL, ",", &save), nc++) {
-        trim(t);
-        for (int k = 0; k < 7; k++) if (strcmp(t, NAMES[k]) == 0 || (k == 2 && (strcmp(t, "scale") == 0 || strcmp(t, "epsilon0") == 0 || strcmp(t, "param") == 0)) || (k == 5 && strcmp(t, "claimed_epsilon") == 0)) cols[k] = nc;
+    trim(line);
+    char *hf[64];
+    const char *why = NULL;
+    int nc = csv_split(hf, 64, line, &why);
+    if (nc < 0) return dp_error(DP_ERR_FORMAT, "%s: header (line 1): %s", path, why);
+    if (nc > 64) nc = 64;
+    for (int i = 0; i < nc; i++) {
+        const char *t = hf[i];
+        for (int k = 0; k < 7; k++) if (strcmp(t, NAMES[k]) == 0 || (k == 2 && (strcmp(t, "scale") == 0 || strcmp(t, "epsilon0") == 0 || strcmp(t, "param") == 0)) || (k == 5 && strcmp(t, "claimed_epsilon") == 0)) cols[k] = i;
     }
     for (int k = 0; k < 6; k++)
-        if (cols[k] < 0) return dp_error(DP_ERR_FORMAT, "%s: header: missing column '%s'", path, NAMES[k]);
-    int cap = 16, m = 0, row = 1;
+        if (cols[k] < 0) return dp_error(DP_ERR_FORMAT, "%s: header (line 1): missing column '%s'", path, NAMES[k]);
+    int cap = 16, m = 0, lineno = 1;
     claim_t *c = dp_calloc((size_t)cap, sizeof *c);
     if (!c) return DP_ERR_NOMEM;
     while (fgets(line, sizeof line, fp)) {
-        row++;
+        lineno++;
+        size_t L = strlen(line);
+        if (L == sizeof line - 1 && line[L - 1] != '\n') {
+            free(c);
+            return dp_error(DP_ERR_FORMAT, "%s: line %d: longer than %zu characters", path, lineno, sizeof line - 2);
+        }
         trim(line);
         if (!line[0] || line[0] == '#') continue;
         if (m == cap) {
@@ -434,45 +503,42 @@ static dp_status read_claims_csv(claim_t **out, int *n, FILE *fp, const char *pa
         }
         claim_t *x = &c[m];
         memset(x, 0, sizeof *x);
-        char *fields[32];
-        int nf = 0;
-        char *p = line;
-        for (;;) {
-            if (nf < 32) fields[nf++] = p;
-            char *comma = strchr(p, ',');
-            if (!comma) break;
-            *comma = 0;
-            p = comma + 1;
-        }
-        for (int k = 0; k < nf; k++) trim(fields[k]);
+        x->line = lineno;
+        int row = m + 1;
+        m++;
+        char w[64];
+        where(w, sizeof w, row, lineno);
+        char *fields[64];
+        int nf = csv_split(fields, 64, line, &why);
+        if (nf < 0) { snprintf(x->err, sizeof x->err, "%s: malformed CSV: %s", w, why); continue; }
+        if (nf > 64) nf = 64;
         int bad = 0;
         for (int k = 0; k < 6 && !bad; k++) {
-            if (cols[k] >= nf) { snprintf(x->err, sizeof x->err, "row %d: missing field '%s'", row, NAMES[k]); bad = 1; break; }
+            if (cols[k] >= nf) { snprintf(x->err, sizeof x->err, "%s: missing field '%s'", w, NAMES[k]); bad = 1; break; }
             const char *v = fields[cols[k]];
             if (k == 0) {
                 int mm = parse_mech(v);
-                if (mm < 0) { snprintf(x->err, sizeof x->err, "row %d: field 'mechanism': unknown '%s'", row, v); bad = 1; }
+                if (mm < 0) { snprintf(x->err, sizeof x->err, "%s: field 'mechanism': unknown '%s' (expected gaussian, laplace or pure)", w, v); bad = 1; }
                 else x->seg.mech = (acct_mech)mm;
                 continue;
             }
             char *end;
             double d = strtod(v, &end);
             if (!*v || *end || isnan(d) || isinf(d)) {
-                snprintf(x->err, sizeof x->err, "row %d: field '%s': '%s' is not a finite number", row, NAMES[k], v);
+                snprintf(x->err, sizeof x->err, "%s: field '%s': '%s' is not a finite number", w, NAMES[k], v);
                 bad = 1;
                 break;
             }
             if (k == 1) x->seg.q = d;
             else if (k == 2) x->seg.param = d;
             else if (k == 3) {
-                if (d != floor(d) || d < 1 || d > 1e12) { snprintf(x->err, sizeof x->err, "row %d: field 'steps': must be an integer >= 1 (got %s)", row, v); bad = 1; }
+                if (d != floor(d) || d < 1 || d > 1e12) { snprintf(x->err, sizeof x->err, "%s: field 'steps': must be an integer >= 1 (got %s)", w, v); bad = 1; }
                 else x->seg.steps = (int64_t)d;
             } else if (k == 4) x->delta = d;
             else x->claim = d;
         }
         if (cols[6] >= 0 && cols[6] < nf) snprintf(x->label, sizeof x->label, "%s", fields[cols[6]]);
         if (!bad) check_claim(x, row);
-        m++;
     }
     *out = c;
     *n = m;
@@ -547,13 +613,17 @@ int dp_cmd_audit_accounting(int argc, char **argv) {
     json_t *root = json_object(), *arr = json_array();
     json_object_set_new(root, "neighbouring_relation", json_string(acct_adjacency_name(ACCT_ADD_REMOVE)));
     int under = 0, invalid = 0, internal = 0;
-    if (!json) printf("neighbouring relation: %s\n%-4s %-24s %-9s %-9s %-8s %-9s %-10s %-12s %-12s %s\n", acct_adjacency_name(ACCT_ADD_REMOVE), "row", "label", "mechanism", "q", "param", "steps", "delta", "claimed_eps", "bounds", "verdict");
+    if (!json) printf("neighbouring relation: %s\nrow = the N-th claim (from 1; header, blank and '#' lines not counted)\n%-4s %-24s %-9s %-9s %-8s %-9s %-10s %-12s %-12s %s\n", acct_adjacency_name(ACCT_ADD_REMOVE), "row", "label", "mechanism", "q", "param", "steps", "delta", "claimed_eps", "bounds", "verdict");
     for (int i = 0; i < n; i++) {
         claim_t *c = &cl[i];
         json_t *o = json_object();
         const char *verdict;
         double lo = NAN, up = NAN;
+        const char *by = NULL;
+        char wh[64];
+        where(wh, sizeof wh, i + 1, c->line);
         json_object_set_new(o, "row", json_integer(i + 1));
+        if (c->line > 0) json_object_set_new(o, "line", json_integer(c->line));
         json_object_set_new(o, "label", json_string(c->label));
         if (c->err[0]) {
             verdict = "INVALID";
@@ -567,18 +637,20 @@ int dp_cmd_audit_accounting(int argc, char **argv) {
             json_object_set_new(o, "steps", json_integer((json_int_t)c->seg.steps));
             json_object_set_new(o, "delta", json_real(c->delta));
             json_object_set_new(o, "claimed_epsilon", json_real(c->claim));
-            st = claim_bounds(&lo, &up, o, c);
+            st = claim_bounds(&lo, &up, &by, o, c);
             if (st != DP_OK) {
                 verdict = st == DP_ERR_INVALID ? "INVALID" : "ERROR";
                 if (st == DP_ERR_INVALID) invalid++; else internal++;
                 json_object_set_new(o, "error", json_string(dp_last_error()));
-                fprintf(stderr, "dpcert audit-accounting: %s: row %d: %s\n", path, i + 1, dp_last_error());
+                fprintf(stderr, "dpcert audit-accounting: %s: %s: %s\n", path, wh, dp_last_error());
             } else {
                 json_object_set_new(o, "epsilon_lower", jnum(lo));
                 json_object_set_new(o, "epsilon_upper", jnum(up));
+                json_object_set_new(o, "upper_decided_by", json_string(by));
                 if (c->claim >= up) verdict = "CONSISTENT";
-                else if (c->claim < lo) { verdict = "UNDER-REPORTED"; under++; }
-                else verdict = "INCONCLUSIVE";
+                else if (c->claim < lo) { verdict = "UNDER-REPORTED"; under++; by = c->delta == 0 ? by : "pld-lower(-fp budget)"; }
+                else { verdict = "INCONCLUSIVE"; by = "between the bounds"; }
+                json_object_set_new(o, "decided_by", json_string(by));
             }
         }
         json_object_set_new(o, "verdict", json_string(verdict));
@@ -588,6 +660,7 @@ int dp_cmd_audit_accounting(int argc, char **argv) {
             else printf("%-4d %-24.24s %-9s %-9.4g %-8.4g %-9lld %-10.3g %-12.6g [%.6g, %.6g] %s\n", i + 1, c->label,
                         acct_mech_name(c->seg.mech), c->seg.q, c->seg.param, (long long)c->seg.steps, c->delta, c->claim,
                         lo, up, verdict);
+            if (!(c->err[0] || isnan(lo))) printf("     decided by: %s\n", by);
         }
     }
     json_object_set_new(root, "claims", arr);
@@ -651,7 +724,7 @@ static int reproduce_dpzo(int json) {
         const dpzo_row *r = &DPZO_ROWS[i];
         acct_schedule s = {.n = 1};
         s.seg[0] = (acct_segment){r->mech, r->batch / r->n_data, r->param, (int64_t)r->steps};
-        double rdp = NAN, pure = NAN, rr = NAN, lo = NAN, up = NAN;
+        double rdp = NAN, pure = NAN, rr = NAN, lo = NAN, up = NAN, vlo = NAN, vup = NAN;
         const char *verdict;
         json_t *o = json_object();
         json_object_set_new(o, "table", json_string(r->table));
@@ -666,7 +739,7 @@ static int reproduce_dpzo(int json) {
             json_object_set_new(o, "ours_pure_basic", jnum(pure));
         }
         if (r->delta == 0) {
-            lo = up = pure; /* exact for delta = 0 */
+            lo = up = vlo = vup = pure; /* exact for delta = 0 */
         } else {
             double o2[ACCT_MAX_ORDERS];
             size_t n = acct_orders_grid(o2, ACCT_GRID_DPACCOUNTING);
@@ -681,6 +754,9 @@ static int reproduce_dpzo(int json) {
                 return 3;
             }
             lo = pr.lower; up = pr.upper;
+            vlo = pr.lower_fp; vup = pr.upper_fp; /* verdicts: the interval widened by the fp budget */
+            json_object_set_new(o, "ours_pld_lower_fp", jnum(vlo));
+            json_object_set_new(o, "ours_pld_upper_fp", jnum(vup));
             if (r->mech == ACCT_LAPLACE) { if (acct_pure_exact(&rr, &s, r->delta) != DP_OK) { rr = NAN; dp_clear_error(); } }
             json_object_set_new(o, "ours_rdp", jnum(rdp));
             json_object_set_new(o, "ours_pld_lower", jnum(lo));
@@ -688,9 +764,13 @@ static int reproduce_dpzo(int json) {
             if (r->mech == ACCT_LAPLACE) json_object_set_new(o, "ours_rr_exact", jnum(rr));
         }
         /* verdict on the paper's epsilon column: the printed values are the targets (0.5, 1, 4, ...) */
-        if (up <= r->claim) verdict = "CONSISTENT";
-        else if (lo > r->claim) { verdict = "UNDER-REPORTED"; bad++; }
+        if (vup <= r->claim) verdict = "CONSISTENT";
+        else if (vlo > r->claim) { verdict = "UNDER-REPORTED"; bad++; }
         else verdict = "INCONCLUSIVE";
+        json_object_set_new(o, "decided_by", json_string(r->delta == 0 ? "exact (pure basic composition, delta = 0)"
+                                                         : strcmp(verdict, "CONSISTENT") == 0 ? "pld-upper(+fp budget)"
+                                                         : strcmp(verdict, "UNDER-REPORTED") == 0 ? "pld-lower(-fp budget)"
+                                                                                                  : "between the bounds"));
         const char *v2 = NULL;
         if (!isnan(r->claim2)) {
             json_object_set_new(o, "paper_pure_prv_epsilon", json_real(r->claim2));

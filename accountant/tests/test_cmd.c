@@ -88,6 +88,20 @@ int main(void) {
         T_CHECK(json_object_get(json_object_get(res, "pure"), "not_applicable") != NULL, "pure must be n/a for the Gaussian");
         json_decref(j);
     }
+    /* invalid inputs fail before anything is printed (stdout empty, exit 2) */
+    rc = run(dp_cmd_account, "--target-epsilon", "0", "--q", "0.01", "--steps", "10", "--delta", "1e-5", NULL);
+    T_CHECK(rc == 2 && out_buf[0] == 0 && strstr(err_buf, "--target-epsilon"), "target 0: rc %d stdout '%s'", rc, out_buf);
+    rc = run(dp_cmd_account, "--target-epsilon", "8", "--precision", "2", "--q", "0.01", "--steps", "10", "--delta", "1e-5", NULL);
+    T_CHECK(rc == 2 && out_buf[0] == 0 && strstr(err_buf, "--precision"), "precision 2: rc %d stdout '%s'", rc, out_buf);
+    /* certified RDP of the subsampled Laplace is labelled as the looser RR route */
+    rc = run(dp_cmd_account, "--mechanism", "laplace", "--q", "0.01", "--scale", "2", "--steps", "1000", "--delta", "1e-5", "--certified", "--accountant", "rdp", NULL);
+    T_CHECK(rc == 0 && strstr(out_buf, "certified via the pure-DP/RR bound, looser than the Laplace RDP above"), "certified label: %s", out_buf);
+    rc = run(dp_cmd_account, "--q", "0.01", "--sigma", "1", "--steps", "100", "--delta", "1e-5", "--certified", "--accountant", "rdp", NULL);
+    T_CHECK(rc == 0 && !strstr(out_buf, "looser"), "gaussian certified must not carry the RR label: %s", out_buf);
+    /* implementation delta of the bounded samplers, and the PLD fp-budget line */
+    rc = run(dp_cmd_account, "--q", "0.01", "--sigma", "1", "--steps", "100", "--delta", "1e-5", "--accountant", "pld", NULL);
+    T_CHECK(rc == 0 && strstr(out_buf, "implementation delta") && strstr(out_buf, "per coordinate") && strstr(out_buf, "porosity")
+            && strstr(out_buf, "with the floating-point budget"), "sampler / fp lines: %s", out_buf);
     rc = run(dp_cmd_account, "--q", "0.01", "--sigma", "1", "--steps", "100", "--epsilon", "1", "--accountant", "pld", NULL);
     T_CHECK(rc == 0 && strstr(out_buf, "delta in ["), "account --epsilon rc %d: %s", rc, out_buf);
     rc = run(dp_cmd_account, "--q", "0.01", "--sigma", "1", "--steps", "100", "--delta", "1e-5", "--neighbouring", "replace-one", NULL);
@@ -155,7 +169,16 @@ int main(void) {
         for (size_t k = 0; k < 5 && k < json_array_size(cl); k++) {
             const char *v = json_string_value(json_object_get(json_array_get(cl, k), "verdict"));
             T_CHECK(v && strcmp(v, want[k]) == 0, "claim %zu: %s (want %s)", k + 1, v ? v : "?", want[k]);
+            json_t *ck = json_array_get(cl, k);
+            const char *by = json_string_value(json_object_get(ck, "decided_by"));
+            T_CHECK(by != NULL, "claim %zu: decided_by missing", k + 1);
+            /* the upper bound of a verdict is a certified one: never the plain PLD upper */
+            double pu = jget(ck, "pld_upper", NULL), pf = jget(ck, "pld_upper_fp", NULL), eu = jget(ck, "epsilon_upper", NULL);
+            if (!isnan(pu)) T_CHECK(pf > pu && eu <= pf && (strcmp(by ? by : "", "pld-upper(+fp budget)") != 0 || eu > pu),
+                                    "claim %zu: upper %g, pld %g, pld+fp %g (%s)", k + 1, eu, pu, pf, by ? by : "?");
         }
+        T_CHECK(strcmp(json_string_value(json_object_get(json_array_get(cl, 0), "decided_by")), "pld-upper(+fp budget)") == 0,
+                "claim 1 decided by the PLD upper with its fp budget");
         json_t *c0 = json_array_get(cl, 0);
         mid = 0.5 * (jget(c0, "epsilon_lower", NULL) + jget(c0, "epsilon_upper", NULL));
         T_CHECK(jget(c0, "epsilon_lower", NULL) < jget(c0, "epsilon_upper", NULL), "bounds");
@@ -184,10 +207,30 @@ int main(void) {
     } else T_CHECK(0, "audit JSON (close claim)");
     /* invalid rows: verdict INVALID, message names field and row, exit 2 */
     snprintf(p4, sizeof p4, "%s/bad.csv", d);
-    write_file(p4, "mechanism,q,sigma,steps,delta,epsilon\ngaussian,1.5,1,10,1e-5,1\ngaussian,0.1,1,10,1e-5,nan\n");
+    /* one row convention (docs §8): row N = the N-th claim, header/blank/comment lines not counted; CSV adds the line */
+    write_file(p4, "mechanism,q,sigma,steps,delta,epsilon\n\n# comment\ngaussian,1.5,1,10,1e-5,1\ngaussian,0.1,1,10,1e-5,nan\n");
     rc = run(dp_cmd_audit_accounting, p4, NULL);
-    T_CHECK(rc == 2 && strstr(err_buf, "row 2") && strstr(err_buf, "'q'") && strstr(err_buf, "row 3") && strstr(err_buf, "epsilon") && strstr(out_buf, "INVALID"),
+    T_CHECK(rc == 2 && strstr(err_buf, "row 1 (line 4): field 'q'") && strstr(err_buf, "row 2 (line 5): field 'epsilon'") && strstr(out_buf, "INVALID"),
             "invalid rows: rc %d err '%s'", rc, err_buf);
+    T_CHECK(strstr(out_buf, "\n1    ") && strstr(out_buf, "\n2    ") && !strstr(out_buf, "\n4    "), "table rows 1, 2: %s", out_buf);
+    rc = run(dp_cmd_audit_accounting, "--json", p4, NULL);
+    j = json_loads(out_buf, 0, NULL);
+    if (j) {
+        json_t *c1 = json_array_get(json_object_get(j, "claims"), 1);
+        T_CHECK(jget(c1, "row", NULL) == 2 && jget(c1, "line", NULL) == 5, "JSON row/line of claim 2: %g %g", jget(c1, "row", NULL), jget(c1, "line", NULL));
+        json_decref(j);
+    } else T_CHECK(0, "audit JSON (invalid rows)");
+    /* RFC-4180 quoting: quoted fields, "" escapes, commas inside quotes; a stray quote is INVALID with a message */
+    write_file(p4, "\"mechanism\",q,sigma,steps,delta,epsilon,label\n\"gaussian\",0.01,1,100,1e-5,100,\"a, \"\"b\"\"\"\ngauss\"ian,0.01,1,100,1e-5,100,x\n");
+    rc = run(dp_cmd_audit_accounting, "--json", p4, NULL);
+    j = json_loads(out_buf, 0, NULL);
+    T_CHECK(rc == 2 && j && strstr(err_buf, "row 2 (line 3): malformed CSV"), "quoted CSV: rc %d err '%s'", rc, err_buf);
+    if (j) {
+        json_t *c0 = json_array_get(json_object_get(j, "claims"), 0);
+        const char *v = json_string_value(json_object_get(c0, "verdict")), *lb = json_string_value(json_object_get(c0, "label"));
+        T_CHECK(v && strcmp(v, "CONSISTENT") == 0 && lb && strcmp(lb, "a, \"b\"") == 0, "quoted row: %s label '%s'", v ? v : "?", lb ? lb : "?");
+        json_decref(j);
+    }
     snprintf(p5, sizeof p5, "%s/malformed.csv", d);
     write_file(p5, "mechanism,q,steps\ngaussian,0.1,10\n");
     rc = run(dp_cmd_audit_accounting, p5, NULL);
