@@ -62,7 +62,7 @@ dp_status opt_dpzo_step(ref_dpzo_step_out *out, opt_dpzo *s, const ref_dataset *
     int64_t nl = hi - lo;
     double *lp = calloc((size_t)(n * nl + 1), sizeof(double)), *lm = calloc((size_t)(n * nl + 1), sizeof(double));
     double *dc = calloc((size_t)(n * nl + 1), sizeof(double));
-    double *red = calloc((size_t)(n + 1), sizeof(double)); /* [n clipped sums, loss sum] */
+    double *red = calloc((size_t)(n + 2), sizeof(double)); /* [n clipped sums, loss sum, dropped count] */
     dp_status st = (lp && lm && dc && red) ? DP_OK : dp_error(DP_ERR_NOMEM, "out of memory");
     for (int j = 0; st == DP_OK && j < n; j++) {
         for (int p = 0; st == DP_OK && p < s->nparams; p++)
@@ -72,27 +72,29 @@ dp_status opt_dpzo_step(ref_dpzo_step_out *out, opt_dpzo *s, const ref_dataset *
         double sum = 0;
         for (int64_t k = 0; st == DP_OK && k < nl; k++) {
             double df = lp[j * nl + k] - lm[j * nl + k];
-            if (isnan(df))
-                st = dp_error(DP_ERR_NUMERIC, "step %" PRId64 ", direction %d: loss difference of example %" PRId64
-                              " is NaN", step, j, out->idx[lo + k]);
-            dc[j * nl + k] = ref_dpzo_clip(df, hp->clip);
+            if (!isfinite(df)) { /* dropped as in the reference: contributes 0, counted */
+                dc[j * nl + k] = 0.0;
+                red[n + 1] += 1.0;
+            } else {
+                dc[j * nl + k] = ref_dpzo_clip(df, hp->clip);
+                red[n] += 0.5 * (lp[j * nl + k] + lm[j * nl + k]);
+            }
             sum += dc[j * nl + k];
-            red[n] += 0.5 * (lp[j * nl + k] + lm[j * nl + k]);
         }
         red[j] = sum;
     }
-    /* the one all-reduce of the step: n + 1 doubles, through the backend's host-byte
+    /* the one all-reduce of the step: n + 2 doubles (sums, loss sum, dropped count), through the backend's host-byte
      * gather (f64 whatever --dtype is), summed in rank order */
     if (st == DP_OK && R > 1) {
         void *all = NULL;
         size_t len = 0;
-        st = OPT_CALL(be, allgatherv_bytes, &all, &len, red, sizeof(double) * (size_t)(n + 1));
-        if (st == DP_OK && len != sizeof(double) * (size_t)(R * (n + 1)))
+        st = OPT_CALL(be, allgatherv_bytes, &all, &len, red, sizeof(double) * (size_t)(n + 2));
+        if (st == DP_OK && len != sizeof(double) * (size_t)(R * (n + 2)))
             st = dp_error(DP_ERR_INTERNAL, "DP-ZO all-reduce: %zu bytes gathered", len);
         const double *a = all;
-        for (int j = 0; st == DP_OK && j <= n; j++) {
+        for (int j = 0; st == DP_OK && j <= n + 1; j++) {
             double acc = a[j];
-            for (int r = 1; r < R; r++) acc += a[r * (n + 1) + j];
+            for (int r = 1; r < R; r++) acc += a[r * (n + 2) + j];
             red[j] = acc;
         }
         free(all);
@@ -100,9 +102,11 @@ dp_status opt_dpzo_step(ref_dpzo_step_out *out, opt_dpzo *s, const ref_dataset *
     for (int j = 0; st == DP_OK && j < n; j++) {
         out->sum[j] = red[j];
         st = ref_dpzo_noise(&out->noise[j], hp, step, j); /* the single draw, same on every rank */
-        out->scalar[j] = (out->sum[j] + out->noise[j]) / ref_dpzo_denominator(hp);
+        if (st == DP_OK) st = ref_dpzo_scalar_(&out->scalar[j], hp, out->sum[j], out->noise[j], step, j);
     }
-    out->loss = b ? red[n] / ((double)b * (double)n) : NAN;
+    out->ndropped = (int64_t)red[n + 1]; /* an exact integer count (< 2^53) */
+    int64_t kept = b * (int64_t)n - out->ndropped;
+    out->loss = kept ? red[n] / (double)kept : NAN;
     /* per-example arrays [n][b] in global order (exports) */
     if (st == DP_OK && gather) {
         double *arrs[3] = {lp, lm, dc}, *dst[3] = {out->loss_plus, out->loss_minus, out->diff_clipped};

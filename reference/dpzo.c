@@ -2,6 +2,7 @@
  * Naive textbook loops in double; every convention is pinned in docs/dpzo.md. */
 #include "reference/dpzo.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -27,9 +28,24 @@ dp_status ref_dpzo_check(const ref_dpzo_hparams *hp) {
     if (hp->mech != REF_DPZO_GAUSSIAN && hp->mech != REF_DPZO_LAPLACE)
         return dp_error(DP_ERR_INVALID, "--noise must be gaussian or laplace");
     double den = ref_dpzo_denominator(hp);
-    if (!(den > 0) || !isfinite(den))
-        return dp_error(DP_ERR_INVALID, "(q N) 2 phi = %g is not a positive finite number", den);
+    if (!(den >= DBL_MIN) || !isfinite(den))
+        return dp_error(DP_ERR_INVALID, "--q, --dataset-size and --phi give (q N) 2 phi = %g: it must be a normal finite "
+                        "number (>= %g) so that the released scalar is finite", den, DBL_MIN);
+    if (!isfinite(hp->phi * REF_DPZO_GAUSS_MAX))
+        return dp_error(DP_ERR_INVALID, "--phi %g: phi z overflows for the largest direction element %g", hp->phi,
+                        REF_DPZO_GAUSS_MAX);
+    double sb = ref_dpzo_scalar_bound(hp);
+    if (!isfinite(sb))
+        return dp_error(DP_ERR_INVALID, "--clip %g, --sigma %g, --phi %g, --q %g and N = %" PRId64 " allow a released scalar "
+                        "(N C + max|Z|) / ((q N) 2 phi) that is not finite", hp->clip, hp->sigma, hp->phi, hp->q, hp->n_data);
     return DP_OK;
+}
+
+double ref_dpzo_scalar_bound(const ref_dpzo_hparams *hp) {
+    double zmax = hp->mech == REF_DPZO_GAUSSIAN
+                      ? ((hp->sigma * hp->clip) * sqrt((double)hp->n_spsa)) * REF_DPZO_GAUSS_MAX
+                      : ((hp->sigma * hp->clip) * (double)hp->n_spsa) * REF_DPZO_LAPLACE_MAX;
+    return ((double)hp->n_data * hp->clip + zmax) / ref_dpzo_denominator(hp);
 }
 
 /* ---- the model as a DP-ZO problem ---- */
@@ -112,6 +128,13 @@ double ref_dpzo_laplace_eps0(double q, double sigma) {
     return log1p(q * expm1(1.0 / sigma));
 }
 
+/* The sampler returns |x| <= B = 52 ln 2 (docs/rng.md), so e^-B = 2^-52 and
+ * q n (1/2) e^-(B - 1/sigma) = q n 2^-53 e^(1/sigma) (docs/dpzo.md "Privacy conventions"). */
+double ref_dpzo_laplace_delta_impl(double q, double sigma, int n) {
+    if (sigma == 0) return INFINITY;
+    return ((q * (double)n) * 0x1p-53) * exp(1.0 / sigma);
+}
+
 /* ---- step output ---- */
 dp_status ref_dpzo_step_out_alloc(ref_dpzo_step_out *o, int64_t n_data, int n) {
     memset(o, 0, sizeof *o);
@@ -151,28 +174,44 @@ dp_status ref_dpzo_finish_direction_(ref_dpzo_step_out *out, const ref_dpzo_hpar
     double *lp = out->loss_plus + (size_t)j * (size_t)b, *lm = out->loss_minus + (size_t)j * (size_t)b;
     double *dc = out->diff_clipped + (size_t)j * (size_t)b;
     double sum = 0.0;
+    if (j == 0) out->ndropped = 0;
     for (int64_t k = 0; k < b; k++) {
         double d = lp[k] - lm[k];
-        if (isnan(d))
-            return dp_error(DP_ERR_NUMERIC, "step %" PRId64 ", direction %d: loss difference of example %" PRId64
-                            " is NaN (L+ = %g, L- = %g)", step, j, out->idx[k], lp[k], lm[k]);
-        dc[k] = ref_dpzo_clip(d, hp->clip);
+        if (!isfinite(d)) { /* dropped: contributes 0 (sensitivity stays C), counted and reported */
+            dc[k] = 0.0;
+            out->ndropped++;
+        } else {
+            dc[k] = ref_dpzo_clip(d, hp->clip);
+        }
         sum += dc[k]; /* in increasing example order */
     }
     out->sum[j] = sum;
     DP_TRY(ref_dpzo_noise(&out->noise[j], hp, step, j));
-    out->scalar[j] = (sum + out->noise[j]) / ref_dpzo_denominator(hp);
+    return ref_dpzo_scalar_(&out->scalar[j], hp, sum, out->noise[j], step, j);
+}
+
+dp_status ref_dpzo_scalar_(double *s, const ref_dpzo_hparams *hp, double sum, double noise, int64_t step, int j) {
+    *s = (sum + noise) / ref_dpzo_denominator(hp);
+    if (!isfinite(*s))
+        return dp_error(DP_ERR_INVALID, "step %" PRId64 ", direction %d: the released scalar is not finite "
+                        "(sum %g, noise %g, (q N) 2 phi %g): --clip, --sigma, --phi or --q too extreme", step, j, sum, noise,
+                        ref_dpzo_denominator(hp));
     return DP_OK;
 }
 
 void ref_dpzo_finish_loss_(ref_dpzo_step_out *out) {
     int64_t b = out->b;
-    if (b == 0) { out->loss = NAN; return; }
     double acc = 0.0;
+    int64_t kept = 0;
     for (int j = 0; j < out->n; j++)
-        for (int64_t k = 0; k < b; k++)
-            acc += 0.5 * (out->loss_plus[(size_t)j * (size_t)b + (size_t)k] + out->loss_minus[(size_t)j * (size_t)b + (size_t)k]);
-    out->loss = acc / ((double)b * (double)out->n);
+        for (int64_t k = 0; k < b; k++) {
+            double lp = out->loss_plus[(size_t)j * (size_t)b + (size_t)k];
+            double lm = out->loss_minus[(size_t)j * (size_t)b + (size_t)k];
+            if (!isfinite(lp - lm)) continue; /* dropped pair */
+            acc += 0.5 * (lp + lm);
+            kept++;
+        }
+    out->loss = kept ? acc / (double)kept : NAN;
 }
 
 static dp_status check_out(ref_dpzo_step_out *out, const ref_dpzo_hparams *hp, int64_t step) {
@@ -224,8 +263,14 @@ dp_status ref_dpzo_update(double *const *theta, const int64_t *numel, int nparam
             st = ref_dpzo_direction(z, seed, step, p, j, numel[p]);
             for (int64_t e = 0; st == DP_OK && e < numel[p]; e++) u[e] += scalar[j] * z[e];
         }
-        for (int64_t e = 0; st == DP_OK && e < numel[p]; e++)
+        for (int64_t e = 0; st == DP_OK && e < numel[p]; e++) {
             theta[p][e] = theta[p][e] - lr * (u[e] / (double)n + weight_decay * theta[p][e]);
+            if (!isfinite(theta[p][e]))
+                st = dp_error(DP_ERR_INVALID, "step %" PRId64 ": parameter %d element %" PRId64 " became non-finite in the "
+                              "update theta - lr (sum_j s_j z_j / n + wd theta) (lr %g, weight decay %g, s_0 %g): the "
+                              "hyperparameters (--lr, --phi, --clip, --sigma, --weight-decay) or the log's lr and scalars "
+                              "overflow", step, p, e, lr, weight_decay, scalar[0]);
+        }
         free(u); free(z);
         DP_TRY(st);
     }
@@ -239,11 +284,34 @@ dp_status ref_dpzo_step(ref_dpzo_step_out *out, ref_dpzo_problem *pb, const ref_
 }
 
 /* ---- update log ---- */
-#define LOG_MAGIC "# dpcert dpzo update log v1"
+#define LOG_MAGIC "# dpcert dpzo update log v2"
 
-dp_status ref_dpzo_log_header(FILE *f, const ref_dpzo_hparams *hp, int64_t total_params) {
-    if (fprintf(f, "%s\nseed %" PRIu64 " n_spsa %d lr %a weight_decay %a params %" PRId64 "\n", LOG_MAGIC,
-                hp->seed.k, hp->n_spsa, hp->lr, hp->weight_decay, total_params) < 0)
+dp_status ref_dpzo_model_desc(char *buf, size_t cap, const ref_model_config *c) {
+    int r;
+    if (c->kind == REF_MLP) {
+        char h[256] = "";
+        for (int k = 0; k < c->nhidden; k++) {
+            size_t l = strlen(h);
+            snprintf(h + l, sizeof h - l, "%s%d", k ? "," : "", c->hidden[k]);
+        }
+        r = snprintf(buf, cap, "mlp in %d hidden %s classes %d", c->in, c->nhidden ? h : "none", c->classes);
+    } else {
+        r = snprintf(buf, cap, "llama vocab %d dim %d layers %d heads %d ffn %d seq %d tied %d rope_theta %a norm_eps %a",
+                     c->vocab, c->dim, c->layers, c->heads, c->ffn, c->seq, c->tied, c->rope_theta, c->norm_eps);
+    }
+    if (r < 0 || (size_t)r >= cap) return dp_error(DP_ERR_INTERNAL, "model description too long");
+    return DP_OK;
+}
+
+dp_status ref_dpzo_log_header(FILE *f, const ref_dpzo_hparams *hp, const ref_model_config *mc, const char *theta0_hex,
+                              int64_t total_params) {
+    char desc[512];
+    DP_TRY(ref_dpzo_model_desc(desc, sizeof desc, mc));
+    if (fprintf(f,
+                "%s\nseed %" PRIu64 " n_spsa %d lr %a weight_decay %a params %" PRId64 "\ntheta0_sha256 %s\nmodel %s\n"
+                "record q %a clip %a sigma %a noise %s phi %a dataset_size %" PRId64 "\n",
+                LOG_MAGIC, hp->seed.k, hp->n_spsa, hp->lr, hp->weight_decay, total_params, theta0_hex, desc, hp->q,
+                hp->clip, hp->sigma, ref_dpzo_mech_name(hp->mech), hp->phi, hp->n_data) < 0)
         return dp_error(DP_ERR_IO, "writing the update log failed");
     return DP_OK;
 }
@@ -285,6 +353,14 @@ dp_status ref_dpzo_log_read(ref_dpzo_log *log, const char *path) {
             break;
         }
         if (len && line[len - 1] == '\n') line[--len] = '\0';
+        if (lineno == 4) { /* "model <desc>": kept verbatim, compared by --replay */
+            if (strncmp(line, "model ", 6) != 0 || len - 6 >= sizeof log->model || len == 6) {
+                st = dp_error(DP_ERR_FORMAT, "%s:4: malformed model line (expected 'model <configuration>')", path);
+                break;
+            }
+            memcpy(log->model, line + 6, len - 6 + 1);
+            continue;
+        }
         if (lineno == 1) {
             if (strcmp(line, LOG_MAGIC) != 0)
                 st = dp_error(DP_ERR_FORMAT, "%s:1: not a dpcert DP-ZO update log (expected '%s')", path, LOG_MAGIC);
@@ -313,6 +389,28 @@ dp_status ref_dpzo_log_read(ref_dpzo_log *log, const char *path) {
             log->total_params = total;
             continue;
         }
+        if (lineno == 3) {
+            int okh = nt == 2 && strcmp(tok[0], "theta0_sha256") == 0 && strlen(tok[1]) == 64;
+            for (int k = 0; okh && k < 64; k++) okh = strchr("0123456789abcdef", tok[1][k]) != NULL;
+            if (!okh) { st = dp_error(DP_ERR_FORMAT, "%s:3: malformed line (expected 'theta0_sha256 <64 hex digits>')", path); break; }
+            memcpy(log->theta0, tok[1], 65);
+            continue;
+        }
+        if (lineno == 5) {
+            int64_t nd = 0;
+            if (nt != 13 || strcmp(tok[0], "record") || strcmp(tok[1], "q") || strcmp(tok[3], "clip") ||
+                strcmp(tok[5], "sigma") || strcmp(tok[7], "noise") || strcmp(tok[9], "phi") ||
+                strcmp(tok[11], "dataset_size") || !parse_num(&log->q, tok[2]) || !parse_num(&log->clip, tok[4]) ||
+                !parse_num(&log->sigma, tok[6]) || (strcmp(tok[8], "gaussian") && strcmp(tok[8], "laplace")) ||
+                !parse_num(&log->phi, tok[10]) || dp_parse_i64(&nd, "dataset_size", tok[12]) != DP_OK) {
+                st = dp_error(DP_ERR_FORMAT, "%s:5: malformed record line (expected 'record q X clip X sigma X noise "
+                              "gaussian|laplace phi X dataset_size N')", path);
+                break;
+            }
+            log->mech = strcmp(tok[8], "laplace") == 0 ? REF_DPZO_LAPLACE : REF_DPZO_GAUSSIAN;
+            log->n_data = nd;
+            continue;
+        }
         int64_t step = 0;
         uint64_t seed = 0;
         if (nt != 5 + log->n_spsa || strcmp(tok[0], "step") || strcmp(tok[2], "seed") || strcmp(tok[4], "s") ||
@@ -339,15 +437,25 @@ dp_status ref_dpzo_log_read(ref_dpzo_log *log, const char *path) {
             if (nsc) log->scalar = nsc;
             if (!ns || !nsc) { st = dp_error(DP_ERR_NOMEM, "out of memory reading '%s'", path); break; }
         }
-        for (int j = 0; j < log->n_spsa; j++)
-            if (!parse_num(&log->scalar[(size_t)log->nsteps * (size_t)log->n_spsa + (size_t)j], tok[5 + j])) {
+        double abs_sum = 0.0; /* sum_j |s_j| */
+        for (int j = 0; j < log->n_spsa; j++) {
+            double *sj = &log->scalar[(size_t)log->nsteps * (size_t)log->n_spsa + (size_t)j];
+            if (!parse_num(sj, tok[5 + j])) {
                 st = dp_error(DP_ERR_FORMAT, "%s:%" PRId64 ": scalar '%s' is not a finite number", path, lineno, tok[5 + j]);
                 break;
             }
+            abs_sum += fabs(*sj);
+        }
+        /* the update forms u = sum_j s_j z_j with |z| <= REF_DPZO_GAUSS_MAX, then lr u / n:
+         * neither may overflow */
+        if (st == DP_OK && (!isfinite(abs_sum * REF_DPZO_GAUSS_MAX) || !isfinite(log->lr * (abs_sum * REF_DPZO_GAUSS_MAX))))
+            st = dp_error(DP_ERR_FORMAT, "%s:%" PRId64 ": lr %g and the scalars (sum of |s_j| %g) overflow the update "
+                          "lr sum_j s_j z_j (|z| <= %g)", path, lineno, log->lr, abs_sum, REF_DPZO_GAUSS_MAX);
+        if (st != DP_OK) break;
         log->step[log->nsteps++] = step;
     }
     if (st == DP_OK && ferror(f)) st = dp_error(DP_ERR_IO, "reading '%s' failed", path);
-    if (st == DP_OK && lineno < 2) st = dp_error(DP_ERR_FORMAT, "%s: missing header", path);
+    if (st == DP_OK && lineno < 5) st = dp_error(DP_ERR_FORMAT, "%s: missing header (5 lines)", path);
     fclose(f);
     if (st != DP_OK) ref_dpzo_log_free(log);
     return st;

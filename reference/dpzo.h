@@ -76,8 +76,17 @@ dp_status ref_dpzo_poisson(int64_t *idx, int64_t *b, dp_noise_key key, int64_t s
 dp_status ref_dpzo_noise(double *noise, const ref_dpzo_hparams *hp, int64_t step, int j);
 /* (q N) 2 phi, evaluated as ((q * N) * 2.0) * phi. */
 double ref_dpzo_denominator(const ref_dpzo_hparams *hp);
-/* clip(d, [-C, C]); d must not be NaN (checked by the caller). */
+/* clip(d, [-C, C]); d must be finite (a non-finite difference is dropped by the caller). */
 double ref_dpzo_clip(double d, double c);
+/* Largest |x| the samplers can return (docs/rng.md): Laplace 52 ln 2, Gaussian
+ * sqrt(-2 ln 2^-53) = sqrt(106 ln 2) (Box-Muller radius at u1 = 2^-53). */
+#define REF_DPZO_LAPLACE_MAX 36.04365338911715
+#define REF_DPZO_GAUSS_MAX 8.571674348652905
+/* Worst-case |s_j| over every batch and noise draw: (N C + max|Z_j|) / ((q N) 2 phi). */
+double ref_dpzo_scalar_bound(const ref_dpzo_hparams *hp);
+/* delta of the implemented (truncated) Laplace sampler per step (docs/dpzo.md):
+ * q n 2^-53 e^(1/sigma) (inf when sigma = 0). */
+double ref_dpzo_laplace_delta_impl(double q, double sigma, int n);
 /* Pure-epsilon of one Laplace step, log(1 + q (e^(1/sigma) - 1)) (inf when sigma = 0). */
 double ref_dpzo_laplace_eps0(double q, double sigma);
 
@@ -93,7 +102,8 @@ typedef struct {
     double *sum;           /* [n] sum of diff_clipped over the batch, in idx order */
     double *noise;         /* [n] Z_j                                         */
     double *scalar;        /* [n] released s_j                                */
-    double loss;           /* mean over j and batch of (l+ + l-)/2; NaN if b == 0 */
+    int64_t ndropped;      /* pairs (j, k) whose difference l+ - l- is not finite (contribute 0) */
+    double loss;           /* mean of (l+ + l-)/2 over the kept pairs (j, k); NaN if none */
     int64_t cap_n_data;    /* allocated for this N                            */
 } ref_dpzo_step_out;
 
@@ -112,13 +122,23 @@ dp_status ref_dpzo_update(double *const *theta, const int64_t *numel, int nparam
 dp_status ref_dpzo_step(ref_dpzo_step_out *out, ref_dpzo_problem *pb, const ref_dpzo_hparams *hp, int64_t step);
 
 /* ---- update log (docs/dpzo.md): a text file, scalars as C99 hex floats ---- */
-dp_status ref_dpzo_log_header(FILE *f, const ref_dpzo_hparams *hp, int64_t total_params);
+/* The model configuration as one line of tokens ("mlp in 16 hidden 32,32 classes 10" or
+ * "llama vocab .. norm_eps %a"); written to and compared against the log. */
+dp_status ref_dpzo_model_desc(char *buf, size_t cap, const ref_model_config *mc);
+/* theta0_hex: ref_dpzo_theta_sha256 of theta_0. */
+dp_status ref_dpzo_log_header(FILE *f, const ref_dpzo_hparams *hp, const ref_model_config *mc, const char *theta0_hex,
+                              int64_t total_params);
 dp_status ref_dpzo_log_step(FILE *f, const ref_dpzo_hparams *hp, int64_t step, const double *scalar);
 typedef struct {
     dp_seed seed;
     int n_spsa;
     double lr, weight_decay;
     int64_t total_params;
+    char theta0[65];       /* SHA-256 of theta_0 (hex) */
+    char model[512];       /* ref_dpzo_model_desc of the training run */
+    double q, clip, sigma, phi; /* for the record */
+    ref_dpzo_mech mech;
+    int64_t n_data;
     int64_t nsteps;
     int64_t *step;   /* [nsteps] */
     double *scalar;  /* [nsteps][n_spsa] */
@@ -155,6 +175,8 @@ dp_status ref_dpzo_inplace_step(ref_dpzo_step_out *out, double *restore_drift, i
 dp_status ref_dpzo_release_losses_(double *out, const ref_dpzo_problem *pb, double *const *params, const int64_t *idx,
                                    int64_t b);
 dp_status ref_dpzo_finish_direction_(ref_dpzo_step_out *out, const ref_dpzo_hparams *hp, int64_t step, int j);
+/* s = (sum + noise) / denominator, DP_ERR_INVALID naming the hyperparameters if not finite. */
+dp_status ref_dpzo_scalar_(double *s, const ref_dpzo_hparams *hp, double sum, double noise, int64_t step, int j);
 void ref_dpzo_finish_loss_(ref_dpzo_step_out *out);
 
 /* SHA-256 of the little-endian f64 bytes of theta, parameters in order, as 64 hex chars. */

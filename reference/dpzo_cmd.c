@@ -223,6 +223,7 @@ dp_status ref_dpzo_export_set(dp_tensor_set *ts, const ref_model *m, const ref_d
     if (st == DP_OK) st = add_vec(ts, "step.scalar", o->scalar, n);
     if (st == DP_OK) st = add_params(ts, "params_after", m, after);
     if (st == DP_OK) st = meta_hparams(ts, hp, key_given, data_file, o->step);
+    if (st == DP_OK) st = meta_int(ts, "dropped", o->ndropped);
     if (st != DP_OK) dp_tset_free(ts);
     return st;
 }
@@ -272,8 +273,10 @@ static void print_scalars(const double *s, int n) {
 void ref_dpzo_print_step(const ref_dpzo_step_out *o) {
     printf("step %" PRId64 " batch %" PRId64 " scalar ", o->step, o->b);
     print_scalars(o->scalar, o->n);
-    if (o->b) printf(" loss %.10e\n", o->loss);
-    else printf(" loss n/a\n");
+    if (isnan(o->loss)) printf(" loss n/a");
+    else printf(" loss %.10e", o->loss);
+    if (o->ndropped) printf(" dropped %" PRId64, o->ndropped);
+    printf("\n");
 }
 
 typedef struct {
@@ -301,6 +304,11 @@ static dp_status run_replay(const opts_t *oo, const ref_model_config *cfg) {
         st = dp_error(DP_ERR_INVALID, "--weight-decay %g differs from the log's %g", o->wd, log.weight_decay);
     if (st == DP_OK && o->seen_n_spsa && o->n_spsa != log.n_spsa)
         st = dp_error(DP_ERR_INVALID, "--n-spsa %" PRId64 " differs from the log's %d", o->n_spsa, log.n_spsa);
+    char desc[512];
+    if (st == DP_OK) st = ref_dpzo_model_desc(desc, sizeof desc, cfg);
+    if (st == DP_OK && strcmp(desc, log.model) != 0)
+        st = dp_error(DP_ERR_INVALID, "the model flags give '%s' but the log '%s' was written for '%s'", desc, oo->replay,
+                      log.model);
     ref_model m;
     memset(&m, 0, sizeof m);
     if (st == DP_OK) st = ref_model_init(&m, cfg, log.seed);
@@ -311,6 +319,11 @@ static dp_status run_replay(const opts_t *oo, const ref_model_config *cfg) {
     int64_t *numel = st == DP_OK ? dp_calloc((size_t)m.nparams, sizeof *numel) : NULL;
     if (st == DP_OK && (!theta || !numel)) st = DP_ERR_NOMEM;
     for (int p = 0; st == DP_OK && p < m.nparams; p++) { theta[p] = m.params[p].data; numel[p] = m.params[p].numel; }
+    char hex0[65];
+    if (st == DP_OK) st = ref_dpzo_theta_sha256(hex0, theta, numel, m.nparams);
+    if (st == DP_OK && strcmp(hex0, log.theta0) != 0)
+        st = dp_error(DP_ERR_INVALID, "theta_0 (SHA-256 %s) differs from the log's theta_0 (%s): another model "
+                      "initialisation than the log's run", hex0, log.theta0);
     if (st == DP_OK && oo->export_dir) st = make_dir(oo->export_dir);
     for (int64_t k = 0; st == DP_OK && k < log.nsteps; k++) {
         int64_t t = log.step[k];
@@ -386,7 +399,9 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg, ref_dpz
     if (st == DP_OK && o->log) {
         logf = fopen(o->log, "w");
         if (!logf) st = dp_error(DP_ERR_IO, "--log: cannot open '%s' for writing", o->log);
-        if (st == DP_OK) st = ref_dpzo_log_header(logf, &hp, m.total);
+        char hex0[65];
+        if (st == DP_OK) st = ref_dpzo_theta_sha256(hex0, pb.theta, pb.numel, pb.nparams);
+        if (st == DP_OK) st = ref_dpzo_log_header(logf, &hp, cfg, hex0, m.total);
     }
     if (st == DP_OK)
         printf("dpzo: model %s, %" PRId64 " parameters, N=%" PRId64 ", q=%g (expected batch %g), K=%" PRId64
@@ -422,6 +437,12 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg, ref_dpz
             double e0 = ref_dpzo_laplace_eps0(hp.q, hp.sigma);
             printf("pure DP (Laplace): epsilon_0 = log(1 + q (e^(1/sigma) - 1)) = %.17g per step; "
                    "T epsilon_0 = %.17g over T = %" PRId64 " steps (basic composition)\n", e0, (double)hp.steps * e0, hp.steps);
+            double di = ref_dpzo_laplace_delta_impl(hp.q, hp.sigma, hp.n_spsa);
+            printf("implemented sampler (Laplace): the epsilon_0 above holds for the ideal continuous Laplace; dpcert's "
+                   "sampler (inversion of a 52-bit uniform, docs/rng.md) outputs |x| <= 52 ln 2 = 36.04365338911715 scale "
+                   "units, so each step is (epsilon_0, delta_impl)-DP with delta_impl <= q n 2^-53 e^(1/sigma) = "
+                   "q n 0.5 e^-(52 ln 2 - 1/sigma) = %.17g (T delta_impl = %.17g); floating-point porosity (Mironov 2012) "
+                   "is not covered\n", di, (double)hp.steps * di);
         }
     }
     if (logf && fclose(logf) != 0 && st == DP_OK) st = dp_error(DP_ERR_IO, "--log: writing '%s' failed", o->log);

@@ -31,6 +31,9 @@ base=("${MLP[@]}" --dataset-size 24 --q 0.4 --steps 3 --seed 7 --lr 0.05)
 expect2 "phi 0" "${base[@]}" --clip 1 --sigma 1 --phi 0
 expect2 "phi negative" "${base[@]}" --clip 1 --sigma 1 --phi -0.1
 expect2 "phi NaN" "${base[@]}" --clip 1 --sigma 1 --phi nan
+expect2 "phi 1e-320 (subnormal denominator, infinite scalar)" "${base[@]}" --clip 1 --sigma 1 --phi 1e-320
+expect2 "phi 1e308 (phi z overflows)" "${base[@]}" --clip 1 --sigma 1 --phi 1e308
+expect2 "lr 1e308 (theta overflows)" "${MLP[@]}" --dataset-size 24 --q 0.4 --steps 3 --seed 7 --lr 1e308 --clip 1 --sigma 1 --phi 0.01
 expect2 "clip 0" "${base[@]}" --clip 0 --sigma 1 --phi 0.01
 expect2 "sigma negative" "${base[@]}" --clip 1 --sigma -1 --phi 0.01
 expect2 "n-spsa 0" "${base[@]}" --clip 1 --sigma 1 --phi 0.01 --n-spsa 0
@@ -87,11 +90,25 @@ for t in 1 2 3; do
   [ -n "$a" ] && [ "$a" = "$b" ] || fail "replay export $f differs"
 done
 # negative control: a changed scalar in the log changes theta_T
-awk 'NR == 3 {$6 = "0x1p+0"} {print}' run.log > run-bad.log
+awk 'NR == 6 {$6 = "0x1p+0"} {print}' run.log > run-bad.log
 h3=$("$DPCERT" reference dpzo "${MLP[@]}" --replay run-bad.log | awk '/^theta_T sha256/ {print $3}')
 [ -n "$h3" ] && [ "$h3" != "$h1" ] && ok "tampered log detected" || fail "tampered log gave the same theta_T"
 expect2 "replay with other model" --model mlp --in 4 --hidden 9 --classes 3 --replay run.log
 expect2 "replay with --sigma" "${MLP[@]}" --replay run.log --sigma 1
+# the log is self-describing: header lines, model config and theta_0 digest
+sed -n 2,5p run.log | grep -q "^theta0_sha256 [0-9a-f]\{64\}$" || fail "no theta0_sha256 line: $(head -5 run.log)"
+grep -q '^model mlp in 4 hidden 8 classes 3$' run.log || fail "no model line: $(head -5 run.log)"
+grep -Eq '^record q 0x[0-9a-fp.+-]+ clip 0x1p\+0 sigma 0x1p\+0 noise gaussian phi 0x[0-9a-fp.+-]+ dataset_size 24$' run.log || fail "no record line: $(head -5 run.log)"
+# other model flags with the SAME parameter count (67) must not replay silently
+expect2 "replay with other model, equal parameter count" --model mlp --in 10 --hidden 5 --classes 2 --replay run.log
+awk 'NR == 3 {$2 = "0000000000000000000000000000000000000000000000000000000000000000"} {print}' run.log > run-t0.log
+err=$("$DPCERT" reference dpzo "${MLP[@]}" --replay run-t0.log 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ] && [[ $err == *theta_0* ]] && ok "theta_0 digest mismatch -> exit 2 ($err)" || fail "theta_0 mismatch: exit $rc '$err'"
+# overflowing logged values are rejected (they gave an infinite theta with exit 0)
+awk 'NR == 6 {$6 = "1e308"} {print}' run.log > run-big.log
+expect2 "replay with s 1e308" "${MLP[@]}" --replay run-big.log
+awk 'NR == 2 {$6 = "1e308"} {print}' run.log > run-biglr.log
+expect2 "replay with lr 1e308" "${MLP[@]}" --replay run-biglr.log
 
 # other noise key: same directions, other noise and batches
 "$DPCERT" reference dpzo "${RUN[@]}" --noise-key 12 --export ex3 > out3.txt 2>&1 || fail "run 3 exit $?"
@@ -108,11 +125,17 @@ nb=$("$DPCERT" inspect ex3/step-000001.safetensors | awk '$2 == "step.noise" {pr
 
 # Laplace: pure-epsilon bookkeeping
 "$DPCERT" reference dpzo "${MLP[@]}" --dataset-size 24 --q 0.4 --steps 3 --clip 1 --sigma 2 --noise laplace --phi 0.01 --lr 0.05 --seed 7 --noise-key 5 > lap.txt 2>&1 || fail "laplace exit $?"
-line=$(grep 'epsilon_0' lap.txt)
+line=$(grep '^pure DP (Laplace)' lap.txt)
 e0=$(echo "$line" | sed -E 's/.*= ([0-9.eE+-]+) per step.*/\1/'); te=$(echo "$line" | sed -E 's/.*T epsilon_0 = ([0-9.eE+-]+) over.*/\1/')
 awk -v e0="$e0" -v te="$te" 'BEGIN { w = log(1 + 0.4 * (exp(0.5) - 1)); d = e0 - w; if (d < 0) d = -d; t = te - 3 * w; if (t < 0) t = -t;
   exit !(d <= 1e-12 && t <= 3e-12) }' && ok "Laplace epsilon_0 $e0, T epsilon_0 $te" || fail "epsilon line: '$line'"
 grep -q 'epsilon_0' out1.txt && fail "epsilon_0 printed for a Gaussian run"
+# the implemented sampler's delta: q n 2^-53 e^(1/sigma) with q = 0.4, n = 1, sigma = 2
+dline=$(grep '^implemented sampler (Laplace)' lap.txt)
+di=$(echo "$dline" | sed -E 's/.*\) = ([0-9.eE+-]+) \(T delta_impl.*/\1/')
+[[ $dline == *"52 ln 2 = 36.04365338911715"* && $dline == *"porosity"* ]] && awk -v d="$di" 'BEGIN { w = 0.4 * 2^-53 * exp(0.5); r = (d - w) / w; if (r < 0) r = -r; exit !(r <= 1e-14) }' \
+  && ok "Laplace delta_impl $di" || fail "delta_impl line: '$dline'"
+"$DPCERT" inspect ex1/step-000001.safetensors | grep -q '^meta dropped=0$' || fail "no dropped=0 metadata"
 
 # n-SPSA shapes
 "$DPCERT" reference dpzo "${RUN[@]}" --noise-key 11 --n-spsa 3 --export ex5 > /dev/null 2>&1 || fail "n-spsa exit $?"

@@ -225,7 +225,9 @@ static void test_replay(uint64_t seed) {
     ref_dpzo_step_out o;
     T_OK(ref_dpzo_problem_model(&pb, &ctx, &m, &d));
     T_OK(ref_dpzo_step_out_alloc(&o, 32, 3));
-    T_OK(ref_dpzo_log_header(f, &hp, m.total));
+    char hex0[65];
+    T_OK(ref_dpzo_theta_sha256(hex0, pb.theta, pb.numel, pb.nparams));
+    T_OK(ref_dpzo_log_header(f, &hp, &cfg, hex0, m.total));
     for (int t = 1; t <= 6; t++) {
         T_OK(ref_dpzo_step(&o, &pb, &hp, t));
         T_OK(ref_dpzo_log_step(f, &hp, t, o.scalar));
@@ -235,6 +237,13 @@ static void test_replay(uint64_t seed) {
     T_OK(ref_dpzo_log_read(&log, path));
     T_CHECK(log.nsteps == 6 && log.n_spsa == 3 && log.seed.k == seed && log.lr == hp.lr && log.weight_decay == hp.weight_decay &&
             log.total_params == m.total, "log header/steps not read back");
+    {
+        char desc[512];
+        T_OK(ref_dpzo_model_desc(desc, sizeof desc, &cfg));
+        T_CHECK(strcmp(log.theta0, hex0) == 0 && strcmp(log.model, desc) == 0 && log.q == hp.q && log.clip == hp.clip &&
+                    log.sigma == hp.sigma && log.phi == hp.phi && log.mech == hp.mech && log.n_data == hp.n_data,
+                "log theta0/model/record not read back ('%s' vs '%s')", log.model, desc);
+    }
     /* replay from theta_0, without the data */
     T_OK(ref_model_init(&m2, &cfg, log.seed));
     T_OK(ref_model_init(&m3, &cfg, log.seed));
@@ -256,12 +265,28 @@ static void test_replay(uint64_t seed) {
     T_CHECK(strcmp(h1, h2) == 0, "theta_T digests differ: %s vs %s", h1, h2);
     ref_dpzo_log_free(&log);
     /* malformed logs are format errors */
+#define Z64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
     const char *bad[] = {"garbage\n",
-                         "# dpcert dpzo update log v1\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\nstep 2 seed 1 s 0x1p+0\n",
-                         "# dpcert dpzo update log v1\nseed 1 n_spsa 2 lr 0x1p-3 weight_decay 0 params 5\nstep 1 seed 1 s 0x1p+0\n",
-                         "# dpcert dpzo update log v1\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\nstep 1 seed 2 s 0x1p+0\n",
-                         "# dpcert dpzo update log v1\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\nstep 1 seed 1 s nan\n",
-                         "# dpcert dpzo update log v1\nseed 1 n_spsa 1 lr -1 weight_decay 0 params 5\n"};
+                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 2 seed 1 s 0x1p+0\n",
+                         "# dpcert dpzo update log v2\nseed 1 n_spsa 2 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 1 s 0x1p+0\n",
+                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 2 s 0x1p+0\n",
+                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 1 s nan\n",
+                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr -1 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n",
+                         /* overflowing lr |s| (the replay would end with an infinite theta) */
+                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 1 s 1e308\n",
+                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 1e308 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 1 s 0x1p+0\n",
+                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 1 s inf\n",
+                         /* v1 header, bad digest, missing model, malformed record */
+                         "# dpcert dpzo update log v1\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\nstep 1 seed 1 s 0x1p+0\n",
+                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 XYZ\n",
+                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nstep 1 seed 1 s 0x1p+0\n",
+                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp\nrecord q nan\n"};
+    /* control: the well-formed v2 log these are made from is accepted */
+    f = fopen(path, "w");
+    fputs("# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 1 s 0x1p+0\n", f);
+    fclose(f);
+    T_OK(ref_dpzo_log_read(&log, path));
+    ref_dpzo_log_free(&log);
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         f = fopen(path, "w");
         fputs(bad[k], f);
@@ -313,7 +338,7 @@ static void test_eps0(void) {
 /* ---- option checks, clipping and NaN ---- */
 static dp_status nan_loss(double *loss, void *ctx, double *const *params, int64_t i) {
     (void)ctx;
-    *loss = i == 1 ? NAN : params[0][0] * (double)(i + 1);
+    *loss = i == 1 ? NAN : i == 2 ? (params[0][0] > 1.0 ? INFINITY : 0.0) : params[0][0] * (double)(i + 1);
     return DP_OK;
 }
 
@@ -333,19 +358,48 @@ static void test_checks(void) {
     BAD(phi, 0.0); BAD(phi, -1.0); BAD(phi, NAN); BAD(clip, 0.0); BAD(clip, -2.0); BAD(sigma, -0.1);
     BAD(sigma, NAN); BAD(q, 0.0); BAD(q, 1.5); BAD(n_spsa, 0); BAD(n_spsa, 257); BAD(steps, 0);
     BAD(n_data, 0); BAD(lr, -1.0); BAD(weight_decay, -1.0); BAD(mech, (ref_dpzo_mech)7);
+    /* the released scalar or phi z could not be finite: a subnormal (q N) 2 phi (the scalar
+     * was inf and theta NaN), phi z overflowing, N C + max|Z| overflowing */
+    BAD(phi, 1e-320); BAD(phi, 1e308); BAD(clip, 1e308); BAD(sigma, 1e308);
 #undef BAD
     T_CHECK(ref_dpzo_clip(INFINITY, 2.0) == 2.0 && ref_dpzo_clip(-INFINITY, 2.0) == -2.0 &&
             ref_dpzo_clip(1.5, 2.0) == 1.5 && ref_dpzo_clip(-3.0, 2.0) == -2.0, "clip");
-    /* a NaN loss difference is an error naming the example, not silently dropped */
-    double th[1] = {1.0}, *tp[1] = {th};
+    /* a non-finite loss difference (NaN for example 1, +inf - L- for example 2) is dropped:
+     * it contributes 0 (not C), is counted, and the step succeeds (no data-dependent abort) */
+    double th[1] = {1.5}, *tp[1] = {th};
     int64_t numel[1] = {1};
     ref_dpzo_problem pb = {.nparams = 1, .numel = numel, .theta = tp, .loss = nan_loss, .ctx = NULL};
     good.q = 1.0;
+    good.sigma = 0.0;
+    good.clip = 100.0;
     ref_dpzo_step_out o;
     T_OK(ref_dpzo_step_out_alloc(&o, 4, 1));
-    int st = ref_dpzo_step(&o, &pb, &good, 1);
-    T_CHECK(st == DP_ERR_NUMERIC && strstr(dp_last_error(), "example 1"), "NaN loss: status %d, '%s'", st, dp_last_error());
-    T_CHECK(th[0] == 1.0, "theta changed by a failed step");
+    int st = ref_dpzo_release(&o, &pb, &good, 1);
+    T_CHECK(st == DP_OK, "non-finite loss difference: status %d, '%s'", st, dp_last_error());
+    if (st == DP_OK) {
+        T_CHECK(o.b == 4 && o.ndropped == 2 && o.diff_clipped[1] == 0.0 && o.diff_clipped[2] == 0.0,
+                "dropped: b %lld ndropped %lld diff %g %g", (long long)o.b, (long long)o.ndropped, o.diff_clipped[1],
+                o.diff_clipped[2]);
+        double want = o.diff_clipped[0] + o.diff_clipped[3];
+        T_CHECK(o.sum[0] == want && isfinite(o.scalar[0]) && isfinite(o.loss), "sum %g (want %g), s %g, loss %g", o.sum[0],
+                want, o.scalar[0], o.loss);
+        /* the loss is the mean over the two kept examples */
+        double l0 = 0.5 * (o.loss_plus[0] + o.loss_minus[0]), l3 = 0.5 * (o.loss_plus[3] + o.loss_minus[3]);
+        T_CHECK(o.loss == (0.0 + l0 + l3) / 2.0, "loss %g over kept pairs, want %g", o.loss, (l0 + l3) / 2.0);
+        /* negative control: clipping +inf to C (the old rule) would have added C = 100 */
+        T_CHECK(fabs(o.sum[0] - want - good.clip) > 1.0, "negative control");
+    }
+    T_CHECK(th[0] == 1.5, "theta changed by a release");
+    /* an update that overflows theta is an error naming the hyperparameters, not an infinite theta */
+    double sbig[1] = {1e300};
+    st = ref_dpzo_update(tp, numel, 1, good.seed, 1, sbig, 1, 1e300, 0.0);
+    T_CHECK(st == DP_ERR_INVALID && strstr(dp_last_error(), "--lr"), "overflowing update: status %d '%s'", st,
+            dp_last_error());
+    double sc;
+    T_CHECK(ref_dpzo_scalar_(&sc, &good, 1e308, 1e308, 1, 0) == DP_ERR_INVALID, "infinite scalar accepted");
+    th[0] = 1.0;
+    good.sigma = 1.0;
+    good.clip = 1.0;
     /* an output allocated for a smaller dataset is refused */
     good.n_data = 8;
     T_CHECK(ref_dpzo_step(&o, &pb, &good, 1) == DP_ERR_INTERNAL, "undersized output accepted");
