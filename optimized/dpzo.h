@@ -3,7 +3,8 @@
  * the Poisson batch is decided once (every rank evaluates the same secret stream), rank
  * r takes the contiguous share [floor(b r / R), floor(b (r+1) / R)) of it, evaluates the
  * losses at theta +- phi z_j with the batched engine forward, clips the differences,
- * and ONE all-reduce of n + 1 scalars per step (the n clipped sums and the loss sum)
+ * and ONE all-reduce of n + 2 scalars per step (the n clipped sums, the loss sum over
+ * the kept pairs and the count of dropped pairs: non-finite differences contribute 0)
  * completes the step. The noise Z_j is the reference's single draw (every rank evaluates
  * the same element of the DPZO_NOISE stream, so it enters the release once); the update
  * is the reference's public update (ref_dpzo_update) on every rank. */
