@@ -118,7 +118,7 @@ dp_status acct_rr_delta(double *delta, double eps0, int64_t T, double eps);
 dp_status acct_rr_epsilon(double *eps, double eps0, int64_t T, double delta);
 dp_status acct_pure_exact(double *eps, const acct_schedule *s, double delta);
 
-/* Implementation gap of dpcert's own samplers (docs/accounting.md §10): the Laplace sampler is
+/* Implementation gap of dpcert's own samplers (docs/accounting.md §8b): the Laplace sampler is
  * bounded at |x| <= 52 ln 2 b, Box-Muller at |z| <= sqrt(2 * 53 ln 2) sigma, so the implemented
  * mechanism has an extra privacy-loss atom at +inf of mass <= delta_impl per step:
  * Laplace q * 0.5 exp(-(52 ln2 - 1/b)), Gaussian q * Q(8.57 - 1/sigma) per coordinate. *total =

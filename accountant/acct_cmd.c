@@ -211,10 +211,10 @@ int dp_cmd_account(int argc, char **argv) {
             json_object_set_new(o, "note", json_string("dpcert's own samplers are bounded (Laplace |x| <= 52 ln2 b, Gaussian "
                                                        "|z| <= 8.57 sigma): add delta_impl_total to delta for the implemented "
                                                        "mechanism (gaussian: per coordinate, times the dimension); floating-point "
-                                                       "porosity (Mironov 2012) is NOT covered; docs/accounting.md §10"));
+                                                       "porosity (Mironov 2012) is NOT covered; docs/accounting.md §8b"));
             json_object_set_new(root, "sampler_implementation", o);
             if (!json)
-                fprintf(txt, "implementation delta (dpcert's bounded samplers, docs §10): %.3g per step (max), %.3g over all "
+                fprintf(txt, "implementation delta (dpcert's bounded samplers, docs §8b): %.3g per step (max), %.3g over all "
                              "steps%s; add it to delta for the implemented mechanism; floating-point porosity (Mironov "
                              "2012) not covered\n", dstep, dtot, s.seg[0].mech == ACCT_GAUSSIAN ? " per coordinate (times the dimension)" : "");
         } else dp_clear_error();
