@@ -91,7 +91,7 @@ dp_status conf_case_load(conf_case *c, const char *path) {
     dp_status st = DP_OK;
     static const char *const known[] = {"name", "description", "suites", "algorithm", "kind", "strategy", "noise_mode",
                                         "dtype", "ranks", "micro_batches", "args", "reference_args", "candidate_args",
-                                        "sigma", "clip", "dataset_size", "q", "steps", "alpha", "expect", "any_ranks", NULL};
+                                        "sigma", "clip", "dataset_size", "q", "steps", "alpha", "expect", "any_ranks", "clip_mix", NULL};
     static const char *const algs[] = {"dpsgd", "dpzo", NULL};
     static const char *const kinds[] = {"compare", "stat-noise", "stat-poisson", NULL};
     static const char *const modes[] = {"single", "shares", NULL};
@@ -191,6 +191,14 @@ dp_status conf_case_load(conf_case *c, const char *path) {
         }
         c->expect_fail = 1;
         if (t) snprintf(c->expect_tensor, sizeof c->expect_tensor, "%s", json_string_value(t));
+    }
+    {
+        json_t *cm = json_object_get(root, "clip_mix");
+        c->clip_mix = 1;
+        if (cm) {
+            if (!json_is_boolean(cm)) { st = FERR("'clip_mix' must be true or false"); goto out; }
+            c->clip_mix = json_is_true(cm);
+        }
     }
     {
         json_t *ar = json_object_get(root, "any_ranks");

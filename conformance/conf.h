@@ -135,6 +135,9 @@ typedef struct {
     double sigma, clip;     /* for the statistical checks (also passed in args) */
     int64_t n_data; double q;
     double alpha;           /* statistical false-reject bound (default 1e-6) */
+    int clip_mix;           /* 1 (default): a compare case FAILs unless its reference exercises the clip
+                               (conf_clip_mix_check). Key "clip_mix": false only where no step can hold
+                               two examples (a dataset of one; almost always empty batches) */
     int expect_fail;        /* negative control: the case must FAIL (a test-only injected bug) */
     char expect_tensor[96]; /* ... naming a tensor whose name starts with this */
 } conf_case;
@@ -169,6 +172,15 @@ typedef struct {
  * and its log has a line matching ^dpcert [a-z-]+( [a-z]+)?: not supported:  (common/cli.c
  * for DP_ERR_NOT_SUPPORTED) or the text "not built into this binary". */
 int conf_log_not_supported(int rc, const char *log);
+/* Margin of conf_clip_mix_check: a clipped example's factor is below 1 - m (so the omitted clip
+ * changes its terms by more than 1 %, far above the f32 detection limit delta* of
+ * docs/tolerances.md), automatic factors spread by more than m. */
+#define CONF_CLIP_MIX_MARGIN 0.01
+/* 1: the reference export in `dir` exercises the clip (abadi: a step with an example clipped
+ * by more than m and an unclipped one; automatic: a step whose factors spread by more than m
+ * and differ from 1 by more than m; DP-ZO: a step with |l+ - l-| > C (1 + m) and one <= C);
+ * 0: not (msg says why); -1: nothing to check (no clip factors exported). */
+int conf_clip_mix_check(char *msg, size_t len, const char *dir);
 dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks, const conf_run_opts *o);
 
 dp_status conf_report_json(const char *path, const char *suite, const conf_case_result *r, size_t n);

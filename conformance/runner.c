@@ -187,6 +187,85 @@ static dp_status collect(double **vals, size_t *n, int64_t *batch_total, int64_t
     return st;
 }
 
+/* Does the reference export in `dir` exercise the clip (docs/conformance.md "Clip coverage")?
+ * Per step and per clip-factor tensor (flat, or one group):
+ * - abadi: some example clipped by more than CONF_CLIP_MIX_MARGIN (c < 1 - m) and some not
+ *   clipped (c == 1) in the same step, so a candidate that never or always clips fails;
+ * - automatic (c = R / (n + gamma), no branch): the factors of one step spread by more than m
+ *   (max > (1 + m) min) and some factor differs from 1 by more than m, so a candidate that
+ *   does not scale, or scales every example by one shared factor, fails;
+ * - DP-ZO: some |l+ - l-| > C (1 + m) (clipped) and some <= C (not clipped) in one step.
+ * Returns 1 when exercised, 0 when not (msg says why), -1 when nothing to check (no factors). */
+int conf_clip_mix_check(char *msg, size_t len, const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) { snprintf(msg, len, "cannot open %s", dir); return 0; }
+    const double m = CONF_CLIP_MIX_MARGIN;
+    struct dirent *e;
+    int applies = -1, mixed = 0;
+    const char *what = "abadi";
+    int64_t na = 0, nb = 0; /* abadi/DP-ZO: clipped / unclipped; automatic: steps with spread / off 1 */
+    while ((e = readdir(d)) && !mixed) {
+        if (strncmp(e->d_name, "step-", 5) != 0) continue;
+        char p[4400];
+        snprintf(p, sizeof p, "%.4000s/%s", dir, e->d_name);
+        dp_tensor_set s;
+        if (dp_st_read(&s, p) != DP_OK) continue;
+        const dp_tensor *lp = dp_tset_find(&s, "per_sample.loss_plus"), *lm = dp_tset_find(&s, "per_sample.loss_minus");
+        const char *fn = dp_tset_meta(&s, "clip_fn"), *cs = dp_tset_meta(&s, "clip");
+        if (lp && lm && cs && dp_tensor_numel(lp) == dp_tensor_numel(lm)) { /* DP-ZO */
+            what = "dpzo";
+            applies = 1;
+            double C = atof(cs);
+            int hi = 0, lo = 0;
+            for (int64_t k = 0; k < dp_tensor_numel(lp); k++) {
+                double df = fabs(dp_tensor_get(lp, k) - dp_tensor_get(lm, k));
+                if (df > C * (1 + m)) { hi = 1; na++; }
+                else if (df <= C) { lo = 1; nb++; }
+            }
+            mixed = hi && lo;
+        } else if (fn) {
+            int automatic = strcmp(fn, "automatic") == 0;
+            if (automatic) what = "automatic";
+            for (size_t i = 0; i < s.n && !mixed; i++) {
+                if (strncmp(s.items[i].name, "per_sample.clip_factor", 22) != 0) continue;
+                const dp_tensor *t = &s.items[i].t;
+                if (applies < 0) applies = 1;
+                int lo = 0, one = 0;
+                double fmin = INFINITY, fmax = -INFINITY;
+                for (int64_t k = 0; k < dp_tensor_numel(t); k++) {
+                    double f = dp_tensor_get(t, k);
+                    if (f < fmin) fmin = f;
+                    if (f > fmax) fmax = f;
+                    if (automatic) {
+                        if (fabs(f - 1) > m) lo = 1;
+                    } else if (f < 1 - m) { lo = 1; na++; }
+                    else if (f == 1) { one = 1; nb++; }
+                }
+                if (automatic) {
+                    one = dp_tensor_numel(t) >= 2 && fmax > (1 + m) * fmin;
+                    na += one;
+                    nb += lo;
+                }
+                mixed = lo && one;
+            }
+        }
+        dp_tset_free(&s);
+    }
+    closedir(d);
+    if (applies < 0) return -1;
+    if (!mixed) {
+        if (strcmp(what, "automatic") == 0)
+            snprintf(msg, len, "no step whose automatic clip factors spread by more than %g and differ from 1 by more "
+                     "than %g (%lld factor tensors spread, %lld off 1): retune 'clip' or the data", m, m,
+                     (long long)na, (long long)nb);
+        else
+            snprintf(msg, len, "the reference never has clipped (by more than %g) and unclipped examples in one step "
+                     "(%lld clipped, %lld unclipped over all steps): retune 'clip' so both branches are tested%s",
+                     m, (long long)na, (long long)nb, strcmp(what, "dpzo") == 0 ? " (DP-ZO: |l+ - l-| against C)" : "");
+    }
+    return mixed;
+}
+
 dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks, const conf_run_opts *o) {
     memset(res, 0, sizeof *res);
     conf_cmp_result_init(&res->cmp);
@@ -268,6 +347,12 @@ dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks
         }
         res->status = res->cmp.status;
         res->worst_frac = res->cmp.worst_frac;
+        char why[400];
+        if (!c->expect_fail && c->clip_mix && res->status != CONF_FAIL && conf_clip_mix_check(why, sizeof why, refdir) == 0) {
+            res->status = CONF_FAIL;
+            snprintf(res->detail, sizeof res->detail, "case does not exercise clipping: %s", why);
+            goto finish;
+        }
         if (res->cmp.first_fail[0]) {
             for (size_t i = 0; i < res->cmp.n; i++)
                 if (strcmp(res->cmp.items[i].name, res->cmp.first_fail) == 0)

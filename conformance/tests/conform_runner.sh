@@ -25,7 +25,7 @@ for ((i=0; i<\${#args[@]}; i++)); do
 done
 ref=\$(dirname "\$out")/ref
 case \$name in
-  1) cp -r "\$ref" "\$out" ;;                                      # exact copy
+  1|12|13) cp -r "\$ref" "\$out" ;;                                # exact copy
   2) echo "dpcert train: not supported: backend 'host' does not support operation 'fused_clip_accum'" >&2; exit 3 ;;
   3) kill -SEGV \$\$ ;;                                            # crash
   4) echo "dpcert train: unknown option '--frobnicate'" >&2; exit 2 ;;
@@ -54,13 +54,22 @@ b[off:off + 8] = struct.pack("<d", v * (1 + 1e-9))   # a relative 1e-9 change: f
 open(p, "wb").write(bytes(b))
 PY
 mkdir -p cases
-for i in 1 2 3 4 5 6 7 8 9 10 11; do
-  ex=""; [ $i -eq 11 ] && ex=', "expect": {"status": "FAIL", "tensor": "step.noise"}'
+# cases 1-11: the tiny mlp never clips (every norm is below C = 1), so they opt out of the
+# clip-coverage check ("clip_mix": false); fake-12 is the same exact copy without the opt-out
+# and must FAIL "does not exercise clipping"; fake-13 (a tiny llama, C = 1.8 between its
+# per-example norms) is its positive control and must PASS with the check on
+for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+  ex=', "clip_mix": false'; [ $i -eq 11 ] && ex=', "expect": {"status": "FAIL", "tensor": "step.noise"}'
+  [ $i -eq 12 ] && ex=""
   cat > cases/c$i.json <<J
 {"name": "fake-$i", "suites": ["fake"], "algorithm": "dpsgd", "ranks": [1], "dataset_size": 8, "q": 0.5, "steps": 2,
  "args": {"model": "mlp", "in": 3, "hidden": "2", "classes": 2, "seed": $i, "noise-key": 5}$ex}
 J
 done
+cat > cases/c13.json <<J
+{"name": "fake-13", "suites": ["fake"], "algorithm": "dpsgd", "ranks": [1], "dataset_size": 16, "q": 0.25, "steps": 2, "clip": 1.8,
+ "args": {"model": "llama", "vocab": 11, "dim": 8, "layers": 1, "heads": 2, "ffn": 12, "seq": 5, "seed": 13, "noise-key": 12345}}
+J
 fail=0
 expect() { # case status [detail-regex]
   local line; line=$(grep -E "fake-$1@r1 " run.out)
@@ -84,8 +93,10 @@ expect 8 NOT_SUPPORTED "candidate exited 3"            # 'dpcert CMD SUB: not su
 expect 9 FAIL "candidate exited 1"                     # the message alone is not enough: exit 1
 expect 10 PASS
 expect 11 PASS "negative control failed as expected"
-grep -q "11 runs: 3 PASS, 0 MARGINAL, 6 FAIL, 2 NOT_SUPPORTED, 0 SKIPPED" run.out || { echo "FAIL: summary line"; fail=1; }
-grep -q "\[11/11\]" run.out || { echo "FAIL: no progress counter"; fail=1; }
+expect 12 FAIL "case does not exercise clipping: the reference never has clipped"
+expect 13 PASS
+grep -q "13 runs: 4 PASS, 0 MARGINAL, 7 FAIL, 2 NOT_SUPPORTED, 0 SKIPPED" run.out || { echo "FAIL: summary line"; fail=1; }
+grep -q "\[13/13\]" run.out || { echo "FAIL: no progress counter"; fail=1; }
 # only PASS and NOT_SUPPORTED: exit 0
 $D conform --suite fake --cases cases --dpcert "$W/fake.sh" --filter 'fake-(1|2)$' > ok.out 2>&1; rc=$?
 [ $rc -eq 0 ] || { echo "FAIL: PASS + NOT_SUPPORTED exited $rc, expected 0"; cat ok.out; fail=1; }

@@ -324,6 +324,61 @@ int main(void) {
         conf_cmp_result_free(&r);
         dp_tset_free(&cand);
     }
+    /* clip coverage (conf_clip_mix_check): a reference that never clips, or clips everyone, or
+     * clips only within the margin, is flagged; one clipped and one unclipped example in the same
+     * step is not; automatic factors must spread and differ from 1; no factors: not applicable */
+    {
+        static const struct { const char *fn; double f[2][3]; int want; const char *what; } mc[] = {
+            {"abadi", {{1, 1, 1}, {1, 1, 1}}, 0, "never clips"},
+            {"abadi", {{0.5, 0.7, 0.9}, {0.8, 0.6, 0.5}}, 0, "always clips"},
+            {"abadi", {{1, 1, 1}, {0.5, 0.5, 0.5}}, 0, "clipped and unclipped only in different steps"},
+            {"abadi", {{1, 0.995, 1}, {1, 1, 1}}, 0, "clipped only within the margin"},
+            {"abadi", {{1, 1, 1}, {1, 0.9, 1}}, 1, "one clipped and one unclipped in step 2"},
+            {"automatic", {{1.14, 1.14, 1.14}, {1.14, 1.14, 1.14}}, 0, "automatic: one shared factor"},
+            {"automatic", {{1.001, 1.004, 1.008}, {1, 1.002, 1.009}}, 0, "automatic: factors within the margin of 1"},
+            {"automatic", {{0.5, 0.6, 0.55}, {0.5, 0.5, 0.5}}, 1, "automatic: spread factors"},
+        };
+        for (size_t i = 0; i < sizeof mc / sizeof mc[0]; i++) {
+            char dir[64], p[128], msg[400] = "";
+            snprintf(dir, sizeof dir, "mix%zu", i);
+            mkdir(dir, 0755);
+            for (int k = 0; k < 2; k++) {
+                dp_tensor_set ts;
+                dp_tset_init(&ts);
+                int64_t sh = 3;
+                T_OK(dp_tset_add_f64(&ts, k ? "per_sample.clip_factor.layers.0" : "per_sample.clip_factor.layers.1",
+                                     mc[i].f[k], 1, &sh));
+                T_OK(dp_tset_set_meta(&ts, "clip_fn", mc[i].fn));
+                snprintf(p, sizeof p, "%s/step-%06d.safetensors", dir, k + 1);
+                T_OK(dp_st_write(p, &ts));
+                dp_tset_free(&ts);
+            }
+            int got = conf_clip_mix_check(msg, sizeof msg, dir);
+            T_CHECK(got == mc[i].want, "clip coverage, %s: got %d, expected %d (%s)", mc[i].what, got, mc[i].want, msg);
+            if (got == 0) T_CHECK(strstr(msg, "retune") != NULL, "clip coverage message: %s", msg);
+        }
+        /* DP-ZO: |l+ - l-| against C = 1 */
+        static const double lp[2][3] = {{0.3, 0.9, 2.5}, {0.1, 0.2, 0.3}}, lm[2][3] = {{0.2, 0.1, 0.5}, {0.2, 0.1, 0.2}};
+        for (int v = 0; v < 2; v++) {
+            char dir[64], msg[400] = "";
+            snprintf(dir, sizeof dir, "mixzo%d", v);
+            mkdir(dir, 0755);
+            dp_tensor_set ts;
+            dp_tset_init(&ts);
+            int64_t sh = 3;
+            T_OK(dp_tset_add_f64(&ts, "per_sample.loss_plus", lp[v], 1, &sh));
+            T_OK(dp_tset_add_f64(&ts, "per_sample.loss_minus", lm[v], 1, &sh));
+            T_OK(dp_tset_set_meta(&ts, "clip", "1"));
+            char p[128];
+            snprintf(p, sizeof p, "%s/step-000001.safetensors", dir);
+            T_OK(dp_st_write(p, &ts));
+            dp_tset_free(&ts);
+            int got = conf_clip_mix_check(msg, sizeof msg, dir);
+            T_CHECK(got == (v == 0), "DP-ZO clip coverage %d: got %d (%s)", v, got, msg);
+        }
+        char msg[400] = "";
+        T_CHECK(conf_clip_mix_check(msg, sizeof msg, "ref") == -1, "an export without clip factors: %s", msg);
+    }
     dp_tset_free(&ref);
     return t_finish();
 }
