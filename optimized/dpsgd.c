@@ -99,9 +99,19 @@ static dp_status zero_example(const opt_model *om, opt_tape *tp, int64_t b) {
     return DP_OK;
 }
 
+/* Zero row b of every instantiated per-example gradient (a dropped or host-handled
+ * example then adds an exact 0 even where its row held NaN/inf: 0 * NaN would be NaN). */
+static dp_status zero_inst_row(const opt_model *om, void *const *inst, int64_t b) {
+    size_t es = opt_backend_esize(om->be);
+    for (int p = 0; p < om->np; p++)
+        if (inst[p])
+            DP_TRY(OPT_CALL(om->be, zero, (char *)inst[p] + es * (size_t)(b * om->numel[p]), es * (size_t)om->numel[p]));
+    return DP_OK;
+}
+
 typedef struct {
     double *loss;     /* [Bc] */
-    double *gsq;      /* [Bc, G] squared group norms */
+    double *gn;       /* [Bc, G + 1] group norms, then the total norm */
     double *c;        /* [Bc, G] */
     int *dropped;     /* [Bc] */
     double **grad;    /* [np] -> [Bc * numel] per-sample gradients, or NULL */
@@ -118,9 +128,13 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
     int *mode = calloc((size_t)np, sizeof(int));
     void **inst = calloc((size_t)np, sizeof(void *));
     int *nlin = calloc((size_t)G, sizeof(int));
+    int *special = calloc((size_t)Bc + 1, sizeof(int)), changed = 0;
+    double **hrow = NULL;      /* [np] -> [Bc, numel] host rows (dropped / special examples) */
+    double *hcx = malloc(sizeof(double) * (size_t)(G * Bc + 1)); /* exported factors of special examples */
+    void **fbak = NULL;
     double *hsq = malloc(sizeof(double) * (size_t)(G * Bc + 1)), *hc = malloc(sizeof(double) * (size_t)(G * Bc + 1));
     void *sq = NULL, *cdev = NULL;
-    if (!mode || !inst || !nlin || !hsq || !hc) { if (st == DP_OK) st = dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
+    if (!mode || !inst || !nlin || !hsq || !hc || !special || !hcx) { if (st == DP_OK) st = dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
     if (st == DP_OK) st = opt_arena_alloc(&tp.ar, &sq, es * (size_t)(G * Bc + 1));   /* [G, Bc] */
     if (st == DP_OK) st = opt_arena_alloc(&tp.ar, &cdev, es * (size_t)(G * Bc + 1)); /* [G, Bc] */
     if (st != DP_OK) goto done;
@@ -145,13 +159,12 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
     }
 
     /* ---- losses; an example with a non-finite loss is dropped (c = 0, its terms zeroed
-     * after its norms are recorded; before them when a single-pass fused layer exists) ---- */
+     * after its norms are recorded; single-pass fused layers then redo their sums) ---- */
     int any_fused1 = 0;
     for (int p = 0; p < np; p++) any_fused1 |= mode[p] == M_FUSED1;
     st = OPT_CALL(be, download_f64, co->loss, tp.loss, Bc);
     for (int64_t b = 0; st == DP_OK && b < Bc; b++) {
         co->dropped[b] = !isfinite(co->loss[b]);
-        if (co->dropped[b] && any_fused1) st = zero_example(om, &tp, b);
     }
 
     /* ---- norm pass (everything but the single-pass fused layers) ---- */
@@ -171,6 +184,15 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
         }
     }
     void *const sum0 = s->flat;
+    /* the sums of single-pass fused layers are saved: an example found special below
+     * (non-finite squared norm) sends those layers back to the two-pass path */
+    fbak = calloc((size_t)np, sizeof(void *));
+    if (!fbak && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    for (int p = 0; st == DP_OK && p < np; p++)
+        if (mode[p] == M_FUSED1) {
+            st = opt_arena_alloc(&tp.ar, &fbak[p], es * (size_t)om->numel[p]);
+            if (st == DP_OK) st = OPT_CALL(be, copy, fbak[p], dev_at(s, sum0, s->off[p]), es * (size_t)om->numel[p]);
+        }
     /* ---- clip factors (single-pass fused layers clip and accumulate here) ---- */
     for (int g = 0; st == DP_OK && g < G; g++) {
         void *sqg = (char *)sq + es * (size_t)(g * Bc), *cg = (char *)cdev + es * (size_t)(g * Bc);
@@ -184,27 +206,83 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
         else
             st = OPT_CALL(be, clip_factors, cg, sqg, gr->thresh[g], (opt_clip_fn)s->cfg.clip_fn, s->cfg.gamma, Bc);
     }
-    /* ---- non-finite norms are dropped too (c = 0); dropped examples get c = 0 ---- */
+    /* ---- special examples: a finite loss but a non-finite squared group norm. Either a
+     * gradient element is not finite (dropped, as the reference), or the squares / ghost
+     * Gram products overflowed for a finite gradient: then the norms follow the
+     * reference's definition (ref_norms_double, scaled form), computed on the host from
+     * the example's instantiated gradient, and its clipped terms are added from it.
+     * Every dropped or special example then has its tape and instantiated rows zeroed and
+     * c = 0 in the batched path (docs/engine.md "Dropped and overflowing examples"). ---- */
     if (st == DP_OK) st = OPT_CALL(be, download_f64, hsq, sq, G * Bc);
     if (st == DP_OK) st = OPT_CALL(be, download_f64, hc, cdev, G * Bc);
-    int changed = 0;
+    int nspecial = 0;
     for (int64_t b = 0; st == DP_OK && b < Bc; b++) {
-        int bad = co->dropped[b];
+        int bad = 0;
         for (int g = 0; g < G; g++) bad |= !isfinite(hsq[g * Bc + b]);
-        if (bad && !co->dropped[b]) {
-            for (int p = 0; p < np; p++)
-                if (mode[p] == M_FUSED1)
-                    st = dp_error(DP_ERR_NUMERIC, "fused strategy: example %lld has a finite loss but a non-finite "
-                                  "gradient norm (already accumulated); use another strategy to drop it",
-                                  (long long)idx[b]);
-            co->dropped[b] = 1;
+        special[b] = bad && !co->dropped[b];
+        nspecial += special[b];
+    }
+    int any_bad = nspecial;
+    for (int64_t b = 0; b < Bc; b++) any_bad |= co->dropped[b];
+    if (st == DP_OK && any_bad && any_fused1) /* back to two passes for the fused layers */
+        for (int p = 0; st == DP_OK && p < np; p++)
+            if (mode[p] == M_FUSED1) {
+                st = OPT_CALL(be, copy, dev_at(s, sum0, s->off[p]), fbak[p], es * (size_t)om->numel[p]);
+                mode[p] = M_FUSEDNORM;
+            }
+    /* host rows of every dropped or special example: hrow[p] [Bc, numel] (only those rows used) */
+    if (st == DP_OK && any_bad) {
+        hrow = calloc((size_t)np, sizeof(double *));
+        if (!hrow) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
+        for (int p = 0; st == DP_OK && p < np; p++) {
+            void *buf = mode[p] == M_DIRECT ? tp.direct[p] : inst[p];
+            if (!buf) {
+                st = opt_arena_alloc(&tp.ar, &buf, es * (size_t)(Bc * om->numel[p]));
+                if (st == DP_OK) st = instantiate(buf, om, &tp, p);
+            }
+            hrow[p] = malloc(sizeof(double) * (size_t)(Bc * om->numel[p]));
+            if (st == DP_OK && !hrow[p]) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
+            if (st == DP_OK) st = OPT_CALL(be, download_f64, hrow[p], buf, Bc * om->numel[p]);
         }
-        if (bad && st == DP_OK) st = zero_example(om, &tp, b);
-        if (bad) {
+    }
+    ref_model hm = {0}; /* a shape-only model for ref_norms_double */
+    if (st == DP_OK && nspecial) {
+        hm.nparams = np;
+        hm.params = calloc((size_t)np, sizeof(ref_param));
+        if (!hm.params) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
+        for (int p = 0; st == DP_OK && p < np; p++) hm.params[p].numel = om->numel[p];
+    }
+    for (int64_t b = 0; st == DP_OK && b < Bc; b++) {
+        /* exported norms: sqrt of the squared ones (total: their sum in group order) */
+        double tot = 0;
+        for (int g = 0; g < G; g++) {
+            tot += hsq[g * Bc + b];
+            co->gn[b * (G + 1) + g] = sqrt(hsq[g * Bc + b]);
+        }
+        co->gn[b * (G + 1) + G] = sqrt(tot);
+        if (special[b]) {
+            double *gi[np > 0 ? np : 1];
+            int fin = 1;
+            for (int p = 0; p < np; p++) {
+                gi[p] = hrow[p] + b * om->numel[p];
+                for (int64_t e = 0; e < om->numel[p]; e++) fin &= isfinite(gi[p][e]) != 0;
+            }
+            if (!fin) { special[b] = 0; co->dropped[b] = 1; }
+            else {
+                st = ref_norms_double(&co->gn[b * (G + 1) + G], &co->gn[b * (G + 1)], &hm, gr, gi, 1);
+                for (int g = 0; g < G; g++)
+                    hcx[g * Bc + b] = ref_clip_factor((ref_clip_fn)s->cfg.clip_fn, co->gn[b * (G + 1) + g],
+                                                      gr->thresh[g], s->cfg.gamma);
+            }
+        }
+        if (co->dropped[b] || special[b]) {
+            if (st == DP_OK) st = zero_example(om, &tp, b);
+            if (st == DP_OK) st = zero_inst_row(om, inst, b);
             for (int g = 0; g < G; g++) hc[g * Bc + b] = 0.0;
             changed = 1;
         }
     }
+    free(hm.params);
     if (st == DP_OK && bug_cas) { /* BUG (test-only): no per-example clipping; the sum is clipped later */
         for (int64_t i = 0; i < G * Bc; i++) hc[i] = co->dropped[i % Bc] ? 0.0 : 1.0;
         changed = 1;
@@ -213,7 +291,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
 
     /* ---- clipped sums ---- */
     int any_drop = 0;
-    for (int64_t b = 0; b < Bc; b++) any_drop |= co->dropped[b];
+    for (int64_t b = 0; b < Bc; b++) any_drop |= co->dropped[b] | special[b];
     int second_pass = (s->o.strategy == OPT_STRAT_GHOST || s->o.strategy == OPT_STRAT_MIXED_GHOST) && G == 1 &&
                       !any_drop;
     if (st == DP_OK && second_pass) {
@@ -234,12 +312,26 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
         }
     }
 
+    /* ---- special examples: their clipped terms c * g_b, computed on the host ---- */
+    for (int p = 0; st == DP_OK && nspecial && p < np; p++) {
+        int64_t n = om->numel[p];
+        double *t = malloc(sizeof(double) * (size_t)(n + 1));
+        void *dt = NULL;
+        if (!t) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
+        if (st == DP_OK) st = opt_arena_alloc(&tp.ar, &dt, es * (size_t)(n + 1));
+        for (int64_t b = 0; st == DP_OK && b < Bc; b++) {
+            if (!special[b]) continue;
+            double cb = hcx[gr->group_of[p] * Bc + b];
+            for (int64_t e = 0; e < n; e++) t[e] = cb * hrow[p][b * n + e];
+            st = OPT_CALL(be, upload_f64, dt, t, n);
+            if (st == DP_OK) st = OPT_CALL(be, add, dev_at(s, sum0, s->off[p]), dev_at(s, sum0, s->off[p]), dt, n);
+        }
+        free(t);
+    }
+
     /* ---- host copies: [b, G] layout as the reference ---- */
     for (int64_t b = 0; st == DP_OK && b < Bc; b++)
-        for (int g = 0; g < G; g++) {
-            co->gsq[b * G + g] = hsq[g * Bc + b];
-            co->c[b * G + g] = hc[g * Bc + b];
-        }
+        for (int g = 0; g < G; g++) co->c[b * G + g] = special[b] ? hcx[g * Bc + b] : hc[g * Bc + b];
     if (co->grad) {
         for (int p = 0; st == DP_OK && p < np; p++) {
             void *buf = inst[p];
@@ -248,11 +340,16 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
                 if (st == DP_OK) st = instantiate(buf, om, &tp, p);
             }
             if (st == DP_OK) st = OPT_CALL(be, download_f64, co->grad[p], buf, Bc * om->numel[p]);
+            /* rows zeroed above: export the gradients as they were */
+            for (int64_t b = 0; st == DP_OK && hrow && b < Bc; b++)
+                if (co->dropped[b] || special[b])
+                    memcpy(co->grad[p] + b * om->numel[p], hrow[p] + b * om->numel[p], sizeof(double) * (size_t)om->numel[p]);
         }
     }
 done:
     opt_tape_free(&tp);
-    free(mode); free(inst); free(nlin); free(hsq); free(hc);
+    free(mode); free(inst); free(nlin); free(hsq); free(hc); free(special); free(hcx); free(fbak);
+    if (hrow) { for (int p = 0; p < np; p++) free(hrow[p]); free(hrow); }
     return st;
 }
 
@@ -285,7 +382,7 @@ dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_datase
     int64_t nl = hi - lo;
     chunk_out co = {0};
     co.loss = malloc(sizeof(double) * (size_t)(nl + 1));
-    co.gsq = malloc(sizeof(double) * (size_t)(nl * G + 1));
+    co.gn = malloc(sizeof(double) * (size_t)(nl * (G + 1) + 1));
     co.c = malloc(sizeof(double) * (size_t)(nl * G + 1));
     co.dropped = calloc((size_t)(nl + 1), sizeof(int));
     double **pgr = NULL;
@@ -297,7 +394,7 @@ dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_datase
         }
         if (!pgr && st == DP_OK) st = DP_ERR_NOMEM;
     }
-    if (!co.loss || !co.gsq || !co.c || !co.dropped) st = DP_ERR_NOMEM;
+    if (!co.loss || !co.gn || !co.c || !co.dropped) st = DP_ERR_NOMEM;
     if (st == DP_ERR_NOMEM) dp_error(DP_ERR_NOMEM, "engine: out of memory");
     if (st == DP_OK) st = OPT_CALL(be, zero, s->flat, es * (size_t)(2 * s->total));
 
@@ -307,7 +404,7 @@ dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_datase
     for (int64_t j = 0; st == DP_OK && j < k; j++) {
         int64_t clo = nl * j / k, chi = nl * (j + 1) / k, Bc = chi - clo;
         if (Bc == 0) continue;
-        chunk_out cc = {co.loss + clo, co.gsq + clo * G, co.c + clo * G, co.dropped + clo, NULL};
+        chunk_out cc = {co.loss + clo, co.gn + clo * (G + 1), co.c + clo * G, co.dropped + clo, NULL};
         if (pgr) {
             if (!cg) { st = dp_error(DP_ERR_NOMEM, "engine: out of memory"); break; }
             for (int p = 0; p < np; p++) cg[p] = pgr[p] + clo * om->numel[p];
@@ -377,7 +474,7 @@ dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_datase
     if (st == DP_OK) {
         void *gl = NULL, *gsq = NULL, *gc = NULL, *gd = NULL;
         st = gather(s, &gl, co.loss, sizeof(double) * (size_t)nl);
-        if (st == DP_OK) st = gather(s, &gsq, co.gsq, sizeof(double) * (size_t)(nl * G));
+        if (st == DP_OK) st = gather(s, &gsq, co.gn, sizeof(double) * (size_t)(nl * (G + 1)));
         if (st == DP_OK) st = gather(s, &gc, co.c, sizeof(double) * (size_t)(nl * G));
         if (st == DP_OK) st = gather(s, &gd, co.dropped, sizeof(int) * (size_t)nl);
         out->loss = gl; out->clip_factor = gc; out->dropped = gd;
@@ -385,17 +482,15 @@ dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_datase
         out->norm = malloc(sizeof(double) * (size_t)(b + 1));
         out->group_norm = malloc(sizeof(double) * (size_t)(b * G + 1));
         if (st == DP_OK && (!out->norm || !out->group_norm)) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
-        double *hsq = gsq;
+        double *hgn = gsq; /* [b, G + 1] */
         double lsum = 0, csum = 0;
         int64_t nok = 0;
         for (int64_t i = 0; st == DP_OK && i < b; i++) {
-            double tot = 0;
             for (int g = 0; g < G; g++) {
-                tot += hsq[i * G + g];
-                out->group_norm[i * G + g] = sqrt(hsq[i * G + g]);
+                out->group_norm[i * G + g] = hgn[i * (G + 1) + g];
                 csum += out->clip_factor[i * G + g];
             }
-            out->norm[i] = sqrt(tot);
+            out->norm[i] = hgn[i * (G + 1) + G];
             if (out->dropped[i]) out->ndropped++;
             else { lsum += out->loss[i]; nok++; }
         }
@@ -431,7 +526,7 @@ dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_datase
     }
     free(hS);
     free(idx);
-    free(co.loss); free(co.gsq); free(co.c); free(co.dropped);
+    free(co.loss); free(co.gn); free(co.c); free(co.dropped);
     if (pgr) { for (int p = 0; p < np; p++) free(pgr[p]); free(pgr); }
     return st;
 }

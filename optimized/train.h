@@ -11,7 +11,7 @@
 typedef struct {
     const char *impl, *backend, *strategy, *noise_mode, *dtype, *bug, *mixed_rule, *export_dir;
     int64_t threads;
-    int seen_export, seen_bug, seen_strategy, seen_noise_mode;
+    int seen_export, seen_bug, seen_strategy, seen_noise_mode, seen_mixed_rule;
 } opt_train_cli;
 #define OPT_TRAIN_NOPTS 9
 

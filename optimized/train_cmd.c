@@ -70,9 +70,24 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
     DP_TRY(dp_parse_choice(&k, "--noise-mode", t->noise_mode, opt_noise_mode_names));
     o->noise_mode = (opt_noise_mode)k;
     DP_TRY(dp_parse_choice(&k, "--mixed-rule", t->mixed_rule, opt_mixed_rule_names));
+    /* the layer rule is used by mixed-ghost and by book-keeping (its per-layer choice of
+     * ghost norm vs instantiation, docs/engine.md); any other strategy would ignore it */
+    if (t->seen_mixed_rule && (algo_dpzo || (o->strategy != OPT_STRAT_MIXED_GHOST && o->strategy != OPT_STRAT_BOOK_KEEPING)))
+        return dp_error(DP_ERR_USAGE, "--mixed-rule applies to --strategy mixed-ghost or book-keeping only (got --strategy %s)",
+                        algo_dpzo ? "none: dpzo" : opt_strategy_names[o->strategy]);
     o->mixed_rule = (opt_mixed_rule)k;
     DP_TRY(dp_parse_choice(&k, "--inject-bug", t->bug, opt_bug_names));
     if (algo_dpzo && k != OPT_BUG_NONE) return dp_error(DP_ERR_USAGE, "--inject-bug applies to dpsgd only");
+    if (t->seen_bug) {
+        /* test-only switch that breaks DP (e.g. removes per-example clipping): refused in
+         * production unless the test environment asks for it explicitly */
+        const char *env = getenv("DPCERT_TEST_INJECT");
+        if (!env || strcmp(env, "1") != 0)
+            return dp_error(DP_ERR_USAGE, "--inject-bug is a test-only switch that breaks differential privacy; "
+                                          "it is refused unless DPCERT_TEST_INJECT=1 is set in the environment");
+        fprintf(stderr, "dpcert train: WARNING: --inject-bug %s: this run deliberately breaks DP-SGD "
+                        "(test-only negative control; its outputs are NOT private)\n", t->bug);
+    }
     o->bug = (opt_bug)k;
     o->keep_per_sample = t->seen_export;
     return DP_OK;
@@ -85,12 +100,12 @@ void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t) {
                             "grad-sample | ghost | mixed-ghost | book-keeping | fused (grad-sample)"};
     opts[(*n)++] = (dp_opt){"--noise-mode", DP_OPT_STRING, &t->noise_mode, &t->seen_noise_mode,
                             "single (rank 0 adds all noise) | shares (each rank N(0, s^2 C^2 / R)) (single)"};
-    opts[(*n)++] = (dp_opt){"--mixed-rule", DP_OPT_STRING, &t->mixed_rule, NULL,
+    opts[(*n)++] = (dp_opt){"--mixed-rule", DP_OPT_STRING, &t->mixed_rule, &t->seen_mixed_rule,
                             "mixed-ghost/book-keeping layer rule: flop (T < pd/(p+d)) | memory (2T^2 <= pd) (flop)"};
     opts[(*n)++] = (dp_opt){"--dtype", DP_OPT_STRING, &t->dtype, NULL, "f64 | f32 (f64)"};
     opts[(*n)++] = (dp_opt){"--threads", DP_OPT_INT, &t->threads, NULL, "host worker threads (1)"};
     opts[(*n)++] = (dp_opt){"--inject-bug", DP_OPT_STRING, &t->bug, &t->seen_bug,
-                            "TEST ONLY: clip-after-sum | noise-every-rank | realized-batch-divisor"};
+                            "TEST ONLY (needs DPCERT_TEST_INJECT=1): clip-after-sum | noise-every-rank | realized-batch-divisor"};
     opts[(*n)++] = (dp_opt){"--export", DP_OPT_STRING, &t->export_dir, &t->seen_export,
                             "write DIR/step-NNNNNN.safetensors (rank 0)"};
 }

@@ -293,21 +293,48 @@ void ref_dpsgd_step_free(ref_dpsgd_step_out *o) {
 
 /* ---------------------------------------------------------------- the DP stage */
 
+/* Norm of the elements of one group (grp >= 0) or of all parameters (grp < 0) of a
+ * finite example whose sum of squares overflowed: the scaled form (as BLAS nrm2)
+ * s * sqrt(NS((x / s)^2)) with s = max |x|, finite unless the true norm exceeds DBL_MAX. */
+double ref_norm_scaled(const ref_model *m, const ref_clip_groups *g, int grp, double *const *gi) {
+    double s = 0;
+    for (int p = 0; p < m->nparams; p++)
+        if (grp < 0 || g->group_of[p] == grp)
+            for (int64_t e = 0; e < m->params[p].numel; e++) s = fmax(s, fabs(gi[p][e]));
+    if (s == 0) return 0;
+    neum a = {0, 0};
+    for (int p = 0; p < m->nparams; p++)
+        if (grp < 0 || g->group_of[p] == grp)
+            for (int64_t e = 0; e < m->params[p].numel; e++) {
+                double y = gi[p][e] / s;
+                neum_add(&a, y * y);
+            }
+    return s * sqrt(neum_get(&a));
+}
+
 /* Double path for one example: group norms (Neumaier over the group's parameters in
- * canonical order, elements in order), total norm, clip factors. gi[p] = g_i[p] [numel]. */
-static void norms_double(double *norm, double *gnorm, const ref_model *m, const ref_clip_groups *g,
-                         double *const *gi) {
+ * canonical order, elements in order), total norm. gi[p] = g_i[p] [numel]. For a finite
+ * example (finite = 1) a sum of squares that is not finite (it overflowed) is replaced by
+ * the scaled form above (docs/dpsgd.md step 4); a dropped example keeps the plain sums. */
+dp_status ref_norms_double(double *norm, double *gnorm, const ref_model *m, const ref_clip_groups *g,
+                           double *const *gi, int finite) {
     neum tot = {0, 0};
-    neum *ss = calloc((size_t)g->ngroups, sizeof *ss); /* [G] */
+    neum *ss = dp_calloc((size_t)g->ngroups, sizeof *ss); /* [G] */
+    if (!ss) return DP_ERR_NOMEM;
     for (int p = 0; p < m->nparams; p++)
         for (int64_t e = 0; e < m->params[p].numel; e++) {
             double x = gi[p][e];
             neum_add(&ss[g->group_of[p]], x * x);
             neum_add(&tot, x * x);
         }
-    for (int k = 0; k < g->ngroups; k++) gnorm[k] = sqrt(neum_get(&ss[k]));
-    *norm = sqrt(neum_get(&tot));
+    for (int k = 0; k < g->ngroups; k++) {
+        double v = neum_get(&ss[k]);
+        gnorm[k] = finite && !isfinite(v) ? ref_norm_scaled(m, g, k, gi) : sqrt(v);
+    }
+    double v = neum_get(&tot);
+    *norm = finite && !isfinite(v) ? ref_norm_scaled(m, g, -1, gi) : sqrt(v);
     free(ss);
+    return DP_OK;
 }
 
 static int example_finite(double loss, const ref_model *m, double *const *gi) {
@@ -336,10 +363,13 @@ static void mp_vec_clear(mp_vec *a) {
 }
 
 /* MPFR path for one example: exact-to-256-bit sums of squares, sqrt, clip factors
- * (cf[k] receives the MPFR factors), exported norms and factors rounded once. */
-static void norms_clip_mpfr(double *norm, double *gnorm, double *cfd, mpfr_t *cf, const ref_model *m,
-                            const ref_clip_groups *g, const ref_dpsgd_config *c, double *const *gi) {
-    mpfr_t tot, x, *ss = calloc((size_t)g->ngroups, sizeof(mpfr_t));
+ * (cf[k] receives the MPFR factors), exported norms and factors rounded once. A group
+ * norm that rounds to +inf in double (it exceeds DBL_MAX) gets the factor 0, as the
+ * double path's R / inf (docs/dpsgd.md step 4). */
+static dp_status norms_clip_mpfr(double *norm, double *gnorm, double *cfd, mpfr_t *cf, const ref_model *m,
+                                 const ref_clip_groups *g, const ref_dpsgd_config *c, double *const *gi) {
+    mpfr_t tot, x, *ss = dp_calloc((size_t)g->ngroups, sizeof(mpfr_t));
+    if (!ss) return DP_ERR_NOMEM;
     mpfr_inits2(REF_MPFR_BITS, tot, x, (mpfr_ptr)0);
     mpfr_set_zero(tot, 1);
     for (int k = 0; k < g->ngroups; k++) { mpfr_init2(ss[k], REF_MPFR_BITS); mpfr_set_zero(ss[k], 1); }
@@ -356,7 +386,9 @@ static void norms_clip_mpfr(double *norm, double *gnorm, double *cfd, mpfr_t *cf
         mpfr_sqrt(ss[k], ss[k], MPFR_RNDN); /* n_k */
         gnorm[k] = mpfr_get_d(ss[k], MPFR_RNDN);
         mpfr_set_d(x, g->thresh[k], MPFR_RNDN); /* R_k */
-        if (c->clip_fn == REF_CLIPFN_AUTOMATIC) {
+        if (isinf(gnorm[k])) {
+            mpfr_set_zero(cf[k], 1); /* n_k > DBL_MAX: c = R / inf = 0, as in double */
+        } else if (c->clip_fn == REF_CLIPFN_AUTOMATIC) {
             mpfr_add_d(ss[k], ss[k], c->gamma, MPFR_RNDN);
             mpfr_div(cf[k], x, ss[k], MPFR_RNDN);
         } else if (mpfr_cmp(ss[k], x) <= 0) {
@@ -369,6 +401,7 @@ static void norms_clip_mpfr(double *norm, double *gnorm, double *cfd, mpfr_t *cf
     }
     mpfr_clears(tot, x, (mpfr_ptr)0);
     free(ss);
+    return DP_OK;
 }
 
 static dp_status alloc_out(ref_dpsgd_step_out *o, const ref_model *m, int ngroups, int64_t b) {
@@ -420,11 +453,12 @@ dp_status ref_dpsgd_step(ref_dpsgd_step_out *out, ref_model *m, ref_dpsgd_state 
     double **acc_s = alloc_arrays(m, 1), **acc_c = alloc_arrays(m, 1);
     mp_vec *macc = mp ? dp_calloc((size_t)P, sizeof(mp_vec)) : NULL;
     mpfr_t *cf = mp ? dp_calloc((size_t)G, sizeof(mpfr_t)) : NULL;
+    int ncf = 0; /* cf[0..ncf) are initialised (cleared at done) */
     double **gi = dp_calloc((size_t)P, sizeof(double *));
     if (!acc_s || !acc_c || !gi || (mp && (!macc || !cf))) { rc = DP_ERR_NOMEM; goto done; }
     if (mp) {
+        for (; ncf < G; ncf++) mpfr_init2(cf[ncf], REF_MPFR_BITS);
         for (int p = 0; p < P && rc == DP_OK; p++) rc = mp_vec_init(&macc[p], m->params[p].numel);
-        for (int k = 0; k < G; k++) mpfr_init2(cf[k], REF_MPFR_BITS);
         if (rc != DP_OK) goto done;
     }
 
@@ -439,14 +473,16 @@ dp_status ref_dpsgd_step(ref_dpsgd_step_out *out, ref_model *m, ref_dpsgd_state 
             double *gn = out->group_norm + i * G, *cfi = out->clip_factor + i * G; /* [G] */
             if (!example_finite(out->loss[i], m, gi)) {
                 /* dropped: contributes nothing, sensitivity unchanged, reported */
-                norms_double(&out->norm[i], gn, m, g, gi);
+                rc = ref_norms_double(&out->norm[i], gn, m, g, gi, 0);
+                if (rc != DP_OK) break;
                 for (int q = 0; q < G; q++) cfi[q] = 0.0;
                 out->dropped[i] = 1;
                 out->ndropped++;
                 continue;
             }
             if (!mp) {
-                norms_double(&out->norm[i], gn, m, g, gi);
+                rc = ref_norms_double(&out->norm[i], gn, m, g, gi, 1);
+                if (rc != DP_OK) break;
                 for (int q = 0; q < G; q++) cfi[q] = ref_clip_factor(c->clip_fn, gn[q], g->thresh[q], c->gamma);
                 for (int p = 0; p < P; p++) {
                     double cp = cfi[g->group_of[p]];
@@ -458,7 +494,8 @@ dp_status ref_dpsgd_step(ref_dpsgd_step_out *out, ref_model *m, ref_dpsgd_state 
                     }
                 }
             } else {
-                norms_clip_mpfr(&out->norm[i], gn, cfi, cf, m, g, c, gi);
+                rc = norms_clip_mpfr(&out->norm[i], gn, cfi, cf, m, g, c, gi);
+                if (rc != DP_OK) break;
                 mpfr_t t;
                 mpfr_init2(t, REF_MPFR_BITS);
                 for (int p = 0; p < P; p++)
@@ -534,7 +571,7 @@ done:
     free(gi);
     if (macc) for (int p = 0; p < P; p++) if (macc[p].v) mp_vec_clear(&macc[p]);
     free(macc);
-    if (cf) { for (int q = 0; q < G; q++) mpfr_clear(cf[q]); free(cf); }
+    if (cf) { for (int q = 0; q < ncf; q++) mpfr_clear(cf[q]); free(cf); }
     if (rc != DP_OK) ref_dpsgd_step_free(out);
     return rc;
 }

@@ -91,6 +91,15 @@ void ref_clip_groups_free(ref_clip_groups *g);
  * R/(n + gamma). */
 double ref_clip_factor(ref_clip_fn fn, double norm, double thresh, double gamma);
 
+/* Norms of one example (docs/dpsgd.md step 4): gnorm[k] for each group [G] and the total
+ * norm, each sqrt of the Neumaier sum of squares in canonical order; for a finite example
+ * (finite = 1) a sum that is not finite (overflow) is replaced by the scaled form
+ * ref_norm_scaled. gi[p] = g_i[p] [numel]. */
+dp_status ref_norms_double(double *norm, double *gnorm, const ref_model *m, const ref_clip_groups *g,
+                           double *const *gi, int finite);
+/* s * sqrt(NS((x / s)^2)), s = max |x|, over group grp (grp < 0: all parameters). */
+double ref_norm_scaled(const ref_model *m, const ref_clip_groups *g, int grp, double *const *gi);
+
 /* Poisson batch of step s (1-based): idx[0..*b) ascending; idx must hold n entries. */
 dp_status ref_dpsgd_poisson(int64_t *idx, int64_t *b, dp_noise_key key, int64_t step, double q, int64_t n);
 /* Standard normal z of the noise at (step, parameter p, element e); noise = (sigma C_total) z. */

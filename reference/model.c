@@ -197,6 +197,12 @@ dp_status ref_dataset_generate(ref_dataset *d, const ref_model_config *cfg, int6
     DP_TRY(ref_config_check(cfg));
     if (n < 1 || n > (int64_t)UINT32_MAX)
         return dp_error(DP_ERR_INVALID, "dataset size must be in [1, 2^32 - 1] (got %lld)", (long long)n);
+    /* element limit (docs/models.md "Datasets"): N * T (llama) or N * in (mlp) <= 2^31 */
+    int64_t per = cfg->kind == REF_LLAMA ? cfg->seq : cfg->in;
+    if (n > REF_MAX_DATA_ELEMS / per)
+        return dp_error(DP_ERR_INVALID, "--dataset-size %lld too large: the generated dataset would hold %lld x %lld = "
+                        "%.4g elements, more than the limit 2^31", (long long)n, (long long)n, (long long)per,
+                        (double)n * (double)per);
     d->kind = cfg->kind;
     d->n = n;
     /* DATA stream: stream = example index i. llama: token t = below(lane 0, element t, V).

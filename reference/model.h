@@ -57,6 +57,9 @@ typedef struct {
     int32_t *y;      /* mlp:   [n]      */
 } ref_dataset;
 
+/* The largest generated dataset, in elements (N * T for llama, N * in for mlp): 2^31. */
+#define REF_MAX_DATA_ELEMS ((int64_t)1 << 31)
+
 /* Default configs: the tiny llama (V=64, D=32, L=2, H=4, F=64, T=16, untied) and
  * the mlp (in=16, hidden=32,32, classes=10). */
 void ref_config_default(ref_model_config *cfg, ref_model_kind kind);

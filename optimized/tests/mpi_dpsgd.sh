@@ -34,7 +34,7 @@ ref() { # dir alg args...
 opt() { # ranks dir alg args...
   local r=$1 dir=$2 alg=$3; shift 3
   ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0" \
-    timeout 120 mpirun -x ASAN_OPTIONS -n "$r" "${TRAIN[@]}" "$alg" "$@" --seed "$SEED" --noise-key 9 --export "$dir" >"$dir.log" 2>&1
+    timeout 120 mpirun -x ASAN_OPTIONS ${DPCERT_TEST_INJECT:+-x DPCERT_TEST_INJECT} -n "$r" "${TRAIN[@]}" "$alg" "$@" --seed "$SEED" --noise-key 9 --export "$dir" >"$dir.log" 2>&1
 }
 same() { # desc dir refdir steps [--skip P]...
   local desc=$1 d=$2 r=$3 n=$4; shift 4
@@ -116,7 +116,7 @@ if "$DRV" --noise-stat rb/step-000001.safetensors "$SCALE"; then pass "single-mo
 
 # ---- negative controls: injected bugs must be caught ----
 d="o$((++NRUN))"
-if opt 2 "$d" dpsgd $BIG --inject-bug noise-every-rank; then
+if DPCERT_TEST_INJECT=1 opt 2 "$d" dpsgd $BIG --inject-bug noise-every-rank; then
   if "$DRV" --compare "$d/step-000001.safetensors" rb/step-000001.safetensors >"$d.cmp" 2>&1; then
     bad "noise-every-rank R=2 not caught"
   else pass "noise-every-rank R=2 caught: $(grep -m1 FAIL "$d.cmp")"; fi
@@ -124,7 +124,7 @@ if opt 2 "$d" dpsgd $BIG --inject-bug noise-every-rank; then
   else pass "noise-every-rank fails the variance check (negative control)"; fi
 else bad "noise-every-rank run"; fi
 d="o$((++NRUN))"
-if opt 2 "$d" dpsgd $MLP --inject-bug clip-after-sum; then
+if DPCERT_TEST_INJECT=1 opt 2 "$d" dpsgd $MLP --inject-bug clip-after-sum; then
   if "$DRV" --compare "$d/step-000001.safetensors" rm/step-000001.safetensors >"$d.cmp" 2>&1; then bad "clip-after-sum R=2 not caught"
   else pass "clip-after-sum R=2 caught: $(grep -m1 FAIL "$d.cmp")"; fi
 else bad "clip-after-sum run"; fi

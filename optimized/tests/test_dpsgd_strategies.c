@@ -20,19 +20,43 @@
 #include "common/test.h"
 #include "optimized/dpsgd.h"
 
+/* Crafted inputs (docs/engine.md "Dropped and overflowing examples"): 0 none; 1 example 3
+ * has a NaN input (mlp) or uses the only token whose embedding row is NaN (llama): NaN
+ * loss and gradient, dropped; 2 / 3 (mlp without hidden layers): example 2 has input
+ * [X, 0, ...] and the weights make its gradient rows (X, -X): X = 1e300 (squares
+ * overflow, finite norm X sqrt 2) and X = 1.5e308 (norm > DBL_MAX: inf, c = 0). */
+static int g_craft = 0;
+
+static void craft(ref_model *m, ref_dataset *d) {
+    if (g_craft == 1 && d->kind == REF_MLP) d->x[3 * d->in] = NAN;
+    if (g_craft == 1 && d->kind == REF_LLAMA) {
+        int v = m->cfg.vocab - 1;
+        for (int64_t i = 0; i < d->n * d->seq; i++)
+            if (d->tokens[i] == v) d->tokens[i] = 0;
+        d->tokens[3 * d->seq + 1 < d->n * d->seq ? 3 * d->seq + (d->seq > 1) : 0] = v;
+        for (int e = 0; e < m->cfg.dim; e++) m->params[0].data[(int64_t)v * m->cfg.dim + e] = NAN;
+    }
+    if (g_craft >= 2) {
+        memset(m->params[0].data, 0, sizeof(double) * (size_t)m->params[0].numel);
+        m->params[0].data[0] = 0.5;
+        for (int e = 0; e < d->in; e++) d->x[2 * d->in + e] = e ? 0 : g_craft == 2 ? 1e300 : 1.5e308;
+        d->y[2] = 1;
+    }
+}
+
 static double g_worst = 0; /* worst fraction of the budget used */
 static int64_t g_clipped = 0, g_unclipped = 0, g_examples = 0; /* coverage of the abadi branch */
 
 /* returns the fraction of the tolerance used (> 1: fail) */
 static double cmp_vec(const double *a, const double *r, int64_t n, double gam) {
     double mx = 0, err = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (isnan(r[i]) && isnan(a[i])) continue;
+    for (int64_t i = 0; i < n; i++) { /* NaN = NaN and inf = inf (same sign) agree exactly */
+        if ((isnan(r[i]) && isnan(a[i])) || (isinf(r[i]) && a[i] == r[i])) continue;
         if (fabs(r[i]) > mx) mx = fabs(r[i]);
     }
     double tol = 16.0 * gam * (mx > 1e-300 ? mx : 1e-300);
     for (int64_t i = 0; i < n; i++) {
-        if (isnan(r[i]) && isnan(a[i])) continue;
+        if ((isnan(r[i]) && isnan(a[i])) || (isinf(r[i]) && a[i] == r[i])) continue;
         double e = fabs(a[i] - r[i]);
         if (!(e <= err)) err = isnan(e) ? INFINITY : e;
     }
@@ -91,6 +115,7 @@ static int run_case(const model_case *mcase, ref_clip_style style, const char *g
     ref_dataset d;
     T_OK(ref_model_init(&m, &mcase->mc, c.seed));
     T_OK(ref_dataset_generate(&d, &mcase->mc, c.n, c.seed));
+    craft(&m, &d);
     T_OK(ref_model_copy(&mref, &m));
     T_OK(ref_model_copy(&mopt, &m));
     ref_dpsgd_state rs;
@@ -181,6 +206,35 @@ int main(void) {
         int ok = run_case(&models[1], REF_CLIP_FLAT, "", REF_CLIPFN_ABADI, (opt_strategy)k, 1, 1, OPT_BUG_NONE, seed,
                           1e-9, 1, REF_OPT_SGD, &w);
         T_CHECK(ok, "empty batch, %s: worst %s at %.3g", opt_strategy_names[k], w.what, w.frac);
+    }
+
+    /* crafted examples: NaN gradients (dropped: an exact 0, never 0 * NaN) and overflowing
+     * sums of squares (finite or infinite norms, kept), every strategy against the reference */
+    {
+        model_case m0;
+        m0.name = "mlp-nohidden";
+        ref_config_default(&m0.mc, REF_MLP);
+        m0.mc.in = 4; m0.mc.nhidden = 0; m0.mc.classes = 3;
+        for (int cr = 1; cr <= 3; cr++)
+            for (int mi = 0; mi < 3; mi++) {
+                if (cr >= 2 && mi > 0) continue;
+                if (cr == 1 && mi == 2) continue; /* tied: the NaN row would reach every example's logits */
+                const model_case *mc = cr >= 2 ? &m0 : &models[mi];
+                for (int si = 0; si < 2; si++)
+                    for (int fi = 0; fi < 2; fi++)
+                        for (int k = 0; k < OPT_STRAT_COUNT; k++) {
+                            worst_t w;
+                            g_craft = cr;
+                            int ok = run_case(mc, si ? REF_CLIP_PER_LAYER : REF_CLIP_FLAT, "", (ref_clip_fn)fi,
+                                              (opt_strategy)k, 1 + (k == 2), 1, OPT_BUG_NONE, seed, 1.0, 1,
+                                              REF_OPT_SGD, &w);
+                            g_craft = 0;
+                            T_CHECK(ok, "crafted %s on %s %s %s %s: worst %s at %.3g of its tolerance",
+                                    cr == 1 ? "NaN example" : cr == 2 ? "overflow (finite norm)" : "overflow (inf norm)",
+                                    mc->name, si ? "per-layer" : "flat", fi ? "automatic" : "abadi",
+                                    opt_strategy_names[k], w.what, w.frac);
+                        }
+            }
     }
 
     /* negative controls: each injected bug must be caught by the same comparison */

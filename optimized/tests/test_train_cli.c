@@ -149,6 +149,40 @@ int main(int argc, char **argv) {
         int rc = run_argv(bad[i]);
         T_CHECK(rc == 2, "'%s' exited %d, expected 2", bad[i], rc);
     }
+    /* --mixed-rule only with --strategy mixed-ghost or book-keeping (the strategies that use it): exit 2 otherwise, never ignored */
+    {
+        const char *base = "train dpsgd --model mlp --in 3 --hidden 4 --classes 2 --dataset-size 8 --q 0.5 --steps 1 "
+                           "--noise-key 1 --seed 1";
+        const char *strat[] = {"grad-sample", "ghost", "fused"};
+        for (int i = 0; i < 3; i++) {
+            snprintf(line, sizeof line, "%s --strategy %s --mixed-rule memory", base, strat[i]);
+            int rc = run_argv(line);
+            T_CHECK(rc == 2, "'%s' exited %d, expected 2", line, rc);
+            T_CHECK(strstr(dp_last_error(), "--mixed-rule") != NULL, "message does not name --mixed-rule: %s",
+                    dp_last_error());
+        }
+        snprintf(line, sizeof line, "%s --mixed-rule memory", base); /* default strategy grad-sample */
+        T_CHECK(run_argv(line) == 2, "--mixed-rule with the default strategy accepted");
+        snprintf(line, sizeof line, "%s --strategy mixed-ghost --mixed-rule memory", base);
+        T_CHECK(run_argv(line) == 0, "--strategy mixed-ghost --mixed-rule memory refused: %s", dp_last_error());
+        snprintf(line, sizeof line, "%s --strategy book-keeping --mixed-rule memory", base);
+        T_CHECK(run_argv(line) == 0, "--strategy book-keeping --mixed-rule memory refused: %s", dp_last_error());
+    }
+    /* --inject-bug: refused (exit 2, message names DPCERT_TEST_INJECT) without DPCERT_TEST_INJECT=1 */
+    {
+        const char *inj = "train dpsgd --model mlp --in 3 --hidden 4 --classes 2 --dataset-size 8 --q 0.5 --steps 1 "
+                          "--noise-key 1 --seed 1 --inject-bug clip-after-sum";
+        unsetenv("DPCERT_TEST_INJECT");
+        int rc = run_argv(inj);
+        T_CHECK(rc == 2, "--inject-bug without DPCERT_TEST_INJECT exited %d, expected 2", rc);
+        T_CHECK(strstr(dp_last_error(), "DPCERT_TEST_INJECT=1") != NULL, "message does not name the variable: %s",
+                dp_last_error());
+        setenv("DPCERT_TEST_INJECT", "0", 1);
+        T_CHECK(run_argv(inj) == 2, "--inject-bug with DPCERT_TEST_INJECT=0 accepted");
+        setenv("DPCERT_TEST_INJECT", "1", 1);
+        T_CHECK(run_argv(inj) == 0, "--inject-bug with DPCERT_TEST_INJECT=1 refused: %s", dp_last_error());
+        unsetenv("DPCERT_TEST_INJECT");
+    }
     /* --backend cuda: runs where the CUDA backend can be created (a build with CUDA on a
      * machine with a GPU), else exits 3 (NOT_SUPPORTED) with a message naming cuda */
     {
@@ -195,7 +229,9 @@ int main(int argc, char **argv) {
     /* negative control: the realized-divisor bug must be caught */
     snprintf(line, sizeof line, "train dpsgd %s --seed %llu --noise-key 99 --inject-bug realized-batch-divisor --export %s/bug",
              common, (unsigned long long)seed, dir);
+    setenv("DPCERT_TEST_INJECT", "1", 1);
     T_CHECK(run_argv(line) == 0, "train with injected bug failed to run");
+    unsetenv("DPCERT_TEST_INJECT");
     {
         char a[512], b[512];
         snprintf(a, sizeof a, "%s/bug/step-000001.safetensors", dir);

@@ -268,6 +268,55 @@ static void test_accumulation(uint64_t seed) {
             T_CHECK(same, "k = %lld micro-batches differ from k = 1 (precision %d)", (long long)ks[j], prec);
             teardown(&rk);
         }
+        /* negative controls (mutants the bitwise check must reject): the k = 1 run's own
+         * clipped terms c_i g_i re-summed (a) as per-micro-batch Neumaier partial sums combined
+         * with plain additions (k = 5 and k = b: one example per micro-batch), (b) with the
+         * noise added once per micro-batch (k = 2) */
+        if (prec == 0) {
+            const ref_dpsgd_step_out *o = &r1.o;
+            const int64_t b = o->b, G = o->ngroups;
+            int detected_naive = 0, detected_noise = 0, faithful = 0;
+            for (int v = 0; v < 4; v++) { /* v = 3: k = 1, the mutant code must reproduce the step */
+                int64_t kk = v == 0 ? 5 : v == 1 ? (b > 0 ? b : 1) : v == 2 ? 2 : 1;
+                ref_dpsgd_step_out mut = *o; /* shallow: only clipped_sum / private_grad replaced */
+                double *cs[64], *pg[64];
+                T_CHECK(r1.m.nparams <= 64, "too many parameters for the mutant");
+                int differs = 0;
+                for (int p = 0; p < r1.m.nparams && p < 64; p++) {
+                    int64_t ne = r1.m.params[p].numel;
+                    int grp = r1.st.groups.group_of[p];
+                    cs[p] = calloc((size_t)ne, sizeof(double));
+                    pg[p] = calloc((size_t)ne, sizeof(double));
+                    for (int64_t e = 0; e < ne; e++) {
+                        double tot = 0;
+                        for (int64_t j = 0; j < kk; j++) {
+                            double ss = 0, cc = 0; /* Neumaier within micro-batch j */
+                            for (int64_t i = j * b / kk; i < (j + 1) * b / kk; i++) {
+                                if (o->dropped[i]) continue;
+                                double x = o->clip_factor[i * G + grp] * o->grad[p][i * ne + e], t = ss + x;
+                                if (fabs(ss) >= fabs(x)) cc += (ss - t) + x;
+                                else cc += (x - t) + ss;
+                                ss = t;
+                            }
+                            tot = v == 2 ? o->clipped_sum[p][e] : tot + (ss + cc);
+                        }
+                        cs[p][e] = tot;
+                        double z = v == 2 ? (double)kk * o->noise[p][e] : o->noise[p][e];
+                        pg[p][e] = (cs[p][e] + z) / (c.q * (double)c.n);
+                    }
+                }
+                mut.clipped_sum = cs;
+                mut.private_grad = pg;
+                differs = !same_out(o, &mut, &r1.m);
+                if (v < 2) detected_naive |= differs;
+                else if (v == 2) detected_noise = differs;
+                else faithful = !differs;
+                for (int p = 0; p < r1.m.nparams && p < 64; p++) { free(cs[p]); free(pg[p]); }
+            }
+            T_CHECK(faithful, "the mutant re-summation with k = 1 does not reproduce the step (test bug)");
+            T_CHECK(detected_naive, "negative control: naive combination of micro-batch partial sums not detected");
+            T_CHECK(detected_noise, "negative control: noise added per micro-batch not detected");
+        }
         /* negative control: a different noise key changes the result */
         c.micro_batches = 1;
         c.key.k ^= 1;
@@ -277,6 +326,60 @@ static void test_accumulation(uint64_t seed) {
         teardown(&rk);
         teardown(&r1);
     }
+}
+
+/* Overflow of the sum of squares for a finite gradient (docs/dpsgd.md step 4): an mlp
+ * without hidden layers, weights set so that example 2 (input [X, 0, 0, 0], label 1) has
+ * logits [X/2, 0, 0], p = [1, 0, 0] exactly, dlogits = [1, -1, 0], so its gradient is
+ * weight rows (X, -X) and bias (1, -1): norm = X sqrt(2) exactly as the scaled form
+ * computes it (s = X, sum 2). X = 1e300: finite norm, c = R / (X sqrt 2), kept;
+ * X = 1.5e308: the true norm exceeds DBL_MAX, norm = inf, c = 0, kept (not dropped). */
+static void test_overflow(uint64_t seed) {
+    for (int big = 0; big < 2; big++)
+        for (int style = 0; style < 2; style++)
+            for (int prec = 0; prec < 2; prec++) {
+                ref_model_config mc;
+                ref_config_default(&mc, REF_MLP);
+                mc.in = 4; mc.nhidden = 0; mc.classes = 3;
+                ref_dpsgd_config c;
+                base_cfg(&c, seed);
+                c.n = 6; c.q = 1.0; c.style = style ? REF_CLIP_PER_LAYER : REF_CLIP_FLAT;
+                c.precision = (ref_precision)prec;
+                run_t r;
+                if (!setup(&r, &mc, &c)) return;
+                const double X = big ? 1.5e308 : 1e300;
+                memset(r.m.params[0].data, 0, sizeof(double) * (size_t)r.m.params[0].numel);
+                memset(r.m.params[1].data, 0, sizeof(double) * (size_t)r.m.params[1].numel);
+                r.m.params[0].data[0] = 0.5;
+                for (int e = 0; e < 4; e++) r.d.x[2 * 4 + e] = e == 0 ? X : 0;
+                r.d.y[2] = 1;
+                T_OK(ref_dpsgd_step(&r.o, &r.m, &r.st, &r.d, 1));
+                const ref_dpsgd_step_out *o = &r.o;
+                T_CHECK(o->b == 6 && o->ndropped == 0, "overflow X=%g: b %lld, %lld dropped (expected 6, 0)", X,
+                        (long long)o->b, (long long)o->ndropped);
+                double want = X * sqrt(2.0); /* inf for X = 1.5e308 */
+                double tolr = prec ? 2 * U : 0; /* MPFR: the exact norm rounded once vs fl(X fl(sqrt 2)) */
+                T_CHECK(big ? isinf(o->norm[2]) : fabs(o->norm[2] - want) <= tolr * want,
+                        "overflow X=%g prec %d: norm %.17g, expected %.17g", X, prec, o->norm[2], want);
+                int G = o->ngroups;
+                for (int k = 0; k < G; k++) {
+                    double n = o->group_norm[2 * G + k], cf = o->clip_factor[2 * G + k];
+                    double wn = (style && k == 1) ? sqrt(2.0) : want; /* per-layer: weight, bias groups */
+                    double R = r.st.groups.thresh[k];
+                    T_CHECK(isinf(wn) ? isinf(n) && cf == 0 : fabs(n - wn) <= (tolr + 2 * U) * wn && cf > 0 &&
+                                                                    fabs(cf - R / wn) <= 4 * U * (R / wn),
+                            "overflow X=%g prec %d group %d: norm %.17g factor %.17g", X, prec, k, n, cf);
+                }
+                for (int p = 0; p < r.m.nparams; p++)
+                    for (int64_t e = 0; e < r.m.params[p].numel; e++)
+                        T_CHECK(isfinite(o->clipped_sum[p][e]) && isfinite(o->private_grad[p][e]),
+                                "overflow X=%g: clipped sum not finite", X);
+                if (!big && !prec) {
+                    double cn = clipped_norm(&r, 2, -1);
+                    T_CHECK(cn <= c.clip * (1 + clip_slack(16)), "overflow: clipped norm %.17g > C", cn);
+                }
+                teardown(&r);
+            }
 }
 
 static void test_empty_batch(uint64_t seed) {
@@ -417,6 +520,21 @@ static void test_poisson_chi2(uint64_t seed) {
     double pi = chi2_sf(stat, (int)n);
     printf("per-example inclusion: chi-square p = %.4g (reject below 1e-6)\n", pi);
     T_CHECK(pi > 1e-6, "per-example inclusion frequencies: p = %.3g", pi);
+    /* negative control: a biased sampler (the same secret uniforms, threshold 1.1 q for the
+     * first half of the examples) must be rejected by the same statistic */
+    {
+        int64_t bias[30] = {0};
+        for (int64_t s = 1; s <= trials; s++) {
+            dp_stream st;
+            T_OK(dp_stream_secret(&st, key, DP_PURPOSE_SAMPLING, (uint32_t)s, 0));
+            for (int64_t i = 0; i < n; i++) bias[i] += dp_rng_uniform(&st, (uint64_t)i) < (i < n / 2 ? 1.1 * q : q);
+        }
+        double sb = 0;
+        for (int j = 0; j < n; j++) sb += (bias[j] - trials * q) * (bias[j] - trials * q) / (trials * q * (1 - q));
+        double pb = chi2_sf(sb, (int)n);
+        printf("per-example inclusion, negative control (q' = 1.1 q for half the examples): p = %.3g\n", pb);
+        T_CHECK(pb < 1e-6, "negative control: biased per-example inclusion not rejected: p = %.3g", pb);
+    }
     free(idx);
 }
 
@@ -687,6 +805,7 @@ int main(void) {
     test_accumulation(seed);
     test_empty_batch(seed);
     test_nonfinite(seed);
+    test_overflow(seed);
     test_optimizers(seed);
     test_determinism(seed);
     test_mpfr(seed);

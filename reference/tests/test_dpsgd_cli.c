@@ -34,6 +34,8 @@ static void test_bad_options(void) {
         "--model llama --gamma 0.1", "--model llama --momentum 0.9 --optimizer adamw", "--model llama --beta1 0.5",
         "--model llama --micro-batches 0", "--model mlp --data no_such_file.safetensors",
         "--model llama --lr -1", "--model llama --clip 1 --clip 2", "--model mlp --hidden 3,x",
+        /* too large: N * T = 2^32-1 * 16 and N * in = (2^32-1) * 1 elements > 2^31 */
+        "--model llama --dataset-size 4294967295", "--model mlp --in 1 --dataset-size 4294967295",
         NULL};
     for (int k = 0; bad[k]; k++) {
         int rc = run_cmd(bad[k]);
