@@ -23,6 +23,9 @@ BUILD=$(cd "$BUILD" && pwd)
 export DPCERT="$BUILD/dpcert" DPCERT_BUILD="$BUILD" DPCERT_ROOT="$ROOT"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# More ranks than cores (4 ranks on a 2-core CI machine): ranks waiting in MPI yield the
+# core instead of spinning, or an oversubscribed run can take minutes instead of seconds.
+export OMPI_MCA_mpi_yield_when_idle=1
 # Sanitizer builds: leaks in third-party runtimes are suppressed (ci/lsan.supp); any
 # UBSan report is fatal.
 export LSAN_OPTIONS="suppressions=$ROOT/ci/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
