@@ -156,6 +156,13 @@ void dp_opts_print_help(const dp_opt *opts, size_t nopts) {
     }
 }
 
+void dp_cli_reveal_noise_key(const char *cmd, uint64_t key) {
+    fprintf(stderr,
+            "dpcert %s: noise key %llu (revealed by --reveal-noise-key and exported with the run: whoever holds "
+            "it can regenerate, and subtract, the noise)\n",
+            cmd, (unsigned long long)key);
+}
+
 int dp_cli_fail(const char *cmd, dp_status st) {
     const char *msg = dp_last_error();
     /* DP_ERR_NOT_SUPPORTED shares exit code 3 with internal errors; the fixed prefix

@@ -50,6 +50,10 @@ dp_status dp_parse_choice(int *out, const char *what, const char *s, const char 
 dp_status dp_check_min(const char *what, double v, double lo, int inclusive);
 dp_status dp_check_range(const char *what, double v, double lo, int lo_incl, double hi, int hi_incl);
 
+/* --reveal-noise-key: print a randomly drawn noise key on stderr, once the key is final
+ * (after MPI ranks have agreed on it), as "dpcert CMD: noise key K (revealed ...)". */
+void dp_cli_reveal_noise_key(const char *cmd, uint64_t key);
+
 /* Report a failed status on stderr as "dpcert CMD: message" and return its exit code.
  * DP_ERR_NOT_SUPPORTED is printed as "dpcert CMD: not supported: message" (exit 3). */
 int dp_cli_fail(const char *cmd, dp_status st);

@@ -157,6 +157,7 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     opt_backend *be = NULL;
     DP_TRY(opt_train_start(&be, &bc, &hp.key, use_mpi));
     int rank = be->comm.rank;
+    if (rank == 0 && z.reveal_key && !z.seen_key) dp_cli_reveal_noise_key("train dpzo", hp.key.k);
     ref_model m;
     ref_dataset d;
     memset(&m, 0, sizeof m); memset(&d, 0, sizeof d);
@@ -193,7 +194,7 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
         if (before) {
             /* the reference's tensors and hyperparameter keys, then "model" and the engine's keys */
             dp_tensor_set ts;
-            st = ref_dpzo_export_set(&ts, &m, &hp, z.seen_key, z.m.seen_data, before, s.theta, &out);
+            st = ref_dpzo_export_set(&ts, &m, &hp, REF_DPZO_KEY_EXPORTED(&z), z.m.seen_data, before, s.theta, &out);
             if (st == DP_OK) st = dp_tset_set_meta(&ts, "model", cfg.kind == REF_MLP ? "mlp" : "llama");
             for (int k = 0; st == DP_OK && extra[k] && extra[k + 1]; k += 2)
                 st = dp_tset_set_meta(&ts, extra[k], extra[k + 1]);

@@ -175,6 +175,7 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     opt_backend *be = NULL;
     DP_TRY(opt_train_start(&be, &bc, &c.key, use_mpi));
     int rank = be->comm.rank;
+    if (rank == 0 && cli.reveal_key && !cli.seen_key) dp_cli_reveal_noise_key("train dpsgd", c.key.k);
     dp_status st = DP_OK;
     if (t.seen_export && rank == 0) st = opt_make_dir(t.export_dir);
     ref_dataset d;

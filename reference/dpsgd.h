@@ -188,8 +188,9 @@ typedef struct {
     double q, clip, sigma, gamma, lr, momentum, beta1, beta2, adam_eps, weight_decay;
     uint64_t seed, key;
     int seen_groups, seen_gamma, seen_momentum, seen_beta1, seen_beta2, seen_adam_eps, seen_wd, seen_key;
+    int reveal_key; /* --reveal-noise-key: a random key is exported (key_given) and printed by the command */
 } ref_dpsgd_cli;
-#define REF_DPSGD_NOPTS (REF_MODEL_NOPTS + 18)
+#define REF_DPSGD_NOPTS (REF_MODEL_NOPTS + 19)
 
 void ref_dpsgd_cli_init(ref_dpsgd_cli *cli);
 /* Appends REF_DPSGD_NOPTS entries to opts[*n..] (cap = capacity of opts). */

@@ -66,6 +66,8 @@ dp_status ref_dpsgd_cli_add_opts(dp_opt *opts, size_t *n, size_t cap, ref_dpsgd_
         {"--weight-decay", DP_OPT_DOUBLE, &c->weight_decay, &c->seen_wd, "adamw decoupled weight decay (0.01)"},
         {"--seed", DP_OPT_U64, &c->seed, NULL, "public seed: init and data (0)"},
         {"--noise-key", DP_OPT_U64, &c->key, &c->seen_key, "secret noise key (default: fresh random, not exported)"},
+        {"--reveal-noise-key", DP_OPT_FLAG, &c->reveal_key, NULL,
+         "print the fresh random noise key on stderr and export it (the run becomes reproducible)"},
     };
     if (*n + REF_DPSGD_NOPTS > cap) return dp_error(DP_ERR_INTERNAL, "option table too small");
     DP_TRY(ref_model_cli_add_opts(opts, n, cap, &c->m, "N examples generated from the seed (64)"));
@@ -115,7 +117,7 @@ dp_status ref_dpsgd_cli_finish(ref_model_config *mc, ref_dpsgd_config *c, const 
     c->precision = (ref_precision)v;
     c->seed.k = o->seed;
     if (o->seen_key) { c->key.k = o->key; c->key_given = 1; }
-    else { DP_TRY(dp_noise_key_random(&c->key)); c->key_given = 0; }
+    else { DP_TRY(dp_noise_key_random(&c->key)); c->key_given = o->reveal_key; }
     return ref_dpsgd_config_check(c);
 }
 
@@ -351,6 +353,7 @@ static dp_status run(int argc, char **argv, int *help) {
     ref_model_config mc;
     ref_dpsgd_config c;
     DP_TRY(ref_dpsgd_cli_finish(&mc, &c, &cli));
+    if (cli.reveal_key && !cli.seen_key) dp_cli_reveal_noise_key("reference dpsgd", c.key.k);
     if (seen_export) DP_TRY(dp_mkdir_p("--export", export_dir));
     ref_dataset d;
     DP_TRY(ref_dpsgd_cli_dataset(&d, &mc, &c, &cli));

@@ -203,8 +203,11 @@ typedef struct {
     double q, clip, sigma, phi, lr, wd;
     int seen_q, seen_steps, seen_clip, seen_sigma, seen_noise, seen_phi, seen_lr, seen_wd, seen_n_spsa, seen_seed,
         seen_key;
+    int reveal_key; /* --reveal-noise-key: a random key is exported and printed by the command */
 } ref_dpzo_cli;
-#define REF_DPZO_NOPTS (REF_MODEL_NOPTS + 11)
+#define REF_DPZO_NOPTS (REF_MODEL_NOPTS + 12)
+/* The noise key goes into exports when given on the command line or revealed. */
+#define REF_DPZO_KEY_EXPORTED(c) ((c)->seen_key || (c)->reveal_key)
 
 void ref_dpzo_cli_init(ref_dpzo_cli *c);
 /* Appends REF_DPZO_NOPTS entries to opts[*n..] (cap = capacity of opts). */

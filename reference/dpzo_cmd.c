@@ -40,6 +40,8 @@ dp_status ref_dpzo_cli_add_opts(dp_opt *opts, size_t *n, size_t cap, ref_dpzo_cl
         {"--n-spsa", DP_OPT_INT, &c->n_spsa, &c->seen_n_spsa, "directions per step (1)"},
         {"--seed", DP_OPT_STRING, &c->seed, &c->seen_seed, "public seed (init, data, directions)"},
         {"--noise-key", DP_OPT_STRING, &c->noise_key, &c->seen_key, "secret noise key (noise, sampling); random if absent"},
+        {"--reveal-noise-key", DP_OPT_FLAG, &c->reveal_key, NULL,
+         "print the fresh random noise key on stderr and export it (the run becomes reproducible)"},
     };
     if (*n + REF_DPZO_NOPTS > cap) return dp_error(DP_ERR_INTERNAL, "option table too small");
     DP_TRY(ref_model_cli_add_opts(opts, n, cap, &c->m, "N examples generated from the seed (required without --data)"));
@@ -417,7 +419,8 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg, ref_dpz
         if (st == DP_OK) st = ref_dpzo_step(&out, &pb, &hp, t);
         if (st == DP_OK && before) {
             dp_tensor_set ts;
-            st = ref_dpzo_export_set(&ts, &m, &hp, o->z.seen_key, o->z.m.seen_data, before, pb.theta, &out);
+            st = ref_dpzo_export_set(&ts, &m, &hp, REF_DPZO_KEY_EXPORTED(&o->z), o->z.m.seen_data, before, pb.theta,
+                                     &out);
             if (st == DP_OK) st = meta_model(&ts, cfg);
             if (st == DP_OK) st = ref_dpzo_export_write(o->export_dir, t, &ts);
             dp_tset_free(&ts);
@@ -486,6 +489,7 @@ static dp_status run(int argc, char **argv) {
     }
     ref_dpzo_hparams hp;
     DP_TRY(ref_dpzo_cli_finish(&cfg, &hp, &o.z));
+    if (o.z.reveal_key && !o.z.seen_key) dp_cli_reveal_noise_key("reference dpzo", hp.key.k);
     return run_train(&o, &cfg, hp);
 }
 
