@@ -203,6 +203,21 @@ const dp_tensor *dp_tset_find(const dp_tensor_set *s, const char *name) {
     return NULL;
 }
 
+int dp_tset_equal(const dp_tensor_set *a, const dp_tensor_set *b) {
+    if (a->n != b->n || a->nmeta != b->nmeta) return 0;
+    for (size_t i = 0; i < a->n; i++) {
+        const dp_tensor *x = &a->items[i].t, *y = &b->items[i].t;
+        if (strcmp(a->items[i].name, b->items[i].name) || x->dtype != y->dtype || x->ndim != y->ndim) return 0;
+        for (int d = 0; d < x->ndim; d++)
+            if (x->shape[d] != y->shape[d]) return 0;
+        size_t nb = dp_tensor_nbytes(x);
+        if (nb && memcmp(x->data, y->data, nb)) return 0;
+    }
+    for (size_t i = 0; i < a->nmeta; i++)
+        if (strcmp(a->meta[i].key, b->meta[i].key) || strcmp(a->meta[i].value, b->meta[i].value)) return 0;
+    return 1;
+}
+
 dp_status dp_tset_add(dp_tensor_set *s, const char *name, const dp_tensor *t) {
     if (!name[0]) return dp_error(DP_ERR_INVALID, "empty tensor name");
     if (strcmp(name, "__metadata__") == 0) return dp_error(DP_ERR_INVALID, "tensor name '__metadata__' is reserved");

@@ -69,6 +69,9 @@ dp_status dp_tset_add_f64(dp_tensor_set *s, const char *name, const double *data
                           const int64_t *shape);
 dp_status dp_tset_add_scalar_f64(dp_tensor_set *s, const char *name, double v);
 const dp_tensor *dp_tset_find(const dp_tensor_set *s, const char *name);
+/* 1 when a and b hold the same tensors (names, order, dtypes, shapes, bytes) and the same
+ * metadata (keys, order, values); 0 otherwise. */
+int dp_tset_equal(const dp_tensor_set *a, const dp_tensor_set *b);
 /* Sets or replaces a metadata entry. */
 dp_status dp_tset_set_meta(dp_tensor_set *s, const char *key, const char *value);
 const char *dp_tset_meta(const dp_tensor_set *s, const char *key);  /* NULL if absent */

@@ -14,21 +14,6 @@
 
 #include "common/safetensors.h"
 
-static int same(const dp_tensor_set *a, const dp_tensor_set *b) {
-    if (a->n != b->n || a->nmeta != b->nmeta) return 0;
-    for (size_t i = 0; i < a->n; i++) {
-        const dp_tensor *x = &a->items[i].t, *y = &b->items[i].t;
-        if (strcmp(a->items[i].name, b->items[i].name) || x->dtype != y->dtype || x->ndim != y->ndim) return 0;
-        for (int d = 0; d < x->ndim; d++)
-            if (x->shape[d] != y->shape[d]) return 0;
-        size_t nb = dp_tensor_nbytes(x);
-        if (nb && memcmp(x->data, y->data, nb)) return 0;
-    }
-    for (size_t i = 0; i < a->nmeta; i++)
-        if (strcmp(a->meta[i].key, b->meta[i].key) || strcmp(a->meta[i].value, b->meta[i].value)) return 0;
-    return 1;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     dp_tensor_set s, r;
@@ -43,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t l1 = 0, l2 = 0;
     if (dp_st_serialize(&b1, &l1, &s) != DP_OK) abort(); /* a parsed set must be writable */
     if (dp_st_parse(&r, b1, l1) != DP_OK) abort();
-    if (!same(&s, &r)) abort();
+    if (!dp_tset_equal(&s, &r)) abort();
     if (dp_st_serialize(&b2, &l2, &r) != DP_OK || l1 != l2 || memcmp(b1, b2, l1) != 0) abort();
     free(b1);
     free(b2);

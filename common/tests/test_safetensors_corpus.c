@@ -18,21 +18,6 @@
 #include "common/safetensors.h"
 #include "common/test.h"
 
-static int same(const dp_tensor_set *a, const dp_tensor_set *b) {
-    if (a->n != b->n || a->nmeta != b->nmeta) return 0;
-    for (size_t i = 0; i < a->n; i++) {
-        const dp_tensor *x = &a->items[i].t, *y = &b->items[i].t;
-        if (strcmp(a->items[i].name, b->items[i].name) || x->dtype != y->dtype || x->ndim != y->ndim) return 0;
-        for (int d = 0; d < x->ndim; d++)
-            if (x->shape[d] != y->shape[d]) return 0;
-        size_t nb = dp_tensor_nbytes(x);
-        if (nb && memcmp(x->data, y->data, nb)) return 0;
-    }
-    for (size_t i = 0; i < a->nmeta; i++)
-        if (strcmp(a->meta[i].key, b->meta[i].key) || strcmp(a->meta[i].value, b->meta[i].value)) return 0;
-    return 1;
-}
-
 static long n_ok, n_rejected, n_bad;
 
 /* Parse one image; 1 if accepted. Checks the properties; counts violations in n_bad. */
@@ -52,7 +37,7 @@ static int check_image(const char *what, const uint8_t *p, size_t len, const uin
     size_t l1 = 0, l2 = 0;
     int good = dp_st_serialize(&b1, &l1, &s) == DP_OK && dp_st_parse(&r, b1, l1) == DP_OK;
     if (good) {
-        good = same(&s, &r) && dp_st_serialize(&b2, &l2, &r) == DP_OK && l1 == l2 && !memcmp(b1, b2, l1);
+        good = dp_tset_equal(&s, &r) && dp_st_serialize(&b2, &l2, &r) == DP_OK && l1 == l2 && !memcmp(b1, b2, l1);
         if (good && must_equal) good = l1 == len && !memcmp(b1, must_equal, len);
         dp_tset_free(&r);
     }
