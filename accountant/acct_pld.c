@@ -657,6 +657,20 @@ have_h:
     return DP_OK;
 }
 
+/* Add/remove: both directions are composed and the worse one is reported; fold one
+ * direction's bounds (up, lo), fp-widened bounds (upr, lor) and diagnostics into r. */
+static void pld_result_worse(acct_pld_result *r, double up, double lo, double upr, double lor, const composed *c,
+                             const composed *co) {
+    if (up > r->upper) r->upper = up;
+    if (lo > r->lower) r->lower = lo;
+    if (upr > r->upper_fp) r->upper_fp = upr;
+    if (lor > r->lower_fp) r->lower_fp = lor;
+    if (c->fpb > r->fp_budget) r->fp_budget = c->fpb;
+    if (co->p && co->fpb > r->fp_budget) r->fp_budget = co->fpb;
+    if (c->p_inf + c->A > r->tail_mass) r->tail_mass = c->p_inf + c->A;
+    if (c->mass_err > r->mass_error) r->mass_error = c->mass_err;
+}
+
 dp_status acct_pld_epsilon(acct_pld_result *r, const acct_schedule *s, double delta, const acct_pld_opts *o) {
     acct_pld_opts d;
     if (!o) { acct_pld_default_opts(&d); o = &d; }
@@ -688,14 +702,7 @@ dp_status acct_pld_epsilon(acct_pld_result *r, const acct_schedule *s, double de
         if (co->p && lcr > lor) lor = lcr;
         if (!(lor > 0)) lor = 0;
         if (lor > lo) lor = lo;
-        if (up > r->upper) r->upper = up;
-        if (lo > r->lower) r->lower = lo;
-        if (upr > r->upper_fp) r->upper_fp = upr;
-        if (lor > r->lower_fp) r->lower_fp = lor;
-        if (c->fpb > r->fp_budget) r->fp_budget = c->fpb;
-        if (co->p && co->fpb > r->fp_budget) r->fp_budget = co->fpb;
-        if (c->p_inf + c->A > r->tail_mass) r->tail_mass = c->p_inf + c->A;
-        if (c->mass_err > r->mass_error) r->mass_error = c->mass_err;
+        pld_result_worse(r, up, lo, upr, lor, c, co);
     }
     pldstate_free(&st);
     return DP_OK;
@@ -723,14 +730,7 @@ dp_status acct_pld_delta(acct_pld_result *r, const acct_schedule *s, double eps,
         double upr = up + c->fpb > 1 ? 1 : up + c->fpb;
         double lor = lo - (co->p ? co->fpb : c->fpb);
         if (!(lor > 0)) lor = 0;
-        if (up > r->upper) r->upper = up;
-        if (lo > r->lower) r->lower = lo;
-        if (upr > r->upper_fp) r->upper_fp = upr;
-        if (lor > r->lower_fp) r->lower_fp = lor;
-        if (c->fpb > r->fp_budget) r->fp_budget = c->fpb;
-        if (co->p && co->fpb > r->fp_budget) r->fp_budget = co->fpb;
-        if (c->p_inf + c->A > r->tail_mass) r->tail_mass = c->p_inf + c->A;
-        if (c->mass_err > r->mass_error) r->mass_error = c->mass_err;
+        pld_result_worse(r, up, lo, upr, lor, c, co);
     }
     pldstate_free(&st);
     return DP_OK;

@@ -273,44 +273,37 @@ static dp_status noise_args(const char *fn, uint32_t lane, double std, double sc
     return DP_OK;
 }
 
-extern "C" dp_status cu_dp_noise_add(cu_ctx *ctx, float *x, uint64_t key, uint32_t step, uint32_t lane, uint64_t offset,
-                                     double std, int64_t n) {
-    DP_TRY(noise_args("cu_dp_noise_add", lane, std, 1.0, n, offset));
+/* Check the arguments, then launch k_noise<R, MODE> over the Philox blocks that cover
+ * elements [offset, offset + n): MODE 0 adds noise in place (out == x), 1 writes
+ * scale * x + noise to out, 2 fills out with noise. */
+template <typename R, int MODE>
+static dp_status noise_launch(cu_ctx *ctx, const char *fn, R *out, const R *x, uint64_t key, uint32_t step,
+                              uint32_t lane, uint64_t offset, double std, double scale, int64_t n) {
+    DP_TRY(noise_args(fn, lane, std, scale, n, offset));
     int64_t nbk = cu_noise_nblocks(offset, n);
     if (nbk == 0) return DP_OK;
-    k_noise<float, 0><<<cu_grid_1d(nbk, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(x, x, key, step, lane, offset, std, 1.0, n, nbk);
+    k_noise<R, MODE><<<cu_grid_1d(nbk, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(out, x, key, step, lane, offset, std,
+                                                                              scale, n, nbk);
     CU_CHECK_LAUNCH();
     return DP_OK;
 }
+extern "C" dp_status cu_dp_noise_add(cu_ctx *ctx, float *x, uint64_t key, uint32_t step, uint32_t lane, uint64_t offset,
+                                     double std, int64_t n) {
+    return noise_launch<float, 0>(ctx, "cu_dp_noise_add", x, x, key, step, lane, offset, std, 1.0, n);
+}
 template <typename R>
 dp_status cu_noise_add_t(cu_ctx *ctx, R *x, uint64_t key, uint32_t step, uint32_t lane, uint64_t offset, double std, int64_t n) {
-    DP_TRY(noise_args("cu_dp_noise_add", lane, std, 1.0, n, offset));
-    int64_t nbk = cu_noise_nblocks(offset, n);
-    if (nbk == 0) return DP_OK;
-    k_noise<R, 0><<<cu_grid_1d(nbk, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(x, x, key, step, lane, offset, std, 1.0, n, nbk);
-    CU_CHECK_LAUNCH();
-    return DP_OK;
+    return noise_launch<R, 0>(ctx, "cu_dp_noise_add", x, x, key, step, lane, offset, std, 1.0, n);
 }
 template dp_status cu_noise_add_t<float>(cu_ctx *, float *, uint64_t, uint32_t, uint32_t, uint64_t, double, int64_t);
 template dp_status cu_noise_add_t<double>(cu_ctx *, double *, uint64_t, uint32_t, uint32_t, uint64_t, double, int64_t);
 extern "C" dp_status cu_dp_noise_scale(cu_ctx *ctx, float *out, const float *x, uint64_t key, uint32_t step,
                                        uint32_t lane, uint64_t offset, double std, double scale, int64_t n) {
-    DP_TRY(noise_args("cu_dp_noise_scale", lane, std, scale, n, offset));
-    int64_t nbk = cu_noise_nblocks(offset, n);
-    if (nbk == 0) return DP_OK;
-    k_noise<float, 1><<<cu_grid_1d(nbk, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(out, x, key, step, lane, offset, std, scale, n,
-                                                                          nbk);
-    CU_CHECK_LAUNCH();
-    return DP_OK;
+    return noise_launch<float, 1>(ctx, "cu_dp_noise_scale", out, x, key, step, lane, offset, std, scale, n);
 }
 extern "C" dp_status cu_dp_noise_fill(cu_ctx *ctx, float *z, uint64_t key, uint32_t step, uint32_t lane, uint64_t offset,
                                       double std, int64_t n) {
-    DP_TRY(noise_args("cu_dp_noise_fill", lane, std, 1.0, n, offset));
-    int64_t nbk = cu_noise_nblocks(offset, n);
-    if (nbk == 0) return DP_OK;
-    k_noise<float, 2><<<cu_grid_1d(nbk, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(z, z, key, step, lane, offset, std, 1.0, n, nbk);
-    CU_CHECK_LAUNCH();
-    return DP_OK;
+    return noise_launch<float, 2>(ctx, "cu_dp_noise_fill", z, z, key, step, lane, offset, std, 1.0, n);
 }
 
 /* ---------------- (2b) ghost norm on the tensor cores (bf16 in, f32 accumulation) ---------------- */

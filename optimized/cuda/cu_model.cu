@@ -410,17 +410,24 @@ extern "C" dp_status cu_swiglu_bwd(cu_ctx *ctx, float *da, float *db, const floa
 
 /* ---------------- cross-entropy ---------------- */
 // loss[n] = log sum_v exp(l_v - m) + m - l_target, one block per row.
-__global__ void k_xent_fwd(float *loss, int *bad, const float *logits, const int32_t *targets, int V) {
-    __shared__ float sh[33];
-    int64_t n = blockIdx.x;
-    const float *l = logits + n * V;
-    int32_t y = targets[n];
+// Row statistics shared by both passes: m = max_v l_v and s = sum_v exp(l_v - m), in the
+// same reduction order in the forward and the backward kernel (the whole block calls it).
+__device__ void xent_row_stats(float *m_out, float *s_out, const float *l, float *sh, int V) {
     float m = -INFINITY;
     for (int v = threadIdx.x; v < V; v += blockDim.x) m = fmaxf(m, l[v]);
     m = cu_block_max(m, sh, -INFINITY);
     float s = 0.0f;
     for (int v = threadIdx.x; v < V; v += blockDim.x) s += expf(l[v] - m);
-    s = cu_block_sum(s, sh);
+    *m_out = m;
+    *s_out = cu_block_sum(s, sh);
+}
+__global__ void k_xent_fwd(float *loss, int *bad, const float *logits, const int32_t *targets, int V) {
+    __shared__ float sh[33];
+    int64_t n = blockIdx.x;
+    const float *l = logits + n * V;
+    int32_t y = targets[n];
+    float m, s;
+    xent_row_stats(&m, &s, l, sh, V);
     if (threadIdx.x == 0) {
         if (y < 0 || y >= V) {
             atomicMax(bad, (int)n + 1);
@@ -435,12 +442,8 @@ __global__ void k_xent_bwd(float *dlogits, const float *logits, const int32_t *t
     int64_t n = blockIdx.x;
     const float *l = logits + n * V;
     int32_t y = targets[n];
-    float m = -INFINITY;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) m = fmaxf(m, l[v]);
-    m = cu_block_max(m, sh, -INFINITY);
-    float s = 0.0f;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) s += expf(l[v] - m);
-    s = cu_block_sum(s, sh);
+    float m, s;
+    xent_row_stats(&m, &s, l, sh, V);
     float inv = 1.0f / s, g = dloss[n];
     for (int v = threadIdx.x; v < V; v += blockDim.x)
         dlogits[n * V + v] = (expf(l[v] - m) * inv - (v == y ? 1.0f : 0.0f)) * g;
