@@ -2,11 +2,40 @@
 #ifndef DP_FSUTIL_H
 #define DP_FSUTIL_H
 
+#include <stdio.h>
+
 #include "status.h"
 
 /* Create directory `dir` and any missing parents (mode 0777 & ~umask), like mkdir -p.
  * An existing directory is fine; an existing non-directory is DP_ERR_IO. `what` names
  * the option or purpose in messages (e.g. "--export"). */
 dp_status dp_mkdir_p(const char *what, const char *dir);
+
+/* Atomic file writing. Every file dpcert writes goes through this: the data is written to
+ * a new temporary file in the destination's directory (".NAME.tmp.XXXXXX", created with
+ * O_EXCL, so never through a link), flushed, fsync'ed and renamed over the destination.
+ * rename() replaces a symlink at the destination by the new file; it never writes
+ * through it. A crash or a full disk leaves the old file (or none), never half a file. */
+typedef struct {
+    FILE *f;       /* write here (stdio) */
+    char *tmp;     /* the temporary path */
+    char *path;    /* the destination */
+    char *what;    /* for messages */
+} dp_afile;
+
+/* Open the temporary file for `path`. `what` names the option or purpose in messages. */
+dp_status dp_afile_open(dp_afile *af, const char *what, const char *path);
+/* Flush, fsync, close and rename into place (also fsyncs the directory). Any write error
+ * seen on the stream (e.g. ENOSPC) makes it fail with DP_ERR_IO and remove the temporary
+ * file. The dp_afile is released in every case. */
+dp_status dp_afile_commit(dp_afile *af);
+/* Close and remove the temporary file (on an error path). Safe on a zeroed dp_afile. */
+void dp_afile_abort(dp_afile *af);
+/* Whole file at once. */
+dp_status dp_write_file_atomic(const char *what, const char *path, const void *data, size_t n);
+
+/* Flush stdout and report a lost result (full device, closed pipe) as DP_ERR_IO naming
+ * `what`; commands call it before returning success. */
+dp_status dp_stdout_finish(const char *what);
 
 #endif
