@@ -9,11 +9,12 @@
 #include <string.h>
 
 #include "common/safetensors.h"
+#include "optimized/opt_spec.h"
 #include "optimized/train.h"
 
 dp_status opt_dpzo_init(opt_dpzo *s, opt_backend *be, const ref_dpzo_hparams *hp, const ref_model *m) {
     memset(s, 0, sizeof *s);
-    DP_TRY(ref_dpzo_check(hp));
+    DP_TRY(opt_dpzo_check(hp));
     if (m->nparams > REF_DPZO_MAX_PARAMS) return dp_error(DP_ERR_INVALID, "too many parameter tensors for DP-ZO lanes");
     s->be = be;
     s->hp = *hp;
@@ -21,9 +22,9 @@ dp_status opt_dpzo_init(opt_dpzo *s, opt_backend *be, const ref_dpzo_hparams *hp
     s->numel = calloc((size_t)m->nparams, sizeof(int64_t));
     if (!s->numel) return dp_error(DP_ERR_NOMEM, "out of memory");
     for (int p = 0; p < m->nparams; p++) s->numel[p] = m->params[p].numel;
-    s->theta = ref_dpzo_arrays_alloc(s->numel, s->nparams);
-    s->work = ref_dpzo_arrays_alloc(s->numel, s->nparams);
-    s->z = ref_dpzo_arrays_alloc(s->numel, s->nparams);
+    s->theta = opt_f64_arrays_alloc(s->numel, s->nparams);
+    s->work = opt_f64_arrays_alloc(s->numel, s->nparams);
+    s->z = opt_f64_arrays_alloc(s->numel, s->nparams);
     if (!s->theta || !s->work || !s->z) { opt_dpzo_free(s); return dp_error(DP_ERR_NOMEM, "out of memory"); }
     for (int p = 0; p < m->nparams; p++) memcpy(s->theta[p], m->params[p].data, sizeof(double) * (size_t)s->numel[p]);
     dp_status st = opt_model_create(&s->om, be, m);
@@ -33,7 +34,7 @@ dp_status opt_dpzo_init(opt_dpzo *s, opt_backend *be, const ref_dpzo_hparams *hp
 
 void opt_dpzo_free(opt_dpzo *s) {
     if (s->om.be) opt_model_free(&s->om);
-    ref_dpzo_arrays_free(s->theta, s->nparams); ref_dpzo_arrays_free(s->work, s->nparams); ref_dpzo_arrays_free(s->z, s->nparams);
+    opt_f64_arrays_free(s->theta, s->nparams); opt_f64_arrays_free(s->work, s->nparams); opt_f64_arrays_free(s->z, s->nparams);
     free(s->numel);
     memset(s, 0, sizeof *s);
 }
@@ -56,7 +57,7 @@ dp_status opt_dpzo_step(ref_dpzo_step_out *out, opt_dpzo *s, const ref_dataset *
         return dp_error(DP_ERR_INTERNAL, "DP-ZO step output allocated for the wrong sizes");
     if (step < 1 || step > (int64_t)UINT32_MAX) return dp_error(DP_ERR_INVALID, "step %" PRId64 " out of range", step);
     out->step = step;
-    DP_TRY(ref_dpzo_poisson(out->idx, &out->b, hp->key, step, hp->q, hp->n_data)); /* global */
+    DP_TRY(opt_poisson(out->idx, &out->b, hp->key, step, hp->q, hp->n_data)); /* global */
     int64_t b = out->b, lo, hi;
     opt_rank_share(&lo, &hi, b, rank, R);
     int64_t nl = hi - lo;
@@ -66,7 +67,7 @@ dp_status opt_dpzo_step(ref_dpzo_step_out *out, opt_dpzo *s, const ref_dataset *
     dp_status st = (lp && lm && dc && red) ? DP_OK : dp_error(DP_ERR_NOMEM, "out of memory");
     for (int j = 0; st == DP_OK && j < n; j++) {
         for (int p = 0; st == DP_OK && p < s->nparams; p++)
-            st = ref_dpzo_direction(s->z[p], hp->seed, step, p, j, s->numel[p]); /* public DPZO_DIR stream */
+            st = opt_dpzo_direction(s->z[p], hp->seed, step, p, j, s->numel[p]); /* public DPZO_DIR stream */
         if (st == DP_OK && nl > 0) st = share_losses(lp + j * nl, s, d, out->idx + lo, nl, +1.0);
         if (st == DP_OK && nl > 0) st = share_losses(lm + j * nl, s, d, out->idx + lo, nl, -1.0);
         double sum = 0;
@@ -76,7 +77,7 @@ dp_status opt_dpzo_step(ref_dpzo_step_out *out, opt_dpzo *s, const ref_dataset *
                 dc[j * nl + k] = 0.0;
                 red[n + 1] += 1.0;
             } else {
-                dc[j * nl + k] = ref_dpzo_clip(df, hp->clip);
+                dc[j * nl + k] = opt_dpzo_clip(df, hp->clip);
                 red[n] += 0.5 * (lp[j * nl + k] + lm[j * nl + k]);
             }
             sum += dc[j * nl + k];
@@ -99,11 +100,9 @@ dp_status opt_dpzo_step(ref_dpzo_step_out *out, opt_dpzo *s, const ref_dataset *
         }
         free(all);
     }
-    for (int j = 0; st == DP_OK && j < n; j++) {
-        out->sum[j] = red[j];
-        st = ref_dpzo_noise(&out->noise[j], hp, step, j); /* the single draw, same on every rank */
-        if (st == DP_OK) st = ref_dpzo_scalar_(&out->scalar[j], hp, out->sum[j], out->noise[j], step, j);
-    }
+    for (int j = 0; j < n; j++) out->sum[j] = red[j];
+    if (st == DP_OK) st = opt_dpzo_noise(out->noise, hp, step); /* the single draw, same on every rank */
+    if (st == DP_OK) st = opt_dpzo_scalars(out->scalar, hp, out->sum, out->noise, step);
     out->ndropped = (int64_t)red[n + 1]; /* an exact integer count (< 2^53) */
     int64_t kept = b * (int64_t)n - out->ndropped;
     out->loss = kept ? red[n] / (double)kept : NAN;
@@ -122,7 +121,7 @@ dp_status opt_dpzo_step(ref_dpzo_step_out *out, opt_dpzo *s, const ref_dataset *
     }
     /* the public update, identical on every rank */
     if (st == DP_OK)
-        st = ref_dpzo_update(s->theta, s->numel, s->nparams, hp->seed, step, out->scalar, n, hp->lr, hp->weight_decay);
+        st = opt_dpzo_update(s->theta, s->numel, s->nparams, hp->seed, step, out->scalar, n, hp->lr, hp->weight_decay);
     free(lp); free(lm); free(dc); free(red);
     return st;
 }
@@ -172,7 +171,7 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     if (st == DP_OK) st = ref_dpzo_step_out_alloc(&out, hp.n_data, hp.n_spsa);
     if (st == DP_OK && t.seen_export) {
         if (rank == 0) st = opt_make_dir(t.export_dir);
-        before = ref_dpzo_arrays_alloc(s.numel, s.nparams);
+        before = opt_f64_arrays_alloc(s.numel, s.nparams);
         if (!before && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "out of memory");
     }
     char nranks[32], nthreads[32];
@@ -206,10 +205,10 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     }
     if (st == DP_OK && rank == 0) {
         char hex[65];
-        st = ref_dpzo_theta_sha256(hex, s.theta, s.numel, s.nparams);
+        st = opt_theta_sha256(hex, s.theta, s.numel, s.nparams);
         if (st == DP_OK) printf("theta_T sha256 %s (after %" PRId64 " steps)\n", hex, hp.steps);
     }
-    ref_dpzo_arrays_free(before, s.nparams);
+    opt_f64_arrays_free(before, s.nparams);
     ref_dpzo_step_out_free(&out);
     opt_dpzo_free(&s);
     ref_dataset_free(&d);
