@@ -34,7 +34,7 @@ static dp_status check_counts(const opt_count_range *r, size_t n) {
     return DP_OK;
 }
 
-dp_status opt_dpsgd_config_check(const ref_dpsgd_config *c) {
+dp_status opt_dpsgd_config_check(const dp_dpsgd_config *c) {
     const opt_count_range counts[] = {
         {"--dataset-size", c->n}, {"--steps", c->steps}, {"--micro-batches", c->micro_batches}};
     DP_TRY(check_counts(counts, sizeof counts / sizeof counts[0]));
@@ -46,27 +46,27 @@ dp_status opt_dpsgd_config_check(const ref_dpsgd_config *c) {
         {"--adam-eps", c->adam_eps, 0.0, 0, INFINITY, 0}, {"--weight-decay", c->weight_decay, 0.0, 1, INFINITY, 0}};
     DP_TRY(check_reals(reals, sizeof reals / sizeof reals[0]));
     switch (c->style) {
-    case REF_CLIP_FLAT:
+    case DP_CLIP_FLAT:
         if (c->groups[0]) return dp_error(DP_ERR_USAGE, "--groups applies to --clipping per-layer or group only");
         break;
-    case REF_CLIP_PER_LAYER: break;
-    case REF_CLIP_GROUP:
+    case DP_CLIP_PER_LAYER: break;
+    case DP_CLIP_GROUP:
         if (!c->groups[0]) return dp_error(DP_ERR_USAGE, "--clipping group needs --groups NAME=GLOB[|GLOB...]:R;...");
         break;
     default: return dp_error(DP_ERR_INVALID, "--clipping: unknown style %d", (int)c->style);
     }
-    if (c->clip_fn != REF_CLIPFN_ABADI && c->clip_fn != REF_CLIPFN_AUTOMATIC)
+    if (c->clip_fn != DP_CLIPFN_ABADI && c->clip_fn != DP_CLIPFN_AUTOMATIC)
         return dp_error(DP_ERR_INVALID, "--clip-fn: unknown clip function %d", (int)c->clip_fn);
-    if (c->opt != REF_OPT_SGD && c->opt != REF_OPT_ADAMW)
+    if (c->opt != DP_OPT_SGD && c->opt != DP_OPT_ADAMW)
         return dp_error(DP_ERR_INVALID, "--optimizer: unknown optimizer %d", (int)c->opt);
-    if (c->precision != REF_PREC_DOUBLE && c->precision != REF_PREC_MPFR)
+    if (c->precision != DP_PREC_DOUBLE && c->precision != DP_PREC_MPFR)
         return dp_error(DP_ERR_INVALID, "--precision: unknown precision %d", (int)c->precision);
     return DP_OK;
 }
 
 /* ---------------------------------------------------------------- groups */
 
-void opt_clip_groups_free(ref_clip_groups *g) {
+void opt_clip_groups_free(dp_clip_groups *g) {
     if (!g) return;
     free(g->name);
     free(g->thresh);
@@ -74,7 +74,7 @@ void opt_clip_groups_free(ref_clip_groups *g) {
     memset(g, 0, sizeof *g);
 }
 
-static dp_status groups_new(ref_clip_groups *g, int ngroups, int nparams) {
+static dp_status groups_new(dp_clip_groups *g, int ngroups, int nparams) {
     g->ngroups = ngroups;
     g->name = calloc((size_t)(ngroups > 0 ? ngroups : 1), sizeof *g->name);
     g->thresh = calloc((size_t)(ngroups > 0 ? ngroups : 1), sizeof *g->thresh);
@@ -86,20 +86,20 @@ static dp_status groups_new(ref_clip_groups *g, int ngroups, int nparams) {
 /* The block a parameter belongs to, from its name (docs/dpsgd.md "Clipping groups"):
  * "layers.{i}.*" -> "layers.{i}"; llama "tok_emb" -> "tok_emb"; anything else of the llama
  * (final_norm, lm_head) -> "head". */
-static void block_name(char out[REF_MAX_NAME], const char *param) {
+static void block_name(char out[DP_MAX_NAME], const char *param) {
     if (strncmp(param, "layers.", 7) == 0) {
         size_t len = 7 + strspn(param + 7, "0123456789");
-        snprintf(out, REF_MAX_NAME, "%.*s", (int)len, param);
+        snprintf(out, DP_MAX_NAME, "%.*s", (int)len, param);
     } else if (strcmp(param, "tok_emb") == 0) {
-        snprintf(out, REF_MAX_NAME, "tok_emb");
+        snprintf(out, DP_MAX_NAME, "tok_emb");
     } else {
-        snprintf(out, REF_MAX_NAME, "head");
+        snprintf(out, DP_MAX_NAME, "head");
     }
 }
 
 /* "tensor" or "block" groups: each parameter joins the group of its key (the tensor's
  * own name or its block), groups in order of first appearance. */
-static dp_status per_layer(ref_clip_groups *g, const ref_dpsgd_config *c, const ref_model *m) {
+static dp_status per_layer(dp_clip_groups *g, const dp_dpsgd_config *c, const dp_model *m) {
     const char *spec = c->groups, *colon = strchr(spec, ':');
     size_t kind_len = colon ? (size_t)(colon - spec) : strlen(spec);
     int by_block;
@@ -110,11 +110,11 @@ static dp_status per_layer(ref_clip_groups *g, const ref_dpsgd_config *c, const 
     DP_TRY(groups_new(g, m->nparams, m->nparams)); /* at most one group per tensor */
     g->ngroups = 0;
     for (int p = 0; p < m->nparams; p++) {
-        char key[REF_MAX_NAME];
+        char key[DP_MAX_NAME];
         if (by_block) block_name(key, m->params[p].name);
         else snprintf(key, sizeof key, "%s", m->params[p].name);
         int k = g->ngroups - 1; /* a block's tensors are contiguous in the canonical order */
-        if (k < 0 || strcmp(g->name[k], key) != 0) snprintf(g->name[k = g->ngroups++], REF_MAX_NAME, "%s", key);
+        if (k < 0 || strcmp(g->name[k], key) != 0) snprintf(g->name[k = g->ngroups++], DP_MAX_NAME, "%s", key);
         g->group_of[p] = k;
     }
     if (!colon) {
@@ -138,7 +138,7 @@ static dp_status per_layer(ref_clip_groups *g, const ref_dpsgd_config *c, const 
 }
 
 /* "NAME=GLOB[|GLOB...]:R;..." — a parameter joins the first group (spec order) with a matching glob. */
-static dp_status named_groups(ref_clip_groups *g, const ref_dpsgd_config *c, const ref_model *m) {
+static dp_status named_groups(dp_clip_groups *g, const dp_dpsgd_config *c, const dp_model *m) {
     const char *spec = c->groups;
     int ng = 1;
     for (const char *s = spec; *s; s++) ng += *s == ';';
@@ -148,7 +148,7 @@ static dp_status named_groups(ref_clip_groups *g, const ref_dpsgd_config *c, con
     for (int k = 0; k < ng; k++) {
         const char *end = strchr(item, ';');
         size_t len = end ? (size_t)(end - item) : strlen(item);
-        char buf[REF_MAX_SPEC];
+        char buf[DP_MAX_SPEC];
         snprintf(buf, sizeof buf, "%.*s", (int)len, item);
         item = end ? end + 1 : item + len;
         if (len == 0) return dp_error(DP_ERR_INVALID, "--groups '%s': empty group", spec);
@@ -157,10 +157,10 @@ static dp_status named_groups(ref_clip_groups *g, const ref_dpsgd_config *c, con
             return dp_error(DP_ERR_INVALID, "--groups: group '%s' is not NAME=GLOB[|GLOB...]:R", buf);
         *eq = '\0';
         *colon = '\0';
-        if (strlen(buf) >= REF_MAX_NAME) return dp_error(DP_ERR_INVALID, "--groups: group name '%s' too long", buf);
+        if (strlen(buf) >= DP_MAX_NAME) return dp_error(DP_ERR_INVALID, "--groups: group name '%s' too long", buf);
         for (int j = 0; j < k; j++)
             if (strcmp(g->name[j], buf) == 0) return dp_error(DP_ERR_INVALID, "--groups: group '%s' repeated", buf);
-        snprintf(g->name[k], REF_MAX_NAME, "%s", buf);
+        snprintf(g->name[k], DP_MAX_NAME, "%s", buf);
         DP_TRY(dp_parse_double(&g->thresh[k], "--groups threshold", colon + 1));
         if (!(g->thresh[k] > 0))
             return dp_error(DP_ERR_INVALID, "--groups: threshold of group '%s' must be > 0 (got %g)", buf, g->thresh[k]);
@@ -195,30 +195,30 @@ static inline void neum_push(opt_neum *a, double x) {
     a->s = t;
 }
 
-dp_status opt_clip_groups_make(ref_clip_groups *g, const ref_dpsgd_config *c, const ref_model *m) {
+dp_status opt_clip_groups_make(dp_clip_groups *g, const dp_dpsgd_config *c, const dp_model *m) {
     memset(g, 0, sizeof *g);
     dp_status st = DP_OK;
     switch (c->style) {
-    case REF_CLIP_FLAT:
+    case DP_CLIP_FLAT:
         if (c->groups[0]) return dp_error(DP_ERR_USAGE, "--groups applies to --clipping per-layer or group only");
         st = groups_new(g, 1, m->nparams); /* group_of all 0 */
-        if (st == DP_OK) { snprintf(g->name[0], REF_MAX_NAME, "all"); g->thresh[0] = c->clip; }
+        if (st == DP_OK) { snprintf(g->name[0], DP_MAX_NAME, "all"); g->thresh[0] = c->clip; }
         break;
-    case REF_CLIP_PER_LAYER: st = per_layer(g, c, m); break;
-    case REF_CLIP_GROUP: st = named_groups(g, c, m); break;
+    case DP_CLIP_PER_LAYER: st = per_layer(g, c, m); break;
+    case DP_CLIP_GROUP: st = named_groups(g, c, m); break;
     default: st = dp_error(DP_ERR_INVALID, "--clipping: unknown style %d", (int)c->style);
     }
     if (st != DP_OK) { opt_clip_groups_free(g); return st; }
-    if (c->style == REF_CLIP_FLAT) { g->c_total = c->clip; return DP_OK; }
+    if (c->style == DP_CLIP_FLAT) { g->c_total = c->clip; return DP_OK; }
     opt_neum a = {0, 0}; /* C_total = sqrt(NS(R_m^2)), groups in order */
     for (int k = 0; k < g->ngroups; k++) neum_push(&a, g->thresh[k] * g->thresh[k]);
     g->c_total = sqrt(a.s + a.comp);
     return DP_OK;
 }
 
-double opt_clip_factor(ref_clip_fn fn, double norm, double thresh, double gamma) {
+double opt_clip_factor(dp_clip_fn fn, double norm, double thresh, double gamma) {
     switch (fn) {
-    case REF_CLIPFN_AUTOMATIC: return thresh / (norm + gamma);
+    case DP_CLIPFN_AUTOMATIC: return thresh / (norm + gamma);
     default: return norm <= thresh ? 1.0 : thresh / norm; /* abadi (a NaN norm gives NaN) */
     }
 }
@@ -226,7 +226,7 @@ double opt_clip_factor(ref_clip_fn fn, double norm, double thresh, double gamma)
 /* ---------------------------------------------------------------- norms */
 
 /* The scaled norm of the selected elements (sel[p] != 0): s sqrt(NS((x/s)^2)), s = max |x|. */
-static double scaled_norm(const ref_model *m, const unsigned char *sel, double *const *gi) {
+static double scaled_norm(const dp_model *m, const unsigned char *sel, double *const *gi) {
     double s = 0;
     for (int p = 0; p < m->nparams; p++)
         if (sel[p])
@@ -245,7 +245,7 @@ static double scaled_norm(const ref_model *m, const unsigned char *sel, double *
     return s * sqrt(a.s + a.comp);
 }
 
-dp_status opt_norms_double(double *norm, double *gnorm, const ref_model *m, const ref_clip_groups *g,
+dp_status opt_norms_double(double *norm, double *gnorm, const dp_model *m, const dp_clip_groups *g,
                            double *const *gi, int finite) {
     const int G = g->ngroups, P = m->nparams;
     opt_neum *acc = calloc((size_t)G + 1, sizeof *acc); /* [G groups | total] */

@@ -19,21 +19,21 @@
 #define OPT_GAUSS_ABS_MAX 8.571674348652905
 #define OPT_LAPLACE_ABS_MAX 36.04365338911715
 
-static double denominator(const ref_dpzo_hparams *hp) { return ((hp->q * (double)hp->n_data) * 2.0) * hp->phi; }
+static double denominator(const dp_dpzo_hparams *hp) { return ((hp->q * (double)hp->n_data) * 2.0) * hp->phi; }
 
 /* The scale of Z_j: sigma C sqrt(n) (Gaussian) or sigma C n (Laplace). */
-static double noise_scale(const ref_dpzo_hparams *hp) {
+static double noise_scale(const dp_dpzo_hparams *hp) {
     double sc = hp->sigma * hp->clip;
-    return hp->mech == REF_DPZO_GAUSSIAN ? sc * sqrt((double)hp->n_spsa) : sc * (double)hp->n_spsa;
+    return hp->mech == DP_DPZO_GAUSSIAN ? sc * sqrt((double)hp->n_spsa) : sc * (double)hp->n_spsa;
 }
 
-dp_status opt_dpzo_check(const ref_dpzo_hparams *hp) {
+dp_status opt_dpzo_check(const dp_dpzo_hparams *hp) {
     if (hp->n_data < 1) return dp_error(DP_ERR_INVALID, "--dataset-size must be >= 1 (got %" PRId64 ")", hp->n_data);
     if (hp->steps < 1 || hp->steps > (int64_t)UINT32_MAX)
         return dp_error(DP_ERR_INVALID, "--steps must be in [1, 2^32 - 1] (got %" PRId64 ")", hp->steps);
-    if (hp->n_spsa < 1 || hp->n_spsa > REF_DPZO_MAX_N)
-        return dp_error(DP_ERR_INVALID, "--n-spsa must be in [1, %d] (got %d)", REF_DPZO_MAX_N, hp->n_spsa);
-    if (hp->mech != REF_DPZO_GAUSSIAN && hp->mech != REF_DPZO_LAPLACE)
+    if (hp->n_spsa < 1 || hp->n_spsa > DP_DPZO_MAX_N)
+        return dp_error(DP_ERR_INVALID, "--n-spsa must be in [1, %d] (got %d)", DP_DPZO_MAX_N, hp->n_spsa);
+    if (hp->mech != DP_DPZO_GAUSSIAN && hp->mech != DP_DPZO_LAPLACE)
         return dp_error(DP_ERR_INVALID, "--noise must be gaussian or laplace");
     struct { const char *opt; double v; int zero_ok; } pos[] = {
         {"--clip", hp->clip, 0}, {"--sigma", hp->sigma, 1}, {"--phi", hp->phi, 0},
@@ -45,7 +45,7 @@ dp_status opt_dpzo_check(const ref_dpzo_hparams *hp) {
         return dp_error(DP_ERR_INVALID, "--q, --dataset-size and --phi: (q N) 2 phi = %g is not a normal finite number", den);
     if (!isfinite(hp->phi * OPT_GAUSS_ABS_MAX))
         return dp_error(DP_ERR_INVALID, "--phi %g: phi z overflows for |z| = %g", hp->phi, OPT_GAUSS_ABS_MAX);
-    double zmax = noise_scale(hp) * (hp->mech == REF_DPZO_GAUSSIAN ? OPT_GAUSS_ABS_MAX : OPT_LAPLACE_ABS_MAX);
+    double zmax = noise_scale(hp) * (hp->mech == DP_DPZO_GAUSSIAN ? OPT_GAUSS_ABS_MAX : OPT_LAPLACE_ABS_MAX);
     if (!isfinite(((double)hp->n_data * hp->clip + zmax) / den))
         return dp_error(DP_ERR_INVALID, "--clip, --sigma, --phi, --q and --dataset-size allow a released scalar "
                         "(N C + max|Z|) / ((q N) 2 phi) that is not finite");
@@ -53,7 +53,7 @@ dp_status opt_dpzo_check(const ref_dpzo_hparams *hp) {
 }
 
 dp_status opt_dpzo_direction(double *z, dp_seed seed, int64_t step, int p, int j, int64_t numel) {
-    if (p < 0 || p >= REF_DPZO_MAX_PARAMS || j < 0 || j >= REF_DPZO_MAX_N || step < 1 || step > (int64_t)UINT32_MAX)
+    if (p < 0 || p >= DP_DPZO_MAX_PARAMS || j < 0 || j >= DP_DPZO_MAX_N || step < 1 || step > (int64_t)UINT32_MAX)
         return dp_error(DP_ERR_INVALID, "DP-ZO direction (step %" PRId64 ", parameter %d, direction %d) out of range",
                         step, p, j);
     dp_stream s;
@@ -62,11 +62,11 @@ dp_status opt_dpzo_direction(double *z, dp_seed seed, int64_t step, int p, int j
     return DP_OK;
 }
 
-dp_status opt_dpzo_noise(double *noise, const ref_dpzo_hparams *hp, int64_t step) {
+dp_status opt_dpzo_noise(double *noise, const dp_dpzo_hparams *hp, int64_t step) {
     if (step < 1 || step > (int64_t)UINT32_MAX) return dp_error(DP_ERR_INVALID, "DP-ZO noise: step %" PRId64 " out of range", step);
     dp_stream s;
     DP_TRY(dp_stream_secret(&s, hp->key, DP_PURPOSE_DPZO_NOISE, (uint32_t)step, 0));
-    if (hp->mech == REF_DPZO_GAUSSIAN) dp_rng_fill_gaussian(noise, &s, 0, (size_t)hp->n_spsa);
+    if (hp->mech == DP_DPZO_GAUSSIAN) dp_rng_fill_gaussian(noise, &s, 0, (size_t)hp->n_spsa);
     else dp_rng_fill_laplace(noise, &s, 0, (size_t)hp->n_spsa);
     double scale = noise_scale(hp);
     for (int j = 0; j < hp->n_spsa; j++) noise[j] = scale * noise[j];
@@ -75,7 +75,7 @@ dp_status opt_dpzo_noise(double *noise, const ref_dpzo_hparams *hp, int64_t step
 
 double opt_dpzo_clip(double d, double c) { return fmin(fmax(d, -c), c); }
 
-dp_status opt_dpzo_scalars(double *scalar, const ref_dpzo_hparams *hp, const double *sum, const double *noise,
+dp_status opt_dpzo_scalars(double *scalar, const dp_dpzo_hparams *hp, const double *sum, const double *noise,
                            int64_t step) {
     double den = denominator(hp);
     for (int j = 0; j < hp->n_spsa; j++) {
@@ -103,7 +103,7 @@ void opt_f64_arrays_free(double **a, int nparams) {
  * element the order is j ascending, as docs/dpzo.md step 3), then theta is updated. */
 dp_status opt_dpzo_update(double *const *theta, const int64_t *numel, int nparams, dp_seed seed, int64_t step,
                           const double *scalar, int n, double lr, double weight_decay) {
-    if (n < 1 || n > REF_DPZO_MAX_N) return dp_error(DP_ERR_INVALID, "DP-ZO update: n-spsa %d out of range", n);
+    if (n < 1 || n > DP_DPZO_MAX_N) return dp_error(DP_ERR_INVALID, "DP-ZO update: n-spsa %d out of range", n);
     double **u = opt_f64_arrays_alloc(numel, nparams), **z = opt_f64_arrays_alloc(numel, nparams);
     dp_status st = u && z ? DP_OK : dp_error(DP_ERR_NOMEM, "DP-ZO update: out of memory");
     for (int j = 0; st == DP_OK && j < n; j++)

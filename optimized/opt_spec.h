@@ -21,8 +21,8 @@
 
 #include "common/rng.h"
 #include "common/status.h"
-#include "reference/dpsgd.h"
-#include "reference/dpzo.h"
+#include "common/spec_dpsgd.h"
+#include "common/spec_dpzo.h"
 
 /* ---- sampling (opt_sampling.c) ---- */
 /* The Poisson batch of step `step` (1-based, < 2^32): idx[0..*b) = the ascending
@@ -32,34 +32,34 @@ dp_status opt_poisson(int64_t *idx, int64_t *b, dp_noise_key key, int64_t step, 
 
 /* ---- DP-SGD clipping (opt_clip.c) ---- */
 /* Every range of docs/dpsgd.md "Command" (messages name the option). */
-dp_status opt_dpsgd_config_check(const ref_dpsgd_config *c);
+dp_status opt_dpsgd_config_check(const dp_dpsgd_config *c);
 /* Clipping groups of docs/dpsgd.md "Clipping groups": flat, per-layer tensor|block
  * (blocks recognised by parameter name), explicit thresholds, group globs; C_total. */
-dp_status opt_clip_groups_make(ref_clip_groups *g, const ref_dpsgd_config *c, const ref_model *m);
-void opt_clip_groups_free(ref_clip_groups *g);
+dp_status opt_clip_groups_make(dp_clip_groups *g, const dp_dpsgd_config *c, const dp_model *m);
+void opt_clip_groups_free(dp_clip_groups *g);
 /* abadi: 1 when norm <= thresh, else thresh / norm; automatic: thresh / (norm + gamma). */
-double opt_clip_factor(ref_clip_fn fn, double norm, double thresh, double gamma);
+double opt_clip_factor(dp_clip_fn fn, double norm, double thresh, double gamma);
 /* Norms of one example (docs/dpsgd.md step 4): gnorm[G] and the total norm, each the
  * sqrt of a Neumaier sum of squares (parameters in order, elements in order); for a
  * finite example (finite = 1) a non-finite sum is replaced by the scaled form
  * s sqrt(NS((x/s)^2)), s = max |x|. Only m->nparams and m->params[p].numel are read. */
-dp_status opt_norms_double(double *norm, double *gnorm, const ref_model *m, const ref_clip_groups *g,
+dp_status opt_norms_double(double *norm, double *gnorm, const dp_model *m, const dp_clip_groups *g,
                            double *const *gi, int finite);
 
 /* ---- DP-ZO (opt_dpzo_ops.c) ---- */
 /* Every range of docs/dpzo.md, including the finiteness of the denominator, of
  * phi * max|z| and of the worst-case released scalar. */
-dp_status opt_dpzo_check(const ref_dpzo_hparams *hp);
+dp_status opt_dpzo_check(const dp_dpzo_hparams *hp);
 /* z[e] = gaussian(DPZO_DIR, seed, stream step, lane p | j << 16, element e), e < numel. */
 dp_status opt_dpzo_direction(double *z, dp_seed seed, int64_t step, int p, int j, int64_t numel);
 /* noise[j] = Z_j for j < n_spsa: the scaled Gaussian or Laplace elements 0..n-1 of
  * DPZO_NOISE(key, stream step, lane 0). */
-dp_status opt_dpzo_noise(double *noise, const ref_dpzo_hparams *hp, int64_t step);
+dp_status opt_dpzo_noise(double *noise, const dp_dpzo_hparams *hp, int64_t step);
 /* clip(d, [-C, C]) for a finite d. */
 double opt_dpzo_clip(double d, double c);
 /* scalar[j] = (sum[j] + noise[j]) / (((q N) 2) phi), j < n_spsa; DP_ERR_INVALID if one
  * is not finite. */
-dp_status opt_dpzo_scalars(double *scalar, const ref_dpzo_hparams *hp, const double *sum, const double *noise,
+dp_status opt_dpzo_scalars(double *scalar, const dp_dpzo_hparams *hp, const double *sum, const double *noise,
                            int64_t step);
 /* theta <- theta - lr (u / n + wd theta), u[p][e] = sum over j ascending of s_j z_j[p][e]
  * (directions regenerated from the seed); DP_ERR_INVALID if an element becomes non-finite. */

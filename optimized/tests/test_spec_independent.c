@@ -28,6 +28,8 @@
 #include "common/hash.h"
 #include "common/test.h"
 #include "optimized/opt_spec.h"
+#include "reference/dpsgd.h"
+#include "reference/dpzo.h"
 
 static uint64_t rng_state;
 static uint64_t rnd(void) { /* splitmix64 */
