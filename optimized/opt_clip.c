@@ -157,10 +157,11 @@ static dp_status named_groups(dp_clip_groups *g, const dp_dpsgd_config *c, const
             return dp_error(DP_ERR_INVALID, "--groups: group '%s' is not NAME=GLOB[|GLOB...]:R", buf);
         *eq = '\0';
         *colon = '\0';
-        if (strlen(buf) >= DP_MAX_NAME) return dp_error(DP_ERR_INVALID, "--groups: group name '%s' too long", buf);
+        size_t name_len = strlen(buf);
+        if (name_len >= DP_MAX_NAME) return dp_error(DP_ERR_INVALID, "--groups: group name '%s' too long", buf);
         for (int j = 0; j < k; j++)
             if (strcmp(g->name[j], buf) == 0) return dp_error(DP_ERR_INVALID, "--groups: group '%s' repeated", buf);
-        snprintf(g->name[k], DP_MAX_NAME, "%s", buf);
+        memcpy(g->name[k], buf, name_len + 1);
         DP_TRY(dp_parse_double(&g->thresh[k], "--groups threshold", colon + 1));
         if (!(g->thresh[k] > 0))
             return dp_error(DP_ERR_INVALID, "--groups: threshold of group '%s' must be > 0 (got %g)", buf, g->thresh[k]);
