@@ -9,21 +9,22 @@
 #include <string.h>
 
 #include "common/safetensors.h"
+#include "optimized/opt_spec.h"
 #include "optimized/train.h"
 
-dp_status opt_dpzo_init(opt_dpzo *s, opt_backend *be, const ref_dpzo_hparams *hp, const ref_model *m) {
+dp_status opt_dpzo_init(opt_dpzo *s, opt_backend *be, const dp_dpzo_hparams *hp, const dp_model *m) {
     memset(s, 0, sizeof *s);
-    DP_TRY(ref_dpzo_check(hp));
-    if (m->nparams > REF_DPZO_MAX_PARAMS) return dp_error(DP_ERR_INVALID, "too many parameter tensors for DP-ZO lanes");
+    DP_TRY(opt_dpzo_check(hp));
+    if (m->nparams > DP_DPZO_MAX_PARAMS) return dp_error(DP_ERR_INVALID, "too many parameter tensors for DP-ZO lanes");
     s->be = be;
     s->hp = *hp;
     s->nparams = m->nparams;
     s->numel = calloc((size_t)m->nparams, sizeof(int64_t));
     if (!s->numel) return dp_error(DP_ERR_NOMEM, "out of memory");
     for (int p = 0; p < m->nparams; p++) s->numel[p] = m->params[p].numel;
-    s->theta = ref_dpzo_arrays_alloc(s->numel, s->nparams);
-    s->work = ref_dpzo_arrays_alloc(s->numel, s->nparams);
-    s->z = ref_dpzo_arrays_alloc(s->numel, s->nparams);
+    s->theta = opt_f64_arrays_alloc(s->numel, s->nparams);
+    s->work = opt_f64_arrays_alloc(s->numel, s->nparams);
+    s->z = opt_f64_arrays_alloc(s->numel, s->nparams);
     if (!s->theta || !s->work || !s->z) { opt_dpzo_free(s); return dp_error(DP_ERR_NOMEM, "out of memory"); }
     for (int p = 0; p < m->nparams; p++) memcpy(s->theta[p], m->params[p].data, sizeof(double) * (size_t)s->numel[p]);
     dp_status st = opt_model_create(&s->om, be, m);
@@ -33,13 +34,13 @@ dp_status opt_dpzo_init(opt_dpzo *s, opt_backend *be, const ref_dpzo_hparams *hp
 
 void opt_dpzo_free(opt_dpzo *s) {
     if (s->om.be) opt_model_free(&s->om);
-    ref_dpzo_arrays_free(s->theta, s->nparams); ref_dpzo_arrays_free(s->work, s->nparams); ref_dpzo_arrays_free(s->z, s->nparams);
+    opt_f64_arrays_free(s->theta, s->nparams); opt_f64_arrays_free(s->work, s->nparams); opt_f64_arrays_free(s->z, s->nparams);
     free(s->numel);
     memset(s, 0, sizeof *s);
 }
 
 /* Losses of the share idx[0..nl) at theta + sign phi z (z of the current direction). */
-static dp_status share_losses(double *out, opt_dpzo *s, const ref_dataset *d, const int64_t *idx, int64_t nl,
+static dp_status share_losses(double *out, opt_dpzo *s, const dp_dataset *d, const int64_t *idx, int64_t nl,
                               double sign) {
     for (int p = 0; p < s->nparams; p++)
         for (int64_t e = 0; e < s->numel[p]; e++)
@@ -48,15 +49,15 @@ static dp_status share_losses(double *out, opt_dpzo *s, const ref_dataset *d, co
     return opt_forward_loss(out, &s->om, d, idx, nl);
 }
 
-dp_status opt_dpzo_step(ref_dpzo_step_out *out, opt_dpzo *s, const ref_dataset *d, int64_t step, int gather) {
-    const ref_dpzo_hparams *hp = &s->hp;
+dp_status opt_dpzo_step(dp_dpzo_step_out *out, opt_dpzo *s, const dp_dataset *d, int64_t step, int gather) {
+    const dp_dpzo_hparams *hp = &s->hp;
     opt_backend *be = s->be;
     const int n = hp->n_spsa, R = be->comm.size, rank = be->comm.rank;
     if (out->cap_n_data < hp->n_data || out->n != n)
         return dp_error(DP_ERR_INTERNAL, "DP-ZO step output allocated for the wrong sizes");
     if (step < 1 || step > (int64_t)UINT32_MAX) return dp_error(DP_ERR_INVALID, "step %" PRId64 " out of range", step);
     out->step = step;
-    DP_TRY(ref_dpzo_poisson(out->idx, &out->b, hp->key, step, hp->q, hp->n_data)); /* global */
+    DP_TRY(opt_poisson(out->idx, &out->b, hp->key, step, hp->q, hp->n_data)); /* global */
     int64_t b = out->b, lo, hi;
     opt_rank_share(&lo, &hi, b, rank, R);
     int64_t nl = hi - lo;
@@ -66,7 +67,7 @@ dp_status opt_dpzo_step(ref_dpzo_step_out *out, opt_dpzo *s, const ref_dataset *
     dp_status st = (lp && lm && dc && red) ? DP_OK : dp_error(DP_ERR_NOMEM, "out of memory");
     for (int j = 0; st == DP_OK && j < n; j++) {
         for (int p = 0; st == DP_OK && p < s->nparams; p++)
-            st = ref_dpzo_direction(s->z[p], hp->seed, step, p, j, s->numel[p]); /* public DPZO_DIR stream */
+            st = opt_dpzo_direction(s->z[p], hp->seed, step, p, j, s->numel[p]); /* public DPZO_DIR stream */
         if (st == DP_OK && nl > 0) st = share_losses(lp + j * nl, s, d, out->idx + lo, nl, +1.0);
         if (st == DP_OK && nl > 0) st = share_losses(lm + j * nl, s, d, out->idx + lo, nl, -1.0);
         double sum = 0;
@@ -76,7 +77,7 @@ dp_status opt_dpzo_step(ref_dpzo_step_out *out, opt_dpzo *s, const ref_dataset *
                 dc[j * nl + k] = 0.0;
                 red[n + 1] += 1.0;
             } else {
-                dc[j * nl + k] = ref_dpzo_clip(df, hp->clip);
+                dc[j * nl + k] = opt_dpzo_clip(df, hp->clip);
                 red[n] += 0.5 * (lp[j * nl + k] + lm[j * nl + k]);
             }
             sum += dc[j * nl + k];
@@ -99,11 +100,9 @@ dp_status opt_dpzo_step(ref_dpzo_step_out *out, opt_dpzo *s, const ref_dataset *
         }
         free(all);
     }
-    for (int j = 0; st == DP_OK && j < n; j++) {
-        out->sum[j] = red[j];
-        st = ref_dpzo_noise(&out->noise[j], hp, step, j); /* the single draw, same on every rank */
-        if (st == DP_OK) st = ref_dpzo_scalar_(&out->scalar[j], hp, out->sum[j], out->noise[j], step, j);
-    }
+    for (int j = 0; j < n; j++) out->sum[j] = red[j];
+    if (st == DP_OK) st = opt_dpzo_noise(out->noise, hp, step); /* the single draw, same on every rank */
+    if (st == DP_OK) st = opt_dpzo_scalars(out->scalar, hp, out->sum, out->noise, step);
     out->ndropped = (int64_t)red[n + 1]; /* an exact integer count (< 2^53) */
     int64_t kept = b * (int64_t)n - out->ndropped;
     out->loss = kept ? red[n] / (double)kept : NAN;
@@ -122,7 +121,7 @@ dp_status opt_dpzo_step(ref_dpzo_step_out *out, opt_dpzo *s, const ref_dataset *
     }
     /* the public update, identical on every rank */
     if (st == DP_OK)
-        st = ref_dpzo_update(s->theta, s->numel, s->nparams, hp->seed, step, out->scalar, n, hp->lr, hp->weight_decay);
+        st = opt_dpzo_update(s->theta, s->numel, s->nparams, hp->seed, step, out->scalar, n, hp->lr, hp->weight_decay);
     free(lp); free(lm); free(dc); free(red);
     return st;
 }
@@ -130,13 +129,13 @@ dp_status opt_dpzo_step(ref_dpzo_step_out *out, opt_dpzo *s, const ref_dataset *
 /* ---------------------------------------------------------------- the command */
 
 dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
-    ref_dpzo_cli z;
-    ref_dpzo_cli_init(&z);
+    dp_dpzo_cli z;
+    dp_dpzo_cli_init(&z);
     opt_train_cli t;
     opt_train_cli_init(&t);
-    dp_opt opts[REF_DPZO_NOPTS + OPT_TRAIN_NOPTS];
+    dp_opt opts[DP_DPZO_NOPTS + OPT_TRAIN_NOPTS];
     size_t nopts = 0;
-    DP_TRY(ref_dpzo_cli_add_opts(opts, &nopts, REF_DPZO_NOPTS, &z));
+    DP_TRY(dp_dpzo_cli_add_opts(opts, &nopts, DP_DPZO_NOPTS, &z));
     opt_train_add_opts(opts, &nopts, &t);
     DP_TRY(dp_opts_parse(opts, nopts, argc, argv, NULL, 0, NULL, help));
     if (*help) {
@@ -151,28 +150,28 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     opt_backend_config bc;
     opt_dp_options eo;
     DP_TRY(opt_train_parse(&bc, &eo, &t, 1));
-    ref_model_config cfg;
-    ref_dpzo_hparams hp;
-    DP_TRY(ref_dpzo_cli_finish(&cfg, &hp, &z));
+    dp_model_config cfg;
+    dp_dpzo_hparams hp;
+    DP_TRY(dp_dpzo_cli_finish(&cfg, &hp, &z, opt_dpzo_check));
     opt_backend *be = NULL;
     DP_TRY(opt_train_start(&be, &bc, &hp.key, use_mpi));
     int rank = be->comm.rank;
     if (rank == 0 && z.reveal_key && !z.seen_key) dp_cli_reveal_noise_key("train dpzo", hp.key.k);
-    ref_model m;
-    ref_dataset d;
+    dp_model m;
+    dp_dataset d;
     memset(&m, 0, sizeof m); memset(&d, 0, sizeof d);
     opt_dpzo s;
     memset(&s, 0, sizeof s);
-    ref_dpzo_step_out out;
+    dp_dpzo_step_out out;
     memset(&out, 0, sizeof out);
     double **before = NULL;
-    dp_status st = ref_model_init(&m, &cfg, hp.seed);
-    if (st == DP_OK) st = ref_dpzo_cli_dataset(&d, &hp, &cfg, &z);
+    dp_status st = dp_model_init(&m, &cfg, hp.seed);
+    if (st == DP_OK) st = dp_dpzo_cli_dataset(&d, &hp, &cfg, &z, opt_dpzo_check);
     if (st == DP_OK) st = opt_dpzo_init(&s, be, &hp, &m);
-    if (st == DP_OK) st = ref_dpzo_step_out_alloc(&out, hp.n_data, hp.n_spsa);
+    if (st == DP_OK) st = dp_dpzo_step_out_alloc(&out, hp.n_data, hp.n_spsa);
     if (st == DP_OK && t.seen_export) {
         if (rank == 0) st = opt_make_dir(t.export_dir);
-        before = ref_dpzo_arrays_alloc(s.numel, s.nparams);
+        before = opt_f64_arrays_alloc(s.numel, s.nparams);
         if (!before && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "out of memory");
     }
     char nranks[32], nthreads[32];
@@ -183,8 +182,8 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     if (st == DP_OK && rank == 0)
         printf("dpzo (optimized, %s backend, %d rank%s): model %s, %" PRId64 " parameters, N=%" PRId64 ", q=%g, K=%" PRId64
                ", C=%g, sigma=%g (%s), phi=%g, lr=%g, n-spsa=%d, seed=%" PRIu64 "\n",
-               be->name, be->comm.size, be->comm.size > 1 ? "s" : "", cfg.kind == REF_MLP ? "mlp" : "llama", m.total,
-               hp.n_data, hp.q, hp.steps, hp.clip, hp.sigma, ref_dpzo_mech_name(hp.mech), hp.phi, hp.lr, hp.n_spsa,
+               be->name, be->comm.size, be->comm.size > 1 ? "s" : "", cfg.kind == DP_MLP ? "mlp" : "llama", m.total,
+               hp.n_data, hp.q, hp.steps, hp.clip, hp.sigma, dp_dpzo_mech_name(hp.mech), hp.phi, hp.lr, hp.n_spsa,
                hp.seed.k);
     for (int64_t step = 1; st == DP_OK && step <= hp.steps; step++) {
         if (before)
@@ -194,26 +193,27 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
         if (before) {
             /* the reference's tensors and hyperparameter keys, then "model" and the engine's keys */
             dp_tensor_set ts;
-            st = ref_dpzo_export_set(&ts, &m, &hp, REF_DPZO_KEY_EXPORTED(&z), z.m.seen_data, before, s.theta, &out);
-            if (st == DP_OK) st = dp_tset_set_meta(&ts, "model", cfg.kind == REF_MLP ? "mlp" : "llama");
+            st = dp_dpzo_export_set(&ts, &m, &hp, DP_DPZO_KEY_EXPORTED(&z), z.m.seen_data, before, s.theta, &out,
+                                   opt_dpzo_direction);
+            if (st == DP_OK) st = dp_tset_set_meta(&ts, "model", cfg.kind == DP_MLP ? "mlp" : "llama");
             for (int k = 0; st == DP_OK && extra[k] && extra[k + 1]; k += 2)
                 st = dp_tset_set_meta(&ts, extra[k], extra[k + 1]);
-            if (st == DP_OK) st = ref_dpzo_export_write(t.export_dir, step, &ts);
+            if (st == DP_OK) st = dp_dpzo_export_write(t.export_dir, step, &ts);
             dp_tset_free(&ts);
         }
-        ref_dpzo_print_step(&out);
+        dp_dpzo_print_step(&out);
         fflush(stdout);
     }
     if (st == DP_OK && rank == 0) {
         char hex[65];
-        st = ref_dpzo_theta_sha256(hex, s.theta, s.numel, s.nparams);
+        st = opt_theta_sha256(hex, s.theta, s.numel, s.nparams);
         if (st == DP_OK) printf("theta_T sha256 %s (after %" PRId64 " steps)\n", hex, hp.steps);
     }
-    ref_dpzo_arrays_free(before, s.nparams);
-    ref_dpzo_step_out_free(&out);
+    opt_f64_arrays_free(before, s.nparams);
+    dp_dpzo_step_out_free(&out);
     opt_dpzo_free(&s);
-    ref_dataset_free(&d);
-    ref_model_free(&m);
+    dp_dataset_free(&d);
+    dp_model_free(&m);
     opt_backend_destroy(be);
     return st;
 }

@@ -36,12 +36,12 @@ void opt_arena_free(opt_arena *ar) {
 }
 
 /* ---------------------------------------------------------------- model */
-dp_status opt_model_create(opt_model *om, opt_backend *be, const ref_model *m) {
+dp_status opt_model_create(opt_model *om, opt_backend *be, const dp_model *m) {
     memset(om, 0, sizeof *om);
     om->be = be;
     om->cfg = m->cfg;
     om->np = m->nparams;
-    om->T = m->cfg.kind == REF_LLAMA ? m->cfg.seq : 1;
+    om->T = m->cfg.kind == DP_LLAMA ? m->cfg.seq : 1;
     om->name = calloc((size_t)om->np, sizeof *om->name);
     om->numel = calloc((size_t)om->np, sizeof *om->numel);
     om->shape = calloc((size_t)om->np, sizeof *om->shape);
@@ -53,8 +53,8 @@ dp_status opt_model_create(opt_model *om, opt_backend *be, const ref_model *m) {
     }
     size_t es = opt_backend_esize(be);
     for (int p = 0; p < om->np; p++) {
-        const ref_param *P = &m->params[p];
-        snprintf(om->name[p], REF_MAX_NAME, "%s", P->name);
+        const dp_param *P = &m->params[p];
+        snprintf(om->name[p], DP_MAX_NAME, "%s", P->name);
         om->numel[p] = P->numel;
         om->shape[p][0] = P->shape[0];
         om->shape[p][1] = P->ndim > 1 ? P->shape[1] : 0;
@@ -64,7 +64,7 @@ dp_status opt_model_create(opt_model *om, opt_backend *be, const ref_model *m) {
         if (st != DP_OK) { opt_model_free(om); return st; }
         om->src[p] = P->ndim > 1 ? OPT_SRC_LINEAR : OPT_SRC_DIRECT;
     }
-    if (m->cfg.kind == REF_LLAMA) {
+    if (m->cfg.kind == DP_LLAMA) {
         om->src[0] = m->cfg.tied ? OPT_SRC_BOTH : OPT_SRC_DIRECT; /* tok_emb */
     }
     return DP_OK;
@@ -95,7 +95,7 @@ typedef struct {
 
 typedef struct {
     /* mlp: h[i] [B, width_i] (h[0] = x), z-after-activation kept in h[i+1]; logits = h[L+1] */
-    void *h[REF_MAX_HIDDEN + 2];
+    void *h[DP_MAX_HIDDEN + 2];
     /* llama */
     opt_llama_layer *ly;
     void *hfin, *nf, *rf, *logits;
@@ -110,7 +110,7 @@ static dp_status A_(opt_tape *tp, void **out, int64_t nelem) {
     return opt_arena_alloc(&tp->ar, out, opt_backend_esize(tp->ar.be) * (size_t)(nelem > 0 ? nelem : 1));
 }
 
-static int mlp_width(const ref_model_config *c, int i) {
+static int mlp_width(const dp_model_config *c, int i) {
     return i == 0 ? c->in : (i <= c->nhidden ? c->hidden[i - 1] : c->classes);
 }
 
@@ -147,10 +147,10 @@ static dp_status direct_grad(opt_tape *tp, const opt_model *om, opt_mode mode, v
     return OPT_CALL(om->be, sum_rows, grads[pi], rowsbuf, 1, 1, tp->B * tp->T, n);
 }
 
-static dp_status upload_batch(opt_tape *tp, const opt_model *om, const ref_dataset *d, const int64_t *idx) {
+static dp_status upload_batch(opt_tape *tp, const opt_model *om, const dp_dataset *d, const int64_t *idx) {
     opt_backend *be = om->be;
     int64_t B = tp->B;
-    if (om->cfg.kind == REF_MLP) {
+    if (om->cfg.kind == DP_MLP) {
         int in = om->cfg.in;
         double *hx = malloc(sizeof(double) * (size_t)(B * in + 1));
         int32_t *hy = malloc(sizeof(int32_t) * (size_t)(B + 1));
@@ -186,7 +186,7 @@ static dp_status upload_batch(opt_tape *tp, const opt_model *om, const ref_datas
 /* ---------------------------------------------------------------- mlp */
 static dp_status mlp_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
     opt_backend *be = om->be;
-    const ref_model_config *c = &om->cfg;
+    const dp_model_config *c = &om->cfg;
     int L = c->nhidden;
     int64_t B = tp->B;
     f->h[0] = tp->x_dev;
@@ -212,7 +212,7 @@ static dp_status mlp_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
 static dp_status mlp_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, opt_mode mode, void *const *grads,
                               const void *w) {
     opt_backend *be = om->be;
-    const ref_model_config *c = &om->cfg;
+    const dp_model_config *c = &om->cfg;
     int L = c->nhidden;
     int64_t B = tp->B;
     void *dz;
@@ -237,7 +237,7 @@ static dp_status mlp_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, opt
 /* ---------------------------------------------------------------- llama */
 static dp_status llama_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
     opt_backend *be = om->be;
-    const ref_model_config *c = &om->cfg;
+    const dp_model_config *c = &om->cfg;
     const int64_t V = c->vocab, D = c->dim, L = c->layers, H = c->heads, F = c->ffn, T = tp->T, hd = D / H;
     const int64_t B = tp->B, rows = B * T;
     const double eps = c->norm_eps;
@@ -293,7 +293,7 @@ static dp_status llama_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
 static dp_status llama_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, opt_mode mode, void *const *grads,
                                 const void *wrow) {
     opt_backend *be = om->be;
-    const ref_model_config *c = &om->cfg;
+    const dp_model_config *c = &om->cfg;
     const int64_t V = c->vocab, D = c->dim, L = c->layers, H = c->heads, F = c->ffn, T = tp->T, hd = D / H;
     const int64_t B = tp->B, rows = B * T;
     const int iout = c->tied ? 0 : (int)(2 + 9 * L);
@@ -375,7 +375,7 @@ void opt_tape_free(opt_tape *tp) {
     memset(tp, 0, sizeof *tp);
 }
 
-dp_status opt_forward_backward(opt_tape *tp, const opt_model *om, const ref_dataset *d, const int64_t *idx,
+dp_status opt_forward_backward(opt_tape *tp, const opt_model *om, const dp_dataset *d, const int64_t *idx,
                                int64_t B) {
     DP_TRY(tape_init(tp, om, B));
     DP_TRY(A_(tp, &tp->loss, B));
@@ -384,7 +384,7 @@ dp_status opt_forward_backward(opt_tape *tp, const opt_model *om, const ref_data
     if (!f) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     tp->fwd_ = f;
     DP_TRY(upload_batch(tp, om, d, idx));
-    if (om->cfg.kind == REF_MLP) {
+    if (om->cfg.kind == DP_MLP) {
         DP_TRY(mlp_forward(f, tp, om));
         DP_TRY(OPT_CALL(om->be, copy, tp->loss, f->lrows, opt_backend_esize(om->be) * (size_t)B));
         return mlp_backward(tp, om, f, MODE_TAPE, NULL, f->wrow);
@@ -400,7 +400,7 @@ dp_status opt_backward_weighted(void *const *grads, const opt_model *om, opt_tap
     if (!f) return dp_error(DP_ERR_INTERNAL, "engine: weighted backward without a forward pass");
     opt_backend *be = om->be;
     int64_t B = tp->B, T = tp->T;
-    if (om->cfg.kind == REF_MLP) return mlp_backward(tp, om, f, MODE_SUM, grads, c);
+    if (om->cfg.kind == DP_MLP) return mlp_backward(tp, om, f, MODE_SUM, grads, c);
     /* per-row weights c[b] / (T - 1): rows of example b = c[b] * wrow */
     void *w;
     DP_TRY(A_(tp, &w, B * T));
@@ -415,7 +415,7 @@ dp_status opt_backward_weighted(void *const *grads, const opt_model *om, opt_tap
     return llama_backward(tp, om, f, MODE_SUM, grads, w);
 }
 
-dp_status opt_forward_loss(double *loss_host, const opt_model *om, const ref_dataset *d, const int64_t *idx,
+dp_status opt_forward_loss(double *loss_host, const opt_model *om, const dp_dataset *d, const int64_t *idx,
                            int64_t B) {
     opt_tape tp;
     dp_status st = tape_init(&tp, om, B);
@@ -428,7 +428,7 @@ dp_status opt_forward_loss(double *loss_host, const opt_model *om, const ref_dat
     if (st == DP_OK && B > 0) st = upload_batch(&tp, om, d, idx);
     if (st == DP_OK && B > 0) st = A_(&tp, &tp.loss, B);
     if (st == DP_OK && B > 0) {
-        if (om->cfg.kind == REF_MLP) {
+        if (om->cfg.kind == DP_MLP) {
             st = mlp_forward(f, &tp, om);
             if (st == DP_OK) st = OPT_CALL(om->be, download_f64, loss_host, f->lrows, B);
         } else {

@@ -17,15 +17,15 @@
 #include <stdint.h>
 
 #include "optimized/backend.h"
-#include "reference/model.h"
+#include "common/spec_model.h"
 
 typedef enum { OPT_SRC_DIRECT = 0, OPT_SRC_LINEAR = 1, OPT_SRC_BOTH = 2 } opt_src_kind;
 
 typedef struct {
     opt_backend *be;
-    ref_model_config cfg;
+    dp_model_config cfg;
     int np;                   /* parameters, canonical order of reference/model.c */
-    char (*name)[REF_MAX_NAME];
+    char (*name)[DP_MAX_NAME];
     int64_t *numel;
     int64_t (*shape)[2];      /* [p][0..1] (shape[1] = 0 for vectors) */
     void **w;                 /* device parameters, be->dtype */
@@ -53,7 +53,7 @@ typedef struct {
     void *fwd_;               /* forward activations (engine.c) */
 } opt_tape;
 
-dp_status opt_model_create(opt_model *om, opt_backend *be, const ref_model *m);
+dp_status opt_model_create(opt_model *om, opt_backend *be, const dp_model *m);
 void opt_model_free(opt_model *om);
 /* Upload host f64 parameters (in canonical order) / download them. */
 dp_status opt_model_set_params(opt_model *om, double *const *host);
@@ -63,10 +63,10 @@ dp_status opt_arena_alloc(opt_arena *ar, void **out, size_t nbytes);
 void opt_arena_free(opt_arena *ar);
 
 /* Forward + tape backward on examples idx[0..B) of d (B may be 0: empty tape). */
-dp_status opt_forward_backward(opt_tape *tp, const opt_model *om, const ref_dataset *d, const int64_t *idx,
+dp_status opt_forward_backward(opt_tape *tp, const opt_model *om, const dp_dataset *d, const int64_t *idx,
                                int64_t B);
 /* Forward only: per-example losses into loss_host[B] (f64). */
-dp_status opt_forward_loss(double *loss_host, const opt_model *om, const ref_dataset *d, const int64_t *idx,
+dp_status opt_forward_loss(double *loss_host, const opt_model *om, const dp_dataset *d, const int64_t *idx,
                            int64_t B);
 /* The summed second pass: grads[p] (device, numel) += sum_b c[b] * g_b[p], using the
  * forward activations stored in tp (weights c [B] device). */

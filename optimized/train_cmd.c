@@ -19,6 +19,7 @@
 #include "common/cli.h"
 #include "optimized/dpsgd.h"
 #include "optimized/dpzo.h"
+#include "optimized/opt_spec.h"
 #include "optimized/train.h"
 
 static int opt_mpi_inited_here = 0;
@@ -148,13 +149,13 @@ dp_status opt_train_start(opt_backend **be, opt_backend_config *bc, dp_noise_key
 #define CMD "train"
 
 static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
-    ref_dpsgd_cli cli;
-    ref_dpsgd_cli_init(&cli);
+    dp_dpsgd_cli cli;
+    dp_dpsgd_cli_init(&cli);
     opt_train_cli t;
     opt_train_cli_init(&t);
-    dp_opt opts[REF_DPSGD_NOPTS + 16];
+    dp_opt opts[DP_DPSGD_NOPTS + 16];
     size_t n = 0;
-    DP_TRY(ref_dpsgd_cli_add_opts(opts, &n, REF_DPSGD_NOPTS + 16, &cli));
+    DP_TRY(dp_dpsgd_cli_add_opts(opts, &n, DP_DPSGD_NOPTS + 16, &cli));
     opt_train_add_opts(opts, &n, &t);
     DP_TRY(dp_opts_parse(opts, n, argc, argv, NULL, 0, NULL, help));
     if (*help) {
@@ -167,10 +168,10 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     opt_backend_config bc;
     opt_dp_options o;
     DP_TRY(opt_train_parse(&bc, &o, &t, 0));
-    ref_model_config mc;
-    ref_dpsgd_config c;
-    DP_TRY(ref_dpsgd_cli_finish(&mc, &c, &cli));
-    if (c.precision != REF_PREC_DOUBLE)
+    dp_model_config mc;
+    dp_dpsgd_config c;
+    DP_TRY(dp_dpsgd_cli_finish(&mc, &c, &cli, opt_dpsgd_config_check));
+    if (c.precision != DP_PREC_DOUBLE)
         return dp_error(DP_ERR_USAGE, "--precision mpfr is reference-only");
     opt_backend *be = NULL;
     DP_TRY(opt_train_start(&be, &bc, &c.key, use_mpi));
@@ -178,16 +179,16 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     if (rank == 0 && cli.reveal_key && !cli.seen_key) dp_cli_reveal_noise_key("train dpsgd", c.key.k);
     dp_status st = DP_OK;
     if (t.seen_export && rank == 0) st = opt_make_dir(t.export_dir);
-    ref_dataset d;
+    dp_dataset d;
     memset(&d, 0, sizeof d);
-    ref_model m, before;
+    dp_model m, before;
     memset(&m, 0, sizeof m); memset(&before, 0, sizeof before);
     opt_dpsgd s;
     memset(&s, 0, sizeof s);
-    if (st == DP_OK) st = ref_dpsgd_cli_dataset(&d, &mc, &c, &cli);
-    if (st == DP_OK) st = ref_model_init(&m, &mc, c.seed);
+    if (st == DP_OK) st = dp_dpsgd_cli_dataset(&d, &mc, &c, &cli, opt_dpsgd_config_check);
+    if (st == DP_OK) st = dp_model_init(&m, &mc, c.seed);
     if (st == DP_OK) st = opt_dpsgd_init(&s, be, &c, &o, &m);
-    ref_dpsgd_step_out out;
+    dp_dpsgd_step_out out;
     memset(&out, 0, sizeof out);
     double **host = calloc((size_t)(m.nparams + 1), sizeof(double *));
     if (!host && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "out of memory");
@@ -201,25 +202,25 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
                            "ranks", nranks, "threads", nthreads, "inject_bug", opt_bug_names[o.bug], NULL};
     for (int64_t step = 1; st == DP_OK && step <= c.steps; step++) {
         if (t.seen_export && rank == 0) {
-            ref_model_free(&before);
-            st = ref_model_copy(&before, &m);
+            dp_model_free(&before);
+            st = dp_model_copy(&before, &m);
             if (st != DP_OK) break;
         }
         st = opt_dpsgd_step(&out, &s, &d, step);
         if (st == DP_OK) st = opt_model_get_params(&s.om, host);
         if (st != DP_OK || rank != 0) continue;
-        ref_dpsgd_print_step(&out);
+        dp_dpsgd_print_step(&out);
         fflush(stdout);
         if (t.seen_export)
-            st = ref_dpsgd_export_write(t.export_dir, &mc, &c, &s.groups, &before, &m, &d, &out,
+            st = dp_dpsgd_export_write(t.export_dir, &mc, &c, &s.groups, &before, &m, &d, &out,
                                         extra);
     }
-    ref_dpsgd_step_free(&out);
+    dp_dpsgd_step_free(&out);
     free(host);
     opt_dpsgd_free(&s);
-    ref_model_free(&before);
-    ref_model_free(&m);
-    ref_dataset_free(&d);
+    dp_model_free(&before);
+    dp_model_free(&m);
+    dp_dataset_free(&d);
     opt_backend_destroy(be);
     return st;
 }

@@ -17,27 +17,6 @@
 
 /* ---------------------------------------------------------------- config */
 
-void ref_dpsgd_config_default(ref_dpsgd_config *c) {
-    memset(c, 0, sizeof *c);
-    c->n = 64;
-    c->q = 0.125;
-    c->steps = 1;
-    c->clip = 1.0;
-    c->sigma = 1.0;
-    c->style = REF_CLIP_FLAT;
-    c->clip_fn = REF_CLIPFN_ABADI;
-    c->gamma = 0.01;
-    c->micro_batches = 1;
-    c->opt = REF_OPT_SGD;
-    c->lr = 0.1;
-    c->momentum = 0.0;
-    c->beta1 = 0.9;
-    c->beta2 = 0.999;
-    c->adam_eps = 1e-8;
-    c->weight_decay = 0.01;
-    c->precision = REF_PREC_DOUBLE;
-}
-
 dp_status ref_dpsgd_config_check(const ref_dpsgd_config *c) {
     if (c->n < 1 || c->n > (int64_t)UINT32_MAX)
         return dp_error(DP_ERR_INVALID, "--dataset-size must be in [1, 2^32 - 1] (got %lld)", (long long)c->n);
@@ -279,16 +258,6 @@ void ref_dpsgd_free(ref_dpsgd_state *st) {
     free_arrays(st->m1, st->nparams);
     free_arrays(st->m2, st->nparams);
     memset(st, 0, sizeof *st);
-}
-
-void ref_dpsgd_step_free(ref_dpsgd_step_out *o) {
-    if (!o) return;
-    free(o->indices); free(o->loss); free(o->norm); free(o->group_norm); free(o->clip_factor); free(o->dropped);
-    free_arrays(o->grad, o->nparams);
-    free_arrays(o->clipped_sum, o->nparams);
-    free_arrays(o->noise, o->nparams);
-    free_arrays(o->private_grad, o->nparams);
-    memset(o, 0, sizeof *o);
 }
 
 /* ---------------------------------------------------------------- the DP stage */

@@ -23,57 +23,46 @@
 
 #include "common/cli.h"
 #include "common/rng.h"
+#include "common/spec_dpsgd.h"
 #include "common/status.h"
 #include "common/tensor.h"
 #include "reference/model.h"
 #include "reference/model_cli.h"
 
-typedef enum { REF_CLIP_FLAT = 0, REF_CLIP_PER_LAYER = 1, REF_CLIP_GROUP = 2 } ref_clip_style;
-typedef enum { REF_CLIPFN_ABADI = 0, REF_CLIPFN_AUTOMATIC = 1 } ref_clip_fn;
-typedef enum { REF_OPT_SGD = 0, REF_OPT_ADAMW = 1 } ref_optimizer;
-typedef enum { REF_PREC_DOUBLE = 0, REF_PREC_MPFR = 1 } ref_precision;
+/* The configuration, groups and step-output structures, the option table and the export
+ * writer are the neutral module common/spec_dpsgd.h; the ref_ names are its aliases. */
+typedef dp_clip_style ref_clip_style;
+#define REF_CLIP_FLAT DP_CLIP_FLAT
+#define REF_CLIP_PER_LAYER DP_CLIP_PER_LAYER
+#define REF_CLIP_GROUP DP_CLIP_GROUP
+typedef dp_clip_fn ref_clip_fn;
+#define REF_CLIPFN_ABADI DP_CLIPFN_ABADI
+#define REF_CLIPFN_AUTOMATIC DP_CLIPFN_AUTOMATIC
+typedef dp_optimizer ref_optimizer;
+#define REF_OPT_SGD DP_OPT_SGD
+#define REF_OPT_ADAMW DP_OPT_ADAMW
+typedef dp_precision ref_precision;
+#define REF_PREC_DOUBLE DP_PREC_DOUBLE
+#define REF_PREC_MPFR DP_PREC_MPFR
+#define REF_MAX_SPEC DP_MAX_SPEC
+typedef dp_dpsgd_config ref_dpsgd_config;
+#define ref_dpsgd_config_default dp_dpsgd_config_default
+typedef dp_clip_groups ref_clip_groups;
+typedef dp_dpsgd_step_out ref_dpsgd_step_out;
+#define ref_dpsgd_step_free dp_dpsgd_step_free
+#define ref_dpsgd_export_set dp_dpsgd_export_set
+#define ref_dpsgd_export_write dp_dpsgd_export_write
+typedef dp_dpsgd_cli ref_dpsgd_cli;
+#define REF_DPSGD_NOPTS DP_DPSGD_NOPTS
+#define ref_dpsgd_cli_init dp_dpsgd_cli_init
+#define ref_dpsgd_cli_add_opts dp_dpsgd_cli_add_opts
+#define ref_dpsgd_print_step dp_dpsgd_print_step
 
-#define REF_MAX_SPEC 1024
 #define REF_MPFR_BITS 256
 
-typedef struct {
-    int64_t n;             /* N, dataset size >= 1                                   */
-    double q;              /* Poisson rate in (0, 1]                                 */
-    int64_t steps;         /* K >= 1                                                 */
-    double clip;           /* C > 0                                                  */
-    double sigma;          /* noise multiplier >= 0                                  */
-    ref_clip_style style;  /* flat | per-layer | group                               */
-    char groups[REF_MAX_SPEC]; /* --groups spec ("" = default for the style)         */
-    ref_clip_fn clip_fn;   /* abadi | automatic                                      */
-    double gamma;          /* automatic clipping stability constant (0.01)          */
-    int64_t micro_batches; /* k >= 1                                                 */
-    ref_optimizer opt;     /* sgd | adamw                                            */
-    double lr;             /* >= 0                                                   */
-    double momentum;       /* sgd: [0, 1)                                            */
-    double beta1, beta2;   /* adamw: [0, 1)                                          */
-    double adam_eps;       /* adamw: > 0                                             */
-    double weight_decay;   /* adamw: >= 0 (decoupled)                                */
-    dp_seed seed;          /* public: init, data                                     */
-    dp_noise_key key;      /* secret: sampling, noise                                */
-    int key_given;         /* 1 when the key came from the command line (exported)  */
-    ref_precision precision;
-} ref_dpsgd_config;
-
-/* Defaults (docs/dpsgd.md): N 64, q 0.125, K 1, C 1, sigma 1, flat, abadi, gamma 0.01,
- * k 1, sgd, lr 0.1, momentum 0, beta1 0.9, beta2 0.999, eps 1e-8, weight decay 0.01
- * (adamw only), seed 0, key 0 (not given), double. */
-void ref_dpsgd_config_default(ref_dpsgd_config *c);
 /* Every range check of the command line (messages name the option). */
 dp_status ref_dpsgd_config_check(const ref_dpsgd_config *c);
 
-/* ---- clipping groups, resolved against a model ---- */
-typedef struct {
-    int ngroups;
-    char (*name)[REF_MAX_NAME]; /* [ngroups] */
-    double *thresh;             /* [ngroups] R_m */
-    int *group_of;              /* [nparams] group index of each parameter */
-    double c_total;             /* C (flat) or sqrt(sum_m R_m^2) (Neumaier) */
-} ref_clip_groups;
 
 /* Resolves the style and --groups spec (docs/dpsgd.md "Clipping groups"):
  *   flat:      one group "all" with R = C ("" spec only);
@@ -110,26 +99,6 @@ double ref_dpsgd_noise_z(dp_noise_key key, int64_t step, int p, int64_t e);
 typedef dp_status (*ref_grad_fn)(double *loss, double *const *grads, const ref_model *m, const ref_dataset *d,
                                  int64_t i, void *ctx);
 
-/* Everything one step produces (the export set). Arrays are owned (ref_dpsgd_step_free). */
-typedef struct {
-    int64_t step;          /* 1-based */
-    int64_t b;             /* realized batch size */
-    int nparams, ngroups;
-    int64_t *indices;      /* [b] ascending */
-    double *loss;          /* [b] */
-    double *norm;          /* [b] norm over all parameters */
-    double *group_norm;    /* [b, ngroups] */
-    double *clip_factor;   /* [b, ngroups] (0 for a dropped example) */
-    int *dropped;          /* [b] 1 when the example was dropped (non-finite) */
-    int64_t ndropped;
-    double **grad;         /* [nparams][b * numel] per-sample gradients (unclipped) */
-    double **clipped_sum;  /* [nparams][numel] */
-    double **noise;        /* [nparams][numel] */
-    double **private_grad; /* [nparams][numel] */
-    double mean_loss;      /* over the non-dropped examples (NaN when none) */
-    double mean_clip;      /* over all examples and groups (NaN when b = 0) */
-} ref_dpsgd_step_out;
-void ref_dpsgd_step_free(ref_dpsgd_step_out *o);
 
 /* Optimizer state and run context. */
 typedef struct {
@@ -153,59 +122,10 @@ dp_status ref_dpsgd_step(ref_dpsgd_step_out *out, ref_model *m, ref_dpsgd_state 
 /* The optimizer alone: params <- update(params, private_grad) (state st, step counter t+1). */
 dp_status ref_dpsgd_apply_optimizer(ref_model *m, ref_dpsgd_state *st, double *const *private_grad);
 
-/* ---- exports (docs/dpsgd.md "Exports") ---- */
-/* Builds one step's export set: params.<name> (from `before`), batch.*, per_sample.*,
- * step.*, params_after.<name> (from `after`) and __metadata__ (every hyperparameter of
- * mc and c, seed, noise key only when c->key_given, step, expected batch size q N, dpcert
- * version, and `extra` key/value pairs, NULL-terminated, may be NULL). The optimized engine
- * fills a ref_dpsgd_step_out with its own values to write identically named exports. */
-dp_status ref_dpsgd_export_set(dp_tensor_set *s, const ref_model_config *mc, const ref_dpsgd_config *c,
-                               const ref_clip_groups *g, const ref_model *before, const ref_model *after,
-                               const ref_dataset *d, const ref_dpsgd_step_out *o, const char *const *extra);
-/* DIR/step-%06lld.safetensors */
-dp_status ref_dpsgd_export_write(const char *dir, const ref_model_config *mc, const ref_dpsgd_config *c,
-                                 const ref_clip_groups *g, const ref_model *before, const ref_model *after,
-                                 const ref_dataset *d, const ref_dpsgd_step_out *o, const char *const *extra);
-
-/* ---- the shared command-line surface (also used by `dpcert train`) ----
- * Usage:
- *   ref_dpsgd_cli cli; ref_dpsgd_cli_init(&cli);
- *   dp_opt opts[64]; size_t n = 0;
- *   ... append your own options to opts ...
- *   DP_TRY(ref_dpsgd_cli_add_opts(opts, &n, 64, &cli));
- *   DP_TRY(dp_opts_parse(opts, n, argc, argv, NULL, 0, NULL, &help));
- *   DP_TRY(ref_dpsgd_cli_finish(&model_cfg, &dpsgd_cfg, &cli));   (validated)
- *   then ref_dpsgd_cli_dataset(&data, &model_cfg, &dpsgd_cfg, &cli) (generated or --data FILE).
- * Options: the model and dataset group of reference/model_cli.h (--model --in --hidden
- * --classes --vocab --dim --layers --heads --ffn --seq --tied --data --dataset-size), then --q --steps --clip --sigma --clipping --groups --clip-fn --gamma
- * --micro-batches --optimizer --lr --momentum --beta1 --beta2 --adam-eps --weight-decay
- * --seed --noise-key. (`reference dpsgd` adds --precision double|mpfr and --export DIR
- * itself; cli->precision stays "double" when the caller has no --precision.) */
-typedef struct {
-    ref_model_cli m; /* --model ... --tied, --data, --dataset-size (reference/model_cli.h) */
-    const char *clipping, *groups, *clip_fn, *optimizer, *precision;
-    int64_t steps, micro_batches;
-    double q, clip, sigma, gamma, lr, momentum, beta1, beta2, adam_eps, weight_decay;
-    uint64_t seed, key;
-    int seen_groups, seen_gamma, seen_momentum, seen_beta1, seen_beta2, seen_adam_eps, seen_wd, seen_key;
-    int reveal_key; /* --reveal-noise-key: a random key is exported (key_given) and printed by the command */
-} ref_dpsgd_cli;
-#define REF_DPSGD_NOPTS (REF_MODEL_NOPTS + 19)
-
-void ref_dpsgd_cli_init(ref_dpsgd_cli *cli);
-/* Appends REF_DPSGD_NOPTS entries to opts[*n..] (cap = capacity of opts). */
-dp_status ref_dpsgd_cli_add_opts(dp_opt *opts, size_t *n, size_t cap, ref_dpsgd_cli *cli);
-/* Turns parsed values into validated configs (bad values: DP_ERR_INVALID / DP_ERR_USAGE
- * naming the option). With --data FILE, N is the file's example count (--dataset-size, if
- * also given, must agree) and is set by ref_dpsgd_cli_dataset. */
+/* The option table's parsing (common/spec_dpsgd.h) validated by ref_dpsgd_config_check. */
 dp_status ref_dpsgd_cli_finish(ref_model_config *mc, ref_dpsgd_config *c, const ref_dpsgd_cli *cli);
-/* The dataset: --data FILE or N examples generated from the seed; sets c->n. */
 dp_status ref_dpsgd_cli_dataset(ref_dataset *d, const ref_model_config *mc, ref_dpsgd_config *c,
                                 const ref_dpsgd_cli *cli);
-
-/* The line printed per step: "step S batch B loss L mean_clip F [dropped D]" (L, F with
- * %.6f, "-" when NaN; "dropped D" only when D > 0). */
-void ref_dpsgd_print_step(const ref_dpsgd_step_out *o);
 
 /* `dpcert reference dpsgd ...` */
 int dp_cmd_reference_dpsgd(int argc, char **argv);

@@ -135,32 +135,6 @@ double ref_dpzo_laplace_delta_impl(double q, double sigma, int n) {
     return ((q * (double)n) * 0x1p-53) * exp(1.0 / sigma);
 }
 
-/* ---- step output ---- */
-dp_status ref_dpzo_step_out_alloc(ref_dpzo_step_out *o, int64_t n_data, int n) {
-    memset(o, 0, sizeof *o);
-    size_t nb = (size_t)n * (size_t)n_data;
-    o->idx = dp_calloc((size_t)n_data, sizeof *o->idx);
-    o->loss_plus = dp_calloc(nb, sizeof(double));
-    o->loss_minus = dp_calloc(nb, sizeof(double));
-    o->diff_clipped = dp_calloc(nb, sizeof(double));
-    o->sum = dp_calloc((size_t)n, sizeof(double));
-    o->noise = dp_calloc((size_t)n, sizeof(double));
-    o->scalar = dp_calloc((size_t)n, sizeof(double));
-    o->n = n;
-    o->cap_n_data = n_data;
-    if (!o->idx || !o->loss_plus || !o->loss_minus || !o->diff_clipped || !o->sum || !o->noise || !o->scalar) {
-        ref_dpzo_step_out_free(o);
-        return DP_ERR_NOMEM;
-    }
-    return DP_OK;
-}
-
-void ref_dpzo_step_out_free(ref_dpzo_step_out *o) {
-    free(o->idx); free(o->loss_plus); free(o->loss_minus); free(o->diff_clipped);
-    free(o->sum); free(o->noise); free(o->scalar);
-    memset(o, 0, sizeof *o);
-}
-
 /* Losses of the batch at `params`: out[k] = L_{idx[k]}(params), k < b. */
 dp_status ref_dpzo_release_losses_(double *out, const ref_dpzo_problem *pb, double *const *params, const int64_t *idx,
                               int64_t b) {

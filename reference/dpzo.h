@@ -22,29 +22,31 @@
 #include "common/rng.h"
 #include "common/status.h"
 #include "common/cli.h"
+#include "common/spec_dpzo.h"
 #include "common/tensor.h"
 #include "reference/model.h"
 #include "reference/model_cli.h"
 
-#define REF_DPZO_MAX_N 256        /* direction index j < 2^8 (lane = p | j << 16) */
-#define REF_DPZO_MAX_PARAMS 65536 /* parameter index p < 2^16                      */
+/* The hyperparameter and step-output structures, the option table and the export writer
+ * are the neutral module common/spec_dpzo.h; the ref_ names are its aliases. */
+#define REF_DPZO_MAX_N DP_DPZO_MAX_N
+#define REF_DPZO_MAX_PARAMS DP_DPZO_MAX_PARAMS
+typedef dp_dpzo_mech ref_dpzo_mech;
+#define REF_DPZO_GAUSSIAN DP_DPZO_GAUSSIAN
+#define REF_DPZO_LAPLACE DP_DPZO_LAPLACE
+typedef dp_dpzo_hparams ref_dpzo_hparams;
+typedef dp_dpzo_step_out ref_dpzo_step_out;
+#define ref_dpzo_step_out_alloc dp_dpzo_step_out_alloc
+#define ref_dpzo_step_out_free dp_dpzo_step_out_free
+typedef dp_dpzo_cli ref_dpzo_cli;
+#define REF_DPZO_NOPTS DP_DPZO_NOPTS
+#define REF_DPZO_KEY_EXPORTED DP_DPZO_KEY_EXPORTED
+#define ref_dpzo_cli_init dp_dpzo_cli_init
+#define ref_dpzo_cli_add_opts dp_dpzo_cli_add_opts
+#define ref_dpzo_mech_name dp_dpzo_mech_name
+#define ref_dpzo_export_write dp_dpzo_export_write
+#define ref_dpzo_print_step dp_dpzo_print_step
 
-typedef enum { REF_DPZO_GAUSSIAN = 0, REF_DPZO_LAPLACE = 1 } ref_dpzo_mech;
-
-typedef struct {
-    int64_t n_data;      /* N, dataset size                          */
-    double q;            /* Poisson sampling rate, (0, 1]             */
-    int64_t steps;       /* K >= 1                                    */
-    double clip;         /* C > 0                                     */
-    double sigma;        /* noise multiplier >= 0                     */
-    ref_dpzo_mech mech;  /* Gaussian or Laplace                       */
-    double phi;          /* perturbation scale > 0                    */
-    double lr;           /* learning rate eta >= 0                    */
-    double weight_decay; /* lambda >= 0 (Algorithm 2, MeZO form)      */
-    int n_spsa;          /* directions per step, 1..REF_DPZO_MAX_N     */
-    dp_seed seed;        /* public: init, data, directions            */
-    dp_noise_key key;    /* secret: sampling and noise                */
-} ref_dpzo_hparams;
 
 /* Checks every field; messages name the command-line option (--phi must be > 0 ...). */
 dp_status ref_dpzo_check(const ref_dpzo_hparams *hp);
@@ -91,24 +93,6 @@ double ref_dpzo_laplace_delta_impl(double q, double sigma, int n);
 double ref_dpzo_laplace_eps0(double q, double sigma);
 
 /* ---- one step ---- */
-typedef struct {
-    int64_t step;          /* t, 1-based                                      */
-    int n;                 /* directions                                      */
-    int64_t b;             /* |B_t|                                           */
-    int64_t *idx;          /* [b] increasing example indices                  */
-    double *loss_plus;     /* [n][b] L_i(theta + phi z_j)                     */
-    double *loss_minus;    /* [n][b] L_i(theta - phi z_j)                     */
-    double *diff_clipped;  /* [n][b] clip(loss_plus - loss_minus)             */
-    double *sum;           /* [n] sum of diff_clipped over the batch, in idx order */
-    double *noise;         /* [n] Z_j                                         */
-    double *scalar;        /* [n] released s_j                                */
-    int64_t ndropped;      /* pairs (j, k) whose difference l+ - l- is not finite (contribute 0) */
-    double loss;           /* mean of (l+ + l-)/2 over the kept pairs (j, k); NaN if none */
-    int64_t cap_n_data;    /* allocated for this N                            */
-} ref_dpzo_step_out;
-
-dp_status ref_dpzo_step_out_alloc(ref_dpzo_step_out *o, int64_t n_data, int n);
-void ref_dpzo_step_out_free(ref_dpzo_step_out *o);
 
 /* The privatized part of step t: batch, losses, clipping, noise, released scalars.
  * theta is not modified. */
@@ -186,54 +170,14 @@ dp_status ref_dpzo_theta_sha256(char hex[65], double *const *theta, const int64_
 double **ref_dpzo_arrays_alloc(const int64_t *numel, int nparams);
 void ref_dpzo_arrays_free(double **a, int nparams);
 
-/* ---- the command-line surface shared by `reference dpzo` and `train dpzo` ----
- * Usage:
- *   ref_dpzo_cli cli; ref_dpzo_cli_init(&cli);
- *   DP_TRY(ref_dpzo_cli_add_opts(opts, &n, cap, &cli));  ... append your own, dp_opts_parse ...
- *   DP_TRY(ref_dpzo_cli_finish(&model_cfg, &hp, &cli));           (validated)
- *   DP_TRY(ref_dpzo_cli_dataset(&data, &hp, &model_cfg, &cli));   (sets hp.n_data)
- * Options: the model and dataset group of reference/model_cli.h (--model ... --tied, --data,
- * --dataset-size), then --q --steps --clip --sigma --noise --phi --lr --weight-decay --n-spsa
- * --seed --noise-key. Required: --model, --dataset-size or --data, --q, --steps, --clip,
- * --sigma, --phi, --lr, --seed. */
-typedef struct {
-    ref_model_cli m;
-    const char *noise, *noise_key, *seed;
-    int64_t steps, n_spsa;
-    double q, clip, sigma, phi, lr, wd;
-    int seen_q, seen_steps, seen_clip, seen_sigma, seen_noise, seen_phi, seen_lr, seen_wd, seen_n_spsa, seen_seed,
-        seen_key;
-    int reveal_key; /* --reveal-noise-key: a random key is exported and printed by the command */
-} ref_dpzo_cli;
-#define REF_DPZO_NOPTS (REF_MODEL_NOPTS + 12)
-/* The noise key goes into exports when given on the command line or revealed. */
-#define REF_DPZO_KEY_EXPORTED(c) ((c)->seen_key || (c)->reveal_key)
-
-void ref_dpzo_cli_init(ref_dpzo_cli *c);
-/* Appends REF_DPZO_NOPTS entries to opts[*n..] (cap = capacity of opts). */
-dp_status ref_dpzo_cli_add_opts(dp_opt *opts, size_t *n, size_t cap, ref_dpzo_cli *c);
-/* Model config and hyperparameters, checked (ref_dpzo_check); a missing required option is
- * DP_ERR_USAGE naming it; without --noise-key the key is fresh (dp_noise_key_random). With
- * --data and no --dataset-size, hp->n_data is 1 until ref_dpzo_cli_dataset. */
+/* The option table's parsing (common/spec_dpzo.h) checked by ref_dpzo_check. */
 dp_status ref_dpzo_cli_finish(ref_model_config *mc, ref_dpzo_hparams *hp, const ref_dpzo_cli *c);
-/* The dataset (ref_model_cli_dataset with the public seed); sets hp->n_data and checks hp again. */
 dp_status ref_dpzo_cli_dataset(ref_dataset *d, ref_dpzo_hparams *hp, const ref_model_config *mc,
                                const ref_dpzo_cli *c);
-/* "gaussian" | "laplace" */
-const char *ref_dpzo_mech_name(ref_dpzo_mech mech);
-
-/* ---- exports (docs/dpzo.md "Exports") ---- */
-/* Initialises ts with one step's tensors (params, dpzo.z, batch.indices, per_sample.*,
- * step.noise, step.scalar, params_after) and the hyperparameter metadata (algorithm ..
- * noise_key, the key only when key_given; data=file|generated). The caller appends its own
- * metadata (model keys, engine keys), writes, and frees ts (freed here on failure). */
+/* The export set of common/spec_dpzo.h with the reference's directions (ref_dpzo_direction). */
 dp_status ref_dpzo_export_set(dp_tensor_set *ts, const ref_model *m, const ref_dpzo_hparams *hp, int key_given,
                               int data_file, double *const *before, double *const *after, const ref_dpzo_step_out *o);
-/* Writes ts to DIR/step-%06d.safetensors. */
-dp_status ref_dpzo_export_write(const char *dir, int64_t step, const dp_tensor_set *ts);
-/* The line printed per step: "step T batch B scalar s_0[,s_1...] loss L" (s_j and L with
- * %.10e; "loss n/a" when b = 0). */
-void ref_dpzo_print_step(const ref_dpzo_step_out *o);
+
 
 /* `dpcert reference dpzo ...` */
 int dp_cmd_reference_dpzo(int argc, char **argv);

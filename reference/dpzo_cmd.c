@@ -17,224 +17,18 @@
 
 #define CMD "reference dpzo"
 
-/* ---------------------------------------------------------------- options */
-
-void ref_dpzo_cli_init(ref_dpzo_cli *c) {
-    memset(c, 0, sizeof *c);
-    ref_model_cli_init(&c->m, 0);
-    c->n_spsa = 1;
-}
-
-#define REF_DPZO_OWN_NOPTS (REF_DPZO_NOPTS - REF_MODEL_NOPTS)
-
-dp_status ref_dpzo_cli_add_opts(dp_opt *opts, size_t *n, size_t cap, ref_dpzo_cli *c) {
-    const dp_opt mine[REF_DPZO_OWN_NOPTS] = {
-        {"--q", DP_OPT_DOUBLE, &c->q, &c->seen_q, "Poisson sampling rate in (0, 1]"},
-        {"--steps", DP_OPT_INT, &c->steps, &c->seen_steps, "K steps (numbered 1..K)"},
-        {"--clip", DP_OPT_DOUBLE, &c->clip, &c->seen_clip, "C > 0: loss differences are clipped to [-C, C]"},
-        {"--sigma", DP_OPT_DOUBLE, &c->sigma, &c->seen_sigma, "noise multiplier >= 0"},
-        {"--noise", DP_OPT_STRING, &c->noise, &c->seen_noise, "gaussian (default) | laplace"},
-        {"--phi", DP_OPT_DOUBLE, &c->phi, &c->seen_phi, "perturbation scale > 0"},
-        {"--lr", DP_OPT_DOUBLE, &c->lr, &c->seen_lr, "learning rate >= 0"},
-        {"--weight-decay", DP_OPT_DOUBLE, &c->wd, &c->seen_wd, "weight decay >= 0 (0)"},
-        {"--n-spsa", DP_OPT_INT, &c->n_spsa, &c->seen_n_spsa, "directions per step (1)"},
-        {"--seed", DP_OPT_STRING, &c->seed, &c->seen_seed, "public seed (init, data, directions)"},
-        {"--noise-key", DP_OPT_STRING, &c->noise_key, &c->seen_key, "secret noise key (noise, sampling); random if absent"},
-        {"--reveal-noise-key", DP_OPT_FLAG, &c->reveal_key, NULL,
-         "print the fresh random noise key on stderr and export it (the run becomes reproducible)"},
-    };
-    if (*n + REF_DPZO_NOPTS > cap) return dp_error(DP_ERR_INTERNAL, "option table too small");
-    DP_TRY(ref_model_cli_add_opts(opts, n, cap, &c->m, "N examples generated from the seed (required without --data)"));
-    for (size_t k = 0; k < REF_DPZO_OWN_NOPTS; k++) opts[(*n)++] = mine[k];
-    return DP_OK;
-}
-
-const char *ref_dpzo_mech_name(ref_dpzo_mech mech) {
-    return mech == REF_DPZO_LAPLACE ? "laplace" : "gaussian";
-}
-
-dp_status ref_dpzo_cli_finish(ref_model_config *mc, ref_dpzo_hparams *hp, const ref_dpzo_cli *o) {
-    DP_TRY(ref_model_cli_finish(mc, &o->m));
-    static const char *const req[] = {"--dataset-size", "--q", "--steps", "--clip", "--sigma", "--phi", "--lr", "--seed"};
-    const int seen[] = {o->m.seen_n || o->m.seen_data, o->seen_q, o->seen_steps, o->seen_clip, o->seen_sigma,
-                        o->seen_phi, o->seen_lr, o->seen_seed};
-    for (size_t k = 0; k < sizeof seen / sizeof seen[0]; k++)
-        if (!seen[k]) return dp_error(DP_ERR_USAGE, "missing required option %s", req[k]);
-    memset(hp, 0, sizeof *hp);
-    static const char *const mechs[] = {"gaussian", "laplace", NULL};
-    int mech = 0;
-    if (o->seen_noise) DP_TRY(dp_parse_choice(&mech, "--noise", o->noise, mechs));
-    hp->mech = (ref_dpzo_mech)mech;
-    /* with --data and no --dataset-size, N = 1 stands in until ref_dpzo_cli_dataset sets the
-     * file's count and checks again */
-    hp->n_data = o->m.seen_n ? o->m.n : 1;
-    hp->q = o->q;
-    hp->steps = o->steps;
-    hp->clip = o->clip;
-    hp->sigma = o->sigma;
-    hp->phi = o->phi;
-    hp->lr = o->lr;
-    hp->weight_decay = o->seen_wd ? o->wd : 0.0;
-    if (o->n_spsa < 1 || o->n_spsa > REF_DPZO_MAX_N)
-        return dp_error(DP_ERR_INVALID, "--n-spsa must be in [1, %d] (got %" PRId64 ")", REF_DPZO_MAX_N, o->n_spsa);
-    hp->n_spsa = (int)o->n_spsa;
-    DP_TRY(dp_parse_u64(&hp->seed.k, "--seed", o->seed));
-    if (o->seen_key) DP_TRY(dp_parse_u64(&hp->key.k, "--noise-key", o->noise_key));
-    else DP_TRY(dp_noise_key_random(&hp->key));
-    return ref_dpzo_check(hp);
+dp_status ref_dpzo_cli_finish(ref_model_config *mc, ref_dpzo_hparams *hp, const ref_dpzo_cli *c) {
+    return dp_dpzo_cli_finish(mc, hp, c, ref_dpzo_check);
 }
 
 dp_status ref_dpzo_cli_dataset(ref_dataset *d, ref_dpzo_hparams *hp, const ref_model_config *mc,
                                const ref_dpzo_cli *c) {
-    DP_TRY(ref_model_cli_dataset(d, &hp->n_data, mc, &c->m, hp->seed));
-    dp_status st = ref_dpzo_check(hp);
-    if (st != DP_OK) ref_dataset_free(d);
-    return st;
-}
-
-/* ---------------------------------------------------------------- exports */
-
-static dp_status meta_num(dp_tensor_set *s, const char *k, double v) {
-    char b[64];
-    snprintf(b, sizeof b, "%.17g", v);
-    return dp_tset_set_meta(s, k, b);
-}
-static dp_status meta_int(dp_tensor_set *s, const char *k, int64_t v) {
-    char b[32];
-    snprintf(b, sizeof b, "%" PRId64, v);
-    return dp_tset_set_meta(s, k, b);
-}
-
-static dp_status meta_model(dp_tensor_set *s, const ref_model_config *c) {
-    DP_TRY(dp_tset_set_meta(s, "model", c->kind == REF_MLP ? "mlp" : "llama"));
-    if (c->kind == REF_MLP) {
-        char b[256] = "";
-        for (int k = 0; k < c->nhidden; k++) {
-            size_t l = strlen(b);
-            snprintf(b + l, sizeof b - l, "%s%d", k ? "," : "", c->hidden[k]);
-        }
-        DP_TRY(meta_int(s, "in", c->in));
-        DP_TRY(dp_tset_set_meta(s, "hidden", b));
-        DP_TRY(meta_int(s, "classes", c->classes));
-    } else {
-        DP_TRY(meta_int(s, "vocab", c->vocab));
-        DP_TRY(meta_int(s, "dim", c->dim));
-        DP_TRY(meta_int(s, "layers", c->layers));
-        DP_TRY(meta_int(s, "heads", c->heads));
-        DP_TRY(meta_int(s, "ffn", c->ffn));
-        DP_TRY(meta_int(s, "seq", c->seq));
-        DP_TRY(meta_int(s, "tied", c->tied));
-        DP_TRY(meta_num(s, "rope_theta", c->rope_theta));
-        DP_TRY(meta_num(s, "norm_eps", c->norm_eps));
-    }
-    return DP_OK;
-}
-
-static dp_status meta_hparams(dp_tensor_set *s, const ref_dpzo_hparams *hp, int key_given, int data_file, int64_t step) {
-    DP_TRY(dp_tset_set_meta(s, "algorithm", "dpzo"));
-    DP_TRY(meta_int(s, "step", step));
-    DP_TRY(meta_int(s, "dataset_size", hp->n_data));
-    DP_TRY(dp_tset_set_meta(s, "data", data_file ? "file" : "generated"));
-    DP_TRY(meta_num(s, "q", hp->q));
-    DP_TRY(meta_int(s, "steps", hp->steps));
-    DP_TRY(meta_num(s, "clip", hp->clip));
-    DP_TRY(meta_num(s, "sigma", hp->sigma));
-    DP_TRY(dp_tset_set_meta(s, "noise", hp->mech == REF_DPZO_GAUSSIAN ? "gaussian" : "laplace"));
-    DP_TRY(meta_num(s, "phi", hp->phi));
-    DP_TRY(meta_num(s, "lr", hp->lr));
-    DP_TRY(meta_num(s, "weight_decay", hp->weight_decay));
-    DP_TRY(meta_int(s, "n_spsa", hp->n_spsa));
-    DP_TRY(meta_num(s, "batch_expected", hp->q * (double)hp->n_data));
-    DP_TRY(meta_num(s, "denominator", ref_dpzo_denominator(hp)));
-    char b[32];
-    snprintf(b, sizeof b, "%" PRIu64, hp->seed.k);
-    DP_TRY(dp_tset_set_meta(s, "seed", b));
-    if (key_given) {
-        snprintf(b, sizeof b, "%" PRIu64, hp->key.k);
-        DP_TRY(dp_tset_set_meta(s, "noise_key", b));
-    }
-    return DP_OK;
-}
-
-/* params.<name> / params_after.<name> */
-static dp_status add_params(dp_tensor_set *s, const char *prefix, const ref_model *m, double *const *theta) {
-    char name[128];
-    for (int p = 0; p < m->nparams; p++) {
-        snprintf(name, sizeof name, "%s.%s", prefix, m->params[p].name);
-        DP_TRY(dp_tset_add_f64(s, name, theta[p], m->params[p].ndim, m->params[p].shape));
-    }
-    return DP_OK;
-}
-
-/* dpzo.z.<name>: [shape] for n == 1, [n, shape] for n > 1 (regenerated from the seed). */
-static dp_status add_directions(dp_tensor_set *s, const ref_model *m, dp_seed seed, int64_t step, int n) {
-    char name[128];
-    for (int p = 0; p < m->nparams; p++) {
-        const ref_param *P = &m->params[p];
-        int64_t shape[DP_MAX_DIMS];
-        int nd = P->ndim;
-        if (n > 1) {
-            if (nd + 1 > DP_MAX_DIMS)
-                return dp_error(DP_ERR_NOT_SUPPORTED, "cannot stack %d directions of the %d-d parameter %s", n, nd, P->name);
-            shape[0] = n;
-            for (int d = 0; d < nd; d++) shape[d + 1] = P->shape[d];
-            nd++;
-        } else {
-            for (int d = 0; d < nd; d++) shape[d] = P->shape[d];
-        }
-        double *z = dp_calloc((size_t)n * (size_t)P->numel, sizeof(double)); /* [n, numel] */
-        if (!z) return DP_ERR_NOMEM;
-        dp_status st = DP_OK;
-        for (int j = 0; st == DP_OK && j < n; j++)
-            st = ref_dpzo_direction(z + (size_t)j * (size_t)P->numel, seed, step, p, j, P->numel);
-        snprintf(name, sizeof name, "dpzo.z.%s", P->name);
-        if (st == DP_OK) st = dp_tset_add_f64(s, name, z, nd, shape);
-        free(z);
-        DP_TRY(st);
-    }
-    return DP_OK;
-}
-
-/* step.noise / step.scalar: a scalar for n == 1, [n] otherwise. */
-static dp_status add_vec(dp_tensor_set *s, const char *name, const double *v, int n) {
-    if (n == 1) return dp_tset_add_scalar_f64(s, name, v[0]);
-    int64_t shape[1] = {n};
-    return dp_tset_add_f64(s, name, v, 1, shape);
-}
-
-static dp_status add_per_sample(dp_tensor_set *s, const char *name, const double *v, int n, int64_t b) {
-    static const double empty = 0.0; /* a valid pointer for a [0] tensor */
-    int64_t shape[2] = {n, b};
-    if (n == 1) return dp_tset_add_f64(s, name, b ? v : &empty, 1, shape + 1);
-    return dp_tset_add_f64(s, name, b ? v : &empty, 2, shape);
+    return dp_dpzo_cli_dataset(d, hp, mc, c, ref_dpzo_check);
 }
 
 dp_status ref_dpzo_export_set(dp_tensor_set *ts, const ref_model *m, const ref_dpzo_hparams *hp, int key_given,
                               int data_file, double *const *before, double *const *after, const ref_dpzo_step_out *o) {
-    static const int64_t empty_idx = 0; /* a valid pointer for a [0] tensor */
-    int64_t bshape[1] = {o->b};
-    const int n = hp->n_spsa;
-    dp_tset_init(ts);
-    dp_status st = add_params(ts, "params", m, before);
-    if (st == DP_OK) st = add_directions(ts, m, hp->seed, o->step, n);
-    if (st == DP_OK) st = dp_tset_add_raw(ts, "batch.indices", DP_I64, o->b ? o->idx : &empty_idx, 1, bshape);
-    if (st == DP_OK) st = add_per_sample(ts, "per_sample.loss_plus", o->loss_plus, n, o->b);
-    if (st == DP_OK) st = add_per_sample(ts, "per_sample.loss_minus", o->loss_minus, n, o->b);
-    if (st == DP_OK) st = add_per_sample(ts, "per_sample.diff_clipped", o->diff_clipped, n, o->b);
-    if (st == DP_OK) st = add_vec(ts, "step.noise", o->noise, n);
-    if (st == DP_OK) st = add_vec(ts, "step.scalar", o->scalar, n);
-    if (st == DP_OK) st = add_params(ts, "params_after", m, after);
-    if (st == DP_OK) st = meta_hparams(ts, hp, key_given, data_file, o->step);
-    if (st == DP_OK) st = meta_int(ts, "dropped", o->ndropped);
-    if (st != DP_OK) dp_tset_free(ts);
-    return st;
-}
-
-dp_status ref_dpzo_export_write(const char *dir, int64_t step, const dp_tensor_set *ts) {
-    char path[4096];
-    if ((size_t)snprintf(path, sizeof path, "%s/step-%06" PRId64 ".safetensors", dir, step) >= sizeof path)
-        return dp_error(DP_ERR_INVALID, "--export: directory name too long");
-    return dp_st_write(path, ts);
+    return dp_dpzo_export_set(ts, m, hp, key_given, data_file, before, after, o, ref_dpzo_direction);
 }
 
 static dp_status make_dir(const char *dir) {
@@ -266,19 +60,6 @@ static double max_abs_diff_inplace(const ref_dpzo_inplace *ip, double *const *th
             if (d > m) m = d;
         }
     return m;
-}
-
-static void print_scalars(const double *s, int n) {
-    for (int j = 0; j < n; j++) printf("%s%.10e", j ? "," : "", s[j]);
-}
-
-void ref_dpzo_print_step(const ref_dpzo_step_out *o) {
-    printf("step %" PRId64 " batch %" PRId64 " scalar ", o->step, o->b);
-    print_scalars(o->scalar, o->n);
-    if (isnan(o->loss)) printf(" loss n/a");
-    else printf(" loss %.10e", o->loss);
-    if (o->ndropped) printf(" dropped %" PRId64, o->ndropped);
-    printf("\n");
 }
 
 typedef struct {
@@ -333,28 +114,28 @@ static dp_status run_replay(const opts_t *oo, const ref_model_config *cfg) {
         dp_tensor_set ts;
         dp_tset_init(&ts);
         if (oo->export_dir) {
-            st = add_params(&ts, "params", &m, theta);
-            if (st == DP_OK) st = add_directions(&ts, &m, log.seed, t, log.n_spsa);
-            if (st == DP_OK) st = add_vec(&ts, "step.scalar", s, log.n_spsa);
+            st = dp_dpzo_export_params(&ts, "params", &m, theta);
+            if (st == DP_OK) st = dp_dpzo_export_directions(&ts, &m, log.seed, t, log.n_spsa, ref_dpzo_direction);
+            if (st == DP_OK) st = dp_dpzo_export_vec(&ts, "step.scalar", s, log.n_spsa);
         }
         if (st == DP_OK) st = ref_dpzo_update(theta, numel, m.nparams, log.seed, t, s, log.n_spsa, log.lr, log.weight_decay);
         if (st == DP_OK && oo->export_dir) {
             char b[32];
-            st = add_params(&ts, "params_after", &m, theta);
+            st = dp_dpzo_export_params(&ts, "params_after", &m, theta);
             if (st == DP_OK) st = dp_tset_set_meta(&ts, "algorithm", "dpzo-replay");
-            if (st == DP_OK) st = meta_int(&ts, "step", t);
-            if (st == DP_OK) st = meta_model(&ts, cfg);
+            if (st == DP_OK) st = dp_dpzo_meta_int(&ts, "step", t);
+            if (st == DP_OK) st = dp_dpzo_meta_model(&ts, cfg);
             snprintf(b, sizeof b, "%" PRIu64, log.seed.k);
             if (st == DP_OK) st = dp_tset_set_meta(&ts, "seed", b);
-            if (st == DP_OK) st = meta_num(&ts, "lr", log.lr);
-            if (st == DP_OK) st = meta_num(&ts, "weight_decay", log.weight_decay);
-            if (st == DP_OK) st = meta_int(&ts, "n_spsa", log.n_spsa);
+            if (st == DP_OK) st = dp_dpzo_meta_num(&ts, "lr", log.lr);
+            if (st == DP_OK) st = dp_dpzo_meta_num(&ts, "weight_decay", log.weight_decay);
+            if (st == DP_OK) st = dp_dpzo_meta_int(&ts, "n_spsa", log.n_spsa);
             if (st == DP_OK) st = ref_dpzo_export_write(oo->export_dir, t, &ts);
         }
         dp_tset_free(&ts);
         if (st == DP_OK) {
             printf("replay step %" PRId64 " scalar ", t);
-            print_scalars(s, log.n_spsa);
+            dp_dpzo_print_scalars(s, log.n_spsa);
             printf("\n");
         }
     }
@@ -421,7 +202,7 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg, ref_dpz
             dp_tensor_set ts;
             st = ref_dpzo_export_set(&ts, &m, &hp, REF_DPZO_KEY_EXPORTED(&o->z), o->z.m.seen_data, before, pb.theta,
                                      &out);
-            if (st == DP_OK) st = meta_model(&ts, cfg);
+            if (st == DP_OK) st = dp_dpzo_meta_model(&ts, cfg);
             if (st == DP_OK) st = ref_dpzo_export_write(o->export_dir, t, &ts);
             dp_tset_free(&ts);
         }

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "optimized/dpsgd.h"
+#include "optimized/opt_spec.h"
 
 static double now(void) {
     struct timespec ts;
@@ -21,14 +22,14 @@ int main(int argc, char **argv) {
     int llama = argc < 2 || strcmp(argv[1], "mlp") != 0;
     int threads = argc > 2 ? atoi(argv[2]) : 1;
     if (threads < 1) threads = 1;
-    ref_model_config mc;
-    ref_config_default(&mc, llama ? REF_LLAMA : REF_MLP);
-    ref_dpsgd_config c;
-    ref_dpsgd_config_default(&c);
+    dp_model_config mc;
+    dp_model_config_default(&mc, llama ? DP_LLAMA : DP_MLP);
+    dp_dpsgd_config c;
+    dp_dpsgd_config_default(&c);
     c.n = 256; c.q = 0.125; c.clip = 1.0; c.sigma = 1.0; c.key.k = 1; c.seed.k = 2;
-    ref_model m;
-    ref_dataset d;
-    if (ref_model_init(&m, &mc, c.seed) != DP_OK || ref_dataset_generate(&d, &mc, c.n, c.seed) != DP_OK) {
+    dp_model m;
+    dp_dataset d;
+    if (dp_model_init(&m, &mc, c.seed) != DP_OK || dp_dataset_generate(&d, &mc, c.n, c.seed) != DP_OK) {
         fprintf(stderr, "bench: %s\n", dp_last_error());
         return 3;
     }
@@ -52,7 +53,7 @@ int main(int argc, char **argv) {
         double t0 = now();
         for (int r = 1; r <= reps; r++) {
             opt_tape tp;
-            ref_dpsgd_poisson(idx, &B, c.key, r, c.q, c.n);
+            opt_poisson(idx, &B, c.key, r, c.q, c.n);
             opt_forward_backward(&tp, &om, &d, idx, B);
             opt_backward_weighted(g, &om, &tp, ones);
             opt_tape_free(&tp);
@@ -68,12 +69,12 @@ int main(int argc, char **argv) {
         opt_dp_options o = {(opt_strategy)k, OPT_MIXED_FLOP, OPT_NOISE_SINGLE, OPT_BUG_NONE, 0};
         opt_dpsgd s;
         if (opt_dpsgd_init(&s, be, &c, &o, &m) != DP_OK) { fprintf(stderr, "bench: %s\n", dp_last_error()); return 3; }
-        ref_dpsgd_step_out out;
+        dp_dpsgd_step_out out;
         memset(&out, 0, sizeof out);
         double t0 = now();
         for (int r = 1; r <= reps; r++) opt_dpsgd_step(&out, &s, &d, r);
         t[k] = (now() - t0) / reps;
-        ref_dpsgd_step_free(&out);
+        dp_dpsgd_step_free(&out);
         opt_dpsgd_free(&s);
     }
     printf("host backend, %s (default config), N=%lld q=%g (expected batch %g; same batches for all rows), "
@@ -84,7 +85,7 @@ int main(int argc, char **argv) {
     printf("%-14s %12.4f\n", "non-private", t[OPT_STRAT_COUNT]);
     printf("reproduce: %s %s %d\n", argv[0], llama ? "llama" : "mlp", threads);
     opt_backend_destroy(be);
-    ref_dataset_free(&d);
-    ref_model_free(&m);
+    dp_dataset_free(&d);
+    dp_model_free(&m);
     return 0;
 }

@@ -19,6 +19,7 @@
 
 #include "common/test.h"
 #include "optimized/dpsgd.h"
+#include "reference/dpsgd.h"
 
 /* Crafted inputs (docs/engine.md "Dropped and overflowing examples"): 0 none; 1 example 3
  * has a NaN input (mlp) or uses the only token whose embedding row is NaN (llama): NaN

@@ -26,6 +26,7 @@
 #include "common/safetensors.h"
 #include "common/test.h"
 #include "optimized/dpsgd.h"
+#include "reference/dpsgd.h"
 #include "reference/dpzo.h"
 
 int dp_cmd_train(int argc, char **argv);
