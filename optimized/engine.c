@@ -4,6 +4,7 @@
  * W [p, d]: forward gemm(y [rows,p] = x [rows,d] W^T), input gradient
  * gemm(dx [rows,d] = dy [rows,p] W), weight gradient G^T A (per example or summed). */
 #include "optimized/engine.h"
+#include "optimized/ledger.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +17,10 @@ dp_status opt_unsupported(const opt_backend *be, const char *op) {
 
 /* ---------------------------------------------------------------- arena */
 dp_status opt_arena_alloc(opt_arena *ar, void **out, size_t nbytes) {
+    return opt_arena_alloc_tag(ar, out, nbytes, OPT_MEM_ACTIVATIONS);
+}
+
+dp_status opt_arena_alloc_tag(opt_arena *ar, void **out, size_t nbytes, int tag) {
     *out = NULL;
     if (ar->n == ar->cap) {
         int cap = ar->cap ? 2 * ar->cap : 64;
@@ -23,14 +28,13 @@ dp_status opt_arena_alloc(opt_arena *ar, void **out, size_t nbytes) {
         if (!np) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
         ar->p = np; ar->cap = cap;
     }
-    DP_TRY(OPT_CALL(ar->be, alloc, out, nbytes));
+    DP_TRY(opt_mem_alloc(ar->be, out, nbytes, (opt_mem_tag)tag));
     ar->p[ar->n++] = *out;
     return DP_OK;
 }
 
 void opt_arena_free(opt_arena *ar) {
-    for (int i = 0; i < ar->n; i++)
-        if (ar->be->ops.free) ar->be->ops.free(ar->be->ctx, ar->p[i]);
+    for (int i = ar->n; i-- > 0;) opt_mem_free(ar->be, ar->p[i]);
     free(ar->p);
     ar->p = NULL; ar->n = ar->cap = 0;
 }
@@ -58,7 +62,7 @@ dp_status opt_model_create(opt_model *om, opt_backend *be, const ref_model *m) {
         om->numel[p] = P->numel;
         om->shape[p][0] = P->shape[0];
         om->shape[p][1] = P->ndim > 1 ? P->shape[1] : 0;
-        dp_status st = OPT_CALL(be, alloc, &om->w[p], es * (size_t)P->numel);
+        dp_status st = opt_mem_alloc(be, &om->w[p], es * (size_t)P->numel, OPT_MEM_PARAMS);
         if (st != DP_OK) { opt_model_free(om); return st; }
         st = OPT_CALL(be, upload_f64, om->w[p], P->data, P->numel);
         if (st != DP_OK) { opt_model_free(om); return st; }
@@ -73,7 +77,7 @@ dp_status opt_model_create(opt_model *om, opt_backend *be, const ref_model *m) {
 void opt_model_free(opt_model *om) {
     if (om->w)
         for (int p = 0; p < om->np; p++)
-            if (om->w[p] && om->be->ops.free) om->be->ops.free(om->be->ctx, om->w[p]);
+            opt_mem_free(om->be, om->w[p]);
     free(om->name); free(om->numel); free(om->shape); free(om->w); free(om->src);
     memset(om, 0, sizeof *om);
 }

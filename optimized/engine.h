@@ -59,7 +59,10 @@ void opt_model_free(opt_model *om);
 dp_status opt_model_set_params(opt_model *om, double *const *host);
 dp_status opt_model_get_params(const opt_model *om, double *const *host);
 
+/* Allocations of an arena are recorded in the memory ledger as activations, or under
+ * tag (an opt_mem_tag, optimized/ledger.h). */
 dp_status opt_arena_alloc(opt_arena *ar, void **out, size_t nbytes);
+dp_status opt_arena_alloc_tag(opt_arena *ar, void **out, size_t nbytes, int tag);
 void opt_arena_free(opt_arena *ar);
 
 /* Forward + tape backward on examples idx[0..B) of d (B may be 0: empty tape). */

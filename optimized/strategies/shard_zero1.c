@@ -1,0 +1,14 @@
+/* optimized/strategies/shard_zero1.c — DP-ZeRO stage 1 (docs/zero.md): optimizer states
+ * (and the private gradient) partitioned over the DP group; the summed gradient is
+ * all-reduced as in the replicated run; each rank updates its partition; parameters are
+ * all-gathered after the step. */
+#include "optimized/shard.h"
+
+dp_status opt_shard_replicated_reduce(opt_dpsgd *s, int64_t step);
+
+static dp_status zero1_sync(opt_dpsgd *s) {
+    if (s->hooks->skip_param_sync) return DP_OK;
+    return opt_shard_allgather_params(s);
+}
+
+const opt_shard_strategy opt_shard_zero1 = {"zero1", 1, opt_shard_replicated_reduce, zero1_sync};
