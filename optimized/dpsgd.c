@@ -71,6 +71,8 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const ref_dpsgd_config *
     if (s->shard->shard_states) opt_shard_range(&s->lo, &s->hi, total, s->chunk, s->par.dp_rank);
     else { s->lo = 0; s->hi = total; }
     s->zoff = s->shard->shard_states ? s->chunk * N : total;
+    s->zlo = s->shard->noise_partition ? s->lo : 0;
+    int64_t zlen = s->shard->noise_partition ? s->chunk : s->zoff;
     dp_status st = ref_clip_groups_make(&s->groups, cfg, m);
     if (st != DP_OK) { opt_parallel_free(&s->par); return st; }
     st = opt_model_create(&s->om, be, m);
@@ -79,7 +81,7 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const ref_dpsgd_config *
     if (!s->off) { opt_dpsgd_free(s); return dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
     for (int p = 1; p < m->nparams; p++) s->off[p] = s->off[p - 1] + m->params[p - 1].numel;
     size_t es = opt_backend_esize(be);
-    if ((st = opt_mem_alloc(be, &s->flat, es * (size_t)(2 * s->zoff), OPT_MEM_GRADS)) != DP_OK ||
+    if ((st = opt_mem_alloc(be, &s->flat, es * (size_t)(s->zoff + zlen), OPT_MEM_GRADS)) != DP_OK ||
         (st = opt_mem_alloc(be, &s->pgrad, es * (size_t)s->chunk, OPT_MEM_GRADS)) != DP_OK ||
         (st = opt_mem_alloc(be, &s->m1, es * (size_t)s->chunk, OPT_MEM_OPTSTATE)) != DP_OK ||
         (cfg->opt != REF_OPT_SGD && (st = opt_mem_alloc(be, &s->m2, es * (size_t)s->chunk, OPT_MEM_OPTSTATE)) != DP_OK)) {
@@ -389,9 +391,10 @@ static dp_status gather(opt_dpsgd *s, void **out, const void *mine, size_t nbyte
     return OPT_CALL(s->be, allgatherv_bytes, out, &len, mine, nbytes);
 }
 
-/* host[0..total) = the positions of a device buffer whose partition [lo, hi) is valid
- * on each rank: at global offsets (base) or from offset 0 (shard). */
-static dp_status gather_any(opt_dpsgd *s, double *host, const void *dev, int at_global) {
+/* host[0..total) = the positions of a device buffer whose element 0 is the global
+ * position dev_lo and whose partition [lo, hi) is valid on each rank (replicated: the
+ * whole buffer, dev_lo = 0). */
+static dp_status gather_positions(opt_dpsgd *s, double *host, const void *dev, int64_t dev_lo) {
     opt_backend *be = s->be;
     if (!s->shard->shard_states) return OPT_CALL(be, download_f64, host, dev, s->total);
     size_t es = opt_backend_esize(be);
@@ -399,16 +402,13 @@ static dp_status gather_any(opt_dpsgd *s, double *host, const void *dev, int at_
     void *recv = NULL, *send = NULL;
     dp_status st = opt_mem_alloc(be, &recv, es * (size_t)(s->chunk * N), OPT_MEM_COMM);
     if (st == DP_OK) st = opt_mem_alloc(be, &send, es * (size_t)s->chunk, OPT_MEM_COMM);
-    if (st == DP_OK)
-        st = OPT_CALL(be, copy, send, (const char *)dev + es * (size_t)(at_global ? s->lo : 0), es * (size_t)(s->hi - s->lo));
+    if (st == DP_OK) st = OPT_CALL(be, copy, send, (const char *)dev + es * (size_t)(s->lo - dev_lo), es * (size_t)(s->hi - s->lo));
     if (st == DP_OK) st = OPT_CALL(be, allgather, s->par.dp_group, recv, send, s->chunk, NULL);
     if (st == DP_OK) st = OPT_CALL(be, download_f64, host, recv, s->total);
     opt_mem_free(be, recv);
     opt_mem_free(be, send);
     return st;
 }
-static dp_status gather_positions(opt_dpsgd *s, double *host, const void *dev) { return gather_any(s, host, dev, 1); }
-static dp_status gather_shards(opt_dpsgd *s, double *host, const void *dev) { return gather_any(s, host, dev, 0); }
 
 /* The optimizer on the parameter positions of partition `owner` (s->hooks; correct: this
  * rank's [lo, hi)) with the private gradient and states of [lo, hi): elementwise, so
@@ -468,7 +468,7 @@ dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_datase
     }
     if (!co.loss || !co.gn || !co.c || !co.dropped) st = DP_ERR_NOMEM;
     if (st == DP_ERR_NOMEM) dp_error(DP_ERR_NOMEM, "engine: out of memory");
-    if (st == DP_OK) st = OPT_CALL(be, zero, s->flat, es * (size_t)(2 * s->zoff));
+    if (st == DP_OK) st = OPT_CALL(be, zero, s->flat, es * (size_t)(s->zoff + (s->shard->noise_partition ? s->chunk : s->zoff)));
 
     /* micro-batches: the local share in k contiguous chunks; sums carry across chunks */
     int64_t k = c->micro_batches;
@@ -491,13 +491,14 @@ dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_datase
     /* host copies of S and Z (the whole gradient, for the outputs) */
     double *hS = malloc(sizeof(double) * (size_t)(2 * s->total + 1));
     if (!hS && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
-    if (st == DP_OK) st = gather_positions(s, hS, s->flat);
-    if (st == DP_OK) st = gather_positions(s, hS + s->total, dev_at(s, s->flat, s->zoff));
+    if (st == DP_OK) st = gather_positions(s, hS, s->flat, 0);
+    if (st == DP_OK) st = gather_positions(s, hS + s->total, dev_at(s, s->flat, s->zoff), s->zlo);
     if (st == DP_OK) st = s->hooks->post_sum(s, hS); /* no-op unless a test-only bug (bugs.c) */
     /* ---- private gradient (S + Z) / (q N) of positions [lo, hi) ---- */
     double div = s->hooks->divisor(s, b);
     int64_t nown = s->hi - s->lo;
-    if (st == DP_OK) st = OPT_CALL(be, add, s->pgrad, dev_at(s, s->flat, s->lo), dev_at(s, s->flat, s->zoff + s->lo), nown);
+    if (st == DP_OK)
+        st = OPT_CALL(be, add, s->pgrad, dev_at(s, s->flat, s->lo), dev_at(s, s->flat, s->zoff + s->lo - s->zlo), nown);
     if (st == DP_OK) st = OPT_CALL(be, div_scalar, s->pgrad, s->pgrad, div, nown);
 
     /* ---- optimizer on the parameter positions [lo, hi) of the updated partition ---- */
@@ -552,7 +553,7 @@ dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_datase
         out->private_grad = calloc((size_t)np, sizeof(double *));
         double *hp = malloc(sizeof(double) * (size_t)(s->total + 1));
         if (!out->clipped_sum || !out->noise || !out->private_grad || !hp) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
-        if (st == DP_OK) st = gather_shards(s, hp, s->pgrad);
+        if (st == DP_OK) st = gather_positions(s, hp, s->pgrad, s->lo);
         for (int p = 0; st == DP_OK && p < np; p++) {
             size_t nb = sizeof(double) * (size_t)om->numel[p];
             out->clipped_sum[p] = malloc(nb); out->noise[p] = malloc(nb); out->private_grad[p] = malloc(nb);

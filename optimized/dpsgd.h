@@ -77,8 +77,10 @@ typedef struct {
     int64_t *off;          /* [np] offset of parameter p in the flat buffers */
     int64_t chunk;         /* shard length: ceil(total / N) (replicated: total) */
     int64_t lo, hi;        /* this rank's shard [lo, hi) of the flat positions (replicated: [0, total)) */
-    void *flat;            /* device [2 * N * chunk]: clipped sums | noise (S at 0, Z at zoff) */
-    int64_t zoff;          /* offset of the noise part in flat (N * chunk) */
+    void *flat;            /* device: clipped sums S [N chunk] | noise Z (replicated, zero1: [N chunk];
+                              zero2: [chunk], the partition's) */
+    int64_t zoff;          /* offset of Z in flat (N * chunk; replicated: total) */
+    int64_t zlo;           /* global position of Z's element 0 (zero2: lo; else 0) */
     void *pgrad;           /* device [chunk] private gradient of positions [lo, hi) */
     void *m1, *m2;         /* device [chunk] optimizer state of positions [lo, hi) (m2: adamw only) */
     int64_t t;             /* optimizer steps taken */

@@ -11,7 +11,8 @@
  * clipped sums over all positions and its Z part zeros. */
 typedef struct opt_shard_strategy {
     const char *name;
-    int shard_states; /* 1: optimizer states (and the private gradient) hold [lo, hi) only */
+    int shard_states;    /* 1: optimizer states (and the private gradient) hold [lo, hi) only */
+    int noise_partition; /* 1: Z holds the partition [lo, hi) only (zlo = lo) */
     /* S and Z of the positions [lo, hi) summed over the DP group (Z: the noise, exactly
      * once), in flat at their global offsets. */
     dp_status (*reduce)(opt_dpsgd *s, int64_t step);
@@ -33,9 +34,9 @@ typedef struct opt_step_hooks {
     /* global flat positions [*lo, *hi) whose noise this rank draws (correct: the
      * sharding's choice, given as the input values) */
     void (*noise_span)(const opt_dpsgd *s, int64_t *lo, int64_t *hi);
-    /* Z[i] += std N(key, NOISE, step, lane p, element e) for the positions i = off[p] + e in
-     * [lo, hi) (correct: the global positions) */
-    dp_status (*noise)(opt_dpsgd *s, void *z, int64_t step, int64_t lo, int64_t hi, double std);
+    /* z[i - zlo] += std N(key, NOISE, step, lane p, element e) for the positions
+     * i = off[p] + e in [lo, hi) (correct: the global positions) */
+    dp_status (*noise)(opt_dpsgd *s, void *z, int64_t zlo, int64_t step, int64_t lo, int64_t hi, double std);
     /* after the reduction, on host copies hS [2 total] (S | Z) of the whole gradient */
     dp_status (*post_sum)(opt_dpsgd *s, double *hS);
     double (*divisor)(const opt_dpsgd *s, int64_t b);

@@ -12,19 +12,20 @@ static void span_keep(const opt_dpsgd *s, int64_t *lo, int64_t *hi) {}
 /* Z[i] += std N(key, NOISE, step, lane p, element i - off[p]) for i in [lo, hi);
  * rel = 1 draws element i - lo instead (the seed-flag pitfall: every rank starts its
  * partition's noise at the same stream position). */
-static dp_status noise_positions(opt_dpsgd *s, void *z, int64_t step, int64_t lo, int64_t hi, double std, int rel) {
+static dp_status noise_positions(opt_dpsgd *s, void *z, int64_t zlo, int64_t step, int64_t lo, int64_t hi, double std,
+                                 int rel) {
     const opt_model *om = &s->om;
     for (int p = 0; p < om->np; p++) {
         int64_t a = s->off[p] > lo ? s->off[p] : lo, b = s->off[p] + om->numel[p] < hi ? s->off[p] + om->numel[p] : hi;
         if (a >= b) continue;
         uint64_t elem = (uint64_t)(rel ? a - lo : a - s->off[p]);
-        DP_TRY(OPT_CALL(s->be, noise_add, opt_dev_at(s, z, a), s->cfg.key, (uint32_t)step, (uint32_t)p, std, elem, b - a));
+        DP_TRY(OPT_CALL(s->be, noise_add, opt_dev_at(s, z, a - zlo), s->cfg.key, (uint32_t)step, (uint32_t)p, std, elem, b - a));
     }
     return DP_OK;
 }
 
-static dp_status noise_global(opt_dpsgd *s, void *z, int64_t step, int64_t lo, int64_t hi, double std) {
-    return noise_positions(s, z, step, lo, hi, std, 0);
+static dp_status noise_global(opt_dpsgd *s, void *z, int64_t zlo, int64_t step, int64_t lo, int64_t hi, double std) {
+    return noise_positions(s, z, zlo, step, lo, hi, std, 0);
 }
 
 static dp_status post_sum_keep(opt_dpsgd *s, double *hS) { return DP_OK; }
@@ -64,8 +65,9 @@ static void span_all(const opt_dpsgd *s, int64_t *lo, int64_t *hi) { *lo = 0; *h
 static double divisor_realized(const opt_dpsgd *s, int64_t b) { return b > 0 ? (double)b : s->cfg.q * (double)s->cfg.n; }
 
 /* ---- zero-noise-same-seed: each rank's partition noise starts at the stream's start ---- */
-static dp_status noise_same_seed(opt_dpsgd *s, void *z, int64_t step, int64_t lo, int64_t hi, double std) {
-    return noise_positions(s, z, step, lo, hi, std, 1);
+static dp_status noise_same_seed(opt_dpsgd *s, void *z, int64_t zlo, int64_t step, int64_t lo, int64_t hi,
+                                 double std) {
+    return noise_positions(s, z, zlo, step, lo, hi, std, 1);
 }
 
 /* ---- zero-wrong-slice: the update writes the next rank's partition ---- */

@@ -17,7 +17,7 @@ void opt_shard_range(int64_t *lo, int64_t *hi, int64_t total, int64_t chunk, int
 dp_status opt_shard_noise(opt_dpsgd *s, int64_t step, int64_t lo, int64_t hi) {
     double std = s->cfg.sigma * s->groups.c_total;
     if (!(s->cfg.sigma > 0) || hi <= lo) return DP_OK;
-    return s->hooks->noise(s, opt_dev_at(s, s->flat, s->zoff), step, lo, hi, std);
+    return s->hooks->noise(s, opt_dev_at(s, s->flat, s->zoff), s->zlo, step, lo, hi, std);
 }
 
 dp_status opt_shard_allgather_params(opt_dpsgd *s) {

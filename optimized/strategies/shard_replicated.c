@@ -34,4 +34,4 @@ dp_status opt_shard_replicated_reduce(opt_dpsgd *s, int64_t step) {
 
 static dp_status replicated_sync(opt_dpsgd *s) { return DP_OK; }
 
-const opt_shard_strategy opt_shard_replicated = {"replicated", 0, opt_shard_replicated_reduce, replicated_sync};
+const opt_shard_strategy opt_shard_replicated = {"replicated", 0, 0, opt_shard_replicated_reduce, replicated_sync};

@@ -11,4 +11,4 @@ static dp_status zero1_sync(opt_dpsgd *s) {
     return opt_shard_allgather_params(s);
 }
 
-const opt_shard_strategy opt_shard_zero1 = {"zero1", 1, opt_shard_replicated_reduce, zero1_sync};
+const opt_shard_strategy opt_shard_zero1 = {"zero1", 1, 0, opt_shard_replicated_reduce, zero1_sync};

@@ -14,9 +14,9 @@ static dp_status zero2_reduce(opt_dpsgd *s, int64_t step) {
     dp_status st = DP_OK;
     /* noise this rank draws outside its partition (none when correct) is a contribution
      * to the other ranks' partitions: it goes through the reduce-scatter with S */
-    if (s->cfg.sigma > 0 && lo < s->lo) st = s->hooks->noise(s, s->flat, step, lo, s->lo < hi ? s->lo : hi, std);
+    if (s->cfg.sigma > 0 && lo < s->lo) st = s->hooks->noise(s, s->flat, 0, step, lo, s->lo < hi ? s->lo : hi, std);
     if (st == DP_OK && s->cfg.sigma > 0 && hi > s->hi)
-        st = s->hooks->noise(s, s->flat, step, lo > s->hi ? lo : s->hi, hi, std);
+        st = s->hooks->noise(s, s->flat, 0, step, lo > s->hi ? lo : s->hi, hi, std);
     void *part = NULL;
     if (st == DP_OK) st = opt_mem_alloc(be, &part, es * (size_t)s->chunk, OPT_MEM_COMM);
     if (st == DP_OK) st = OPT_CALL(be, reduce_scatter_sum, s->par.dp_group, part, s->flat, s->chunk, NULL);
@@ -32,4 +32,4 @@ static dp_status zero2_sync(opt_dpsgd *s) {
     return opt_shard_allgather_params(s);
 }
 
-const opt_shard_strategy opt_shard_zero2 = {"zero2", 1, zero2_reduce, zero2_sync};
+const opt_shard_strategy opt_shard_zero2 = {"zero2", 1, 1, zero2_reduce, zero2_sync};
