@@ -391,48 +391,6 @@ static dp_status gather(opt_dpsgd *s, void **out, const void *mine, size_t nbyte
     return OPT_CALL(s->be, allgatherv_bytes, out, &len, mine, nbytes);
 }
 
-/* host[0..total) = the positions of a device buffer whose element 0 is the global
- * position dev_lo and whose partition [lo, hi) is valid on each rank (replicated: the
- * whole buffer, dev_lo = 0). */
-static dp_status gather_positions(opt_dpsgd *s, double *host, const void *dev, int64_t dev_lo) {
-    opt_backend *be = s->be;
-    if (!s->shard->shard_states) return OPT_CALL(be, download_f64, host, dev, s->total);
-    size_t es = opt_backend_esize(be);
-    const int N = s->par.dp;
-    void *recv = NULL, *send = NULL;
-    dp_status st = opt_mem_alloc(be, &recv, es * (size_t)(s->chunk * N), OPT_MEM_COMM);
-    if (st == DP_OK) st = opt_mem_alloc(be, &send, es * (size_t)s->chunk, OPT_MEM_COMM);
-    if (st == DP_OK) st = OPT_CALL(be, copy, send, (const char *)dev + es * (size_t)(s->lo - dev_lo), es * (size_t)(s->hi - s->lo));
-    if (st == DP_OK) st = OPT_CALL(be, allgather, s->par.dp_group, recv, send, s->chunk, NULL);
-    if (st == DP_OK) st = OPT_CALL(be, download_f64, host, recv, s->total);
-    opt_mem_free(be, recv);
-    opt_mem_free(be, send);
-    return st;
-}
-
-/* The optimizer on the parameter positions of partition `owner` (s->hooks; correct: this
- * rank's [lo, hi)) with the private gradient and states of [lo, hi): elementwise, so
- * the same bits as one call per parameter. */
-static dp_status update_partition(opt_dpsgd *s) {
-    opt_backend *be = s->be;
-    const opt_model *om = &s->om;
-    const ref_dpsgd_config *c = &s->cfg;
-    int64_t tlo = s->lo, thi = s->hi;
-    if (s->shard->shard_states) opt_shard_range(&tlo, &thi, s->total, s->chunk, s->hooks->update_owner(s));
-    if (thi - tlo > s->hi - s->lo) thi = tlo + (s->hi - s->lo);
-    for (int p = 0; p < om->np; p++) {
-        int64_t a = s->off[p] > tlo ? s->off[p] : tlo, e = s->off[p] + om->numel[p] < thi ? s->off[p] + om->numel[p] : thi;
-        if (a >= e) continue;
-        void *w = dev_at(s, om->w[p], a - s->off[p]), *g = dev_at(s, s->pgrad, a - tlo), *m1 = dev_at(s, s->m1, a - tlo);
-        if (c->opt == REF_OPT_SGD)
-            DP_TRY(OPT_CALL(be, sgd_momentum, w, m1, g, c->lr, c->momentum, 0.0, s->t, e - a));
-        else
-            DP_TRY(OPT_CALL(be, adamw, w, m1, dev_at(s, s->m2, a - tlo), g, c->lr, c->beta1, c->beta2, c->adam_eps,
-                            c->weight_decay, s->t, e - a));
-    }
-    return DP_OK;
-}
-
 /* ---------------------------------------------------------------- step */
 dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_dataset *d, int64_t step) {
     ref_dpsgd_step_free(out);
@@ -491,20 +449,12 @@ dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_datase
     /* host copies of S and Z (the whole gradient, for the outputs) */
     double *hS = malloc(sizeof(double) * (size_t)(2 * s->total + 1));
     if (!hS && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
-    if (st == DP_OK) st = gather_positions(s, hS, s->flat, 0);
-    if (st == DP_OK) st = gather_positions(s, hS + s->total, dev_at(s, s->flat, s->zoff), s->zlo);
+    if (st == DP_OK) st = s->shard->gather_sums(s, hS);
     if (st == DP_OK) st = s->hooks->post_sum(s, hS); /* no-op unless a test-only bug (bugs.c) */
-    /* ---- private gradient (S + Z) / (q N) of positions [lo, hi) ---- */
-    double div = s->hooks->divisor(s, b);
-    int64_t nown = s->hi - s->lo;
-    if (st == DP_OK)
-        st = OPT_CALL(be, add, s->pgrad, dev_at(s, s->flat, s->lo), dev_at(s, s->flat, s->zoff + s->lo - s->zlo), nown);
-    if (st == DP_OK) st = OPT_CALL(be, div_scalar, s->pgrad, s->pgrad, div, nown);
-
-    /* ---- optimizer on the parameter positions [lo, hi) of the updated partition ---- */
+    /* ---- private gradient (S + Z) / (q N), optimizer and parameter sync of the rank's
+     * positions (the sharding's) ---- */
     if (st == DP_OK) s->t++;
-    if (st == DP_OK) st = update_partition(s);
-    if (st == DP_OK) st = s->shard->sync_params(s);
+    if (st == DP_OK) st = s->shard->update(s, s->hooks->divisor(s, b));
 
     /* ---- outputs (per-example arrays gathered in global order) ---- */
     out->step = step;
@@ -553,7 +503,7 @@ dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_datase
         out->private_grad = calloc((size_t)np, sizeof(double *));
         double *hp = malloc(sizeof(double) * (size_t)(s->total + 1));
         if (!out->clipped_sum || !out->noise || !out->private_grad || !hp) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
-        if (st == DP_OK) st = gather_positions(s, hp, s->pgrad, s->lo);
+        if (st == DP_OK) st = s->shard->gather_pgrad(s, hp);
         for (int p = 0; st == DP_OK && p < np; p++) {
             size_t nb = sizeof(double) * (size_t)om->numel[p];
             out->clipped_sum[p] = malloc(nb); out->noise[p] = malloc(nb); out->private_grad[p] = malloc(nb);

@@ -16,8 +16,12 @@ typedef struct opt_shard_strategy {
     /* S and Z of the positions [lo, hi) summed over the DP group (Z: the noise, exactly
      * once), in flat at their global offsets. */
     dp_status (*reduce)(opt_dpsgd *s, int64_t step);
-    /* Every rank's parameters equal after the update of the positions [lo, hi). */
-    dp_status (*sync_params)(opt_dpsgd *s);
+    /* The private gradient (S + Z) / div of the rank's positions, the optimizer on them,
+     * and every rank's parameters equal afterwards (ZeRO: all-gathered). */
+    dp_status (*update)(opt_dpsgd *s, double div);
+    /* Host copies of the whole S | Z (hS [2 total]) and private gradient (hp [total]). */
+    dp_status (*gather_sums)(opt_dpsgd *s, double *hS);
+    dp_status (*gather_pgrad)(opt_dpsgd *s, double *hp);
 } opt_shard_strategy;
 
 #define OPT_SHARD_DECL_(ID, sym, name) extern const opt_shard_strategy opt_shard_##sym;
@@ -56,6 +60,10 @@ void *opt_dev_at(const opt_dpsgd *s, void *base, int64_t elem);
 dp_status opt_shard_noise(opt_dpsgd *s, int64_t step, int64_t lo, int64_t hi);
 /* Allgather of every rank's [lo, hi) parameter positions over the DP group. */
 dp_status opt_shard_allgather_params(opt_dpsgd *s);
+/* The update and gathers of the range partitions (replicated: [0, total); zero1, zero2). */
+dp_status opt_shard_range_update(opt_dpsgd *s, double div);
+dp_status opt_shard_range_gather_sums(opt_dpsgd *s, double *hS);
+dp_status opt_shard_range_gather_pgrad(opt_dpsgd *s, double *hp);
 /* This rank's shard of N (rank r: [r chunk, min((r + 1) chunk, total))). */
 void opt_shard_range(int64_t *lo, int64_t *hi, int64_t total, int64_t chunk, int r);
 

@@ -32,6 +32,6 @@ dp_status opt_shard_replicated_reduce(opt_dpsgd *s, int64_t step) {
     return OPT_CALL(be, allreduce_sum, s->par.dp_group, opt_dev_at(s, s->flat, s->zoff), s->total, NULL);
 }
 
-static dp_status replicated_sync(opt_dpsgd *s) { return DP_OK; }
-
-const opt_shard_strategy opt_shard_replicated = {"replicated", 0, 0, opt_shard_replicated_reduce, replicated_sync};
+const opt_shard_strategy opt_shard_replicated = {"replicated", 0, 0, opt_shard_replicated_reduce,
+                                                 opt_shard_range_update, opt_shard_range_gather_sums,
+                                                 opt_shard_range_gather_pgrad};

@@ -6,9 +6,5 @@
 
 dp_status opt_shard_replicated_reduce(opt_dpsgd *s, int64_t step);
 
-static dp_status zero1_sync(opt_dpsgd *s) {
-    if (s->hooks->skip_param_sync) return DP_OK;
-    return opt_shard_allgather_params(s);
-}
-
-const opt_shard_strategy opt_shard_zero1 = {"zero1", 1, 0, opt_shard_replicated_reduce, zero1_sync};
+const opt_shard_strategy opt_shard_zero1 = {"zero1", 1, 0, opt_shard_replicated_reduce, opt_shard_range_update,
+                                            opt_shard_range_gather_sums, opt_shard_range_gather_pgrad};

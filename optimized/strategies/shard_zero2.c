@@ -27,9 +27,5 @@ static dp_status zero2_reduce(opt_dpsgd *s, int64_t step) {
     return st;
 }
 
-static dp_status zero2_sync(opt_dpsgd *s) {
-    if (s->hooks->skip_param_sync) return DP_OK;
-    return opt_shard_allgather_params(s);
-}
-
-const opt_shard_strategy opt_shard_zero2 = {"zero2", 1, 1, zero2_reduce, zero2_sync};
+const opt_shard_strategy opt_shard_zero2 = {"zero2", 1, 1, zero2_reduce, opt_shard_range_update,
+                                            opt_shard_range_gather_sums, opt_shard_range_gather_pgrad};
