@@ -72,7 +72,6 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const ref_dpsgd_config *
     else { s->lo = 0; s->hi = total; }
     s->zoff = s->shard->shard_states ? s->chunk * N : total;
     s->zlo = s->shard->noise_partition ? s->lo : 0;
-    int64_t zlen = s->shard->noise_partition ? s->chunk : s->zoff;
     dp_status st = ref_clip_groups_make(&s->groups, cfg, m);
     if (st != DP_OK) { opt_parallel_free(&s->par); return st; }
     st = opt_model_create(&s->om, be, m);
@@ -80,6 +79,8 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const ref_dpsgd_config *
     s->off = calloc((size_t)m->nparams, sizeof *s->off);
     if (!s->off) { opt_dpsgd_free(s); return dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
     for (int p = 1; p < m->nparams; p++) s->off[p] = s->off[p - 1] + m->params[p - 1].numel;
+    if ((st = s->shard->setup(s)) != DP_OK) { opt_dpsgd_free(s); return st; }
+    int64_t zlen = s->shard->noise_partition ? s->chunk : s->zoff; /* Z: the partition or all positions */
     size_t es = opt_backend_esize(be);
     if ((st = opt_mem_alloc(be, &s->flat, es * (size_t)(s->zoff + zlen), OPT_MEM_GRADS)) != DP_OK ||
         (st = opt_mem_alloc(be, &s->pgrad, es * (size_t)s->chunk, OPT_MEM_GRADS)) != DP_OK ||
@@ -93,6 +94,7 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const ref_dpsgd_config *
 
 void opt_dpsgd_free(opt_dpsgd *s) {
     if (!s->be) return;
+    if (s->shard) s->shard->teardown(s);
     void *bufs[4] = {s->flat, s->pgrad, s->m1, s->m2};
     for (int i = 0; i < 4; i++) opt_mem_free(s->be, bufs[i]);
     if (s->om.be) opt_model_free(&s->om);
@@ -323,7 +325,9 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
     /* ---- clipped sums ---- */
     int any_drop = 0;
     for (int64_t b = 0; b < Bc; b++) any_drop |= co->dropped[b] | special[b];
-    int second_pass = s->norm->second_pass && G == 1 && !any_drop;
+    /* the weighted second pass is a per-rank choice (any_drop): not with per-layer
+     * parameter gathers (zero3), whose passes must be the same on every rank */
+    int second_pass = s->norm->second_pass && G == 1 && !any_drop && !om->fetch;
     if (st == DP_OK && second_pass) {
         void **gp = calloc((size_t)np, sizeof(void *));
         if (!gp) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
@@ -433,7 +437,9 @@ dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_datase
     double **cg = pgr ? calloc((size_t)np, sizeof(double *)) : NULL;
     for (int64_t j = 0; st == DP_OK && j < k; j++) {
         int64_t clo = nl * j / k, chi = nl * (j + 1) / k, Bc = chi - clo;
-        if (Bc == 0) continue;
+        /* with per-layer parameter gathers (zero3) every rank runs every chunk, empty or
+         * not, so that the gathers stay collective */
+        if (Bc == 0 && !om->fetch) continue;
         chunk_out cc = {co.loss + clo, co.gn + clo * (G + 1), co.c + clo * G, co.dropped + clo, NULL};
         if (pgr) {
             if (!cg) { st = dp_error(DP_ERR_NOMEM, "engine: out of memory"); break; }

@@ -84,6 +84,7 @@ typedef struct {
     void *pgrad;           /* device [chunk] private gradient of positions [lo, hi) */
     void *m1, *m2;         /* device [chunk] optimizer state of positions [lo, hi) (m2: adamw only) */
     int64_t t;             /* optimizer steps taken */
+    void *shard_state;     /* the sharding's own state (zero3), or NULL */
 } opt_dpsgd;
 
 /* m: the initial model (copied to the device). Validates cfg (ref_dpsgd_config_check) and

@@ -11,10 +11,12 @@
 #include "optimized/backend.h"
 
 /* X(ID, name, model_state): model_state = 1 for the terms of the ZeRO formulas. */
+/* gathered_params: zero3's per-layer all-gathered parameters (alive from the layer's
+ * gather to its release). */
 #define OPT_MEM_TAGS(X)                                                                                   \
     X(PARAMS, params, 1) X(MASTER, master_weights, 1) X(GRADS, grads, 1) X(OPTSTATE, optimizer_state, 1) \
     X(ACTIVATIONS, activations, 0) X(PER_EXAMPLE, per_example, 0) X(WORKSPACE, workspace, 0)              \
-    X(COMM, comm_buffers, 0)
+    X(COMM, comm_buffers, 0) X(GATHERED, gathered_params, 0)
 typedef enum {
 #define OPT_MEM_ID_(ID, name, ms) OPT_MEM_##ID,
     OPT_MEM_TAGS(OPT_MEM_ID_)

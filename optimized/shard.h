@@ -22,6 +22,10 @@ typedef struct opt_shard_strategy {
     /* Host copies of the whole S | Z (hS [2 total]) and private gradient (hp [total]). */
     dp_status (*gather_sums)(opt_dpsgd *s, double *hS);
     dp_status (*gather_pgrad)(opt_dpsgd *s, double *hp);
+    /* After the model and offsets exist, before the step buffers (sized by chunk, zoff):
+     * may set chunk, lo, hi, zoff, zlo and s->shard_state; teardown frees it. */
+    dp_status (*setup)(opt_dpsgd *s);
+    void (*teardown)(opt_dpsgd *s);
 } opt_shard_strategy;
 
 #define OPT_SHARD_DECL_(ID, sym, name) extern const opt_shard_strategy opt_shard_##sym;
@@ -64,6 +68,8 @@ dp_status opt_shard_allgather_params(opt_dpsgd *s);
 dp_status opt_shard_range_update(opt_dpsgd *s, double div);
 dp_status opt_shard_range_gather_sums(opt_dpsgd *s, double *hS);
 dp_status opt_shard_range_gather_pgrad(opt_dpsgd *s, double *hp);
+dp_status opt_shard_range_setup(opt_dpsgd *s);
+void opt_shard_range_teardown(opt_dpsgd *s);
 /* This rank's shard of N (rank r: [r chunk, min((r + 1) chunk, total))). */
 void opt_shard_range(int64_t *lo, int64_t *hi, int64_t total, int64_t chunk, int r);
 

@@ -20,7 +20,8 @@
 
 /* X(ID, symbol, "cli-name") — index = opt_sharding */
 #define OPT_SHARDINGS(X)                                                                            \
-    X(REPLICATED, replicated, "replicated") X(ZERO1, zero1, "zero1") X(ZERO2, zero2, "zero2")
+    X(REPLICATED, replicated, "replicated") X(ZERO1, zero1, "zero1") X(ZERO2, zero2, "zero2")       \
+    X(ZERO3, zero3, "zero3")
 
 /* X(ID, "cli-name") — index = opt_bug (test-only negative controls, docs/engine.md) */
 #define OPT_BUGS(X)                                                                                 \

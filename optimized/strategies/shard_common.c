@@ -102,3 +102,6 @@ dp_status opt_shard_range_gather_sums(opt_dpsgd *s, double *hS) {
 }
 
 dp_status opt_shard_range_gather_pgrad(opt_dpsgd *s, double *hp) { return gather_positions(s, hp, s->pgrad, s->lo); }
+
+dp_status opt_shard_range_setup(opt_dpsgd *s) { return DP_OK; }
+void opt_shard_range_teardown(opt_dpsgd *s) {}

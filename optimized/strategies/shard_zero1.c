@@ -7,4 +7,5 @@
 dp_status opt_shard_replicated_reduce(opt_dpsgd *s, int64_t step);
 
 const opt_shard_strategy opt_shard_zero1 = {"zero1", 1, 0, opt_shard_replicated_reduce, opt_shard_range_update,
-                                            opt_shard_range_gather_sums, opt_shard_range_gather_pgrad};
+                                            opt_shard_range_gather_sums, opt_shard_range_gather_pgrad, opt_shard_range_setup,
+                                            opt_shard_range_teardown};

@@ -28,4 +28,5 @@ static dp_status zero2_reduce(opt_dpsgd *s, int64_t step) {
 }
 
 const opt_shard_strategy opt_shard_zero2 = {"zero2", 1, 1, zero2_reduce, opt_shard_range_update,
-                                            opt_shard_range_gather_sums, opt_shard_range_gather_pgrad};
+                                            opt_shard_range_gather_sums, opt_shard_range_gather_pgrad, opt_shard_range_setup,
+                                            opt_shard_range_teardown};
