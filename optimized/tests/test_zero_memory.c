@@ -7,6 +7,9 @@
  *   replicated: params P e, grads (2 P + P) e,        optimizer state k P e
  *   zero1:      params P e, grads (2 N c + c) e,      optimizer state k c e
  *   zero2:      params P e, grads (N c + c + c) e,    optimizer state k c e
+ *   zero3:      params C e, grads (P + C + C) e,      optimizer state k C e,
+ *               C = sum_p ceil(n_p / N) (per-tensor partitions); plus the per-layer
+ *               gathered parameters (tag gathered_params), released after each use
  * Also: the zero1/zero2 optimizer state at N > 1 is smaller than the replicated one
  * (the claim the formulas make), and every tag is back to 0 after opt_dpsgd_free. */
 #include <mpi.h>
@@ -44,6 +47,9 @@ static void run(int use_mpi, dp_dtype dt, opt_sharding sh, ref_optimizer optz, u
     opt_dp_options o = {.strategy = OPT_STRAT_GHOST, .sharding = sh};
     opt_dpsgd s;
     T_OK(opt_dpsgd_init(&s, be, &c, &o, &m));
+    /* peaks over the training steps (zero3's init loads the full model once, then keeps
+     * only its partition: docs/zero.md "Memory") */
+    opt_mem_reset_peaks(be);
     ref_dpsgd_step_out out;
     memset(&out, 0, sizeof out);
     for (int64_t k = 1; k <= c.steps; k++) T_OK(opt_dpsgd_step(&out, &s, &d, k));
@@ -51,14 +57,31 @@ static void run(int use_mpi, dp_dtype dt, opt_sharding sh, ref_optimizer optz, u
     opt_mem_get(&r, be);
     const uint64_t e = opt_backend_esize(be), P = (uint64_t)m.total, N = (uint64_t)be->comm.size;
     const uint64_t cc = (P + N - 1) / N, kst = optz == REF_OPT_SGD ? 1 : 2;
-    uint64_t grads = sh == OPT_SHARD_REPLICATED ? 3 * P : sh == OPT_SHARD_ZERO1 ? 2 * N * cc + cc : N * cc + 2 * cc;
-    uint64_t states = sh == OPT_SHARD_REPLICATED ? kst * P : kst * cc;
+    uint64_t C3 = 0; /* zero3: sum_p ceil(n_p / N) */
+    for (int p = 0; p < m.nparams; p++) C3 += ((uint64_t)m.params[p].numel + N - 1) / N;
+    uint64_t grads = sh == OPT_SHARD_REPLICATED ? 3 * P
+                     : sh == OPT_SHARD_ZERO1    ? 2 * N * cc + cc
+                     : sh == OPT_SHARD_ZERO2    ? N * cc + 2 * cc
+                                                : P + 2 * C3;
+    uint64_t states = sh == OPT_SHARD_REPLICATED ? kst * P : kst * (sh == OPT_SHARD_ZERO3 ? C3 : cc);
+    uint64_t params = sh == OPT_SHARD_ZERO3 ? C3 : P;
     const char *sn = opt_sharding_names[sh], *on = optz == REF_OPT_SGD ? "sgd" : "adamw", *dn = dt == DP_F64 ? "f64" : "f32";
-    expect_bytes(r.peak[OPT_MEM_PARAMS], P * e, "params", sn, on, dn, (int)N);
+    expect_bytes(r.peak[OPT_MEM_PARAMS], params * e, "params", sn, on, dn, (int)N);
     expect_bytes(r.peak[OPT_MEM_GRADS], grads * e, "grads", sn, on, dn, (int)N);
     expect_bytes(r.peak[OPT_MEM_OPTSTATE], states * e, "optimizer_state", sn, on, dn, (int)N);
     expect_bytes(r.peak[OPT_MEM_MASTER], 0, "master_weights", sn, on, dn, (int)N);
-    expect_bytes(r.peak_model_states, (P + grads + states) * e, "model_states", sn, on, dn, (int)N);
+    expect_bytes(r.peak_model_states, (params + grads + states) * e, "model_states", sn, on, dn, (int)N);
+    /* zero3: layers gathered and released (visible in the ledger), none left after a step;
+     * at most two layers' tensors alive at once (the current one and the prefetch) */
+    if (sh == OPT_SHARD_ZERO3) {
+        uint64_t two = 0; /* an upper bound: the two largest layers of the mlp = all its tensors */
+        for (int p = 0; p < m.nparams; p++) two += ((uint64_t)m.params[p].numel + N - 1) / N * N;
+        T_CHECK(r.peak[OPT_MEM_GATHERED] > 0 && r.peak[OPT_MEM_GATHERED] <= two * e && r.cur[OPT_MEM_GATHERED] == 0,
+                "zero3 %s %s N=%d: gathered parameters peak %llu (expected in (0, %llu]), current %llu (expected 0)", on,
+                dn, (int)N, (unsigned long long)r.peak[OPT_MEM_GATHERED], (unsigned long long)(two * e),
+                (unsigned long long)r.cur[OPT_MEM_GATHERED]);
+    } else
+        T_CHECK(r.peak[OPT_MEM_GATHERED] == 0, "%s: gathered parameters without zero3", sn);
     if (N > 1 && sh != OPT_SHARD_REPLICATED)
         T_CHECK(states < kst * P, "%s N=%llu: optimizer state %llu not below the replicated %llu", sn,
                 (unsigned long long)N, (unsigned long long)states, (unsigned long long)(kst * P));
