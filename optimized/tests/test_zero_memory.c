@@ -102,10 +102,42 @@ static void run(int use_mpi, dp_dtype dt, opt_sharding sh, ref_optimizer optz, u
     ref_dataset_free(&d);
 }
 
+/* zero1..3 with a backend lacking all-gather: a usage error naming the operation. */
+static void check_no_allgather(void) {
+    ref_model_config mc;
+    ref_config_default(&mc, REF_MLP);
+    mc.in = 3; mc.hidden[0] = 4; mc.nhidden = 1; mc.classes = 2;
+    ref_dpsgd_config c;
+    ref_dpsgd_config_default(&c);
+    c.n = 8; c.q = 0.5; c.steps = 1; c.clip = 1; c.sigma = 1;
+    ref_model m;
+    T_OK(ref_model_init(&m, &mc, c.seed));
+    opt_backend_config bc = {.name = "host", .dtype = DP_F64, .threads = 1, .use_mpi = 0};
+    opt_backend *be = NULL;
+    T_OK(opt_backend_create(&be, &bc));
+    if (!be) { ref_model_free(&m); return; }
+    be->ops.allgather = NULL;
+    for (int sh = OPT_SHARD_ZERO1; sh < OPT_SHARD_COUNT; sh++) {
+        opt_dp_options o = {.sharding = (opt_sharding)sh};
+        opt_dpsgd s;
+        dp_status st = opt_dpsgd_init(&s, be, &c, &o, &m);
+        T_CHECK(st == DP_ERR_USAGE && strstr(dp_last_error(), "allgather"), "%s without allgather: status %d (%s)",
+                opt_sharding_names[sh], (int)st, dp_last_error());
+        if (st == DP_OK) opt_dpsgd_free(&s);
+    }
+    opt_dp_options o = {.sharding = OPT_SHARD_REPLICATED}; /* control: replicated needs no all-gather */
+    opt_dpsgd s;
+    T_OK(opt_dpsgd_init(&s, be, &c, &o, &m));
+    opt_dpsgd_free(&s);
+    opt_backend_destroy(be);
+    ref_model_free(&m);
+}
+
 int main(void) {
     int use_mpi = getenv("OMPI_COMM_WORLD_SIZE") != NULL;
     if (use_mpi && MPI_Init(NULL, NULL) != MPI_SUCCESS) { fprintf(stderr, "MPI_Init failed\n"); return 1; }
     uint64_t seed = t_seed(31);
+    if (!use_mpi) check_no_allgather();
     for (int sh = 0; sh < OPT_SHARD_COUNT; sh++)
         for (int dt = 0; dt < 2; dt++)
             for (int op = 0; op < 2; op++)
