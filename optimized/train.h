@@ -14,7 +14,7 @@ typedef struct {
     const char *impl, *backend, *strategy, *noise_mode, *dtype, *bug, *mixed_rule, *export_dir;
     int64_t threads;
     int seen_export, seen_bug, seen_strategy, seen_noise_mode, seen_mixed_rule;
-    const char *sharding;       /* --sharding replicated|zero1|zero2 */
+    const char *sharding;       /* --sharding replicated|zero1|zero2|zero3 */
     int64_t dp, cp;             /* --dp N --cp M (0: N = world size / M) */
     double collective_timeout;  /* --collective-timeout SECONDS */
     int memory_report;          /* --memory-report */

@@ -125,7 +125,7 @@ void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t) {
     opts[(*n)++] = (dp_opt){"--export", DP_OPT_STRING, &t->export_dir, &t->seen_export,
                             "write DIR/step-NNNNNN.safetensors (rank 0)"};
     opts[(*n)++] = (dp_opt){"--sharding", DP_OPT_STRING, &t->sharding, &t->seen_sharding,
-                            "replicated | zero1 | zero2 (DP-ZeRO stages, docs/zero.md) (replicated)"};
+                            "replicated | zero1 | zero2 | zero3 (DP-ZeRO stages, docs/zero.md) (replicated)"};
     opts[(*n)++] = (dp_opt){"--dp", DP_OPT_INT, &t->dp, &t->seen_dp, "data-parallel ranks N (world size / M)"};
     opts[(*n)++] = (dp_opt){"--cp", DP_OPT_INT, &t->cp, &t->seen_cp, "context-parallel ranks M, N M = world size (1)"};
     opts[(*n)++] = (dp_opt){"--collective-timeout", DP_OPT_DOUBLE, &t->collective_timeout, NULL,
