@@ -1,6 +1,7 @@
 /* optimized/dpsgd.c — DP-SGD on the engine (docs/engine.md): strategies, clipping
  * groups, noise modes, data-parallel shares and micro-batches. */
 #include "optimized/dpsgd.h"
+#include "optimized/opt_spec.h"
 #include "optimized/ledger.h"
 #include "optimized/shard.h"
 
@@ -32,11 +33,11 @@ void opt_rank_share(int64_t *lo, int64_t *hi, int64_t b, int rank, int size) {
 
 #define dev_at opt_dev_at
 
-dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const ref_dpsgd_config *cfg, const opt_dp_options *o,
-                         const ref_model *m) {
+dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const dp_dpsgd_config *cfg, const opt_dp_options *o,
+                         const dp_model *m) {
     memset(s, 0, sizeof *s);
-    DP_TRY(ref_dpsgd_config_check(cfg));
-    if (cfg->precision != REF_PREC_DOUBLE)
+    DP_TRY(opt_dpsgd_config_check(cfg));
+    if (cfg->precision != DP_PREC_DOUBLE)
         return dp_error(DP_ERR_NOT_SUPPORTED, "--precision mpfr is a reference-only mode (the engine computes in %s)",
                         be->dtype == DP_F64 ? "f64" : "f32");
     if (m->nparams >= (1 << 16))
@@ -72,10 +73,10 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const ref_dpsgd_config *
     else { s->lo = 0; s->hi = total; }
     s->zoff = s->shard->shard_states ? s->chunk * N : total;
     s->zlo = s->shard->noise_partition ? s->lo : 0;
-    dp_status st = ref_clip_groups_make(&s->groups, cfg, m);
+    dp_status st = opt_clip_groups_make(&s->groups, cfg, m);
     if (st != DP_OK) { opt_parallel_free(&s->par); return st; }
     st = opt_model_create(&s->om, be, m);
-    if (st != DP_OK) { ref_clip_groups_free(&s->groups); opt_parallel_free(&s->par); return st; }
+    if (st != DP_OK) { opt_clip_groups_free(&s->groups); opt_parallel_free(&s->par); return st; }
     s->off = calloc((size_t)m->nparams, sizeof *s->off);
     if (!s->off) { opt_dpsgd_free(s); return dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
     for (int p = 1; p < m->nparams; p++) s->off[p] = s->off[p - 1] + m->params[p - 1].numel;
@@ -85,7 +86,7 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const ref_dpsgd_config *
     if ((st = opt_mem_alloc(be, &s->flat, es * (size_t)(s->zoff + zlen), OPT_MEM_GRADS)) != DP_OK ||
         (st = opt_mem_alloc(be, &s->pgrad, es * (size_t)s->chunk, OPT_MEM_GRADS)) != DP_OK ||
         (st = opt_mem_alloc(be, &s->m1, es * (size_t)s->chunk, OPT_MEM_OPTSTATE)) != DP_OK ||
-        (cfg->opt != REF_OPT_SGD && (st = opt_mem_alloc(be, &s->m2, es * (size_t)s->chunk, OPT_MEM_OPTSTATE)) != DP_OK)) {
+        (cfg->opt != DP_OPT_SGD && (st = opt_mem_alloc(be, &s->m2, es * (size_t)s->chunk, OPT_MEM_OPTSTATE)) != DP_OK)) {
         opt_dpsgd_free(s);
         return st;
     }
@@ -98,7 +99,7 @@ void opt_dpsgd_free(opt_dpsgd *s) {
     void *bufs[4] = {s->flat, s->pgrad, s->m1, s->m2};
     for (int i = 0; i < 4; i++) opt_mem_free(s->be, bufs[i]);
     if (s->om.be) opt_model_free(&s->om);
-    ref_clip_groups_free(&s->groups);
+    opt_clip_groups_free(&s->groups);
     opt_parallel_free(&s->par);
     free(s->off);
     memset(s, 0, sizeof *s);
@@ -161,10 +162,10 @@ typedef struct {
     double **grad;    /* [np] -> [Bc * numel] per-sample gradients, or NULL */
 } chunk_out;
 
-static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, const int64_t *idx, int64_t Bc) {
+static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, const int64_t *idx, int64_t Bc) {
     opt_backend *be = s->be;
     opt_model *om = &s->om;
-    const ref_clip_groups *gr = &s->groups;
+    const dp_clip_groups *gr = &s->groups;
     const int G = gr->ngroups, np = om->np;
     size_t es = opt_backend_esize(be);
     opt_tape tp;
@@ -245,7 +246,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
     /* ---- special examples: a finite loss but a non-finite squared group norm. Either a
      * gradient element is not finite (dropped, as the reference), or the squares / ghost
      * Gram products overflowed for a finite gradient: then the norms follow the
-     * reference's definition (ref_norms_double, scaled form), computed on the host from
+     * definition of docs/dpsgd.md step 4 (opt_norms_double, scaled form), computed on the host from
      * the example's instantiated gradient, and its clipped terms are added from it.
      * Every dropped or special example then has its tape and instantiated rows zeroed and
      * c = 0 in the batched path (docs/engine.md "Dropped and overflowing examples"). ---- */
@@ -281,10 +282,10 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
             if (st == DP_OK) st = OPT_CALL(be, download_f64, hrow[p], buf, Bc * om->numel[p]);
         }
     }
-    ref_model hm = {0}; /* a shape-only model for ref_norms_double */
+    dp_model hm = {0}; /* a shape-only model for opt_norms_double */
     if (st == DP_OK && nspecial) {
         hm.nparams = np;
-        hm.params = calloc((size_t)np, sizeof(ref_param));
+        hm.params = calloc((size_t)np, sizeof(dp_param));
         if (!hm.params) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
         for (int p = 0; st == DP_OK && p < np; p++) hm.params[p].numel = om->numel[p];
     }
@@ -305,9 +306,9 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
             }
             if (!fin) { special[b] = 0; co->dropped[b] = 1; }
             else {
-                st = ref_norms_double(&co->gn[b * (G + 1) + G], &co->gn[b * (G + 1)], &hm, gr, gi, 1);
+                st = opt_norms_double(&co->gn[b * (G + 1) + G], &co->gn[b * (G + 1)], &hm, gr, gi, 1);
                 for (int g = 0; g < G; g++)
-                    hcx[g * Bc + b] = ref_clip_factor((ref_clip_fn)s->cfg.clip_fn, co->gn[b * (G + 1) + g],
+                    hcx[g * Bc + b] = opt_clip_factor((dp_clip_fn)s->cfg.clip_fn, co->gn[b * (G + 1) + g],
                                                       gr->thresh[g], s->cfg.gamma);
             }
         }
@@ -396,12 +397,12 @@ static dp_status gather(opt_dpsgd *s, void **out, const void *mine, size_t nbyte
 }
 
 /* ---------------------------------------------------------------- step */
-dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_dataset *d, int64_t step) {
-    ref_dpsgd_step_free(out);
+dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset *d, int64_t step) {
+    dp_dpsgd_step_free(out);
     memset(out, 0, sizeof *out);
     opt_backend *be = s->be;
     opt_model *om = &s->om;
-    const ref_dpsgd_config *c = &s->cfg;
+    const dp_dpsgd_config *c = &s->cfg;
     const int G = s->groups.ngroups, np = om->np, R = s->par.dp, rank = s->par.dp_rank;
     size_t es = opt_backend_esize(be);
     if (step < 1 || step > (int64_t)UINT32_MAX) return dp_error(DP_ERR_INVALID, "step %lld out of range", (long long)step);
@@ -410,7 +411,7 @@ dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_datase
     int64_t *idx = malloc(sizeof(int64_t) * (size_t)(c->n + 1));
     if (!idx) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     int64_t b = 0;
-    dp_status st = ref_dpsgd_poisson(idx, &b, c->key, step, c->q, c->n); /* global, same on every rank */
+    dp_status st = opt_poisson(idx, &b, c->key, step, c->q, c->n); /* global, same on every rank */
     int64_t lo, hi;
     opt_rank_share(&lo, &hi, b, rank, R);
     int64_t nl = hi - lo;

@@ -17,9 +17,10 @@
 #define OPT_DPSGD_H
 
 #include "optimized/engine.h"
+#include "optimized/opt_spec.h"
 #include "optimized/parallel.h"
 #include "optimized/strategy.h"
-#include "reference/dpsgd.h"
+#include "common/spec_dpsgd.h"
 
 typedef enum {
 #define OPT_STRAT_ID_(ID, sym, name) OPT_STRAT_##ID,
@@ -66,8 +67,8 @@ struct opt_step_hooks;
 typedef struct {
     opt_backend *be;
     opt_model om;
-    ref_dpsgd_config cfg;
-    ref_clip_groups groups;
+    dp_dpsgd_config cfg;
+    dp_clip_groups groups;
     opt_dp_options o;
     const opt_norm_strategy *norm;          /* o.strategy's table */
     const struct opt_shard_strategy *shard; /* o.sharding's table */
@@ -87,17 +88,17 @@ typedef struct {
     void *shard_state;     /* the sharding's own state (zero3), or NULL */
 } opt_dpsgd;
 
-/* m: the initial model (copied to the device). Validates cfg (ref_dpsgd_config_check) and
+/* m: the initial model (copied to the device). Validates cfg (opt_dpsgd_config_check) and
  * resolves the clipping groups exactly as the reference. */
-dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const ref_dpsgd_config *cfg, const opt_dp_options *o,
-                         const ref_model *m);
+dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const dp_dpsgd_config *cfg, const opt_dp_options *o,
+                         const dp_model *m);
 void opt_dpsgd_free(opt_dpsgd *s);
 
 /* One logical step (1-based), every rank calling it. On return `out` (freed and
  * refilled; rank 0 holds the whole batch's per-example arrays in global order, other
  * ranks their own share only) holds what the reference's step_out holds, and the
  * device parameters are updated. */
-dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_dataset *d, int64_t step);
+dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset *d, int64_t step);
 
 /* Rank r's share [lo, hi) of a batch of b examples over R ranks: lo = floor(b r / R). */
 void opt_rank_share(int64_t *lo, int64_t *hi, int64_t b, int rank, int size);

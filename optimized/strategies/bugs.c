@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "optimized/shard.h"
+#include "optimized/opt_spec.h"
 
 static void factors_keep(double *c, const int *dropped, int G, int64_t Bc) {}
 
@@ -49,7 +50,7 @@ static dp_status post_sum_clip(opt_dpsgd *s, double *hS) {
         for (int p = 0; p < om->np; p++)
             if (s->groups.group_of[p] == g)
                 for (int64_t e = 0; e < om->numel[p]; e++) sq += hS[s->off[p] + e] * hS[s->off[p] + e];
-        double f = ref_clip_factor((ref_clip_fn)s->cfg.clip_fn, sqrt(sq), s->groups.thresh[g], s->cfg.gamma);
+        double f = opt_clip_factor((dp_clip_fn)s->cfg.clip_fn, sqrt(sq), s->groups.thresh[g], s->cfg.gamma);
         for (int p = 0; p < om->np; p++)
             if (s->groups.group_of[p] == g)
                 for (int64_t e = 0; e < om->numel[p]; e++) hS[s->off[p] + e] *= f;

@@ -69,7 +69,7 @@ static dp_status gather_positions(opt_dpsgd *s, double *host, const void *dev, i
 static dp_status update_partition(opt_dpsgd *s) {
     opt_backend *be = s->be;
     const opt_model *om = &s->om;
-    const ref_dpsgd_config *c = &s->cfg;
+    const dp_dpsgd_config *c = &s->cfg;
     int64_t tlo = s->lo, thi = s->hi;
     if (s->shard->shard_states) opt_shard_range(&tlo, &thi, s->total, s->chunk, s->hooks->update_owner(s));
     if (thi - tlo > s->hi - s->lo) thi = tlo + (s->hi - s->lo);
@@ -77,7 +77,7 @@ static dp_status update_partition(opt_dpsgd *s) {
         int64_t a = s->off[p] > tlo ? s->off[p] : tlo, e = s->off[p] + om->numel[p] < thi ? s->off[p] + om->numel[p] : thi;
         if (a >= e) continue;
         void *w = opt_dev_at(s, om->w[p], a - s->off[p]), *g = opt_dev_at(s, s->pgrad, a - tlo), *m1 = opt_dev_at(s, s->m1, a - tlo);
-        if (c->opt == REF_OPT_SGD)
+        if (c->opt == DP_OPT_SGD)
             DP_TRY(OPT_CALL(be, sgd_momentum, w, m1, g, c->lr, c->momentum, 0.0, s->t, e - a));
         else
             DP_TRY(OPT_CALL(be, adamw, w, m1, opt_dev_at(s, s->m2, a - tlo), g, c->lr, c->beta1, c->beta2, c->adam_eps,

@@ -145,13 +145,13 @@ static dp_status z3_reduce(opt_dpsgd *s, int64_t step) {
 static dp_status z3_update(opt_dpsgd *s, double div) {
     z3_state *z = s->shard_state;
     opt_backend *be = s->be;
-    const ref_dpsgd_config *c = &s->cfg;
+    const dp_dpsgd_config *c = &s->cfg;
     const int64_t C = s->chunk;
     DP_TRY(OPT_CALL(be, add, s->pgrad, s->flat, opt_dev_at(s, s->flat, s->zoff), C));
     DP_TRY(OPT_CALL(be, div_scalar, s->pgrad, s->pgrad, div, C));
     if (z->wprev) DP_TRY(OPT_CALL(be, copy, z->wprev, z->wshard, opt_backend_esize(be) * (size_t)C)); /* BUG (test-only) */
     /* elementwise over the packed partition (padding stays 0: zero gradient, zero state) */
-    if (c->opt == REF_OPT_SGD) return OPT_CALL(be, sgd_momentum, z->wshard, s->m1, s->pgrad, c->lr, c->momentum, 0.0, s->t, C);
+    if (c->opt == DP_OPT_SGD) return OPT_CALL(be, sgd_momentum, z->wshard, s->m1, s->pgrad, c->lr, c->momentum, 0.0, s->t, C);
     return OPT_CALL(be, adamw, z->wshard, s->m1, s->m2, s->pgrad, c->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay,
                     s->t, C);
 }

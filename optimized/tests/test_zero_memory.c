@@ -27,36 +27,36 @@ static void expect_bytes(uint64_t got, uint64_t want, const char *what, const ch
             (unsigned long long)got, (unsigned long long)want);
 }
 
-static void run(int use_mpi, dp_dtype dt, opt_sharding sh, ref_optimizer optz, uint64_t seed) {
-    ref_model_config mc;
-    ref_config_default(&mc, REF_MLP);
+static void run(int use_mpi, dp_dtype dt, opt_sharding sh, dp_optimizer optz, uint64_t seed) {
+    dp_model_config mc;
+    dp_model_config_default(&mc, DP_MLP);
     mc.in = 7; mc.hidden[0] = 9; mc.hidden[1] = 5; mc.classes = 4;
-    ref_dpsgd_config c;
-    ref_dpsgd_config_default(&c);
+    dp_dpsgd_config c;
+    dp_dpsgd_config_default(&c);
     c.n = 24; c.q = 0.3; c.steps = 2; c.clip = 0.5; c.sigma = 0.7;
     c.seed.k = seed; c.key.k = seed ^ 0x5eedULL; c.opt = optz;
-    if (optz == REF_OPT_SGD) c.momentum = 0.5;
-    ref_model m;
-    ref_dataset d;
-    T_OK(ref_model_init(&m, &mc, c.seed));
-    T_OK(ref_dataset_generate(&d, &mc, c.n, c.seed));
+    if (optz == DP_OPT_SGD) c.momentum = 0.5;
+    dp_model m;
+    dp_dataset d;
+    T_OK(dp_model_init(&m, &mc, c.seed));
+    T_OK(dp_dataset_generate(&d, &mc, c.n, c.seed));
     opt_backend_config bc = {.name = "host", .dtype = dt, .threads = 1, .use_mpi = use_mpi};
     opt_backend *be = NULL;
     T_OK(opt_backend_create(&be, &bc));
-    if (!be) { ref_model_free(&m); ref_dataset_free(&d); return; }
+    if (!be) { dp_model_free(&m); dp_dataset_free(&d); return; }
     opt_dp_options o = {.strategy = OPT_STRAT_GHOST, .sharding = sh};
     opt_dpsgd s;
     T_OK(opt_dpsgd_init(&s, be, &c, &o, &m));
     /* peaks over the training steps (zero3's init loads the full model once, then keeps
      * only its partition: docs/zero.md "Memory") */
     opt_mem_reset_peaks(be);
-    ref_dpsgd_step_out out;
+    dp_dpsgd_step_out out;
     memset(&out, 0, sizeof out);
     for (int64_t k = 1; k <= c.steps; k++) T_OK(opt_dpsgd_step(&out, &s, &d, k));
     opt_mem_report r;
     opt_mem_get(&r, be);
     const uint64_t e = opt_backend_esize(be), P = (uint64_t)m.total, N = (uint64_t)be->comm.size;
-    const uint64_t cc = (P + N - 1) / N, kst = optz == REF_OPT_SGD ? 1 : 2;
+    const uint64_t cc = (P + N - 1) / N, kst = optz == DP_OPT_SGD ? 1 : 2;
     uint64_t C3 = 0; /* zero3: sum_p ceil(n_p / N) */
     for (int p = 0; p < m.nparams; p++) C3 += ((uint64_t)m.params[p].numel + N - 1) / N;
     uint64_t grads = sh == OPT_SHARD_REPLICATED ? 3 * P
@@ -65,7 +65,7 @@ static void run(int use_mpi, dp_dtype dt, opt_sharding sh, ref_optimizer optz, u
                                                 : P + 2 * C3;
     uint64_t states = sh == OPT_SHARD_REPLICATED ? kst * P : kst * (sh == OPT_SHARD_ZERO3 ? C3 : cc);
     uint64_t params = sh == OPT_SHARD_ZERO3 ? C3 : P;
-    const char *sn = opt_sharding_names[sh], *on = optz == REF_OPT_SGD ? "sgd" : "adamw", *dn = dt == DP_F64 ? "f64" : "f32";
+    const char *sn = opt_sharding_names[sh], *on = optz == DP_OPT_SGD ? "sgd" : "adamw", *dn = dt == DP_F64 ? "f64" : "f32";
     expect_bytes(r.peak[OPT_MEM_PARAMS], params * e, "params", sn, on, dn, (int)N);
     expect_bytes(r.peak[OPT_MEM_GRADS], grads * e, "grads", sn, on, dn, (int)N);
     expect_bytes(r.peak[OPT_MEM_OPTSTATE], states * e, "optimizer_state", sn, on, dn, (int)N);
@@ -93,29 +93,29 @@ static void run(int use_mpi, dp_dtype dt, opt_sharding sh, ref_optimizer optz, u
                on, dn, (unsigned long long)N, (unsigned long long)r.peak_model_states,
                (unsigned long long)r.peak[OPT_MEM_PARAMS], (unsigned long long)r.peak[OPT_MEM_GRADS],
                (unsigned long long)r.peak[OPT_MEM_OPTSTATE]);
-    ref_dpsgd_step_free(&out);
+    dp_dpsgd_step_free(&out);
     opt_dpsgd_free(&s);
     opt_mem_get(&r, be);
     T_CHECK(r.cur_total == 0, "%s: %llu bytes still recorded after opt_dpsgd_free", sn, (unsigned long long)r.cur_total);
     opt_backend_destroy(be);
-    ref_model_free(&m);
-    ref_dataset_free(&d);
+    dp_model_free(&m);
+    dp_dataset_free(&d);
 }
 
 /* zero1..3 with a backend lacking all-gather: a usage error naming the operation. */
 static void check_no_allgather(void) {
-    ref_model_config mc;
-    ref_config_default(&mc, REF_MLP);
+    dp_model_config mc;
+    dp_model_config_default(&mc, DP_MLP);
     mc.in = 3; mc.hidden[0] = 4; mc.nhidden = 1; mc.classes = 2;
-    ref_dpsgd_config c;
-    ref_dpsgd_config_default(&c);
+    dp_dpsgd_config c;
+    dp_dpsgd_config_default(&c);
     c.n = 8; c.q = 0.5; c.steps = 1; c.clip = 1; c.sigma = 1;
-    ref_model m;
-    T_OK(ref_model_init(&m, &mc, c.seed));
+    dp_model m;
+    T_OK(dp_model_init(&m, &mc, c.seed));
     opt_backend_config bc = {.name = "host", .dtype = DP_F64, .threads = 1, .use_mpi = 0};
     opt_backend *be = NULL;
     T_OK(opt_backend_create(&be, &bc));
-    if (!be) { ref_model_free(&m); return; }
+    if (!be) { dp_model_free(&m); return; }
     be->ops.allgather = NULL;
     for (int sh = OPT_SHARD_ZERO1; sh < OPT_SHARD_COUNT; sh++) {
         opt_dp_options o = {.sharding = (opt_sharding)sh};
@@ -130,7 +130,7 @@ static void check_no_allgather(void) {
     T_OK(opt_dpsgd_init(&s, be, &c, &o, &m));
     opt_dpsgd_free(&s);
     opt_backend_destroy(be);
-    ref_model_free(&m);
+    dp_model_free(&m);
 }
 
 int main(void) {
@@ -141,7 +141,7 @@ int main(void) {
     for (int sh = 0; sh < OPT_SHARD_COUNT; sh++)
         for (int dt = 0; dt < 2; dt++)
             for (int op = 0; op < 2; op++)
-                run(use_mpi, dt ? DP_F32 : DP_F64, (opt_sharding)sh, op ? REF_OPT_ADAMW : REF_OPT_SGD, seed);
+                run(use_mpi, dt ? DP_F32 : DP_F64, (opt_sharding)sh, op ? DP_OPT_ADAMW : DP_OPT_SGD, seed);
     int rc = t_finish();
     if (use_mpi) {
         int worst = rc;
