@@ -113,8 +113,9 @@ static dp_status per_layer(dp_clip_groups *g, const dp_dpsgd_config *c, const dp
         char key[DP_MAX_NAME];
         if (by_block) block_name(key, m->params[p].name);
         else snprintf(key, sizeof key, "%s", m->params[p].name);
-        int k = g->ngroups - 1; /* a block's tensors are contiguous in the canonical order */
-        if (k < 0 || strcmp(g->name[k], key) != 0) snprintf(g->name[k = g->ngroups++], DP_MAX_NAME, "%s", key);
+        int k = 0;
+        while (k < g->ngroups && strcmp(g->name[k], key) != 0) k++;
+        if (k == g->ngroups) snprintf(g->name[g->ngroups++], DP_MAX_NAME, "%s", key); /* a new group */
         g->group_of[p] = k;
     }
     if (!colon) {

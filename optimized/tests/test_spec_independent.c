@@ -447,6 +447,7 @@ static int update_disagreements(update_fn upd, digest_fn dig, ref_model *models)
     for (int mi = 0; mi < NMODELS; mi++) {
         ref_model *m = &models[mi];
         int64_t numel[64];
+        if (m->nparams > 64) { bad++; continue; }
         for (int p = 0; p < m->nparams; p++) numel[p] = m->params[p].numel;
         double **ta = opt_f64_arrays_alloc(numel, m->nparams), **tr = opt_f64_arrays_alloc(numel, m->nparams);
         if (!ta || !tr) { bad++; continue; }
