@@ -215,9 +215,9 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     ref_dpsgd_cli_init(&cli);
     opt_train_cli t;
     opt_train_cli_init(&t);
-    dp_opt opts[REF_DPSGD_NOPTS + 16];
+    dp_opt opts[REF_DPSGD_NOPTS + OPT_TRAIN_NOPTS];
     size_t n = 0;
-    DP_TRY(ref_dpsgd_cli_add_opts(opts, &n, REF_DPSGD_NOPTS + 16, &cli));
+    DP_TRY(ref_dpsgd_cli_add_opts(opts, &n, REF_DPSGD_NOPTS + OPT_TRAIN_NOPTS, &cli));
     opt_train_add_opts(opts, &n, &t);
     DP_TRY(dp_opts_parse(opts, n, argc, argv, NULL, 0, NULL, help));
     if (*help) {
