@@ -96,7 +96,8 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
     o->bug = (opt_bug)k;
     o->keep_per_sample = t->seen_export;
     DP_TRY(dp_parse_choice(&k, "--sharding", t->sharding, opt_sharding_names));
-    if (algo_dpzo && t->seen_sharding) return dp_error(DP_ERR_USAGE, "--sharding applies to dpsgd only");
+    if (algo_dpzo && (t->seen_sharding || t->seen_dp || t->seen_cp || t->memory_report))
+        return dp_error(DP_ERR_USAGE, "--sharding, --dp, --cp and --memory-report apply to dpsgd only");
     o->sharding = (opt_sharding)k;
     if (t->seen_dp) DP_TRY(dp_check_range("--dp", (double)t->dp, 1, 1, 65536, 1));
     DP_TRY(dp_check_range("--cp", (double)t->cp, 1, 1, 65536, 1));
@@ -215,9 +216,9 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     dp_dpsgd_cli_init(&cli);
     opt_train_cli t;
     opt_train_cli_init(&t);
-    dp_opt opts[DP_DPSGD_NOPTS + 16];
+    dp_opt opts[DP_DPSGD_NOPTS + OPT_TRAIN_NOPTS];
     size_t n = 0;
-    DP_TRY(dp_dpsgd_cli_add_opts(opts, &n, DP_DPSGD_NOPTS + 16, &cli));
+    DP_TRY(dp_dpsgd_cli_add_opts(opts, &n, DP_DPSGD_NOPTS + OPT_TRAIN_NOPTS, &cli));
     opt_train_add_opts(opts, &n, &t);
     DP_TRY(dp_opts_parse(opts, n, argc, argv, NULL, 0, NULL, help));
     if (*help) {

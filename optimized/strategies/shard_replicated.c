@@ -10,8 +10,13 @@ dp_status opt_shard_replicated_reduce(opt_dpsgd *s, int64_t step);
 dp_status opt_shard_replicated_reduce(opt_dpsgd *s, int64_t step) {
     opt_backend *be = s->be;
     const int R = s->par.dp, rank = s->par.dp_rank;
-    dp_status st = DP_OK;
-    if (s->o.noise_mode == OPT_NOISE_SHARES) {
+    const int shares = s->o.noise_mode == OPT_NOISE_SHARES;
+    /* single: rank 0 draws the reference's noise of every position, the others add zeros;
+     * shares: no rank draws the reference's lanes (unless a test-only hook widens it) */
+    int64_t lo = 0, hi = !shares && rank == 0 ? s->total : 0;
+    s->hooks->noise_span(s, &lo, &hi);
+    dp_status st = opt_shard_noise(s, step, lo, hi);
+    if (st == DP_OK && shares && hi <= lo) {
         /* rank r: N(0, sigma^2 C^2 / R) from lanes p | (r + 1) << 16 (not the reference's draw) */
         if (rank + 1 >= 256) return dp_error(DP_ERR_INVALID, "--noise-mode shares supports at most 255 ranks");
         double std = s->cfg.sigma * s->groups.c_total / sqrt((double)R);
@@ -20,10 +25,6 @@ dp_status opt_shard_replicated_reduce(opt_dpsgd *s, int64_t step) {
             st = OPT_CALL(be, noise_add, opt_dev_at(s, s->flat, s->zoff + s->off[p]), s->cfg.key, (uint32_t)step, lane,
                           std, 0, s->om.numel[p]);
         }
-    } else { /* single: rank 0 draws the reference's noise, the others add zeros */
-        int64_t lo = 0, hi = rank == 0 ? s->total : 0;
-        s->hooks->noise_span(s, &lo, &hi);
-        st = opt_shard_noise(s, step, lo, hi);
     }
     if (st != DP_OK) return st;
     if (s->zoff == s->total) /* [S | Z] contiguous: one all-reduce */
@@ -35,4 +36,4 @@ dp_status opt_shard_replicated_reduce(opt_dpsgd *s, int64_t step) {
 const opt_shard_strategy opt_shard_replicated = {"replicated", 0, 0, opt_shard_replicated_reduce,
                                                  opt_shard_range_update, opt_shard_range_gather_sums,
                                                  opt_shard_range_gather_pgrad, opt_shard_range_setup,
-                                            opt_shard_range_teardown};
+                                                 opt_shard_range_teardown};

@@ -23,11 +23,13 @@ BOUND=33
 ARGS=(dpsgd --model mlp --in 6 --hidden 7,5 --classes 4 --dataset-size 40 --q 0.3 --clip 0.3 --sigma 0.8 --seed 4
       --noise-key 9 --collective-timeout "$TMO")
 
-# pid of world rank $2 among this test's processes (environment CTMO_MARKER=$1)
+# pid of world rank $2 among this test's processes (environment CTMO_MARKER=$1), from /proc
 rank_pid() {
-  local marker=$1 rank=$2 p env
-  for p in $(pgrep -f -- "--collective-timeout"); do
-    env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) || continue
+  local marker=$1 rank=$2 d p env
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = "$$" ] && continue
+    env=$(tr '\0' '\n' 2>/dev/null <"$d/environ") || continue
     grep -qx "CTMO_MARKER=$marker" <<<"$env" || continue
     grep -qx "OMPI_COMM_WORLD_RANK=$rank" <<<"$env" || continue
     echo "$p"; return 0

@@ -15,6 +15,7 @@
 
 #include "common/philox.h"
 #include "common/test.h"
+#include "optimized/tests/mpi_test.h"
 #include "optimized/backend.h"
 
 static uint64_t g_seed;
@@ -117,20 +118,13 @@ static void run(dp_dtype dt, int use_mpi) {
 }
 
 int main(void) {
-    int use_mpi = getenv("OMPI_COMM_WORLD_SIZE") != NULL;
-    if (use_mpi && MPI_Init(NULL, NULL) != MPI_SUCCESS) { fprintf(stderr, "MPI_Init failed\n"); return 1; }
+    int use_mpi = t_mpi_start();
+    if (use_mpi < 0) return 1;
     int rank = 0, size = 1;
     if (use_mpi) { MPI_Comm_rank(MPI_COMM_WORLD, &rank); MPI_Comm_size(MPI_COMM_WORLD, &size); }
     g_seed = t_seed(21);
     printf("rank %d of %d (%s)\n", rank, size, use_mpi ? "MPI" : "no MPI");
     run(DP_F64, use_mpi);
     run(DP_F32, use_mpi);
-    int rc = t_finish();
-    if (use_mpi) {
-        int worst = rc;
-        MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        MPI_Finalize();
-        rc = worst;
-    }
-    return rc;
+    return t_mpi_finish(use_mpi);
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/test.h"
+#include "optimized/tests/mpi_test.h"
 #include "optimized/dpsgd.h"
 #include "optimized/ledger.h"
 
@@ -134,20 +135,13 @@ static void check_no_allgather(void) {
 }
 
 int main(void) {
-    int use_mpi = getenv("OMPI_COMM_WORLD_SIZE") != NULL;
-    if (use_mpi && MPI_Init(NULL, NULL) != MPI_SUCCESS) { fprintf(stderr, "MPI_Init failed\n"); return 1; }
+    int use_mpi = t_mpi_start();
+    if (use_mpi < 0) return 1;
     uint64_t seed = t_seed(31);
     if (!use_mpi) check_no_allgather();
     for (int sh = 0; sh < OPT_SHARD_COUNT; sh++)
         for (int dt = 0; dt < 2; dt++)
             for (int op = 0; op < 2; op++)
                 run(use_mpi, dt ? DP_F32 : DP_F64, (opt_sharding)sh, op ? DP_OPT_ADAMW : DP_OPT_SGD, seed);
-    int rc = t_finish();
-    if (use_mpi) {
-        int worst = rc;
-        MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        MPI_Finalize();
-        rc = worst;
-    }
-    return rc;
+    return t_mpi_finish(use_mpi);
 }
