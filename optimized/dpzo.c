@@ -157,6 +157,8 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     opt_backend *be = NULL;
     DP_TRY(opt_train_start(&be, &bc, &hp.key, use_mpi));
     int rank = be->comm.rank;
+    dp_status agree = opt_train_agree(be, "dpzo", opts, nopts, &cfg);
+    if (agree != DP_OK) { opt_backend_destroy(be); return agree; }
     if (rank == 0 && z.reveal_key && !z.seen_key) dp_cli_reveal_noise_key("train dpzo", hp.key.k);
     ref_model m;
     ref_dataset d;

@@ -31,5 +31,10 @@ dp_status opt_make_dir(const char *dir);
 /* opt_check_backend_built, opt_mpi_start, opt_share_key (of *key) and opt_backend_create
  * (bc->use_mpi set), in that order: the start of every `train` command. */
 dp_status opt_train_start(opt_backend **be, opt_backend_config *bc, dp_noise_key *key, int *use_mpi);
+/* The configuration digest of `train ALGO` (opts[0..n) as parsed, the model) agreed by
+ * every rank before any work (optimized/opt_agree.h, docs/ranks.md); a disagreement is
+ * DP_ERR_INVALID on every rank, which then exit 2 together. */
+dp_status opt_train_agree(opt_backend *be, const char *algo, const dp_opt *opts, size_t n,
+                          const ref_model_config *mc);
 
 #endif

@@ -19,9 +19,20 @@
 #include "common/cli.h"
 #include "optimized/dpsgd.h"
 #include "optimized/dpzo.h"
+#include "optimized/opt_agree.h"
 #include "optimized/train.h"
 
+#ifndef DPCERT_VERSION
+#define DPCERT_VERSION "0.0.0"
+#endif
+#ifndef DPCERT_GIT_REV
+#define DPCERT_GIT_REV "unknown"
+#endif
+
 static int opt_mpi_inited_here = 0;
+/* 1 when every rank failed the same collective check (the configuration digest): the
+ * ranks then finalize normally instead of aborting each other mid-message. */
+static int opt_failed_together = 0;
 
 /* Initialise MPI when started by a launcher. *use_mpi = 1 then. */
 dp_status opt_mpi_start(int *use_mpi) {
@@ -42,7 +53,7 @@ static void opt_mpi_stop(int failed) {
     int size = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     /* a rank that fails alone would leave the others waiting in a collective */
-    if (failed && size > 1) MPI_Abort(MPI_COMM_WORLD, failed);
+    if (failed && size > 1 && !opt_failed_together) MPI_Abort(MPI_COMM_WORLD, failed);
     MPI_Finalize();
     opt_mpi_inited_here = 0;
 }
@@ -145,6 +156,31 @@ dp_status opt_train_start(opt_backend **be, opt_backend_config *bc, dp_noise_key
     return opt_backend_create(be, bc);
 }
 
+dp_status opt_train_agree(opt_backend *be, const char *algo, const dp_opt *opts, size_t n,
+                          const ref_model_config *mc) {
+    /* per-rank by design (docs/ranks.md): --threads (results are bit-identical for any
+     * thread count), --noise-key and --reveal-noise-key (secret; rank 0's key is
+     * broadcast), --max-memory (each rank's own host) */
+    static const char *const skip[] = {"--threads", "--noise-key", "--reveal-noise-key", "--max-memory", NULL};
+    static const char *const hashed[] = {"--data", NULL};
+    static const char *const presence[] = {"--export", NULL};
+    opt_canon c;
+    opt_canon_init(&c);
+    dp_status st = opt_canon_line(&c, "dpcert", "%s %s", DPCERT_VERSION, DPCERT_GIT_REV);
+    if (st == DP_OK) st = opt_canon_line(&c, "command", "train %s", algo);
+    if (st == DP_OK) st = opt_canon_options(&c, opts, n, skip, hashed, presence);
+    if (st == DP_OK) st = opt_canon_model(&c, mc);
+    if (st == DP_OK) {
+        st = opt_config_agree(be, &c);
+        if (st == DP_ERR_INVALID) {
+            opt_failed_together = 1;
+            dp_error_context(st, "rank %d of %d", be->comm.rank, be->comm.size);
+        }
+    }
+    opt_canon_free(&c);
+    return st;
+}
+
 #define CMD "train"
 
 static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
@@ -175,8 +211,9 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     opt_backend *be = NULL;
     DP_TRY(opt_train_start(&be, &bc, &c.key, use_mpi));
     int rank = be->comm.rank;
+    dp_status st = opt_train_agree(be, "dpsgd", opts, n, &mc);
+    if (st != DP_OK) { opt_backend_destroy(be); return st; }
     if (rank == 0 && cli.reveal_key && !cli.seen_key) dp_cli_reveal_noise_key("train dpsgd", c.key.k);
-    dp_status st = DP_OK;
     if (t.seen_export && rank == 0) st = opt_make_dir(t.export_dir);
     ref_dataset d;
     memset(&d, 0, sizeof d);
