@@ -237,13 +237,12 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
                            opt_mixed_rule_names[o.mixed_rule], "dtype", bc.dtype == DP_F64 ? "f64" : "f32",
                            "ranks", nranks, "threads", nthreads, "inject_bug", opt_bug_names[o.bug], NULL};
     for (int64_t step = 1; st == DP_OK && step <= c.steps; step++) {
-        if (t.seen_export && rank == 0) {
-            ref_model_free(&before);
-            st = ref_model_copy(&before, &m);
-            if (st != DP_OK) break;
-        }
+        ref_model_free(&before); /* every rank: the update check compares with it */
+        st = ref_model_copy(&before, &m);
+        if (st != DP_OK) break;
         st = opt_dpsgd_step(&out, &s, &d, step);
         if (st == DP_OK) st = opt_model_get_params(&s.om, host);
+        if (st == DP_OK) st = opt_check_update_finite(&m, &before, step);
         if (st != DP_OK || rank != 0) continue;
         ref_dpsgd_print_step(&out);
         fflush(stdout);
