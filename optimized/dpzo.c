@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/safetensors.h"
+#include "optimized/opt_mem.h"
 #include "optimized/train.h"
 
 dp_status opt_dpzo_init(opt_dpzo *s, opt_backend *be, const ref_dpzo_hparams *hp, const ref_model *m) {
@@ -158,6 +159,11 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     DP_TRY(opt_train_start(&be, &bc, &hp.key, use_mpi));
     int rank = be->comm.rank;
     dp_status agree = opt_train_agree(be, "dpzo", opts, nopts, &cfg);
+    /* memory pre-check (docs/memory.md); with --data again once N is known */
+    const double es = (double)opt_backend_esize(be);
+    if (agree == DP_OK)
+        agree = ref_model_cli_mem_check(&z.m, opt_mem_dpzo(&cfg, &hp, es, be->comm.size,
+                                                           z.m.seen_data ? 0 : (double)hp.n_data, t.seen_export), "the run");
     if (agree != DP_OK) { opt_backend_destroy(be); return agree; }
     if (rank == 0 && z.reveal_key && !z.seen_key) dp_cli_reveal_noise_key("train dpzo", hp.key.k);
     ref_model m;
@@ -170,6 +176,8 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     double **before = NULL;
     dp_status st = ref_model_init(&m, &cfg, hp.seed);
     if (st == DP_OK) st = ref_dpzo_cli_dataset(&d, &hp, &cfg, &z);
+    if (st == DP_OK && z.m.seen_data)
+        st = ref_model_cli_mem_check(&z.m, opt_mem_dpzo(&cfg, &hp, es, be->comm.size, (double)d.n, t.seen_export), "the run");
     if (st == DP_OK) st = opt_dpzo_init(&s, be, &hp, &m);
     if (st == DP_OK) st = ref_dpzo_step_out_alloc(&out, hp.n_data, hp.n_spsa);
     if (st == DP_OK && t.seen_export) {

@@ -20,6 +20,7 @@
 #include "optimized/dpsgd.h"
 #include "optimized/dpzo.h"
 #include "optimized/opt_agree.h"
+#include "optimized/opt_mem.h"
 #include "optimized/train.h"
 
 #ifndef DPCERT_VERSION
@@ -212,6 +213,11 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     DP_TRY(opt_train_start(&be, &bc, &c.key, use_mpi));
     int rank = be->comm.rank;
     dp_status st = opt_train_agree(be, "dpsgd", opts, n, &mc);
+    /* memory pre-check (docs/memory.md); with --data again once N is known */
+    const double es = (double)opt_backend_esize(be);
+    if (st == DP_OK)
+        st = ref_model_cli_mem_check(&cli.m, opt_mem_dpsgd(&mc, &c, &o, es, be->comm.size,
+                                                           cli.m.seen_data ? 0 : (double)c.n, t.seen_export), "the run");
     if (st != DP_OK) { opt_backend_destroy(be); return st; }
     if (rank == 0 && cli.reveal_key && !cli.seen_key) dp_cli_reveal_noise_key("train dpsgd", c.key.k);
     if (t.seen_export && rank == 0) st = opt_make_dir(t.export_dir);
@@ -222,6 +228,9 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     opt_dpsgd s;
     memset(&s, 0, sizeof s);
     if (st == DP_OK) st = ref_dpsgd_cli_dataset(&d, &mc, &c, &cli);
+    if (st == DP_OK && cli.m.seen_data)
+        st = ref_model_cli_mem_check(&cli.m, opt_mem_dpsgd(&mc, &c, &o, es, be->comm.size, (double)d.n, t.seen_export),
+                                     "the run");
     if (st == DP_OK) st = ref_model_init(&m, &mc, c.seed);
     if (st == DP_OK) st = opt_dpsgd_init(&s, be, &c, &o, &m);
     ref_dpsgd_step_out out;

@@ -2,6 +2,8 @@
 #include "reference/model_cli.h"
 
 #include <inttypes.h>
+
+#include "common/memlimit.h"
 #include <string.h>
 
 void ref_model_cli_init(ref_model_cli *c, int64_t n) {
@@ -24,6 +26,8 @@ dp_status ref_model_cli_add_opts(dp_opt *opts, size_t *n, size_t cap, ref_model_
         {"--tied", DP_OPT_FLAG, &c->tied, &c->seen_tied, "llama: lm_head = tok_emb"},
         {"--data", DP_OPT_STRING, &c->data, &c->seen_data, "dataset safetensors file (tokens | x, y)"},
         {"--dataset-size", DP_OPT_INT, &c->n, &c->seen_n, n_help},
+        {"--max-memory", DP_OPT_STRING, &c->max_memory, &c->seen_max_memory,
+         "refuse a run whose memory estimate exceeds BYTES[K|M|G|T] (default: MemAvailable)"},
     };
     if (*n + REF_MODEL_NOPTS > cap) return dp_error(DP_ERR_INTERNAL, "option table too small");
     for (size_t k = 0; k < REF_MODEL_NOPTS; k++) opts[(*n)++] = mine[k];
@@ -82,4 +86,8 @@ dp_status ref_model_cli_dataset(ref_dataset *d, int64_t *n, const ref_model_conf
     }
     *n = d->n;
     return DP_OK;
+}
+
+dp_status ref_model_cli_mem_check(const ref_model_cli *c, double need, const char *what) {
+    return dp_mem_check(need, what, c->seen_max_memory ? c->max_memory : NULL);
 }
