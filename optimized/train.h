@@ -25,7 +25,8 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
 dp_status opt_mpi_start(int *use_mpi);
 /* Every rank takes rank 0's noise key (a fresh random key differs per process). */
 dp_status opt_share_key(dp_noise_key *key, int use_mpi);
-/* Fails with NOT_SUPPORTED when --backend cuda is asked of a binary without it. */
+/* Fails with NOT_SUPPORTED when --backend cuda is asked of a binary that neither links
+ * the CUDA objects nor finds the plugin (optimized/cuda_plugin.h; loads it). */
 dp_status opt_check_backend_built(const opt_backend_config *bc);
 dp_status opt_make_dir(const char *dir);
 /* opt_check_backend_built, opt_mpi_start, opt_share_key (of *key) and opt_backend_create

@@ -19,6 +19,7 @@
 #include "common/cli.h"
 #include "optimized/dpsgd.h"
 #include "optimized/dpzo.h"
+#include "optimized/cuda_plugin.h"
 #include "optimized/opt_agree.h"
 #include "optimized/opt_mem.h"
 #include "optimized/train.h"
@@ -133,9 +134,8 @@ dp_status opt_make_dir(const char *dir) {
 }
 
 dp_status opt_check_backend_built(const opt_backend_config *bc) {
-    if (strcmp(bc->name, "cuda") == 0 && !opt_backend_cuda_create)
-        return dp_error(DP_ERR_NOT_SUPPORTED, "backend 'cuda' is not built into this binary (it needs nvcc, cuBLAS and "
-                        "NCCL at build time, docs/cuda.md; use --backend host)");
+    opt_backend_create_fn fn = NULL;
+    if (strcmp(bc->name, "cuda") == 0 && !opt_backend_cuda_create) return opt_cuda_plugin_load(&fn);
     return DP_OK;
 }
 
