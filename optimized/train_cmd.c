@@ -24,11 +24,11 @@
 #include "optimized/opt_mem.h"
 #include "optimized/train.h"
 
-#ifndef DPCERT_VERSION
-#define DPCERT_VERSION "0.0.0"
-#endif
-#ifndef DPCERT_GIT_REV
-#define DPCERT_GIT_REV "unknown"
+/* the binary in the configuration digest (set by the Makefile) */
+#if defined(DPCERT_VERSION) && defined(DPCERT_GIT_REV)
+#define OPT_BINARY_ID DPCERT_VERSION " " DPCERT_GIT_REV
+#else
+#define OPT_BINARY_ID "unknown"
 #endif
 
 static int opt_mpi_inited_here = 0;
@@ -167,7 +167,7 @@ dp_status opt_train_agree(opt_backend *be, const char *algo, const dp_opt *opts,
     static const char *const presence[] = {"--export", NULL};
     opt_canon c;
     opt_canon_init(&c);
-    dp_status st = opt_canon_line(&c, "dpcert", "%s %s", DPCERT_VERSION, DPCERT_GIT_REV);
+    dp_status st = opt_canon_line(&c, "dpcert", "%s", OPT_BINARY_ID);
     if (st == DP_OK) st = opt_canon_line(&c, "command", "train %s", algo);
     if (st == DP_OK) st = opt_canon_options(&c, opts, n, skip, hashed, presence);
     if (st == DP_OK) st = opt_canon_model(&c, mc);
