@@ -50,7 +50,7 @@ dp_status opt_canon_line(opt_canon *c, const char *key, const char *fmt, ...) {
     if (st == DP_OK) {
         c->len += (size_t)sprintf(c->text + c->len, "%s ", key);
         for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
-            if (*p >= '!' && *p <= '~' && *p != '\\') c->text[c->len++] = (char)*p;
+            if (*p >= ' ' && *p <= '~' && *p != '\\') c->text[c->len++] = (char)*p;
             else c->len += (size_t)sprintf(c->text + c->len, "\\x%02x", *p);
         }
         c->text[c->len++] = '\n';

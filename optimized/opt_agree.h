@@ -25,7 +25,7 @@ typedef struct {
 
 void opt_canon_init(opt_canon *c);
 void opt_canon_free(opt_canon *c);
-/* Appends the line "key value" (value printf-formatted, bytes outside '!'..'~' and '\'
+/* Appends the line "key value" (value printf-formatted, bytes outside ' '..'~' and '\'
  * escaped as \xNN so that a line is one line). */
 dp_status opt_canon_line(opt_canon *c, const char *key, const char *fmt, ...)
 #if defined(__GNUC__)
