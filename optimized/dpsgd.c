@@ -406,6 +406,18 @@ static dp_status gather(opt_dpsgd *s, void **out, const void *mine, size_t nbyte
     return OPT_CALL(s->be, allgatherv_bytes, out, &len, mine, nbytes);
 }
 
+/* The engine's own check of the downloaded private gradient hp [total] (docs/engine.md
+ * "Non-finite training"). */
+static dp_status pgrad_finite(const opt_dpsgd *s, const double *hp, int64_t step) {
+    for (int p = 0; p < s->om.np; p++)
+        for (int64_t e = 0; e < s->om.numel[p]; e++)
+            if (!isfinite(hp[s->off[p] + e]))
+                return dp_error(DP_ERR_INVALID, "step %lld: the private gradient of parameter tensor '%s' (element %lld) "
+                                "is not finite (%g): the hyperparameters overflow", (long long)step, s->om.name[p],
+                                (long long)e, hp[s->off[p] + e]);
+    return DP_OK;
+}
+
 /* ---------------------------------------------------------------- step */
 dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_dataset *d, int64_t step) {
     ref_dpsgd_step_free(out);
@@ -559,14 +571,7 @@ dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_datase
         double *hp = malloc(sizeof(double) * (size_t)(s->total + 1));
         if (!out->clipped_sum || !out->noise || !out->private_grad || !hp) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
         if (st == DP_OK) st = OPT_CALL(be, download_f64, hp, s->pgrad, s->total);
-        for (int p = 0; st == DP_OK && p < np; p++) /* the engine's own check (docs/engine.md) */
-            for (int64_t e = 0; e < om->numel[p]; e++)
-                if (!isfinite(hp[s->off[p] + e])) {
-                    st = dp_error(DP_ERR_INVALID, "step %lld: the private gradient of parameter tensor '%s' (element %lld) "
-                                  "is not finite (%g): the hyperparameters overflow", (long long)step, om->name[p], (long long)e,
-                                  hp[s->off[p] + e]);
-                    break;
-                }
+        if (st == DP_OK) st = pgrad_finite(s, hp, step);
         for (int p = 0; st == DP_OK && p < np; p++) {
             size_t nb = sizeof(double) * (size_t)om->numel[p];
             out->clipped_sum[p] = malloc(nb); out->noise[p] = malloc(nb); out->private_grad[p] = malloc(nb);
