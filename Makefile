@@ -146,8 +146,36 @@ $(BUILD)/obj/%.o: %.cu | $(CONFIG)
 	@mkdir -p $(@D)
 	$(Q_NVCC)$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
-$(DPCERT): common/main.c $(call libfiles,$(ALL_LIBS)) | $(CONFIG)
-	$(Q_LD)$(CC) $(CFLAGS_BASE) $< -o $@ -Wl,--whole-archive $(call libfiles,$(ALL_LIBS)) -Wl,--no-whole-archive $(LDFLAGS_SAN) $(CUDA_LIBS) $(LDLIBS_BASE)
+# build/dpcert links no CUDA library (docs/cuda.md "Plugin"): it takes the optimized
+# library without the CUDA objects and with a backend.o that has no link anchor to them
+# (-DOPT_CUDA_PLUGIN_ONLY), exports its symbols to the plugin (-rdynamic), and loads
+# $(BUILD)/libdpcert_cuda.so (the CUDA objects, -fPIC, with cuBLAS/NCCL/cudart) on first
+# use of --backend cuda. Test programs keep linking libdpoptimized.a with the CUDA objects.
+OPT_HOST_OBJ := $(filter-out $(BUILD)/obj/optimized/backend.o,$(optimized_OBJ)) $(BUILD)/obj-host/optimized/backend.o
+DPCERT_LIBS := $(patsubst %/libdpoptimized.a,%/libdpoptimized_host.a,$(call libfiles,$(ALL_LIBS)))
+$(BUILD)/obj-host/optimized/backend.o: optimized/backend.c | $(CONFIG)
+	@mkdir -p $(@D)
+	$(Q_CC)$(CC) $(CFLAGS_BASE) -DOPT_CUDA_PLUGIN_ONLY -MMD -MP -c $< -o $@
+$(BUILD)/lib/libdpoptimized_host.a: $(OPT_HOST_OBJ) $(BUILD)/obj/empty.o
+	@mkdir -p $(@D)
+	@rm -f $@
+	@ar rcs $@ $^
+ifeq ($(USE_CUDA),1)
+CUDA_PLUGIN := $(BUILD)/libdpcert_cuda.so
+CU_PIC_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj-pic/%.o)
+$(BUILD)/obj-pic/%.o: %.cu | $(CONFIG)
+	@mkdir -p $(@D)
+	$(Q_NVCC)$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -MMD -MP -c $< -o $@
+$(CUDA_PLUGIN): $(CU_PIC_OBJ)
+	$(Q_LD)$(CC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart \
+		-lstdc++ $(MPI_LIBS) -lm -lpthread -ldl -lrt
+else
+CUDA_PLUGIN :=
+endif
+all: $(CUDA_PLUGIN)
+
+$(DPCERT): common/main.c $(DPCERT_LIBS) | $(CONFIG)
+	$(Q_LD)$(CC) $(CFLAGS_BASE) $< -o $@ -rdynamic -Wl,--whole-archive $(DPCERT_LIBS) -Wl,--no-whole-archive $(LDFLAGS_SAN) $(LDLIBS_BASE) -ldl
 
 # The sanitizer build runs only the fast subset (ci/run-tests.sh --fast).
 TEST_FLAGS := $(if $(filter 1,$(SANITIZE)),--fast,)
@@ -192,3 +220,4 @@ clean:
 	rm -rf build build-san build-cov
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj-host $(BUILD)/obj-pic -name '*.d' 2>/dev/null)

@@ -70,7 +70,7 @@ static int cmd_version(int argc, char **argv) {
     }
     printf("dpcert %s (git %s)\n", DPCERT_VERSION, DPCERT_GIT_REV);
 #ifdef DP_HAVE_CUDA
-    printf("backends: host cuda (sm_90 + compute_90 PTX)\n");
+    printf("backends: host cuda (plugin libdpcert_cuda.so loaded on first use, sm_90 + compute_90 PTX)\n");
 #else
     printf("backends: host\n");
 #endif

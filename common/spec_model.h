@@ -94,13 +94,13 @@ void dp_dataset_free(dp_dataset *d);
 
 /* ---- the model and dataset options ---- */
 typedef struct {
-    const char *model, *hidden, *data;
+    const char *model, *hidden, *data, *max_memory;
     int64_t in, classes, vocab, dim, layers, heads, ffn, seq, n;
     int tied;
     int seen_model, seen_in, seen_hidden, seen_classes, seen_vocab, seen_dim, seen_layers, seen_heads, seen_ffn,
-        seen_seq, seen_tied, seen_data, seen_n;
+        seen_seq, seen_tied, seen_data, seen_n, seen_max_memory;
 } dp_model_cli;
-#define DP_MODEL_NOPTS 13
+#define DP_MODEL_NOPTS 14
 
 /* n = the --dataset-size value used when the option is absent. */
 void dp_model_cli_init(dp_model_cli *c, int64_t n);
@@ -116,5 +116,8 @@ dp_status dp_model_cli_finish(dp_model_config *mc, const dp_model_cli *c);
  * from the public seed. On success *n is the dataset's size. */
 dp_status dp_model_cli_dataset(dp_dataset *d, int64_t *n, const dp_model_config *mc, const dp_model_cli *c,
                                 dp_seed seed);
+/* Refuse a run whose memory estimate `need` (bytes) exceeds --max-memory, or MemAvailable
+ * when it is absent (common/memlimit.h, docs/memory.md); `what` names the command. */
+dp_status dp_model_cli_mem_check(const dp_model_cli *c, double need, const char *what);
 
 #endif

@@ -5,6 +5,8 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "common/memlimit.h"
+
 void dp_model_cli_init(dp_model_cli *c, int64_t n) {
     memset(c, 0, sizeof *c);
     c->n = n;
@@ -25,6 +27,8 @@ dp_status dp_model_cli_add_opts(dp_opt *opts, size_t *n, size_t cap, dp_model_cl
         {"--tied", DP_OPT_FLAG, &c->tied, &c->seen_tied, "llama: lm_head = tok_emb"},
         {"--data", DP_OPT_STRING, &c->data, &c->seen_data, "dataset safetensors file (tokens | x, y)"},
         {"--dataset-size", DP_OPT_INT, &c->n, &c->seen_n, n_help},
+        {"--max-memory", DP_OPT_STRING, &c->max_memory, &c->seen_max_memory,
+         "refuse a run whose memory estimate exceeds BYTES[K|M|G|T] (default: MemAvailable)"},
     };
     if (*n + DP_MODEL_NOPTS > cap) return dp_error(DP_ERR_INTERNAL, "option table too small");
     for (size_t k = 0; k < DP_MODEL_NOPTS; k++) opts[(*n)++] = mine[k];
@@ -83,4 +87,8 @@ dp_status dp_model_cli_dataset(dp_dataset *d, int64_t *n, const dp_model_config 
     }
     *n = d->n;
     return DP_OK;
+}
+
+dp_status dp_model_cli_mem_check(const dp_model_cli *c, double need, const char *what) {
+    return dp_mem_check(need, what, c->seen_max_memory ? c->max_memory : NULL);
 }

@@ -3,6 +3,7 @@
  * opt_backend_cuda_create that optimized/cuda/ defines once it exists. */
 #include "optimized/backend.h"
 #include "optimized/ledger.h"
+#include "optimized/cuda_plugin.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +13,10 @@
  * backend, tests included) also pulls the CUDA adapter: optimized/cuda/cu_backend.cu
  * defines cu_backend_linked = 1 and opt_backend_cuda_create; cu_stub.c defines
  * cu_backend_linked = 0 without CUDA. (build/dpcert links every library whole.) */
+#ifndef OPT_CUDA_PLUGIN_ONLY /* build/dpcert's copy: CUDA only through the plugin (optimized/cuda_plugin.h) */
 extern const int cu_backend_linked;
 __attribute__((used)) static const int *const opt_cuda_anchor_ = &cu_backend_linked;
+#endif
 
 static const char *const opt_op_names[OPT_OP_COUNT] = {
 #define OPT_OP_NAME_(ID, name, ret, args) #name,
@@ -65,12 +68,9 @@ dp_status opt_backend_create(opt_backend **out, const opt_backend_config *cfg) {
     if (strcmp(cfg->name, "host") == 0) {
         st = opt_backend_host_create(be, cfg);
     } else if (strcmp(cfg->name, "cuda") == 0) {
-        if (opt_backend_cuda_create)
-            st = opt_backend_cuda_create(be, cfg);
-        else
-            st = dp_error(DP_ERR_NOT_SUPPORTED,
-                          "backend 'cuda' is not built into this binary (it needs nvcc, cuBLAS and NCCL at build "
-                          "time, docs/cuda.md; use --backend host)");
+        opt_backend_create_fn fn = opt_backend_cuda_create; /* linked in, else the plugin */
+        st = fn ? DP_OK : opt_cuda_plugin_load(&fn);
+        if (st == DP_OK) st = fn(be, cfg);
     } else {
         st = dp_error(DP_ERR_USAGE, "unknown backend '%s' (expected host or cuda)", cfg->name);
     }

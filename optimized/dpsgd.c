@@ -33,6 +33,49 @@ void opt_rank_share(int64_t *lo, int64_t *hi, int64_t b, int rank, int size) {
 
 #define dev_at opt_dev_at
 
+/* The engine's own pre-check of the options (docs/engine.md "Non-finite training"; not
+ * the reference's code): noise std, largest private gradient element, first update. The
+ * Gaussian sampler's largest |z| is the Box-Muller radius at u1 = 2^-53, sqrt(106 ln 2)
+ * (docs/rng.md). */
+static dp_status opt_dpsgd_bounds(const dp_dpsgd_config *c, double c_total) {
+    const double zmax = sqrt(106.0 * log(2.0));
+    const double std = c->sigma * c_total;
+    if (!isfinite(std))
+        return dp_error(DP_ERR_INVALID, "engine: the noise std --sigma %g x C_total %g is not finite", c->sigma, c_total);
+    const double gbound = ((double)c->n * c_total + std * zmax) / (c->q * (double)c->n);
+    if (!isfinite(std * zmax) || !isfinite(gbound))
+        return dp_error(DP_ERR_INVALID, "engine: --sigma %g, C_total %g, --q %g and N = %lld bound the private gradient by "
+                        "a non-finite value", c->sigma, c_total, c->q, (long long)c->n);
+    const double upd = c->opt == DP_OPT_SGD ? c->lr * (gbound / (1.0 - c->momentum)) : c->lr / (1.0 - c->beta1);
+    if (!isfinite(upd) || (c->opt == DP_OPT_ADAMW && !isfinite(gbound * gbound)))
+        return dp_error(DP_ERR_INVALID, "engine: --lr %g with a private gradient bound %g overflows the parameter update",
+                        c->lr, gbound);
+    return DP_OK;
+}
+
+/* First element of vals[p] (the shapes of m's parameters) that is not finite while
+ * prev (NULL: every element) is finite there; *pp = -1 when none. */
+static void first_nonfinite(int *pp, int64_t *pe, const dp_model *m, double *const *vals, const dp_model *prev) {
+    *pp = -1;
+    for (int p = 0; p < m->nparams; p++)
+        for (int64_t e = 0; e < m->params[p].numel; e++)
+            if (!isfinite(vals[p][e]) && (!prev || isfinite(prev->params[p].data[e]))) { *pp = p; *pe = e; return; }
+}
+
+dp_status opt_check_update_finite(const dp_model *after, const dp_model *before, int64_t step) {
+    int p;
+    int64_t e;
+    double **vals = calloc((size_t)after->nparams + 1, sizeof *vals);
+    if (!vals) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    for (int q = 0; q < after->nparams; q++) vals[q] = after->params[q].data;
+    first_nonfinite(&p, &e, after, vals, before);
+    free(vals);
+    if (p < 0) return DP_OK;
+    return dp_error(DP_ERR_INVALID, "step %lld: the update made parameter tensor '%s' (element %lld) non-finite (%g): "
+                    "--lr and the private gradient overflow", (long long)step, after->params[p].name, (long long)e,
+                    after->params[p].data[e]);
+}
+
 dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const dp_dpsgd_config *cfg, const opt_dp_options *o,
                          const dp_model *m) {
     memset(s, 0, sizeof *s);
@@ -75,6 +118,8 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const dp_dpsgd_config *c
     s->zlo = s->shard->noise_partition ? s->lo : 0;
     dp_status st = opt_clip_groups_make(&s->groups, cfg, m);
     if (st != DP_OK) { opt_parallel_free(&s->par); return st; }
+    st = opt_dpsgd_bounds(cfg, s->groups.c_total);
+    if (st != DP_OK) { opt_clip_groups_free(&s->groups); opt_parallel_free(&s->par); return st; }
     st = opt_model_create(&s->om, be, m);
     if (st != DP_OK) { opt_clip_groups_free(&s->groups); opt_parallel_free(&s->par); return st; }
     s->off = calloc((size_t)m->nparams, sizeof *s->off);
@@ -396,6 +441,18 @@ static dp_status gather(opt_dpsgd *s, void **out, const void *mine, size_t nbyte
     return OPT_CALL(s->be, allgatherv_bytes, out, &len, mine, nbytes);
 }
 
+/* The engine's own check of the downloaded private gradient hp [total] (docs/engine.md
+ * "Non-finite training"). */
+static dp_status pgrad_finite(const opt_dpsgd *s, const double *hp, int64_t step) {
+    for (int p = 0; p < s->om.np; p++)
+        for (int64_t e = 0; e < s->om.numel[p]; e++)
+            if (!isfinite(hp[s->off[p] + e]))
+                return dp_error(DP_ERR_INVALID, "step %lld: the private gradient of parameter tensor '%s' (element %lld) "
+                                "is not finite (%g): the hyperparameters overflow", (long long)step, s->om.name[p],
+                                (long long)e, hp[s->off[p] + e]);
+    return DP_OK;
+}
+
 /* ---------------------------------------------------------------- step */
 dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset *d, int64_t step) {
     dp_dpsgd_step_free(out);
@@ -511,6 +568,7 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
         double *hp = malloc(sizeof(double) * (size_t)(s->total + 1));
         if (!out->clipped_sum || !out->noise || !out->private_grad || !hp) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
         if (st == DP_OK) st = s->shard->gather_pgrad(s, hp);
+        if (st == DP_OK) st = pgrad_finite(s, hp, step);
         for (int p = 0; st == DP_OK && p < np; p++) {
             size_t nb = sizeof(double) * (size_t)om->numel[p];
             out->clipped_sum[p] = malloc(nb); out->noise[p] = malloc(nb); out->private_grad[p] = malloc(nb);

@@ -99,6 +99,12 @@ void opt_dpsgd_free(opt_dpsgd *s);
  * ranks their own share only) holds what the reference's step_out holds, and the
  * device parameters are updated. */
 dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset *d, int64_t step);
+/* The engine's check after every update (docs/engine.md "Non-finite training"): DP_OK
+ * unless an element of after's parameters is non-finite where before's is finite
+ * (before = the parameters before the step; NULL: any non-finite element), else
+ * DP_ERR_INVALID naming the step and the parameter tensor. (opt_dpsgd_step itself fails
+ * when the private gradient is not finite.) */
+dp_status opt_check_update_finite(const dp_model *after, const dp_model *before, int64_t step);
 
 /* Rank r's share [lo, hi) of a batch of b examples over R ranks: lo = floor(b r / R). */
 void opt_rank_share(int64_t *lo, int64_t *hi, int64_t b, int rank, int size);

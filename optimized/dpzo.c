@@ -10,6 +10,7 @@
 
 #include "common/safetensors.h"
 #include "optimized/opt_spec.h"
+#include "optimized/opt_mem.h"
 #include "optimized/train.h"
 
 dp_status opt_dpzo_init(opt_dpzo *s, opt_backend *be, const dp_dpzo_hparams *hp, const dp_model *m) {
@@ -156,6 +157,13 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     opt_backend *be = NULL;
     DP_TRY(opt_train_start(&be, &bc, &hp.key, use_mpi));
     int rank = be->comm.rank;
+    dp_status agree = opt_train_agree(be, "dpzo", opts, nopts, &cfg);
+    /* memory pre-check (docs/memory.md); with --data again once N is known */
+    const double es = (double)opt_backend_esize(be);
+    if (agree == DP_OK)
+        agree = ref_model_cli_mem_check(&z.m, opt_mem_dpzo(&cfg, &hp, es, be->comm.size,
+                                                           z.m.seen_data ? 0 : (double)hp.n_data, t.seen_export), "the run");
+    if (agree != DP_OK) { opt_backend_destroy(be); return agree; }
     if (rank == 0 && z.reveal_key && !z.seen_key) dp_cli_reveal_noise_key("train dpzo", hp.key.k);
     dp_model m;
     dp_dataset d;
@@ -167,6 +175,8 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     double **before = NULL;
     dp_status st = dp_model_init(&m, &cfg, hp.seed);
     if (st == DP_OK) st = dp_dpzo_cli_dataset(&d, &hp, &cfg, &z, opt_dpzo_check);
+    if (st == DP_OK && z.m.seen_data)
+        st = dp_model_cli_mem_check(&z.m, opt_mem_dpzo(&cfg, &hp, es, be->comm.size, (double)d.n, t.seen_export), "the run");
     if (st == DP_OK) st = opt_dpzo_init(&s, be, &hp, &m);
     if (st == DP_OK) st = dp_dpzo_step_out_alloc(&out, hp.n_data, hp.n_spsa);
     if (st == DP_OK && t.seen_export) {

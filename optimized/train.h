@@ -36,11 +36,17 @@ dp_status opt_share_key(opt_backend *be, dp_noise_key *key);
 /* --memory-report: every rank's memory ledger and byte counters, printed by rank 0 in
  * rank order (collective). */
 dp_status opt_memory_report(opt_backend *be, FILE *f);
-/* Fails with NOT_SUPPORTED when --backend cuda is asked of a binary without it. */
+/* Fails with NOT_SUPPORTED when --backend cuda is asked of a binary that neither links
+ * the CUDA objects nor finds the plugin (optimized/cuda_plugin.h; loads it). */
 dp_status opt_check_backend_built(const opt_backend_config *bc);
 dp_status opt_make_dir(const char *dir);
 /* opt_check_backend_built, opt_mpi_start, opt_backend_create (bc->use_mpi set) and
  * opt_share_key (of *key), in that order: the start of every `train` command. */
 dp_status opt_train_start(opt_backend **be, opt_backend_config *bc, dp_noise_key *key, int *use_mpi);
+/* The configuration digest of `train ALGO` (opts[0..n) as parsed, the model) agreed by
+ * every rank before any work (optimized/opt_agree.h, docs/ranks.md); a disagreement is
+ * DP_ERR_INVALID on every rank, which then exit 2 together. */
+dp_status opt_train_agree(opt_backend *be, const char *algo, const dp_opt *opts, size_t n,
+                          const dp_model_config *mc);
 
 #endif

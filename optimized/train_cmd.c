@@ -21,12 +21,25 @@
 #include "optimized/dpzo.h"
 #include "optimized/ledger.h"
 #include "optimized/opt_spec.h"
+#include "optimized/cuda_plugin.h"
+#include "optimized/opt_agree.h"
+#include "optimized/opt_mem.h"
 #include "optimized/train.h"
+
+/* the binary in the configuration digest (set by the Makefile) */
+#if defined(DPCERT_VERSION) && defined(DPCERT_GIT_REV)
+#define OPT_BINARY_ID DPCERT_VERSION " " DPCERT_GIT_REV
+#else
+#define OPT_BINARY_ID "unknown"
+#endif
 
 static int opt_mpi_inited_here = 0;
 /* --collective-timeout of the command being run: set by opt_train_parse, applied to the
  * backend by opt_train_start before its first collective */
 static double opt_collective_timeout_ = OPT_COLLECTIVE_TIMEOUT_DEFAULT;
+/* 1 when every rank failed the same collective check (the configuration digest): the
+ * ranks then finalize normally instead of aborting each other mid-message. */
+static int opt_failed_together = 0;
 
 /* Initialise MPI when started by a launcher. *use_mpi = 1 then. */
 dp_status opt_mpi_start(int *use_mpi) {
@@ -47,7 +60,7 @@ static void opt_mpi_stop(int failed) {
     int size = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     /* a rank that fails alone would leave the others waiting in a collective */
-    if (failed && size > 1) MPI_Abort(MPI_COMM_WORLD, failed);
+    if (failed && size > 1 && !opt_failed_together) MPI_Abort(MPI_COMM_WORLD, failed);
     MPI_Finalize();
     opt_mpi_inited_here = 0;
 }
@@ -148,9 +161,8 @@ dp_status opt_make_dir(const char *dir) {
 }
 
 dp_status opt_check_backend_built(const opt_backend_config *bc) {
-    if (strcmp(bc->name, "cuda") == 0 && !opt_backend_cuda_create)
-        return dp_error(DP_ERR_NOT_SUPPORTED, "backend 'cuda' is not built into this binary (it needs nvcc, cuBLAS and "
-                        "NCCL at build time, docs/cuda.md; use --backend host)");
+    opt_backend_create_fn fn = NULL;
+    if (strcmp(bc->name, "cuda") == 0 && !opt_backend_cuda_create) return opt_cuda_plugin_load(&fn);
     return DP_OK;
 }
 
@@ -209,6 +221,31 @@ dp_status opt_memory_report(opt_backend *be, FILE *f) {
     return DP_OK;
 }
 
+dp_status opt_train_agree(opt_backend *be, const char *algo, const dp_opt *opts, size_t n,
+                          const dp_model_config *mc) {
+    /* per-rank by design (docs/ranks.md): --threads (results are bit-identical for any
+     * thread count), --noise-key and --reveal-noise-key (secret; rank 0's key is
+     * broadcast), --max-memory (each rank's own host) */
+    static const char *const skip[] = {"--threads", "--noise-key", "--reveal-noise-key", "--max-memory", NULL};
+    static const char *const hashed[] = {"--data", NULL};
+    static const char *const presence[] = {"--export", NULL};
+    opt_canon c;
+    opt_canon_init(&c);
+    dp_status st = opt_canon_line(&c, "dpcert", "%s", OPT_BINARY_ID);
+    if (st == DP_OK) st = opt_canon_line(&c, "command", "train %s", algo);
+    if (st == DP_OK) st = opt_canon_options(&c, opts, n, skip, hashed, presence);
+    if (st == DP_OK) st = opt_canon_model(&c, mc);
+    if (st == DP_OK) {
+        st = opt_config_agree(be, &c);
+        if (st == DP_ERR_INVALID) {
+            opt_failed_together = 1;
+            dp_error_context(st, "rank %d of %d", be->comm.rank, be->comm.size);
+        }
+    }
+    opt_canon_free(&c);
+    return st;
+}
+
 #define CMD "train"
 
 static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
@@ -239,8 +276,14 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     opt_backend *be = NULL;
     DP_TRY(opt_train_start(&be, &bc, &c.key, use_mpi));
     int rank = be->comm.rank;
+    dp_status st = opt_train_agree(be, "dpsgd", opts, n, &mc);
+    /* memory pre-check (docs/memory.md); with --data again once N is known */
+    const double es = (double)opt_backend_esize(be);
+    if (st == DP_OK)
+        st = ref_model_cli_mem_check(&cli.m, opt_mem_dpsgd(&mc, &c, &o, es, be->comm.size,
+                                                           cli.m.seen_data ? 0 : (double)c.n, t.seen_export), "the run");
+    if (st != DP_OK) { opt_backend_destroy(be); return st; }
     if (rank == 0 && cli.reveal_key && !cli.seen_key) dp_cli_reveal_noise_key("train dpsgd", c.key.k);
-    dp_status st = DP_OK;
     if (t.seen_export && rank == 0) st = opt_make_dir(t.export_dir);
     dp_dataset d;
     memset(&d, 0, sizeof d);
@@ -249,6 +292,9 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     opt_dpsgd s;
     memset(&s, 0, sizeof s);
     if (st == DP_OK) st = dp_dpsgd_cli_dataset(&d, &mc, &c, &cli, opt_dpsgd_config_check);
+    if (st == DP_OK && cli.m.seen_data)
+        st = dp_model_cli_mem_check(&cli.m, opt_mem_dpsgd(&mc, &c, &o, es, be->comm.size, (double)d.n, t.seen_export),
+                                    "the run");
     if (st == DP_OK) st = dp_model_init(&m, &mc, c.seed);
     if (st == DP_OK) st = opt_dpsgd_init(&s, be, &c, &o, &m);
     dp_dpsgd_step_out out;
@@ -266,13 +312,12 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
                            "sharding", opt_sharding_names[o.sharding], "memory_peak_model_states", peak_ms,
                            "memory_peak_total", peak_tot, NULL};
     for (int64_t step = 1; st == DP_OK && step <= c.steps; step++) {
-        if (t.seen_export && rank == 0) {
-            dp_model_free(&before);
-            st = dp_model_copy(&before, &m);
-            if (st != DP_OK) break;
-        }
+        dp_model_free(&before); /* every rank: the update check compares with it */
+        st = dp_model_copy(&before, &m);
+        if (st != DP_OK) break;
         st = opt_dpsgd_step(&out, &s, &d, step);
         if (st == DP_OK) st = opt_model_get_params(&s.om, host);
+        if (st == DP_OK) st = opt_check_update_finite(&m, &before, step);
         if (st != DP_OK || rank != 0) continue;
         dp_dpsgd_print_step(&out);
         fflush(stdout);

@@ -14,6 +14,7 @@
 #include <mpfr.h>
 
 #include "common/safetensors.h"
+#include "reference/dpzo.h" /* REF_DPZO_GAUSS_MAX: the largest |z| the Gaussian sampler returns */
 
 /* ---------------------------------------------------------------- config */
 
@@ -237,6 +238,45 @@ static dp_status default_grad(double *loss, double *const *grads, const ref_mode
     return ref_example_grad(loss, grads, m, d, i);
 }
 
+dp_status ref_dpsgd_check_bounds(const ref_dpsgd_config *c, const ref_clip_groups *g) {
+    const double std = c->sigma * g->c_total;
+    if (!isfinite(std))
+        return dp_error(DP_ERR_INVALID, "--sigma %g times the clipping threshold C_total %g overflows: the noise std "
+                        "sigma C_total is not finite", c->sigma, g->c_total);
+    const double zmax = std * REF_DPZO_GAUSS_MAX, qn = c->q * (double)c->n;
+    const double gmax = ((double)c->n * g->c_total + zmax) / qn;
+    if (!isfinite(zmax) || !isfinite(gmax))
+        return dp_error(DP_ERR_INVALID, "--sigma %g, --clip (C_total %g), --q %g and N = %lld allow a private gradient "
+                        "element (N C_total + sigma C_total max|z|) / (q N) that is not finite", c->sigma, g->c_total, c->q,
+                        (long long)c->n);
+    if (c->opt == REF_OPT_SGD && !isfinite(c->lr * (gmax / (1.0 - c->momentum))))
+        return dp_error(DP_ERR_INVALID, "--lr %g times the largest momentum buffer element %g / (1 - %g) overflows the "
+                        "parameter update", c->lr, gmax, c->momentum);
+    if (c->opt == REF_OPT_ADAMW && (!isfinite(c->lr / (1.0 - c->beta1)) || !isfinite(gmax * gmax)))
+        return dp_error(DP_ERR_INVALID, "--lr %g / (1 - --beta1 %g) or the square of the largest private gradient element "
+                        "%g overflows the AdamW update", c->lr, c->beta1, gmax);
+    return DP_OK;
+}
+
+/* The private gradient of step `step` must be finite (docs/dpsgd.md "Non-finite
+ * training"); the parameters are checked by ref_dpsgd_apply_optimizer. */
+static dp_status check_private_grad(const ref_model *m, double *const *pg, int64_t step) {
+    for (int p = 0; p < m->nparams; p++)
+        for (int64_t e = 0; e < m->params[p].numel; e++)
+            if (!isfinite(pg[p][e]))
+                return dp_error(DP_ERR_INVALID, "step %lld: the private gradient of parameter tensor '%s' (element %lld) "
+                                "is not finite (%g): the hyperparameters overflow", (long long)step, m->params[p].name,
+                                (long long)e, pg[p][e]);
+    return DP_OK;
+}
+
+/* A parameter element that was finite before the update and is not after it. */
+static dp_status became_nonfinite(const ref_model *m, int p, int64_t e, int64_t t) {
+    return dp_error(DP_ERR_INVALID, "step %lld: parameter tensor '%s' (element %lld) became non-finite (%g) in the "
+                    "update: --lr and the private gradient overflow", (long long)t, m->params[p].name, (long long)e,
+                    m->params[p].data[e]);
+}
+
 dp_status ref_dpsgd_init(ref_dpsgd_state *st, const ref_dpsgd_config *cfg, const ref_model *m) {
     memset(st, 0, sizeof *st);
     DP_TRY(ref_dpsgd_config_check(cfg));
@@ -245,6 +285,8 @@ dp_status ref_dpsgd_init(ref_dpsgd_state *st, const ref_dpsgd_config *cfg, const
     st->cfg = *cfg;
     st->nparams = m->nparams;
     DP_TRY(ref_clip_groups_make(&st->groups, cfg, m));
+    dp_status bst = ref_dpsgd_check_bounds(cfg, &st->groups);
+    if (bst != DP_OK) { ref_clip_groups_free(&st->groups); return bst; }
     st->m1 = alloc_arrays(m, 1);
     st->m2 = alloc_arrays(m, 1);
     if (!st->m1 || !st->m2) { ref_dpsgd_free(st); return DP_ERR_NOMEM; }
@@ -532,7 +574,8 @@ dp_status ref_dpsgd_step(ref_dpsgd_step_out *out, ref_model *m, ref_dpsgd_state 
     }
 
     /* 5. the optimizer on the private gradient */
-    rc = ref_dpsgd_apply_optimizer(m, st, out->private_grad);
+    rc = check_private_grad(m, out->private_grad, step);
+    if (rc == DP_OK) rc = ref_dpsgd_apply_optimizer(m, st, out->private_grad);
 
 done:
     free_arrays(acc_s, P);
@@ -553,24 +596,30 @@ dp_status ref_dpsgd_apply_optimizer(ref_model *m, ref_dpsgd_state *st, double *c
     const ref_dpsgd_config *c = &st->cfg;
     if (m->nparams != st->nparams) return dp_error(DP_ERR_INVALID, "model does not match the optimizer state");
     st->t++;
+    int bad_p = -1;
+    int64_t bad_e = 0;
     if (c->opt == REF_OPT_SGD) {
         for (int p = 0; p < m->nparams; p++)
             for (int64_t e = 0; e < m->params[p].numel; e++) {
+                const double old = m->params[p].data[e];
                 st->m1[p][e] = c->momentum * st->m1[p][e] + pg[p][e];
-                m->params[p].data[e] = m->params[p].data[e] - c->lr * st->m1[p][e];
+                m->params[p].data[e] = old - c->lr * st->m1[p][e];
+                if (bad_p < 0 && isfinite(old) && !isfinite(m->params[p].data[e])) { bad_p = p; bad_e = e; }
             }
-        return DP_OK;
+        return bad_p < 0 ? DP_OK : became_nonfinite(m, bad_p, bad_e, st->t);
     }
     const double bc1 = 1.0 - pow(c->beta1, (double)st->t), bc2 = 1.0 - pow(c->beta2, (double)st->t);
     const double decay = 1.0 - c->lr * c->weight_decay, step_size = c->lr / bc1, sbc2 = sqrt(bc2);
     for (int p = 0; p < m->nparams; p++)
         for (int64_t e = 0; e < m->params[p].numel; e++) {
             double gr = pg[p][e], *th = &m->params[p].data[e];
+            const double old = *th;
             *th = *th * decay;
             st->m1[p][e] = c->beta1 * st->m1[p][e] + (1.0 - c->beta1) * gr;
             st->m2[p][e] = c->beta2 * st->m2[p][e] + (1.0 - c->beta2) * (gr * gr);
             double denom = sqrt(st->m2[p][e]) / sbc2 + c->adam_eps;
             *th = *th - step_size * (st->m1[p][e] / denom);
+            if (bad_p < 0 && isfinite(old) && !isfinite(*th)) { bad_p = p; bad_e = e; }
         }
-    return DP_OK;
+    return bad_p < 0 ? DP_OK : became_nonfinite(m, bad_p, bad_e, st->t);
 }

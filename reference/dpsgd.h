@@ -76,6 +76,16 @@ dp_status ref_dpsgd_config_check(const ref_dpsgd_config *c);
 dp_status ref_clip_groups_make(ref_clip_groups *g, const ref_dpsgd_config *c, const ref_model *m);
 void ref_clip_groups_free(ref_clip_groups *g);
 
+/* Bounds decidable from the options (docs/dpsgd.md "Non-finite training"), checked by
+ * ref_dpsgd_init before any step: the noise std sigma C_total, the largest private
+ * gradient element (N C_total + sigma C_total max|z|) / (q N) with max|z| the sampler's
+ * REF_DPZO_GAUSS_MAX, and the first update lr * that / (1 - momentum) (sgd) or lr /
+ * (1 - beta1) and its square (adamw) must be finite; else DP_ERR_INVALID naming the
+ * options. A step whose private gradient is still non-finite, or that turns a finite
+ * parameter element non-finite, fails with DP_ERR_INVALID naming the step and the
+ * parameter tensor (nothing of that step is exported). */
+dp_status ref_dpsgd_check_bounds(const ref_dpsgd_config *c, const ref_clip_groups *g);
+
 /* Clip factor of one norm: abadi min(1, R/n) (1 when n = 0, i.e. when n <= R), automatic
  * R/(n + gamma). */
 double ref_clip_factor(ref_clip_fn fn, double norm, double thresh, double gamma);
@@ -119,7 +129,9 @@ void ref_dpsgd_free(ref_dpsgd_state *st);
 dp_status ref_dpsgd_step(ref_dpsgd_step_out *out, ref_model *m, ref_dpsgd_state *st, const ref_dataset *d,
                          int64_t step);
 
-/* The optimizer alone: params <- update(params, private_grad) (state st, step counter t+1). */
+/* The optimizer alone: params <- update(params, private_grad) (state st, step counter t+1).
+ * DP_ERR_INVALID naming the tensor when an element finite before the update is not
+ * after it (the update is complete; the caller stops). */
 dp_status ref_dpsgd_apply_optimizer(ref_model *m, ref_dpsgd_state *st, double *const *private_grad);
 
 /* The option table's parsing (common/spec_dpsgd.h) validated by ref_dpsgd_config_check. */

@@ -12,6 +12,7 @@
 #include "common/fsutil.h"
 #include "common/safetensors.h"
 #include "reference/dpsgd.h"
+#include "reference/mem_estimate.h"
 
 #define CMD "reference dpsgd"
 
@@ -48,9 +49,17 @@ static dp_status run(int argc, char **argv, int *help) {
     ref_dpsgd_config c;
     DP_TRY(ref_dpsgd_cli_finish(&mc, &c, &cli));
     if (cli.reveal_key && !cli.seen_key) dp_cli_reveal_noise_key("reference dpsgd", c.key.k);
+    /* memory pre-check (docs/memory.md): before the dataset and the model; with --data
+     * again once N is known */
+    DP_TRY(ref_model_cli_mem_check(&cli.m, ref_mem_dpsgd(&mc, &c, cli.m.seen_data ? 0 : (double)c.n, seen_export),
+                                   "the run"));
     if (seen_export) DP_TRY(dp_mkdir_p("--export", export_dir));
     ref_dataset d;
     DP_TRY(ref_dpsgd_cli_dataset(&d, &mc, &c, &cli));
+    if (cli.m.seen_data) {
+        dp_status mst = ref_model_cli_mem_check(&cli.m, ref_mem_dpsgd(&mc, &c, (double)d.n, seen_export), "the run");
+        if (mst != DP_OK) { ref_dataset_free(&d); return mst; }
+    }
     ref_model m, before;
     memset(&before, 0, sizeof before);
     dp_status st = ref_model_init(&m, &mc, c.seed);

@@ -14,6 +14,7 @@
 #include "common/safetensors.h"
 #include "common/tensor.h"
 #include "reference/dpzo.h"
+#include "reference/mem_estimate.h"
 
 #define CMD "reference dpzo"
 
@@ -159,8 +160,14 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg, ref_dpz
     ref_model m;
     ref_dataset d;
     memset(&d, 0, sizeof d);
+    const int exporting = o->export_dir != NULL || inplace >= 0;
+    /* memory pre-check (docs/memory.md): before the model; with --data again once N is known */
+    DP_TRY(ref_model_cli_mem_check(&o->z.m, ref_mem_dpzo(cfg, &hp, o->z.m.seen_data ? 0 : (double)hp.n_data, exporting),
+                                   "the run"));
     DP_TRY(ref_model_init(&m, cfg, hp.seed));
     dp_status st = ref_dpzo_cli_dataset(&d, &hp, cfg, &o->z);
+    if (st == DP_OK && o->z.m.seen_data)
+        st = ref_model_cli_mem_check(&o->z.m, ref_mem_dpzo(cfg, &hp, (double)d.n, exporting), "the run");
     ref_dpzo_model_ctx ctx;
     ref_dpzo_problem pb;
     memset(&pb, 0, sizeof pb);
@@ -266,6 +273,10 @@ static dp_status run(int argc, char **argv) {
     ref_model_config cfg;
     if (o.replay) {
         DP_TRY(ref_model_cli_finish(&cfg, &o.z.m));
+        ref_dpzo_hparams none;
+        memset(&none, 0, sizeof none);
+        none.n_spsa = 1;
+        DP_TRY(ref_model_cli_mem_check(&o.z.m, ref_mem_dpzo(&cfg, &none, 0, o.export_dir != NULL), "the replay"));
         return run_replay(&o, &cfg);
     }
     ref_dpzo_hparams hp;

@@ -13,5 +13,11 @@ typedef dp_model_cli ref_model_cli;
 #define ref_model_cli_add_opts dp_model_cli_add_opts
 #define ref_model_cli_finish dp_model_cli_finish
 #define ref_model_cli_dataset dp_model_cli_dataset
+#define ref_model_cli_mem_check dp_model_cli_mem_check
+
+/* The memory pre-check of a run (common/memlimit.h, docs/memory.md): DP_OK when the
+ * estimate `need` (bytes) fits --max-memory, or MemAvailable when it is absent; else
+ * DP_ERR_INVALID printing the estimate and the limit. `what` names the run. */
+dp_status ref_model_cli_mem_check(const ref_model_cli *c, double need, const char *what);
 
 #endif

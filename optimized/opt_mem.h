@@ -1,0 +1,21 @@
+/* optimized/opt_mem.h — upper estimates of the memory of `train dpsgd|dpzo` on one rank
+ * (docs/memory.md), from the configuration, before the engine allocates. The counts of
+ * the configuration itself (parameters, dataset, batch bound, margin) are
+ * reference/mem_estimate.h's; the engine's buffers are counted here. */
+#ifndef OPT_MEM_H
+#define OPT_MEM_H
+
+#include "optimized/dpsgd.h"
+#include "common/spec_dpzo.h"
+#include "reference/mem_estimate.h"
+
+/* Elements of the engine's batched activations and tape per example (either backend). */
+double opt_mem_example(const dp_model_config *mc);
+/* One rank of R (esize: bytes of the backend's dtype; n_data 0 = the dataset is not yet
+ * known and not counted); margin included. */
+double opt_mem_dpsgd(const dp_model_config *mc, const dp_dpsgd_config *c, const opt_dp_options *o, double esize,
+                     int R, double n_data, int exporting);
+double opt_mem_dpzo(const dp_model_config *mc, const dp_dpzo_hparams *hp, double esize, int R, double n_data,
+                    int exporting);
+
+#endif
