@@ -161,7 +161,7 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     /* memory pre-check (docs/memory.md); with --data again once N is known */
     const double es = (double)opt_backend_esize(be);
     if (agree == DP_OK)
-        agree = ref_model_cli_mem_check(&z.m, opt_mem_dpzo(&cfg, &hp, es, be->comm.size,
+        agree = dp_model_cli_mem_check(&z.m, opt_mem_dpzo(&cfg, &hp, es, be->comm.size,
                                                            z.m.seen_data ? 0 : (double)hp.n_data, t.seen_export), "the run");
     if (agree != DP_OK) { opt_backend_destroy(be); return agree; }
     if (rank == 0 && z.reveal_key && !z.seen_key) dp_cli_reveal_noise_key("train dpzo", hp.key.k);

@@ -27,8 +27,8 @@ static void linear_layers(double *nlin, double *T, const dp_model_config *mc) {
 
 double opt_mem_dpsgd(const dp_model_config *mc, const dp_dpsgd_config *c, const opt_dp_options *o, double esize,
                      int R, double n_data, int exporting) {
-    const double P = ref_mem_params(mc), n = n_data > 0 ? n_data : (double)c->n;
-    const double b = ref_mem_batch_bound(c->q, n);
+    const double P = dp_mem_params(mc), n = n_data > 0 ? n_data : (double)c->n;
+    const double b = dp_mem_batch_bound(c->q, n);
     const double bl = ceil(b / R), bc = ceil(bl / (double)c->micro_batches); /* local share, one chunk */
     double nlin, T;
     linear_layers(&nlin, &T, mc);
@@ -48,18 +48,18 @@ double opt_mem_dpsgd(const dp_model_config *mc, const dp_dpsgd_config *c, const 
     double host = 8 * (8 * P + 16 * b);
     if (exporting) /* per-sample gradients (local share, gathered on rank 0), the export set and its file image */
         host += 8 * (bl * P + b * P) + 2 * 8 * (b * P + 5 * P);
-    return ref_mem_margin(dev + host + (n_data > 0 ? ref_mem_dataset(mc, n_data) : 0));
+    return dp_mem_margin(dev + host + (n_data > 0 ? dp_mem_dataset(mc, n_data) : 0));
 }
 
 double opt_mem_dpzo(const dp_model_config *mc, const dp_dpzo_hparams *hp, double esize, int R, double n_data,
                     int exporting) {
-    const double P = ref_mem_params(mc), n = n_data > 0 ? n_data : (double)hp->n_data;
-    const double bl = ceil(ref_mem_batch_bound(hp->q, n) / R);
+    const double P = dp_mem_params(mc), n = n_data > 0 ? n_data : (double)hp->n_data;
+    const double bl = ceil(dp_mem_batch_bound(hp->q, n) / R);
     /* host f64: the model, theta, the perturbed copy, the direction (+ before when
      * exporting), the loss arrays [n_spsa, N] x 3; backend: the weights and one forward
      * of the local share */
     double host = 8 * (P * (4 + (exporting ? 1 : 0)) + 3.0 * hp->n_spsa * n);
     if (exporting) host += 2 * 8 * (2 * P + 3.0 * hp->n_spsa * n);
     double dev = esize * (P + bl * opt_mem_example(mc));
-    return ref_mem_margin(host + dev + (n_data > 0 ? ref_mem_dataset(mc, n_data) : 0));
+    return dp_mem_margin(host + dev + (n_data > 0 ? dp_mem_dataset(mc, n_data) : 0));
 }

@@ -1,13 +1,14 @@
 /* optimized/opt_mem.h — upper estimates of the memory of `train dpsgd|dpzo` on one rank
  * (docs/memory.md), from the configuration, before the engine allocates. The counts of
- * the configuration itself (parameters, dataset, batch bound, margin) are
- * reference/mem_estimate.h's; the engine's buffers are counted here. */
+ * the configuration itself (parameters, dataset, batch bound, margin) are the neutral
+ * module's (common/spec_mem.h); the engine's buffers are counted here. */
 #ifndef OPT_MEM_H
 #define OPT_MEM_H
 
-#include "optimized/dpsgd.h"
+#include "common/spec_dpsgd.h"
 #include "common/spec_dpzo.h"
-#include "reference/mem_estimate.h"
+#include "common/spec_mem.h"
+#include "optimized/dpsgd.h"
 
 /* Elements of the engine's batched activations and tape per example (either backend). */
 double opt_mem_example(const dp_model_config *mc);

@@ -280,7 +280,7 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     /* memory pre-check (docs/memory.md); with --data again once N is known */
     const double es = (double)opt_backend_esize(be);
     if (st == DP_OK)
-        st = ref_model_cli_mem_check(&cli.m, opt_mem_dpsgd(&mc, &c, &o, es, be->comm.size,
+        st = dp_model_cli_mem_check(&cli.m, opt_mem_dpsgd(&mc, &c, &o, es, be->comm.size,
                                                            cli.m.seen_data ? 0 : (double)c.n, t.seen_export), "the run");
     if (st != DP_OK) { opt_backend_destroy(be); return st; }
     if (rank == 0 && cli.reveal_key && !cli.seen_key) dp_cli_reveal_noise_key("train dpsgd", c.key.k);

@@ -4,20 +4,6 @@
 
 #include <math.h>
 
-double ref_mem_params(const ref_model_config *mc) {
-    if (mc->kind == REF_MLP) {
-        double p = 0, prev = mc->in;
-        for (int i = 0; i <= mc->nhidden; i++) {
-            double out = i < mc->nhidden ? mc->hidden[i] : mc->classes;
-            p += prev * out + out;
-            prev = out;
-        }
-        return p;
-    }
-    const double V = mc->vocab, D = mc->dim, F = mc->ffn, L = mc->layers;
-    return V * D + L * (2 * D + 4 * D * D + 3 * F * D) + D + (mc->tied ? 0 : V * D);
-}
-
 double ref_mem_example(const ref_model_config *mc) {
     if (mc->kind == REF_MLP) {
         double w = mc->in + mc->classes;
@@ -31,36 +17,24 @@ double ref_mem_example(const ref_model_config *mc) {
     return per_layer * L + 11 * T * D + T + T * V + 3 * T * F + H * T * T;
 }
 
-double ref_mem_dataset(const ref_model_config *mc, double n) {
-    return mc->kind == REF_MLP ? n * (8.0 * mc->in + 4) : n * 4.0 * mc->seq;
-}
-
-double ref_mem_batch_bound(double q, double n) {
-    const double L = log(1e15), mu = q * n;
-    const double b = mu + L / 3 + sqrt(L * L / 9 + 2 * L * mu);
-    return b < n ? ceil(b) : n;
-}
-
-double ref_mem_margin(double bytes) { return 1.25 * bytes + 64.0 * 1048576.0; }
-
 double ref_mem_dpsgd(const ref_model_config *mc, const ref_dpsgd_config *c, double n_data, int exporting) {
-    const double P = ref_mem_params(mc), n = n_data > 0 ? n_data : (double)c->n;
-    const double b = ref_mem_batch_bound(c->q, n);
+    const double P = dp_mem_params(mc), n = n_data > 0 ? n_data : (double)c->n;
+    const double b = dp_mem_batch_bound(c->q, n);
     /* model, m1, m2, example gradient, two Neumaier accumulators, clipped sum, noise,
      * private gradient (+ the copy before the step when exporting); per-sample gradients
      * [b, P]; with MPFR a 256-bit accumulator per element (64 bytes with its header) */
     double d = P * (9 + (exporting ? 1 : 0)) + b * P + ref_mem_example(mc) + 8 * b;
     double bytes = 8 * d + (c->precision == REF_PREC_MPFR ? 64 * P : 0);
     if (exporting) bytes += 2 * 8 * (b * P + 5 * P); /* the export set and its file image */
-    return ref_mem_margin(bytes + (n_data > 0 ? ref_mem_dataset(mc, n_data) : 0));
+    return dp_mem_margin(bytes + (n_data > 0 ? dp_mem_dataset(mc, n_data) : 0));
 }
 
 double ref_mem_dpzo(const ref_model_config *mc, const ref_dpzo_hparams *hp, double n_data, int exporting) {
-    const double P = ref_mem_params(mc), n = n_data > 0 ? n_data : (double)hp->n_data;
+    const double P = dp_mem_params(mc), n = n_data > 0 ? n_data : (double)hp->n_data;
     /* theta (the model), perturbed copy, direction (+ before and an in-place run's second
      * state when exporting), the per-example loss arrays [n_spsa, N] x 3 */
     double d = P * (3 + (exporting ? 2 : 0)) + ref_mem_example(mc) + 3.0 * hp->n_spsa * n;
     double bytes = 8 * d;
     if (exporting) bytes += 2 * 8 * (2 * P + 3.0 * hp->n_spsa * n);
-    return ref_mem_margin(bytes + (n_data > 0 ? ref_mem_dataset(mc, n_data) : 0));
+    return dp_mem_margin(bytes + (n_data > 0 ? dp_mem_dataset(mc, n_data) : 0));
 }

@@ -62,7 +62,13 @@ for _ in range(20):
 print("%.2f" % (best * 1e3))
 PY
 )
-if python3 -c "import sys; sys.exit(0 if float('$ms') < 50 else 1)"; then pass "start-up: min of 20 runs of 'dpcert version' $ms ms (< 50 ms guard; target 10 ms on an idle machine)"
+# The wall-clock guard means something only on a machine that is not oversubscribed (a
+# loaded machine delays every exec alike); the deterministic guards above (ldd, RSS) run
+# always.
+load=$(cut -d' ' -f1 /proc/loadavg); cores=$(nproc)
+if python3 -c "import sys; sys.exit(0 if float('$load') > float('$cores') else 1)"; then
+  echo "NOTE  start-up: min of 20 runs of 'dpcert version' $ms ms (not asserted: load average $load > $cores cores)"
+elif python3 -c "import sys; sys.exit(0 if float('$ms') < 50 else 1)"; then pass "start-up: min of 20 runs of 'dpcert version' $ms ms (< 50 ms guard; target 10 ms on an idle machine)"
 else bad "start-up: min of 20 runs of 'dpcert version' $ms ms >= 50 ms"; fi
 fi
 cp "$DPCERT" ./dpcert-alone
