@@ -187,6 +187,83 @@ double opt_cost_cp_output_stationary(const opt_cost_linear *l, int64_t B, int64_
     return local * big * (double)(c - 1) / (double)c + local * small * (double)(c - 1);
 }
 
+/* ------------------------------------------------------- the engine's layout ---- */
+int opt_cost_engine_mlp_numel(int64_t *out, int cap, int64_t in, const int64_t *hidden, int n_hidden, int64_t classes) {
+    int n = 0;
+    for (int i = 0; i <= n_hidden; i++) {
+        const int64_t o = i < n_hidden ? hidden[i] : classes, k = i == 0 ? in : hidden[i - 1];
+        if (n < cap) out[n] = o * k; /* layers.i.weight */
+        n++;
+        if (n < cap) out[n] = o;     /* layers.i.bias */
+        n++;
+    }
+    return n;
+}
+
+int opt_cost_engine_llama_numel(int64_t *out, int cap, int64_t vocab, int64_t dim, int64_t layers, int64_t ffn,
+                                int tied) {
+    int n = 0;
+#define PUSH_(v) do { if (n < cap) out[n] = (v); n++; } while (0)
+    PUSH_(vocab * dim); /* tok_emb */
+    for (int64_t l = 0; l < layers; l++) {
+        PUSH_(dim);                                                          /* attn_norm */
+        for (int j = 0; j < 4; j++) PUSH_(dim * dim);                        /* wq wk wv wo */
+        PUSH_(dim);                                                          /* mlp_norm */
+        PUSH_(ffn * dim); PUSH_(ffn * dim); PUSH_(dim * ffn);                /* w_gate w_up w_down */
+    }
+    PUSH_(dim); /* final_norm */
+    if (!tied) PUSH_(vocab * dim);
+#undef PUSH_
+    return n;
+}
+
+void opt_cost_engine_parts(opt_cost_parts *out, const int64_t *numel, int n, int64_t n_ranks) {
+    out->P = out->C = 0;
+    for (int i = 0; i < n; i++) {
+        out->P += numel[i];
+        out->C += (numel[i] + n_ranks - 1) / n_ranks;
+    }
+    out->c = (out->P + n_ranks - 1) / n_ranks;
+}
+
+dp_status opt_cost_engine_states(opt_cost_states *out, const int64_t *numel, int n, int elem_bytes, int n_states,
+                                 int zero_stage, int64_t n_ranks) {
+    if (zero_stage < 0 || zero_stage > 3 || n_ranks < 1 || n < 1 || elem_bytes < 1 || n_states < 0)
+        return dp_error(DP_ERR_INVALID, "cost model (engine): need ZeRO stage 0..3, ranks >= 1, tensors, e >= 1");
+    opt_cost_parts pt;
+    opt_cost_engine_parts(&pt, numel, n, n_ranks);
+    const double e = elem_bytes, P = (double)pt.P, c = (double)pt.c, C = (double)pt.C, N = (double)n_ranks;
+    double params = P, grads = 3 * P, opt = P;           /* replicated: [S | Z] (2P) + private gradient (P) */
+    if (zero_stage == 1) { grads = 2 * N * c + c; opt = c; }
+    if (zero_stage == 2) { grads = N * c + 2 * c; opt = c; }
+    if (zero_stage == 3) { params = C; grads = P + 2 * C; opt = C; }
+    out->params = params * e;
+    out->grads = grads * e;
+    out->master = 0;
+    out->optim = opt * e * n_states;
+    out->total = out->params + out->grads + out->optim;
+    return DP_OK;
+}
+
+dp_status opt_cost_engine_step_sent(double out[OPT_COST_N_COLLECTIVES], const int64_t *numel, int n, int elem_bytes,
+                                    int zero_stage, int64_t n_ranks, int64_t passes) {
+    if (zero_stage < 0 || zero_stage > 3 || n_ranks < 1 || n < 1 || elem_bytes < 1 || passes < 0)
+        return dp_error(DP_ERR_INVALID, "cost model (engine): need ZeRO stage 0..3, ranks >= 1, tensors, e >= 1");
+    for (int i = 0; i < OPT_COST_N_COLLECTIVES; i++) out[i] = 0;
+    opt_cost_parts pt;
+    opt_cost_engine_parts(&pt, numel, n, n_ranks);
+    const double f = (double)(n_ranks - 1) * elem_bytes;
+    switch (zero_stage) {
+    case 0: out[OPT_COST_ALL_REDUCE] = 2 * (double)pt.P * f; break;
+    case 1: out[OPT_COST_ALL_REDUCE] = 2 * (double)pt.P * f; out[OPT_COST_ALL_GATHER] = (double)pt.c * f; break;
+    case 2: out[OPT_COST_REDUCE_SCATTER] = (double)pt.c * f; out[OPT_COST_ALL_GATHER] = (double)pt.c * f; break;
+    default:
+        out[OPT_COST_REDUCE_SCATTER] = (double)pt.C * f;
+        out[OPT_COST_ALL_GATHER] = 2 * (double)passes * (double)pt.C * f;
+    }
+    return DP_OK;
+}
+
 /* --------------------------------------------------------------- step peak ---- */
 dp_status opt_cost_llama_peak(opt_cost_peak *out, const opt_cost_llama *m, const opt_cost_setup *s, int64_t B,
                               int64_t T) {

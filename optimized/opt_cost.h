@@ -137,6 +137,27 @@ dp_status opt_cost_step_collectives(double out[OPT_COST_N_COLLECTIVES], int64_t 
 double opt_cost_cp_input_stationary(const opt_cost_linear *l, int64_t B, int elem_bytes, int64_t c);
 double opt_cost_cp_output_stationary(const opt_cost_linear *l, int64_t B, int64_t T, int elem_bytes, int64_t c);
 
+/* ---- the dpcert engine's own layout (docs/models-of-cost.md §8; the sharding of
+ * docs/zero.md): one dtype of `e` bytes, no master copy, gradient buffers = the [S | Z]
+ * reduction buffer + the private gradient, ZeRO-3 partitions per tensor. `numel` lists the
+ * parameter tensors in canonical order (docs/models.md). ---- */
+/* Tensor sizes of the engine's models; return the count (at most cap written). */
+int opt_cost_engine_mlp_numel(int64_t *out, int cap, int64_t in, const int64_t *hidden, int n_hidden, int64_t classes);
+int opt_cost_engine_llama_numel(int64_t *out, int cap, int64_t vocab, int64_t dim, int64_t layers, int64_t ffn,
+                                int tied);
+/* P = sum numel, c = ceil(P / N) (zero1/2 shard), C = sum ceil(numel_p / N) (zero3 packed). */
+typedef struct { int64_t P, c, C; } opt_cost_parts;
+void opt_cost_engine_parts(opt_cost_parts *out, const int64_t *numel, int n, int64_t n_ranks);
+/* Model-state bytes per rank (peaks over the steps; `master` is 0). */
+dp_status opt_cost_engine_states(opt_cost_states *out, const int64_t *numel, int n, int elem_bytes, int n_states,
+                                 int zero_stage, int64_t n_ranks);
+/* Bytes one rank sends per step with the host backend's algorithms (every rank sends its
+ * piece to each of the N - 1 others), without exports: all-reduce of the sums, the
+ * reduce-scatter, the parameter all-gathers (`passes` = forward + backward passes per
+ * step under zero3). Indexed by OPT_COST_ALL_REDUCE, _REDUCE_SCATTER, _ALL_GATHER. */
+dp_status opt_cost_engine_step_sent(double out[OPT_COST_N_COLLECTIVES], const int64_t *numel, int n, int elem_bytes,
+                                    int zero_stage, int64_t n_ranks, int64_t passes);
+
 /* ---- whole-step peak for one rank (the sums the reproduce targets use) ---- */
 typedef struct {
     int zero_stage;        /* 0..3 */

@@ -117,7 +117,42 @@ static void test_peak(void) {
     T_CHECK(opt_cost_llama_peak(&pk2, &OPT_COST_LLAMA32_1B, &s, 1, 1024) == DP_ERR_INVALID, "cp not dividing T");
 }
 
+/* the engine's layout: the mlp 7-9-5-4 (P = 146), AdamW, f64, model states per rank
+ * (replicated, zero1, zero2, zero3 at N = 1, 2, 4), derived by hand from docs/models-of-cost.md §8 */
+static void test_engine(void) {
+    const int64_t hidden[2] = {9, 5};
+    int64_t numel[8];
+    int n = opt_cost_engine_mlp_numel(numel, 8, 7, hidden, 2, 4);
+    T_CHECK(n == 6 && numel[0] == 63 && numel[5] == 4, "mlp tensors");
+    const double want[3][4] = {{7008, 7008, 7008, 7008}, {7008, 5256, 4672, 4168}, {7008, 4424, 3536, 2728}};
+    const int64_t ranks[3] = {1, 2, 4};
+    for (int i = 0; i < 3; i++)
+        for (int s = 0; s < 4; s++) {
+            opt_cost_states st;
+            T_OK(opt_cost_engine_states(&st, numel, n, 8, 2, s, ranks[i]));
+            T_CHECK(st.total == want[i][s], "N %lld stage %d: %.0f, want %.0f", (long long)ranks[i], s, st.total,
+                    want[i][s]);
+        }
+    double c[OPT_COST_N_COLLECTIVES];
+    /* zero2 N=2: c = 73 elements, (N-1) c e = 584 for the reduce-scatter and the all-gather */
+    T_OK(opt_cost_engine_step_sent(c, numel, n, 8, 2, 2, 1));
+    T_CLOSE(c[OPT_COST_REDUCE_SCATTER], 584, 0);
+    T_CLOSE(c[OPT_COST_ALL_GATHER], 584, 0);
+    T_CLOSE(c[OPT_COST_ALL_REDUCE], 0, 0);
+    /* zero3 N=2: C = 75; two gathers per pass */
+    T_OK(opt_cost_engine_step_sent(c, numel, n, 8, 3, 2, 2));
+    T_CLOSE(c[OPT_COST_ALL_GATHER], 4.0 * 75 * 8, 0);
+    T_OK(opt_cost_engine_step_sent(c, numel, n, 8, 0, 4, 1));
+    T_CLOSE(c[OPT_COST_ALL_REDUCE], 2.0 * 146 * 8 * 3, 0);
+    int64_t ln[64];
+    T_CHECK(opt_cost_engine_llama_numel(ln, 64, 64, 32, 2, 64, 0) == 21, "default llama: 21 tensors");
+    int64_t tot = 0;
+    for (int i = 0; i < 21; i++) tot += ln[i];
+    T_CHECK(tot == 24736, "default llama: 24 736 elements, got %lld", (long long)tot);
+}
+
 int main(void) {
+    test_engine();
     test_params();
     test_states();
     test_per_example();
