@@ -111,32 +111,46 @@ static void axis(FILE *f, const scale *s, int vertical, double x0, double x1, do
     }
 }
 
-typedef struct { double w, h; scale x, y; } frame;
+typedef struct { double w, h, right, bottom; scale x, y; } frame; /* margins incl. legend, bar labels */
+
+/* The legend sits right of the plot area: its width from the longest name (about 6.5 px a
+ * character at 12 px), 0 without names. */
+static double legend_width(const char *const *names, size_t n) {
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (names[i] && strlen(names[i]) > m) m = strlen(names[i]);
+    return m ? 40 + 6.5 * (double)m : 0;
+}
 
 static dp_status frame_open(FILE *f, frame *fr, const dp_svg_axes *ax, double xlo, double xhi, double ylo,
-                            double yhi, int draw_x_ticks) {
+                            double yhi, int draw_x_ticks, const char *const *names, size_t n_names,
+                            double extra_bottom) {
     fr->w = ax->width > 0 ? ax->width : 640;
     fr->h = ax->height > 0 ? ax->height : 360;
+    fr->right = MR + legend_width(names, n_names);
+    fr->bottom = MB + extra_bottom;
+    if (fr->w - fr->right - ML < 100) fr->right = fr->w - ML - 100;
+    if (fr->h - fr->bottom - MT < 80) fr->bottom = fr->h - MT - 80;
     if (fr->w < 200 || fr->h < 150 || fr->w > 4000 || fr->h > 4000)
         return dp_error(DP_ERR_INVALID, "svg: size %gx%g outside 200x150 .. 4000x4000", fr->w, fr->h);
     DP_TRY(finish_scale(&fr->x, xlo, xhi, ax->xlog, "x"));
     DP_TRY(finish_scale(&fr->y, ylo, yhi, ax->ylog, "y"));
-    fr->x.p0 = ML; fr->x.p1 = fr->w - MR;
-    fr->y.p0 = fr->h - MB; fr->y.p1 = MT;
+    fr->x.p0 = ML; fr->x.p1 = fr->w - fr->right;
+    fr->y.p0 = fr->h - fr->bottom; fr->y.p1 = MT;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" viewBox=\"0 0 %g %g\" "
                "font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n", fr->w, fr->h, fr->w, fr->h);
     fputs("<style>.grid{stroke:#e4e4e4;stroke-width:1}.frame{fill:none;stroke:#333;stroke-width:1}</style>\n", f);
     fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%g\" height=\"%g\" fill=\"#fff\"/>\n", fr->w, fr->h);
     if (ax->title) text(f, fr->w / 2, 20, "middle", " font-size=\"14\" font-weight=\"bold\"", ax->title);
-    axis(f, &fr->y, 1, ML, fr->w - MR, MT, fr->h - MB);
-    if (draw_x_ticks) axis(f, &fr->x, 0, ML, fr->w - MR, MT, fr->h - MB);
-    fprintf(f, "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" class=\"frame\"/>\n", ML, MT, fr->w - MR - ML,
-            fr->h - MB - MT);
-    if (ax->xlabel) text(f, (ML + fr->w - MR) / 2, fr->h - 12, "middle", NULL, ax->xlabel);
+    axis(f, &fr->y, 1, ML, fr->w - fr->right, MT, fr->h - fr->bottom);
+    if (draw_x_ticks) axis(f, &fr->x, 0, ML, fr->w - fr->right, MT, fr->h - fr->bottom);
+    fprintf(f, "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" class=\"frame\"/>\n", ML, MT, fr->w - fr->right - ML,
+            fr->h - fr->bottom - MT);
+    if (ax->xlabel) text(f, (ML + fr->w - fr->right) / 2, fr->h - 12, "middle", NULL, ax->xlabel);
     if (ax->ylabel) {
         char tf[96];
-        snprintf(tf, sizeof tf, " transform=\"rotate(-90 16 %.1f)\"", (MT + fr->h - MB) / 2);
-        text(f, 16, (MT + fr->h - MB) / 2, "middle", tf, ax->ylabel);
+        snprintf(tf, sizeof tf, " transform=\"rotate(-90 16 %.1f)\"", (MT + fr->h - fr->bottom) / 2);
+        text(f, 16, (MT + fr->h - fr->bottom) / 2, "middle", tf, ax->ylabel);
     }
     return DP_OK;
 }
@@ -165,14 +179,13 @@ static void polyline(FILE *f, const frame *fr, const dp_svg_series *s, const cha
 }
 
 static void legend(FILE *f, const frame *fr, const char *const *names, const char *const *colours, size_t n) {
-    double y = MT + 14;
+    double y = MT + 14, x = fr->w - fr->right + MR + 10;
     for (size_t i = 0; i < n; i++) {
         if (!names[i]) continue;
-        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"4\" fill=\"%s\"/>\n", ML + 10, y - 5, colours[i]);
-        text(f, ML + 30, y, "start", NULL, names[i]);
+        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"4\" fill=\"%s\"/>\n", x, y - 5, colours[i]);
+        text(f, x + 20, y, "start", NULL, names[i]);
         y += 16;
     }
-    (void)fr;
 }
 
 static dp_status check_series(const dp_svg_series *s, size_t ns, const char *what) {
@@ -190,10 +203,13 @@ dp_status dp_svg_line(FILE *f, const dp_svg_axes *ax, const dp_svg_series *s, si
         DP_TRY(range_of(&xlo, &xhi, ax->xlog, "x", s[i].x, s[i].n));
         DP_TRY(range_of(&ylo, &yhi, ax->ylog, "y", s[i].y, s[i].n));
     }
+    const char *names[MAX_SERIES] = {0};
+    for (size_t i = 0; i < ns; i++) names[i] = s[i].name;
     frame fr;
-    DP_TRY(frame_open(f, &fr, ax, xlo, xhi, ylo, yhi, 1));
-    const char *names[MAX_SERIES];
-    for (size_t i = 0; i < ns; i++) { polyline(f, &fr, &s[i], PALETTE[i], "", 1); names[i] = s[i].name; }
+    DP_TRY(frame_open(f, &fr, ax, xlo, xhi, ylo, yhi, 1, names, ns, 0));
+    for (size_t i = 0; i < ns; i++)
+        polyline(f, &fr, &s[i], PALETTE[i], s[i].dashed ? " stroke-dasharray=\"7 4\" stroke-opacity=\"0.9\"" : "",
+                 !s[i].dashed);
     legend(f, &fr, names, PALETTE, ns);
     return frame_close(f);
 }
@@ -206,8 +222,11 @@ dp_status dp_svg_bars(FILE *f, const dp_svg_axes *ax, const char *const *labels,
     DP_TRY(range_of(&ylo, &yhi, ax->ylog, "bar", values, n));
     if (isfinite(ref_line)) DP_TRY(range_of(&ylo, &yhi, ax->ylog, "reference line", &ref_line, 1));
     frame fr;
-    DP_TRY(frame_open(f, &fr, ax, 0, (double)n, ylo, yhi, 0));
-    const double slot = (fr.w - MR - ML) / (double)n, base = ax->ylog ? fr.y.p0 : px(&fr.y, 0);
+    size_t lmax = 0; /* rotated bar labels (30 degrees) need sin(30) x their length below the axis */
+    for (size_t i = 0; labels && n <= 40 && i < n; i++)
+        if (labels[i] && strlen(labels[i]) > lmax) lmax = strlen(labels[i]);
+    DP_TRY(frame_open(f, &fr, ax, 0, (double)n, ylo, yhi, 0, NULL, 0, 0.5 * 6.0 * (double)lmax));
+    const double slot = (fr.w - fr.right - ML) / (double)n, base = ax->ylog ? fr.y.p0 : px(&fr.y, 0);
     for (size_t i = 0; i < n; i++) {
         double x = ML + slot * (double)i;
         if (isfinite(values[i])) {
@@ -215,19 +234,24 @@ dp_status dp_svg_bars(FILE *f, const dp_svg_axes *ax, const char *const *labels,
             int alarm = isfinite(ref_line) && values[i] > ref_line;
             fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"/>\n", x + slot * 0.15,
                     top < base ? top : base, slot * 0.7, fabs(base - top), alarm ? PALETTE[1] : PALETTE[0]);
+            if (n <= 40) { /* the value above its bar */
+                char v[32];
+                snprintf(v, sizeof v, "%.3g", values[i]);
+                text(f, x + slot / 2, (top < base ? top : base) - 4, "middle", " font-size=\"10\"", v);
+            }
         } else {
             text(f, x + slot / 2, fr.y.p0 - 4, "middle", " fill=\"#888\"", "n/a");
         }
         if (labels && labels[i] && n <= 40) {
             char tf[96];
-            snprintf(tf, sizeof tf, " transform=\"rotate(30 %.1f %.1f)\" font-size=\"10\"", x + slot / 2, fr.h - MB + 12);
-            text(f, x + slot / 2, fr.h - MB + 12, "start", tf, labels[i]);
+            snprintf(tf, sizeof tf, " transform=\"rotate(30 %.1f %.1f)\" font-size=\"10\"", x + slot / 2, fr.y.p0 + 12);
+            text(f, x + slot / 2, fr.y.p0 + 12, "start", tf, labels[i]);
         }
     }
     if (isfinite(ref_line)) {
         double y = px(&fr.y, ref_line);
         fprintf(f, "<line x1=\"%g\" y1=\"%.2f\" x2=\"%g\" y2=\"%.2f\" stroke=\"#000\" stroke-dasharray=\"6 4\"/>\n", ML, y,
-                fr.w - MR, y);
+                fr.w - fr.right, y);
     }
     return frame_close(f);
 }
@@ -243,8 +267,13 @@ dp_status dp_svg_histogram(FILE *f, const dp_svg_axes *ax, const double *edges, 
     DP_TRY(range_of(&xlo, &xhi, ax->xlog, "edge", edges, nbins + 1));
     DP_TRY(range_of(&ylo, &yhi, ax->ylog, "height", heights, nbins));
     for (size_t i = 0; i < n_overlay; i++) DP_TRY(range_of(&ylo, &yhi, ax->ylog, "overlay", overlay[i].y, overlay[i].n));
+    const char *names[MAX_SERIES] = {0}, *cols[MAX_SERIES] = {0};
+    for (size_t i = 0; i < n_overlay; i++) {
+        names[i] = overlay[i].name;
+        cols[i] = PALETTE[1 + i % (MAX_SERIES - 1)];
+    }
     frame fr;
-    DP_TRY(frame_open(f, &fr, ax, xlo, xhi, ylo, yhi, 1));
+    DP_TRY(frame_open(f, &fr, ax, xlo, xhi, ylo, yhi, 1, names, n_overlay, 0));
     const double base = ax->ylog ? fr.y.p0 : px(&fr.y, 0);
     for (size_t i = 0; i < nbins; i++) {
         if (!isfinite(heights[i]) || (ax->ylog && heights[i] <= 0)) continue;
@@ -252,12 +281,7 @@ dp_status dp_svg_histogram(FILE *f, const dp_svg_axes *ax, const double *edges, 
         fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"#9ecae1\" stroke=\"#3182bd\"/>\n",
                 x0, top < base ? top : base, x1 - x0, fabs(base - top));
     }
-    const char *names[MAX_SERIES], *cols[MAX_SERIES];
-    for (size_t i = 0; i < n_overlay; i++) {
-        polyline(f, &fr, &overlay[i], PALETTE[1 + i % (MAX_SERIES - 1)], "", 0);
-        names[i] = overlay[i].name;
-        cols[i] = PALETTE[1 + i % (MAX_SERIES - 1)];
-    }
+    for (size_t i = 0; i < n_overlay; i++) polyline(f, &fr, &overlay[i], cols[i], "", 0);
     legend(f, &fr, names, cols, n_overlay);
     return frame_close(f);
 }
@@ -272,12 +296,14 @@ dp_status dp_svg_roc(FILE *f, const dp_svg_axes *ax, const dp_svg_series *curves
         for (size_t k = 0; k < curves[i].n; k++)
             if (!(curves[i].x[k] >= 0 && curves[i].x[k] <= 1 && curves[i].y[k] >= 0 && curves[i].y[k] <= 1))
                 return dp_error(DP_ERR_INVALID, "svg: ROC curve %zu point %zu outside [0, 1]^2", i, k);
+    const char *names[MAX_SERIES + 1] = {0}, *cols[MAX_SERIES + 1] = {0};
+    size_t nl = 0;
+    if (eps >= 0) { names[nl] = "DP bound"; cols[nl++] = "#000"; }
+    for (size_t i = 0; i < n; i++) { names[nl] = curves[i].name; cols[nl++] = PALETTE[i]; }
     frame fr;
-    DP_TRY(frame_open(f, &fr, ax, 0, 1, 0, 1, 1));
+    DP_TRY(frame_open(f, &fr, ax, 0, 1, 0, 1, 1, names, nl, 0));
     fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#888\" stroke-dasharray=\"4 4\"/>\n",
             px(&fr.x, 0), px(&fr.y, 0), px(&fr.x, 1), px(&fr.y, 1));
-    const char *names[MAX_SERIES + 1], *cols[MAX_SERIES + 1];
-    size_t nl = 0;
     if (eps >= 0) {
         double bx[101], by[101];
         for (int k = 0; k <= 100; k++) {
@@ -285,14 +311,10 @@ dp_status dp_svg_roc(FILE *f, const dp_svg_axes *ax, const dp_svg_series *curves
             bx[k] = x;
             by[k] = fmin(1.0, fmin(a, b));
         }
-        dp_svg_series bs = {NULL, bx, by, 101};
+        dp_svg_series bs = {NULL, bx, by, 101, 0};
         polyline(f, &fr, &bs, "#000", " stroke-dasharray=\"8 3\"", 0);
-        names[nl] = "DP bound"; cols[nl++] = "#000";
     }
-    for (size_t i = 0; i < n; i++) {
-        polyline(f, &fr, &curves[i], PALETTE[i], "", 0);
-        names[nl] = curves[i].name; cols[nl++] = PALETTE[i];
-    }
+    for (size_t i = 0; i < n; i++) polyline(f, &fr, &curves[i], PALETTE[i], "", 0);
     legend(f, &fr, names, cols, nl);
     return frame_close(f);
 }

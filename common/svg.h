@@ -8,7 +8,7 @@
  * input). Points whose x or y is not finite break a line and are not drawn.
  *
  *   dp_svg_axes ax = {.title = "epsilon vs steps", .xlabel = "steps", .ylabel = "epsilon"};
- *   dp_svg_series s = {"PLD upper", xs, ys, n};
+ *   dp_svg_series s = {"PLD upper", xs, ys, n, 0};
  *   dp_svg_line(f, &ax, &s, 1);
  */
 #ifndef DP_SVG_H
@@ -30,6 +30,7 @@ typedef struct {
     const char *name;    /* legend entry; NULL = not in the legend */
     const double *x, *y; /* n points */
     size_t n;
+    int dashed;          /* 1: a thin dashed line without markers (e.g. a paper's values over ours) */
 } dp_svg_series;
 
 /* Lines with point markers, one colour per series (at most 8 series), legend. */

@@ -87,12 +87,21 @@ static json_t *num_array(const double *v, size_t n) {
     return a;
 }
 
-void conf_plot_series(json_t *plot, const char *name, const double *x, const double *y, size_t n) {
+static void plot_series(json_t *plot, const char *name, const double *x, const double *y, size_t n, int dashed) {
     json_t *s = json_object();
     json_object_set_new(s, "name", json_string(name));
     json_object_set_new(s, "x", num_array(x, n));
     json_object_set_new(s, "y", num_array(y, n));
+    if (dashed) json_object_set_new(s, "dashed", json_true());
     json_array_append_new(json_object_get(plot, "series"), s);
+}
+
+void conf_plot_series(json_t *plot, const char *name, const double *x, const double *y, size_t n) {
+    plot_series(plot, name, x, y, n, 0);
+}
+
+void conf_plot_series_dashed(json_t *plot, const char *name, const double *x, const double *y, size_t n) {
+    plot_series(plot, name, x, y, n, 1);
 }
 
 /* ------------------------------------------------------- accounting target ---- */

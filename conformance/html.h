@@ -25,7 +25,8 @@ dp_status conf_repro_html(const char *path, const json_t *root);
 
 /* Plot specifications (JSON), rendered with common/svg.h:
  * {"kind": "line"|"bars", "title", "xlabel", "ylabel", "xlog", "ylog" (0, 2 or 10),
- *  line: "series": [{"name", "x": [...], "y": [...]}] (null = not finite, breaks the line);
+ *  line: "series": [{"name", "x": [...], "y": [...], "dashed": true|absent}] (null = not
+ *        finite, breaks the line; dashed: thin dashed, no markers);
  *  bars: "labels": [...], "values": [...], "ref": r (dashed line, bars above it in red)} */
 
 /* report.html of a conformance run, beside report.json (same results). */

@@ -44,13 +44,18 @@ static void cell(FILE *f, const json_t *v) {
     fputs(b, f);
 }
 
+/* every string of a JSON array, escaped, as <tag>item</tag> */
+static void items(FILE *f, const json_t *a, const char *tag) {
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        fprintf(f, "<%s>", tag);
+        esc(f, json_string_value(json_array_get(a, i)));
+        fprintf(f, "</%s>%s", tag, strcmp(tag, "li") == 0 ? "\n" : "");
+    }
+}
+
 void conf_html_table(FILE *f, const json_t *columns, const json_t *rows) {
     fputs("<table>\n<tr>", f);
-    for (size_t c = 0; c < json_array_size(columns); c++) {
-        fputs("<th>", f);
-        esc(f, json_string_value(json_array_get(columns, c)));
-        fputs("</th>", f);
-    }
+    items(f, columns, "th");
     fputs("</tr>\n", f);
     for (size_t i = 0; i < json_array_size(rows); i++) {
         const json_t *o = json_array_get(rows, i);
@@ -123,7 +128,8 @@ dp_status conf_html_plot(FILE *f, const json_t *plot) {
             buf[2 * i + 1] = nums(json_object_get(o, "y"), &ny);
             if (!buf[2 * i] || !buf[2 * i + 1]) st = DP_ERR_NOMEM;
             else if (nx != ny) st = dp_error(DP_ERR_INVALID, "plot series %zu: %zu x values, %zu y values", i, nx, ny);
-            s[i] = (dp_svg_series){json_string_value(json_object_get(o, "name")), buf[2 * i], buf[2 * i + 1], nx};
+            s[i] = (dp_svg_series){json_string_value(json_object_get(o, "name")), buf[2 * i], buf[2 * i + 1], nx,
+                                   json_is_true(json_object_get(o, "dashed"))};
         }
         if (st == DP_OK) st = dp_svg_line(f, &ax, s, ns);
         for (size_t i = 0; i < 16; i++) free(buf[i]);
@@ -176,11 +182,7 @@ dp_status conf_repro_html(const char *path, const json_t *root) {
     const json_t *cv = json_object_get(root, "caveats");
     if (json_array_size(cv)) {
         fputs("<h2>Caveats</h2>\n<ul>\n", f);
-        for (size_t i = 0; i < json_array_size(cv); i++) {
-            fputs("<li>", f);
-            esc(f, json_string_value(json_array_get(cv, i)));
-            fputs("</li>\n", f);
-        }
+        items(f, cv, "li");
         fputs("</ul>\n", f);
     }
     conf_html_end(f);

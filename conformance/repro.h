@@ -28,6 +28,8 @@ void conf_repro_caveat(conf_repro *r, const char *text);
 json_t *conf_plot_new(json_t *plots, const char *kind, const char *title, const char *xlabel, const char *ylabel,
                       int xlog, int ylog);
 void conf_plot_series(json_t *plot, const char *name, const double *x, const double *y, size_t n);
+/* the same, drawn dashed without markers (a paper's values over the model's) */
+void conf_plot_series_dashed(json_t *plot, const char *name, const double *x, const double *y, size_t n);
 
 /* The targets (conformance/repro_memory.c, conformance/repro_accounting.c): each returns
  * DP_OK having filled r, or an error status with dp_error set. */

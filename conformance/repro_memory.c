@@ -46,7 +46,7 @@ dp_status conf_repro_longshield_table2(conf_repro *r, FILE *txt) {
     const int64_t gpus[3] = {1, 4, 0};
     json_t *plots = json_object_get(r->root, "plots");
     for (int m = 0; m < 3; m++) {
-        double xs[4], ys[3][4];
+        double xs[4], ys[3][4], yp[3][4];
         for (int b = 0; b < 4; b++) {
             const int64_t mbs = (int64_t)1 << b;
             for (int g = 0; g < 3; g++) {
@@ -76,14 +76,17 @@ dp_status conf_repro_longshield_table2(conf_repro *r, FILE *txt) {
                 json_object_set_new(o, "model_T", json_string(mt));
                 json_object_set_new(o, "model_peak_gb_at_paper_T", isfinite(at) ? json_real(at) : json_string("n/a"));
                 ys[g][b] = T ? (double)T : NAN;
+                yp[g][b] = paper ? (double)paper : NAN;
             }
             xs[b] = (double)mbs;
         }
         char title[96];
-        snprintf(title, sizeof title, "%s under ZeRO-DP+: largest power-of-two T (model)", LS_MODELS[m]->name);
+        snprintf(title, sizeof title, "%s under ZeRO-DP+: largest power-of-two T (model vs paper)", LS_MODELS[m]->name);
         json_t *p = conf_plot_new(plots, "line", title, "micro-batch size", "max sequence length T", 2, 2);
-        const char *names[3] = {"1 GPU", "4 GPUs", "infinitely many GPUs"};
+        const char *names[3] = {"model, 1 GPU", "model, 4 GPUs", "model, inf GPUs"};
+        const char *pnames[3] = {"paper, 1 GPU", "paper, 4 GPUs", "paper, inf GPUs"};
         for (int g = 0; g < 3; g++) conf_plot_series(p, names[g], xs, ys[g], 4);
+        for (int g = 0; g < 3; g++) conf_plot_series_dashed(p, pnames[g], xs, yp[g], 4);
     }
     conf_repro_caveat(r, LS_SETUP_NOTE);
     conf_repro_caveat(r, "ZeRO-DP+ modelled as FSDP (ZeRO stage 3, two gathered units), book-keeping with fastDP's "

@@ -264,6 +264,25 @@ dp_status opt_cost_engine_step_sent(double out[OPT_COST_N_COLLECTIVES], const in
     return DP_OK;
 }
 
+double opt_cost_engine_llama_tape(int64_t B, int64_t T, int64_t vocab, int64_t dim, int64_t layers, int64_t heads,
+                                  int64_t ffn, int elem_bytes, int second_pass, int walk_empty) {
+    const double b = (double)B, r = (double)B * (double)T, V = (double)vocab, D = (double)dim, L = (double)layers,
+                 H = (double)heads, F = (double)ffn, t = (double)T, mx = D > F ? D : F;
+#define E_(n) (((n) > 0 ? (n) : 1.0) * elem_bytes) /* the arena allocates at least one element */
+    double total = E_(b);                              /* per-example losses */
+    if (B == 0 && !walk_empty) return total;
+    total += 2 * (r + 1) * 4;                          /* int32 tokens and targets */
+    const double bwd = E_(r * V) + 2 * E_(r * D) + E_(r * mx) + L * (3 * E_(r * F) + 9 * E_(r * D));
+    total += E_(r * D)                                                               /* embedding output */
+             + L * (8 * E_(r * D) + 2 * E_(r) + 3 * E_(r * F) + E_(b * H * t * t)) /* blocks */
+             + E_(r * D) + 3 * E_(r) + E_(r * V)                                    /* head, weights, losses */
+             + bwd                                                                  /* backward buffers */
+             + (2 * L + 1) * E_(b * D) + E_(b * V * D);                             /* direct per-example rows */
+    if (second_pass) total += E_(r) + bwd;
+#undef E_
+    return total;
+}
+
 /* --------------------------------------------------------------- step peak ---- */
 dp_status opt_cost_llama_peak(opt_cost_peak *out, const opt_cost_llama *m, const opt_cost_setup *s, int64_t B,
                               int64_t T) {

@@ -158,6 +158,14 @@ dp_status opt_cost_engine_states(opt_cost_states *out, const int64_t *numel, int
 dp_status opt_cost_engine_step_sent(double out[OPT_COST_N_COLLECTIVES], const int64_t *numel, int n, int elem_bytes,
                                     int zero_stage, int64_t n_ranks, int64_t passes);
 
+/* Activation bytes of one engine tape (one forward + backward of B llama examples of T
+ * positions, docs/models-of-cost.md §8): the forward state, the backward buffers, the
+ * per-example rows of the direct parameters, the token buffers; `second_pass` adds
+ * ghost clipping's weighted backward; `walk_empty` = 1 when an empty chunk still walks
+ * the layers (zero3). */
+double opt_cost_engine_llama_tape(int64_t B, int64_t T, int64_t vocab, int64_t dim, int64_t layers, int64_t heads,
+                                  int64_t ffn, int elem_bytes, int second_pass, int walk_empty);
+
 /* ---- whole-step peak for one rank (the sums the reproduce targets use) ---- */
 typedef struct {
     int zero_stage;        /* 0..3 */

@@ -22,6 +22,8 @@
 
 #define MAXR 4
 typedef struct {
+    int64_t batch[8];    /* global batch size of each step (rank 0's step lines) */
+    int nsteps;
     double peak[16];     /* per tag, in OPT tag order below */
     double sent[3];      /* allreduce_sum, reduce_scatter_sum, allgather */
     int have_comm;
@@ -41,6 +43,11 @@ static int parse_report(rank_rep *rr, int nranks, const char *log) {
         int r;
         char name[64];
         unsigned long long a, b, c;
+        long long st, bs;
+        if (sscanf(line, "step %lld batch %lld", &st, &bs) == 2 && rr[0].nsteps < 8) {
+            rr[0].batch[rr[0].nsteps++] = bs;
+            continue;
+        }
         if (sscanf(line, "rank %d: %63s %llu %llu %llu", &r, name, &a, &b, &c) == 5 && r >= 0 && r < nranks) {
             for (int k = 0; k < 3; k++)
                 if (strcmp(name, COLLS[k]) == 0) { rr[r].sent[k] = (double)b; rr[r].have_comm = 1; }
@@ -121,6 +128,16 @@ static int compare(const rank_rep *r, const run_cfg *c, int stage, int ranks, in
     return bad;
 }
 
+/* The largest chunk rank r of R computed: its share [b r/R, b (r+1)/R) of each step's batch. */
+static int64_t max_share(const rank_rep *r0, int r, int R) {
+    int64_t m = 0;
+    for (int s = 0; s < r0->nsteps; s++) {
+        int64_t b = r0->batch[s], n = b * (r + 1) / R - b * r / R;
+        if (n > m) m = n;
+    }
+    return m;
+}
+
 int main(void) {
     dpcert = getenv("DPCERT");
     if (!dpcert || !*dpcert) return t_skip("DPCERT (the dpcert binary) is not set; run through ci/run-tests.sh");
@@ -160,6 +177,15 @@ int main(void) {
             /* zero3 and zero1/2 shards differ per rank only in padding; the model is rank 0's
              * (every rank holds c, resp. C, elements by construction) */
             int bad = compare(&rr[r], c, c->stage, c->ranks, steps, 1);
+            if (c->llama) { /* activations: the tape of the rank's largest chunk */
+                const int second = c->stage != 3 && strcmp(c->strategy, "ghost") == 0;
+                const int64_t B = max_share(&rr[0], r, c->ranks);
+                const double want = opt_cost_engine_llama_tape(B, 6, 13, 8, 2, 2, 12, c->f32 ? 4 : 8, second,
+                                                               c->stage == 3);
+                T_CHECK(rr[0].nsteps == steps, "%s: %d step lines", c->what, rr[0].nsteps);
+                T_CHECK(rr[r].peak[T_ACT] == want, "%s rank %d: activations peak %.0f, model %.0f (B = %lld)",
+                        c->what, r, rr[r].peak[T_ACT], want, (long long)B);
+            }
             printf("%-34s rank %d: params %.0f grads %.0f optimizer_state %.0f activations %.0f; sent "
                    "all-reduce %.0f reduce-scatter %.0f all-gather %.0f: %s\n", c->what, r, rr[r].peak[T_PARAMS],
                    rr[r].peak[T_GRADS], rr[r].peak[T_OPT], rr[r].peak[T_ACT], rr[r].sent[0], rr[r].sent[1],
