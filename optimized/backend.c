@@ -2,6 +2,7 @@
  * "host" is optimized/host/host_backend.c; "cuda" is the weak hook
  * opt_backend_cuda_create that optimized/cuda/ defines once it exists. */
 #include "optimized/backend.h"
+#include "optimized/ledger.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -15,16 +16,15 @@ extern const int cu_backend_linked;
 __attribute__((used)) static const int *const opt_cuda_anchor_ = &cu_backend_linked;
 
 static const char *const opt_op_names[OPT_OP_COUNT] = {
-    "alloc", "free", "to_device", "to_host", "copy", "zero", "upload_f64", "download_f64",
-    "gemm", "add_bias", "sum_rows", "axpby", "add", "div_scalar",
-    "tanh_fwd", "tanh_bwd", "silu_fwd", "silu_bwd", "swiglu_fwd", "swiglu_bwd", "rmsnorm_fwd",
-    "rmsnorm_bwd", "rope_fwd", "rope_bwd", "attn_fwd", "attn_bwd", "xent_fwd", "xent_bwd",
-    "embed_fwd", "embed_bwd",
-    "sqnorm_rows", "ghost_sqnorm", "clip_factors", "mul", "clip_accum", "bk_gemm",
-    "fused_clip_accum", "fused_sqnorm", "noise_add",
-    "sgd_momentum", "adamw",
-    "allreduce_sum", "reduce_scatter_sum", "allgather", "alltoall", "broadcast", "send", "recv",
-    "wait", "allgatherv_bytes", "barrier",
+#define OPT_OP_NAME_(ID, name, ret, args) #name,
+    OPT_BACKEND_OPS(OPT_OP_NAME_)
+#undef OPT_OP_NAME_
+};
+
+const char *const opt_coll_names[OPT_COLL_COUNT] = {
+#define OPT_COLL_NAME_(ID, name) #name,
+    OPT_COLL_KINDS(OPT_COLL_NAME_)
+#undef OPT_COLL_NAME_
 };
 
 const char *opt_op_name(opt_op op) {
@@ -34,31 +34,12 @@ const char *opt_op_name(opt_op op) {
 int opt_backend_supports(const opt_backend *be, opt_op op) {
     if (!be || op < 0 || op >= OPT_OP_COUNT) return 0;
     const opt_backend_ops *o = &be->ops;
-#define E(id, f) case id: return o->f != NULL
     switch (op) {
-        E(OPT_OP_ALLOC, alloc); E(OPT_OP_FREE, free); E(OPT_OP_TO_DEVICE, to_device);
-        E(OPT_OP_TO_HOST, to_host); E(OPT_OP_COPY, copy); E(OPT_OP_ZERO, zero);
-        E(OPT_OP_UPLOAD_F64, upload_f64); E(OPT_OP_DOWNLOAD_F64, download_f64);
-        E(OPT_OP_GEMM, gemm); E(OPT_OP_ADD_BIAS, add_bias); E(OPT_OP_SUM_ROWS, sum_rows);
-        E(OPT_OP_AXPBY, axpby); E(OPT_OP_ADD, add); E(OPT_OP_DIV_SCALAR, div_scalar);
-        E(OPT_OP_TANH_FWD, tanh_fwd); E(OPT_OP_TANH_BWD, tanh_bwd); E(OPT_OP_SILU_FWD, silu_fwd);
-        E(OPT_OP_SILU_BWD, silu_bwd); E(OPT_OP_SWIGLU_FWD, swiglu_fwd); E(OPT_OP_SWIGLU_BWD, swiglu_bwd);
-        E(OPT_OP_RMSNORM_FWD, rmsnorm_fwd); E(OPT_OP_RMSNORM_BWD, rmsnorm_bwd);
-        E(OPT_OP_ROPE_FWD, rope_fwd); E(OPT_OP_ROPE_BWD, rope_bwd); E(OPT_OP_ATTN_FWD, attn_fwd);
-        E(OPT_OP_ATTN_BWD, attn_bwd); E(OPT_OP_XENT_FWD, xent_fwd); E(OPT_OP_XENT_BWD, xent_bwd);
-        E(OPT_OP_EMBED_FWD, embed_fwd); E(OPT_OP_EMBED_BWD, embed_bwd);
-        E(OPT_OP_SQNORM_ROWS, sqnorm_rows); E(OPT_OP_GHOST_SQNORM, ghost_sqnorm);
-        E(OPT_OP_CLIP_FACTORS, clip_factors); E(OPT_OP_MUL, mul); E(OPT_OP_CLIP_ACCUM, clip_accum);
-        E(OPT_OP_BK_GEMM, bk_gemm); E(OPT_OP_FUSED_CLIP_ACCUM, fused_clip_accum);
-        E(OPT_OP_FUSED_SQNORM, fused_sqnorm); E(OPT_OP_NOISE_ADD, noise_add);
-        E(OPT_OP_SGD_MOMENTUM, sgd_momentum); E(OPT_OP_ADAMW, adamw);
-        E(OPT_OP_ALLREDUCE_SUM, allreduce_sum); E(OPT_OP_REDUCE_SCATTER_SUM, reduce_scatter_sum);
-        E(OPT_OP_ALLGATHER, allgather); E(OPT_OP_ALLTOALL, alltoall); E(OPT_OP_BROADCAST, broadcast);
-        E(OPT_OP_SEND, send); E(OPT_OP_RECV, recv); E(OPT_OP_WAIT, wait);
-        E(OPT_OP_ALLGATHERV_BYTES, allgatherv_bytes); E(OPT_OP_BARRIER, barrier);
-        default: return 0;
+#define OPT_OP_CASE_(ID, name, ret, args) case OPT_OP_##ID: return o->name != NULL;
+        OPT_BACKEND_OPS(OPT_OP_CASE_)
+#undef OPT_OP_CASE_
+    default: return 0;
     }
-#undef E
 }
 
 dp_status opt_backend_require(const opt_backend *be, const opt_op *ops, size_t n) {
@@ -93,7 +74,12 @@ dp_status opt_backend_create(opt_backend **out, const opt_backend_config *cfg) {
     } else {
         st = dp_error(DP_ERR_USAGE, "unknown backend '%s' (expected host or cuda)", cfg->name);
     }
-    if (st != DP_OK) { free(be); return st; }
+    if (st == DP_OK) st = opt_ledger_create(&be->ledger);
+    if (st != DP_OK) {
+        if (be->ctx && be->ops.destroy) be->ops.destroy(be->ctx);
+        free(be);
+        return st;
+    }
     *out = be;
     return DP_OK;
 }
@@ -101,5 +87,6 @@ dp_status opt_backend_create(opt_backend **out, const opt_backend_config *cfg) {
 void opt_backend_destroy(opt_backend *be) {
     if (!be) return;
     if (be->ops.destroy) be->ops.destroy(be->ctx);
+    opt_ledger_destroy(be->ledger);
     free(be);
 }

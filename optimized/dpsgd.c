@@ -1,25 +1,36 @@
 /* optimized/dpsgd.c — DP-SGD on the engine (docs/engine.md): strategies, clipping
  * groups, noise modes, data-parallel shares and micro-batches. */
 #include "optimized/dpsgd.h"
+#include "optimized/ledger.h"
+#include "optimized/shard.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-const char *const opt_strategy_names[] = {"grad-sample", "ghost", "mixed-ghost", "book-keeping", "fused", NULL};
+#define OPT_NAME3_(ID, sym, name) name,
+#define OPT_NAME2_(ID, name) name,
+const char *const opt_strategy_names[] = {OPT_NORM_STRATEGIES(OPT_NAME3_) NULL};
+const char *const opt_sharding_names[] = {OPT_SHARDINGS(OPT_NAME3_) NULL};
+const char *const opt_bug_names[] = {OPT_BUGS(OPT_NAME2_) NULL};
+#undef OPT_NAME3_
+#undef OPT_NAME2_
+#define OPT_TABLE_(ID, sym, name) &opt_norm_##sym,
+const opt_norm_strategy *const opt_norm_strategies[] = {OPT_NORM_STRATEGIES(OPT_TABLE_)};
+#undef OPT_TABLE_
+#define OPT_TABLE_(ID, sym, name) &opt_shard_##sym,
+const opt_shard_strategy *const opt_shard_strategies[] = {OPT_SHARDINGS(OPT_TABLE_)};
+#undef OPT_TABLE_
 const char *const opt_mixed_rule_names[] = {"flop", "memory", NULL};
 const char *const opt_noise_mode_names[] = {"single", "shares", NULL};
-const char *const opt_bug_names[] = {"none", "clip-after-sum", "noise-every-rank", "realized-batch-divisor", NULL};
 
 void opt_rank_share(int64_t *lo, int64_t *hi, int64_t b, int rank, int size) {
     *lo = b * rank / size;
     *hi = b * (rank + 1) / size;
 }
 
-static void *dev_at(const opt_dpsgd *s, void *base, int64_t elem) {
-    return (char *)base + (size_t)elem * opt_backend_esize(s->be);
-}
+#define dev_at opt_dev_at
 
 dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const ref_dpsgd_config *cfg, const opt_dp_options *o,
                          const ref_model *m) {
@@ -30,20 +41,51 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const ref_dpsgd_config *
                         be->dtype == DP_F64 ? "f64" : "f32");
     if (m->nparams >= (1 << 16))
         return dp_error(DP_ERR_INVALID, "too many parameter tensors (%d) for noise lanes (< 2^16)", m->nparams);
+    if (o->strategy < 0 || o->strategy >= OPT_STRAT_COUNT) return dp_error(DP_ERR_USAGE, "--strategy: unknown strategy");
+    if (o->sharding < 0 || o->sharding >= OPT_SHARD_COUNT) return dp_error(DP_ERR_USAGE, "--sharding: unknown stage");
+    s->norm = opt_norm_strategies[o->strategy];
+    s->shard = opt_shard_strategies[o->sharding];
+    s->hooks = opt_bug_hooks(o->bug);
+    if (s->shard->shard_states && o->noise_mode == OPT_NOISE_SHARES)
+        return dp_error(DP_ERR_USAGE, "--noise-mode shares applies to --sharding replicated only (got --sharding %s)",
+                        s->shard->name);
+    int64_t total = 0;
+    for (int p = 0; p < m->nparams; p++) total += m->params[p].numel;
+    DP_TRY(opt_parallel_make(&s->par, be, o->dp, o->cp > 0 ? o->cp : 1));
+    const int N = s->par.dp;
+    if (s->shard->shard_states && total < N) {
+        opt_parallel_free(&s->par);
+        return dp_error(DP_ERR_USAGE, "--sharding %s --dp %d: %d shards but the model has only %lld parameters",
+                        s->shard->name, N, N, (long long)total);
+    }
+    if (s->shard->shard_states && !be->ops.allgather) {
+        opt_parallel_free(&s->par);
+        return dp_error(DP_ERR_USAGE, "--sharding %s needs the backend operation 'allgather', which backend '%s' lacks",
+                        s->shard->name, be->name);
+    }
     s->be = be;
     s->cfg = *cfg;
     s->o = *o;
-    DP_TRY(ref_clip_groups_make(&s->groups, cfg, m));
-    dp_status st = opt_model_create(&s->om, be, m);
-    if (st != DP_OK) { ref_clip_groups_free(&s->groups); return st; }
+    s->total = total;
+    s->chunk = s->shard->shard_states ? (total + N - 1) / N : total;
+    if (s->shard->shard_states) opt_shard_range(&s->lo, &s->hi, total, s->chunk, s->par.dp_rank);
+    else { s->lo = 0; s->hi = total; }
+    s->zoff = s->shard->shard_states ? s->chunk * N : total;
+    s->zlo = s->shard->noise_partition ? s->lo : 0;
+    dp_status st = ref_clip_groups_make(&s->groups, cfg, m);
+    if (st != DP_OK) { opt_parallel_free(&s->par); return st; }
+    st = opt_model_create(&s->om, be, m);
+    if (st != DP_OK) { ref_clip_groups_free(&s->groups); opt_parallel_free(&s->par); return st; }
     s->off = calloc((size_t)m->nparams, sizeof *s->off);
     if (!s->off) { opt_dpsgd_free(s); return dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
-    for (int p = 0; p < m->nparams; p++) { s->off[p] = s->total; s->total += m->params[p].numel; }
+    for (int p = 1; p < m->nparams; p++) s->off[p] = s->off[p - 1] + m->params[p - 1].numel;
+    if ((st = s->shard->setup(s)) != DP_OK) { opt_dpsgd_free(s); return st; }
+    int64_t zlen = s->shard->noise_partition ? s->chunk : s->zoff; /* Z: the partition or all positions */
     size_t es = opt_backend_esize(be);
-    if ((st = OPT_CALL(be, alloc, &s->flat, es * (size_t)(2 * s->total))) != DP_OK ||
-        (st = OPT_CALL(be, alloc, &s->pgrad, es * (size_t)s->total)) != DP_OK ||
-        (st = OPT_CALL(be, alloc, &s->m1, es * (size_t)s->total)) != DP_OK ||
-        (st = OPT_CALL(be, alloc, &s->m2, es * (size_t)s->total)) != DP_OK) {
+    if ((st = opt_mem_alloc(be, &s->flat, es * (size_t)(s->zoff + zlen), OPT_MEM_GRADS)) != DP_OK ||
+        (st = opt_mem_alloc(be, &s->pgrad, es * (size_t)s->chunk, OPT_MEM_GRADS)) != DP_OK ||
+        (st = opt_mem_alloc(be, &s->m1, es * (size_t)s->chunk, OPT_MEM_OPTSTATE)) != DP_OK ||
+        (cfg->opt != REF_OPT_SGD && (st = opt_mem_alloc(be, &s->m2, es * (size_t)s->chunk, OPT_MEM_OPTSTATE)) != DP_OK)) {
         opt_dpsgd_free(s);
         return st;
     }
@@ -52,20 +94,22 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const ref_dpsgd_config *
 
 void opt_dpsgd_free(opt_dpsgd *s) {
     if (!s->be) return;
+    if (s->shard) s->shard->teardown(s);
     void *bufs[4] = {s->flat, s->pgrad, s->m1, s->m2};
-    for (int i = 0; i < 4; i++)
-        if (bufs[i] && s->be->ops.free) s->be->ops.free(s->be->ctx, bufs[i]);
+    for (int i = 0; i < 4; i++) opt_mem_free(s->be, bufs[i]);
     if (s->om.be) opt_model_free(&s->om);
     ref_clip_groups_free(&s->groups);
+    opt_parallel_free(&s->par);
     free(s->off);
     memset(s, 0, sizeof *s);
 }
 
 /* ---------------------------------------------------------------- one chunk */
-enum { M_DIRECT = 0, M_INST, M_GHOST, M_FUSEDNORM, M_FUSED1 };
+enum { M_DIRECT = OPT_LM_DIRECT, M_INST = OPT_LM_INST, M_GHOST = OPT_LM_GHOST, M_FUSEDNORM = OPT_LM_FUSEDNORM,
+       M_FUSED1 = OPT_LM_FUSED1 };
 
 /* Linear layer (T, d, p): ghost norm is chosen by the rule (docs/engine.md). */
-static int mixed_pick_ghost(opt_mixed_rule rule, int64_t T, int64_t d, int64_t p) {
+int opt_mixed_pick_ghost(int rule, int64_t T, int64_t d, int64_t p) {
     if (rule == OPT_MIXED_MEMORY) return 2.0 * (double)T * (double)T <= (double)p * (double)d;
     return (double)T < (double)p * (double)d / (double)(p + d);
 }
@@ -135,10 +179,9 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
     double *hsq = malloc(sizeof(double) * (size_t)(G * Bc + 1)), *hc = malloc(sizeof(double) * (size_t)(G * Bc + 1));
     void *sq = NULL, *cdev = NULL;
     if (!mode || !inst || !nlin || !hsq || !hc || !special || !hcx) { if (st == DP_OK) st = dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
-    if (st == DP_OK) st = opt_arena_alloc(&tp.ar, &sq, es * (size_t)(G * Bc + 1));   /* [G, Bc] */
-    if (st == DP_OK) st = opt_arena_alloc(&tp.ar, &cdev, es * (size_t)(G * Bc + 1)); /* [G, Bc] */
+    if (st == DP_OK) st = opt_arena_alloc_tag(&tp.ar, &sq, es * (size_t)(G * Bc + 1), OPT_MEM_WORKSPACE);   /* [G, Bc] */
+    if (st == DP_OK) st = opt_arena_alloc_tag(&tp.ar, &cdev, es * (size_t)(G * Bc + 1), OPT_MEM_WORKSPACE); /* [G, Bc] */
     if (st != DP_OK) goto done;
-    int bug_cas = s->o.bug == OPT_BUG_CLIP_AFTER_SUM;
 
     /* ---- mode of every parameter ---- */
     for (int p = 0; p < np; p++)
@@ -147,15 +190,8 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
     for (int p = 0; p < np; p++) {
         if (om->src[p] == OPT_SRC_DIRECT) { mode[p] = M_DIRECT; continue; }
         if (om->src[p] == OPT_SRC_BOTH) { mode[p] = M_INST; continue; }
-        switch (s->o.strategy) {
-        case OPT_STRAT_GRAD_SAMPLE: mode[p] = M_INST; break;
-        case OPT_STRAT_GHOST: mode[p] = M_GHOST; break;
-        case OPT_STRAT_MIXED_GHOST:
-        case OPT_STRAT_BOOK_KEEPING:
-            mode[p] = mixed_pick_ghost(s->o.mixed_rule, tp.T, tp.din[p], tp.dout[p]) ? M_GHOST : M_INST;
-            break;
-        default: mode[p] = (nlin[gr->group_of[p]] == 1 && !bug_cas) ? M_FUSED1 : M_FUSEDNORM; break;
-        }
+        int alone = nlin[gr->group_of[p]] == 1 && s->hooks->fused_single_pass;
+        mode[p] = (int)s->norm->linear_mode(&s->o, tp.T, tp.din[p], tp.dout[p], alone);
     }
 
     /* ---- losses; an example with a non-finite loss is dropped (c = 0, its terms zeroed
@@ -174,7 +210,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
         switch (mode[p]) {
         case M_DIRECT: st = OPT_CALL(be, sqnorm_rows, sqg, tp.direct[p], Bc, om->numel[p]); break;
         case M_INST:
-            st = opt_arena_alloc(&tp.ar, &inst[p], es * (size_t)(Bc * om->numel[p]));
+            st = opt_arena_alloc_tag(&tp.ar, &inst[p], es * (size_t)(Bc * om->numel[p]), OPT_MEM_PER_EXAMPLE);
             if (st == DP_OK) st = instantiate(inst[p], om, &tp, p);
             if (st == DP_OK) st = OPT_CALL(be, sqnorm_rows, sqg, inst[p], Bc, om->numel[p]);
             break;
@@ -190,7 +226,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
     if (!fbak && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
     for (int p = 0; st == DP_OK && p < np; p++)
         if (mode[p] == M_FUSED1) {
-            st = opt_arena_alloc(&tp.ar, &fbak[p], es * (size_t)om->numel[p]);
+            st = opt_arena_alloc_tag(&tp.ar, &fbak[p], es * (size_t)om->numel[p], OPT_MEM_WORKSPACE);
             if (st == DP_OK) st = OPT_CALL(be, copy, fbak[p], dev_at(s, sum0, s->off[p]), es * (size_t)om->numel[p]);
         }
     /* ---- clip factors (single-pass fused layers clip and accumulate here) ---- */
@@ -237,7 +273,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
         for (int p = 0; st == DP_OK && p < np; p++) {
             void *buf = mode[p] == M_DIRECT ? tp.direct[p] : inst[p];
             if (!buf) {
-                st = opt_arena_alloc(&tp.ar, &buf, es * (size_t)(Bc * om->numel[p]));
+                st = opt_arena_alloc_tag(&tp.ar, &buf, es * (size_t)(Bc * om->numel[p]), OPT_MEM_PER_EXAMPLE);
                 if (st == DP_OK) st = instantiate(buf, om, &tp, p);
             }
             hrow[p] = malloc(sizeof(double) * (size_t)(Bc * om->numel[p]));
@@ -283,17 +319,15 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
         }
     }
     free(hm.params);
-    if (st == DP_OK && bug_cas) { /* BUG (test-only): no per-example clipping; the sum is clipped later */
-        for (int64_t i = 0; i < G * Bc; i++) hc[i] = co->dropped[i % Bc] ? 0.0 : 1.0;
-        changed = 1;
-    }
-    if (st == DP_OK && changed) st = OPT_CALL(be, upload_f64, cdev, hc, G * Bc);
+    if (st == DP_OK) s->hooks->factors(hc, co->dropped, G, Bc); /* identity unless a test-only bug (bugs.c) */
+    if (st == DP_OK && (changed || s->hooks != &opt_hooks_correct)) st = OPT_CALL(be, upload_f64, cdev, hc, G * Bc);
 
     /* ---- clipped sums ---- */
     int any_drop = 0;
     for (int64_t b = 0; b < Bc; b++) any_drop |= co->dropped[b] | special[b];
-    int second_pass = (s->o.strategy == OPT_STRAT_GHOST || s->o.strategy == OPT_STRAT_MIXED_GHOST) && G == 1 &&
-                      !any_drop;
+    /* the weighted second pass is a per-rank choice (any_drop): not with per-layer
+     * parameter gathers (zero3), whose passes must be the same on every rank */
+    int second_pass = s->norm->second_pass && G == 1 && !any_drop && !om->fetch;
     if (st == DP_OK && second_pass) {
         void **gp = calloc((size_t)np, sizeof(void *));
         if (!gp) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
@@ -318,7 +352,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
         double *t = malloc(sizeof(double) * (size_t)(n + 1));
         void *dt = NULL;
         if (!t) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
-        if (st == DP_OK) st = opt_arena_alloc(&tp.ar, &dt, es * (size_t)(n + 1));
+        if (st == DP_OK) st = opt_arena_alloc_tag(&tp.ar, &dt, es * (size_t)(n + 1), OPT_MEM_WORKSPACE);
         for (int64_t b = 0; st == DP_OK && b < Bc; b++) {
             if (!special[b]) continue;
             double cb = hcx[gr->group_of[p] * Bc + b];
@@ -336,7 +370,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const ref_dataset *d, co
         for (int p = 0; st == DP_OK && p < np; p++) {
             void *buf = inst[p];
             if (!buf) {
-                st = opt_arena_alloc(&tp.ar, &buf, es * (size_t)(Bc * om->numel[p]));
+                st = opt_arena_alloc_tag(&tp.ar, &buf, es * (size_t)(Bc * om->numel[p]), OPT_MEM_PER_EXAMPLE);
                 if (st == DP_OK) st = instantiate(buf, om, &tp, p);
             }
             if (st == DP_OK) st = OPT_CALL(be, download_f64, co->grad[p], buf, Bc * om->numel[p]);
@@ -368,7 +402,7 @@ dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_datase
     opt_backend *be = s->be;
     opt_model *om = &s->om;
     const ref_dpsgd_config *c = &s->cfg;
-    const int G = s->groups.ngroups, np = om->np, R = be->comm.size, rank = be->comm.rank;
+    const int G = s->groups.ngroups, np = om->np, R = s->par.dp, rank = s->par.dp_rank;
     size_t es = opt_backend_esize(be);
     if (step < 1 || step > (int64_t)UINT32_MAX) return dp_error(DP_ERR_INVALID, "step %lld out of range", (long long)step);
     if (d->n != c->n) return dp_error(DP_ERR_INVALID, "dataset has %lld examples, config says %lld", (long long)d->n, (long long)c->n);
@@ -396,14 +430,16 @@ dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_datase
     }
     if (!co.loss || !co.gn || !co.c || !co.dropped) st = DP_ERR_NOMEM;
     if (st == DP_ERR_NOMEM) dp_error(DP_ERR_NOMEM, "engine: out of memory");
-    if (st == DP_OK) st = OPT_CALL(be, zero, s->flat, es * (size_t)(2 * s->total));
+    if (st == DP_OK) st = OPT_CALL(be, zero, s->flat, es * (size_t)(s->zoff + (s->shard->noise_partition ? s->chunk : s->zoff)));
 
     /* micro-batches: the local share in k contiguous chunks; sums carry across chunks */
     int64_t k = c->micro_batches;
     double **cg = pgr ? calloc((size_t)np, sizeof(double *)) : NULL;
     for (int64_t j = 0; st == DP_OK && j < k; j++) {
         int64_t clo = nl * j / k, chi = nl * (j + 1) / k, Bc = chi - clo;
-        if (Bc == 0) continue;
+        /* with per-layer parameter gathers (zero3) every rank runs every chunk, empty or
+         * not, so that the gathers stay collective */
+        if (Bc == 0 && !om->fetch) continue;
         chunk_out cc = {co.loss + clo, co.gn + clo * (G + 1), co.c + clo * G, co.dropped + clo, NULL};
         if (pgr) {
             if (!cg) { st = dp_error(DP_ERR_NOMEM, "engine: out of memory"); break; }
@@ -414,57 +450,17 @@ dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_datase
     }
     free(cg);
 
-    /* ---- noise, added exactly once in total (docs/engine.md "Noise modes") ---- */
-    double std_full = c->sigma * s->groups.c_total;
-    for (int p = 0; st == DP_OK && p < np && c->sigma > 0; p++) {
-        void *zp = dev_at(s, s->flat, s->total + s->off[p]);
-        if (s->o.bug == OPT_BUG_NOISE_EVERY_RANK) /* BUG (test-only): full-scale noise on every rank */
-            st = OPT_CALL(be, noise_add, zp, c->key, (uint32_t)step, (uint32_t)p, std_full, 0, om->numel[p]);
-        else if (s->o.noise_mode == OPT_NOISE_SINGLE) {
-            if (rank == 0) st = OPT_CALL(be, noise_add, zp, c->key, (uint32_t)step, (uint32_t)p, std_full, 0, om->numel[p]);
-        } else {
-            uint32_t lane = (uint32_t)p | ((uint32_t)(rank + 1) << 16);
-            if (rank + 1 >= 256) st = dp_error(DP_ERR_INVALID, "--noise-mode shares supports at most 255 ranks");
-            else st = OPT_CALL(be, noise_add, zp, c->key, (uint32_t)step, lane, std_full / sqrt((double)R), 0, om->numel[p]);
-        }
-    }
-    /* ---- one all-reduce of [clipped sums | noise] (rank-order sum) ---- */
-    if (st == DP_OK) st = OPT_CALL(be, allreduce_sum, s->flat, 2 * s->total, NULL);
-
-    /* host copies of S and Z */
+    /* ---- the sharding's reduction: S and Z (noise exactly once) of positions [lo, hi) ---- */
+    if (st == DP_OK) st = s->shard->reduce(s, step);
+    /* host copies of S and Z (the whole gradient, for the outputs) */
     double *hS = malloc(sizeof(double) * (size_t)(2 * s->total + 1));
     if (!hS && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
-    if (st == DP_OK) st = OPT_CALL(be, download_f64, hS, s->flat, 2 * s->total);
-    if (st == DP_OK && s->o.bug == OPT_BUG_CLIP_AFTER_SUM) {
-        /* BUG (test-only): clip the batch sum per group instead of each example */
-        for (int g = 0; g < G; g++) {
-            double sq = 0;
-            for (int p = 0; p < np; p++)
-                if (s->groups.group_of[p] == g)
-                    for (int64_t e = 0; e < om->numel[p]; e++) sq += hS[s->off[p] + e] * hS[s->off[p] + e];
-            double f = ref_clip_factor((ref_clip_fn)c->clip_fn, sqrt(sq), s->groups.thresh[g], c->gamma);
-            for (int p = 0; p < np; p++)
-                if (s->groups.group_of[p] == g)
-                    for (int64_t e = 0; e < om->numel[p]; e++) hS[s->off[p] + e] *= f;
-        }
-        st = OPT_CALL(be, upload_f64, s->flat, hS, s->total);
-    }
-    /* ---- private gradient (S + Z) / (q N) ---- */
-    double div = c->q * (double)c->n;
-    if (s->o.bug == OPT_BUG_REALIZED_DIVISOR && b > 0) div = (double)b; /* BUG (test-only) */
-    if (st == DP_OK) st = OPT_CALL(be, add, s->pgrad, s->flat, dev_at(s, s->flat, s->total), s->total);
-    if (st == DP_OK) st = OPT_CALL(be, div_scalar, s->pgrad, s->pgrad, div, s->total);
-
-    /* ---- optimizer ---- */
+    if (st == DP_OK) st = s->shard->gather_sums(s, hS);
+    if (st == DP_OK) st = s->hooks->post_sum(s, hS); /* no-op unless a test-only bug (bugs.c) */
+    /* ---- private gradient (S + Z) / (q N), optimizer and parameter sync of the rank's
+     * positions (the sharding's) ---- */
     if (st == DP_OK) s->t++;
-    for (int p = 0; st == DP_OK && p < np; p++) {
-        void *g = dev_at(s, s->pgrad, s->off[p]), *m1 = dev_at(s, s->m1, s->off[p]), *m2 = dev_at(s, s->m2, s->off[p]);
-        if (c->opt == REF_OPT_SGD)
-            st = OPT_CALL(be, sgd_momentum, om->w[p], m1, g, c->lr, c->momentum, 0.0, s->t, om->numel[p]);
-        else
-            st = OPT_CALL(be, adamw, om->w[p], m1, m2, g, c->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, s->t,
-                          om->numel[p]);
-    }
+    if (st == DP_OK) st = s->shard->update(s, s->hooks->divisor(s, b));
 
     /* ---- outputs (per-example arrays gathered in global order) ---- */
     out->step = step;
@@ -513,7 +509,7 @@ dp_status opt_dpsgd_step(ref_dpsgd_step_out *out, opt_dpsgd *s, const ref_datase
         out->private_grad = calloc((size_t)np, sizeof(double *));
         double *hp = malloc(sizeof(double) * (size_t)(s->total + 1));
         if (!out->clipped_sum || !out->noise || !out->private_grad || !hp) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
-        if (st == DP_OK) st = OPT_CALL(be, download_f64, hp, s->pgrad, s->total);
+        if (st == DP_OK) st = s->shard->gather_pgrad(s, hp);
         for (int p = 0; st == DP_OK && p < np; p++) {
             size_t nb = sizeof(double) * (size_t)om->numel[p];
             out->clipped_sum[p] = malloc(nb); out->noise[p] = malloc(nb); out->private_grad[p] = malloc(nb);

@@ -17,31 +17,51 @@
 #define OPT_DPSGD_H
 
 #include "optimized/engine.h"
+#include "optimized/parallel.h"
+#include "optimized/strategy.h"
 #include "reference/dpsgd.h"
 
 typedef enum {
-    OPT_STRAT_GRAD_SAMPLE = 0, OPT_STRAT_GHOST, OPT_STRAT_MIXED_GHOST, OPT_STRAT_BOOK_KEEPING, OPT_STRAT_FUSED,
+#define OPT_STRAT_ID_(ID, sym, name) OPT_STRAT_##ID,
+    OPT_NORM_STRATEGIES(OPT_STRAT_ID_)
+#undef OPT_STRAT_ID_
     OPT_STRAT_COUNT
 } opt_strategy;
+typedef enum {
+#define OPT_SHARD_ID_(ID, sym, name) OPT_SHARD_##ID,
+    OPT_SHARDINGS(OPT_SHARD_ID_)
+#undef OPT_SHARD_ID_
+    OPT_SHARD_COUNT
+} opt_sharding;
 typedef enum { OPT_MIXED_FLOP = 0, OPT_MIXED_MEMORY = 1 } opt_mixed_rule;
 typedef enum { OPT_NOISE_SINGLE = 0, OPT_NOISE_SHARES = 1 } opt_noise_mode;
 /* Test-only deliberate bugs (docs/engine.md "Injected bugs"): never use for training. */
 typedef enum {
-    OPT_BUG_NONE = 0, OPT_BUG_CLIP_AFTER_SUM, OPT_BUG_NOISE_EVERY_RANK, OPT_BUG_REALIZED_DIVISOR
+#define OPT_BUG_ID_(ID, name) OPT_BUG_##ID,
+    OPT_BUGS(OPT_BUG_ID_)
+#undef OPT_BUG_ID_
+    OPT_BUG_COUNT
 } opt_bug;
 
 extern const char *const opt_strategy_names[];   /* NULL-terminated, index = opt_strategy */
+extern const char *const opt_sharding_names[];   /* NULL-terminated, index = opt_sharding */
 extern const char *const opt_mixed_rule_names[];
 extern const char *const opt_noise_mode_names[];
 extern const char *const opt_bug_names[];        /* "none", "clip-after-sum", ... */
 
-typedef struct {
+/* All-zero = grad-sample, replicated, the DP group = the world. */
+typedef struct opt_dp_options {
     opt_strategy strategy;
     opt_mixed_rule mixed_rule;
     opt_noise_mode noise_mode;
     opt_bug bug;
     int keep_per_sample;   /* 1: fill out->grad with per-sample gradients (exports) */
+    opt_sharding sharding; /* --sharding (docs/zero.md) */
+    int dp, cp;            /* --dp N --cp M layout (0: dp = world size / cp, cp = 1) */
 } opt_dp_options;
+
+struct opt_shard_strategy;
+struct opt_step_hooks;
 
 typedef struct {
     opt_backend *be;
@@ -49,12 +69,22 @@ typedef struct {
     ref_dpsgd_config cfg;
     ref_clip_groups groups;
     opt_dp_options o;
+    const opt_norm_strategy *norm;          /* o.strategy's table */
+    const struct opt_shard_strategy *shard; /* o.sharding's table */
+    const struct opt_step_hooks *hooks;     /* the step's hooks (o.bug's wrapper, or the correct ones) */
+    opt_parallel par;                       /* process groups; DP collectives run on par.dp_group */
     int64_t total;         /* parameters in all */
     int64_t *off;          /* [np] offset of parameter p in the flat buffers */
-    void *flat;            /* device [2 * total]: clipped sums | noise (all-reduced together) */
-    void *pgrad;           /* device [total] private gradient */
-    void *m1, *m2;         /* device [total] optimizer state */
+    int64_t chunk;         /* shard length: ceil(total / N) (replicated: total) */
+    int64_t lo, hi;        /* this rank's shard [lo, hi) of the flat positions (replicated: [0, total)) */
+    void *flat;            /* device: clipped sums S [N chunk] | noise Z (replicated, zero1: [N chunk];
+                              zero2: [chunk], the partition's) */
+    int64_t zoff;          /* offset of Z in flat (N * chunk; replicated: total) */
+    int64_t zlo;           /* global position of Z's element 0 (zero2: lo; else 0) */
+    void *pgrad;           /* device [chunk] private gradient of positions [lo, hi) */
+    void *m1, *m2;         /* device [chunk] optimizer state of positions [lo, hi) (m2: adamw only) */
     int64_t t;             /* optimizer steps taken */
+    void *shard_state;     /* the sharding's own state (zero3), or NULL */
 } opt_dpsgd;
 
 /* m: the initial model (copied to the device). Validates cfg (ref_dpsgd_config_check) and

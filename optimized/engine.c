@@ -4,6 +4,7 @@
  * W [p, d]: forward gemm(y [rows,p] = x [rows,d] W^T), input gradient
  * gemm(dx [rows,d] = dy [rows,p] W), weight gradient G^T A (per example or summed). */
 #include "optimized/engine.h"
+#include "optimized/ledger.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +17,10 @@ dp_status opt_unsupported(const opt_backend *be, const char *op) {
 
 /* ---------------------------------------------------------------- arena */
 dp_status opt_arena_alloc(opt_arena *ar, void **out, size_t nbytes) {
+    return opt_arena_alloc_tag(ar, out, nbytes, OPT_MEM_ACTIVATIONS);
+}
+
+dp_status opt_arena_alloc_tag(opt_arena *ar, void **out, size_t nbytes, int tag) {
     *out = NULL;
     if (ar->n == ar->cap) {
         int cap = ar->cap ? 2 * ar->cap : 64;
@@ -23,16 +28,31 @@ dp_status opt_arena_alloc(opt_arena *ar, void **out, size_t nbytes) {
         if (!np) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
         ar->p = np; ar->cap = cap;
     }
-    DP_TRY(OPT_CALL(ar->be, alloc, out, nbytes));
+    DP_TRY(opt_mem_alloc(ar->be, out, nbytes, (opt_mem_tag)tag));
     ar->p[ar->n++] = *out;
     return DP_OK;
 }
 
 void opt_arena_free(opt_arena *ar) {
-    for (int i = 0; i < ar->n; i++)
-        if (ar->be->ops.free) ar->be->ops.free(ar->be->ctx, ar->p[i]);
+    for (int i = ar->n; i-- > 0;) opt_mem_free(ar->be, ar->p[i]);
     free(ar->p);
     ar->p = NULL; ar->n = ar->cap = 0;
+}
+
+/* ---------------------------------------------------------------- parameter fetch */
+dp_status opt_params_use(const opt_model *om, int first, int n, int next_first, int next_n) {
+    if (!om->fetch) return DP_OK;
+    opt_model *m = (opt_model *)om; /* only w[] changes */
+    for (int p = first; p < first + n; p++) DP_TRY(om->fetch->acquire(om->fetch->ctx, m, p, 0));
+    for (int p = next_first; next_first >= 0 && p < next_first + next_n; p++)
+        DP_TRY(om->fetch->acquire(om->fetch->ctx, m, p, 1));
+    return DP_OK;
+}
+
+dp_status opt_params_drop(const opt_model *om, int first, int n) {
+    if (!om->fetch) return DP_OK;
+    for (int p = first; p < first + n; p++) DP_TRY(om->fetch->release(om->fetch->ctx, (opt_model *)om, p));
+    return DP_OK;
 }
 
 /* ---------------------------------------------------------------- model */
@@ -58,7 +78,7 @@ dp_status opt_model_create(opt_model *om, opt_backend *be, const ref_model *m) {
         om->numel[p] = P->numel;
         om->shape[p][0] = P->shape[0];
         om->shape[p][1] = P->ndim > 1 ? P->shape[1] : 0;
-        dp_status st = OPT_CALL(be, alloc, &om->w[p], es * (size_t)P->numel);
+        dp_status st = opt_mem_alloc(be, &om->w[p], es * (size_t)P->numel, OPT_MEM_PARAMS);
         if (st != DP_OK) { opt_model_free(om); return st; }
         st = OPT_CALL(be, upload_f64, om->w[p], P->data, P->numel);
         if (st != DP_OK) { opt_model_free(om); return st; }
@@ -73,7 +93,7 @@ dp_status opt_model_create(opt_model *om, opt_backend *be, const ref_model *m) {
 void opt_model_free(opt_model *om) {
     if (om->w)
         for (int p = 0; p < om->np; p++)
-            if (om->w[p] && om->be->ops.free) om->be->ops.free(om->be->ctx, om->w[p]);
+            opt_mem_free(om->be, om->w[p]);
     free(om->name); free(om->numel); free(om->shape); free(om->w); free(om->src);
     memset(om, 0, sizeof *om);
 }
@@ -84,7 +104,11 @@ dp_status opt_model_set_params(opt_model *om, double *const *host) {
 }
 
 dp_status opt_model_get_params(const opt_model *om, double *const *host) {
-    for (int p = 0; p < om->np; p++) DP_TRY(OPT_CALL(om->be, download_f64, host[p], om->w[p], om->numel[p]));
+    for (int p = 0; p < om->np; p++) {
+        DP_TRY(opt_params_use(om, p, 1, -1, 0));
+        DP_TRY(OPT_CALL(om->be, download_f64, host[p], om->w[p], om->numel[p]));
+        DP_TRY(opt_params_drop(om, p, 1));
+    }
     return DP_OK;
 }
 
@@ -193,8 +217,10 @@ static dp_status mlp_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
     for (int i = 0; i <= L; i++) {
         int64_t din = mlp_width(c, i), dout = mlp_width(c, i + 1);
         DP_TRY(A_(tp, &f->h[i + 1], B * dout));
+        DP_TRY(opt_params_use(om, 2 * i, 2, i < L ? 2 * i + 2 : -1, 2));
         DP_TRY(lin_fwd(be, f->h[i + 1], f->h[i], om->w[2 * i], B, din, dout)); /* [B, out] */
         DP_TRY(OPT_CALL(be, add_bias, f->h[i + 1], om->w[2 * i + 1], B, dout));
+        DP_TRY(opt_params_drop(om, 2 * i, 2));
         if (i < L) DP_TRY(OPT_CALL(be, tanh_fwd, f->h[i + 1], f->h[i + 1], B * dout));
     }
     DP_TRY(A_(tp, &f->wrow, B));
@@ -226,7 +252,9 @@ static dp_status mlp_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, opt
         if (i > 0) {
             void *dh;
             DP_TRY(A_(tp, &dh, B * din));
+            DP_TRY(opt_params_use(om, 2 * i, 1, i > 1 ? 2 * i - 2 : -1, 1));
             DP_TRY(lin_bwd_x(be, dh, dz, om->w[2 * i], B, din, dout, 0.0));
+            DP_TRY(opt_params_drop(om, 2 * i, 1));
             DP_TRY(OPT_CALL(be, tanh_bwd, dh, dh, f->h[i], B * din)); /* through h_i = tanh(.) */
             dz = dh;
         }
@@ -245,10 +273,14 @@ static dp_status llama_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
     if (!f->ly) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     void *h;
     DP_TRY(A_(tp, &h, rows * D));
+    const int ifin = (int)(1 + 9 * L), iout = c->tied ? 0 : (int)(2 + 9 * L);
+    DP_TRY(opt_params_use(om, 0, 1, L > 0 ? 1 : ifin, L > 0 ? 9 : 1));
     DP_TRY(OPT_CALL(be, embed_fwd, h, om->w[0], (const int32_t *)tp->x_dev, rows, V, D)); /* [rows, D] */
+    DP_TRY(opt_params_drop(om, 0, 1));
     for (int64_t l = 0; l < L; l++) {
         opt_llama_layer *y = &f->ly[l];
         void *const *W = om->w + 1 + 9 * l;
+        DP_TRY(opt_params_use(om, (int)(1 + 9 * l), 9, l + 1 < L ? (int)(10 + 9 * l) : ifin, l + 1 < L ? 9 : 1));
         y->hin = h;
         DP_TRY(A_(tp, &y->a, rows * D)); DP_TRY(A_(tp, &y->r1, rows));
         DP_TRY(A_(tp, &y->q, rows * D)); DP_TRY(A_(tp, &y->k, rows * D)); DP_TRY(A_(tp, &y->v, rows * D));
@@ -272,13 +304,18 @@ static dp_status llama_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
         DP_TRY(A_(tp, &hn, rows * D));
         DP_TRY(lin_fwd(be, hn, y->act, W[8], rows, F, D));
         DP_TRY(OPT_CALL(be, add, hn, hn, y->h1, rows * D)); /* h = h1 + act Wdown^T */
+        DP_TRY(opt_params_drop(om, (int)(1 + 9 * l), 9));
         h = hn;
     }
     f->hfin = h;
-    const void *Wout = c->tied ? om->w[0] : om->w[2 + 9 * L];
+    DP_TRY(opt_params_use(om, ifin, 1, iout, 1));
+    DP_TRY(opt_params_use(om, iout, 1, -1, 0));
+    const void *Wout = om->w[iout];
     DP_TRY(A_(tp, &f->nf, rows * D)); DP_TRY(A_(tp, &f->rf, rows)); DP_TRY(A_(tp, &f->logits, rows * V));
     DP_TRY(OPT_CALL(be, rmsnorm_fwd, f->nf, f->rf, f->hfin, om->w[1 + 9 * L], eps, rows, D));
     DP_TRY(lin_fwd(be, f->logits, f->nf, Wout, rows, D, V)); /* [rows, V] */
+    DP_TRY(opt_params_drop(om, ifin, 1));
+    DP_TRY(opt_params_drop(om, iout, 1));
     /* per-position losses with weight 1/(T-1) (mean over the T-1 predicted positions) */
     DP_TRY(A_(tp, &f->wrow, rows)); DP_TRY(A_(tp, &f->lrows, rows));
     double *wr = malloc(sizeof(double) * (size_t)(rows + 1));
@@ -296,7 +333,9 @@ static dp_status llama_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, o
     const ref_model_config *c = &om->cfg;
     const int64_t V = c->vocab, D = c->dim, L = c->layers, H = c->heads, F = c->ffn, T = tp->T, hd = D / H;
     const int64_t B = tp->B, rows = B * T;
-    const int iout = c->tied ? 0 : (int)(2 + 9 * L);
+    const int iout = c->tied ? 0 : (int)(2 + 9 * L), ifin = (int)(1 + 9 * L);
+    DP_TRY(opt_params_use(om, iout, 1, ifin, 1));
+    DP_TRY(opt_params_use(om, ifin, 1, L > 0 ? (int)(1 + 9 * (L - 1)) : -1, 9));
     const void *Wout = om->w[iout];
     void *dlog, *dnf, *dh, *dg;
     DP_TRY(A_(tp, &dlog, rows * V)); DP_TRY(A_(tp, &dnf, rows * D)); DP_TRY(A_(tp, &dh, rows * D));
@@ -306,10 +345,13 @@ static dp_status llama_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, o
     DP_TRY(lin_bwd_x(be, dnf, dlog, Wout, rows, D, V, 0.0));
     DP_TRY(OPT_CALL(be, rmsnorm_bwd, dh, dg, dnf, f->hfin, f->rf, om->w[1 + 9 * L], rows, D));
     DP_TRY(direct_grad(tp, om, mode, grads, (int)(1 + 9 * L), dg, D));
+    DP_TRY(opt_params_drop(om, iout, 1));
+    DP_TRY(opt_params_drop(om, ifin, 1));
     for (int64_t l = L - 1; l >= 0; l--) {
         opt_llama_layer *y = &f->ly[l];
         void *const *W = om->w + 1 + 9 * l;
         int base = (int)(1 + 9 * l);
+        DP_TRY(opt_params_use(om, base, 9, l > 0 ? base - 9 : -1, 9));
         void *dact, *dgt, *dup, *dm, *dx, *dh1, *dy, *dq, *dk, *dv, *da, *dhn;
         DP_TRY(A_(tp, &dact, rows * F)); DP_TRY(A_(tp, &dgt, rows * F)); DP_TRY(A_(tp, &dup, rows * F));
         DP_TRY(A_(tp, &dm, rows * D)); DP_TRY(A_(tp, &dx, rows * D)); DP_TRY(A_(tp, &dh1, rows * D));
@@ -341,6 +383,7 @@ static dp_status llama_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, o
         DP_TRY(OPT_CALL(be, rmsnorm_bwd, dx, dg, da, y->hin, y->r1, W[0], rows, D));
         DP_TRY(direct_grad(tp, om, mode, grads, base + 0, dg, D));
         DP_TRY(OPT_CALL(be, add, dhn, dh1, dx, rows * D)); /* d loss / d hin */
+        DP_TRY(opt_params_drop(om, base, 9));
         dh = dhn;
     }
     /* token embedding: per-example tables [B, V, D] (tape) or the summed table */
@@ -379,7 +422,7 @@ dp_status opt_forward_backward(opt_tape *tp, const opt_model *om, const ref_data
                                int64_t B) {
     DP_TRY(tape_init(tp, om, B));
     DP_TRY(A_(tp, &tp->loss, B));
-    if (B == 0) return DP_OK;
+    if (B == 0 && !om->fetch) return DP_OK; /* zero3: every rank walks the layers (gathers are collective) */
     opt_fwd *f = calloc(1, sizeof *f);
     if (!f) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     tp->fwd_ = f;

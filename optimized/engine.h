@@ -31,7 +31,21 @@ typedef struct {
     void **w;                 /* device parameters, be->dtype */
     opt_src_kind *src;        /* per parameter */
     int64_t T;                /* positions per example: 1 (mlp) or seq (llama) */
+    /* NULL: every parameter resident in w. Else (zero3) w[p] is valid only between
+     * acquire(p) and release(p); the batched passes acquire each layer's parameters just
+     * before its forward and its backward, prefetch the next layer's, and release them
+     * right after (docs/zero.md). */
+    const struct opt_param_fetch *fetch;
 } opt_model;
+
+typedef struct opt_param_fetch {
+    void *ctx;
+    /* Make w[p] valid (prefetch = 0: complete, waiting for a started gather), or only
+     * start its gather (prefetch = 1). Collective over the DP group. */
+    dp_status (*acquire)(void *ctx, opt_model *om, int p, int prefetch);
+    /* Free w[p] (w[p] = NULL); completes a started gather first. */
+    dp_status (*release)(void *ctx, opt_model *om, int p);
+} opt_param_fetch;
 
 /* A device buffer list freed together. */
 typedef struct {
@@ -59,7 +73,10 @@ void opt_model_free(opt_model *om);
 dp_status opt_model_set_params(opt_model *om, double *const *host);
 dp_status opt_model_get_params(const opt_model *om, double *const *host);
 
+/* Allocations of an arena are recorded in the memory ledger as activations, or under
+ * tag (an opt_mem_tag, optimized/ledger.h). */
 dp_status opt_arena_alloc(opt_arena *ar, void **out, size_t nbytes);
+dp_status opt_arena_alloc_tag(opt_arena *ar, void **out, size_t nbytes, int tag);
 void opt_arena_free(opt_arena *ar);
 
 /* Forward + tape backward on examples idx[0..B) of d (B may be 0: empty tape). */
@@ -72,6 +89,12 @@ dp_status opt_forward_loss(double *loss_host, const opt_model *om, const ref_dat
  * forward activations stored in tp (weights c [B] device). */
 dp_status opt_backward_weighted(void *const *grads, const opt_model *om, opt_tape *tp, const void *c);
 void opt_tape_free(opt_tape *tp);
+
+/* zero3 parameter fetch (no-op when om->fetch is NULL): acquire parameters
+ * [first, first + n), then start the gathers of [next_first, next_first + next_n)
+ * (next_first < 0: none); drop releases them. */
+dp_status opt_params_use(const opt_model *om, int first, int n, int next_first, int next_n);
+dp_status opt_params_drop(const opt_model *om, int first, int n);
 
 /* Call a backend operation, or fail with NOT_SUPPORTED naming it. */
 dp_status opt_unsupported(const opt_backend *be, const char *op);

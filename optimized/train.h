@@ -3,6 +3,8 @@
 #ifndef OPT_TRAIN_H
 #define OPT_TRAIN_H
 
+#include <stdio.h>
+
 #include "common/cli.h"
 #include "optimized/dpsgd.h"
 
@@ -12,8 +14,13 @@ typedef struct {
     const char *impl, *backend, *strategy, *noise_mode, *dtype, *bug, *mixed_rule, *export_dir;
     int64_t threads;
     int seen_export, seen_bug, seen_strategy, seen_noise_mode, seen_mixed_rule;
+    const char *sharding;       /* --sharding replicated|zero1|zero2|zero3 */
+    int64_t dp, cp;             /* --dp N --cp M (0: N = world size / M) */
+    double collective_timeout;  /* --collective-timeout SECONDS */
+    int memory_report;          /* --memory-report */
+    int seen_sharding, seen_dp, seen_cp;
 } opt_train_cli;
-#define OPT_TRAIN_NOPTS 9
+#define OPT_TRAIN_NOPTS 14
 
 void opt_train_cli_init(opt_train_cli *t);
 void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t);
@@ -23,13 +30,17 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
 /* MPI: initialised when the process was started by mpirun (OMPI_COMM_WORLD_SIZE,
  * PMIX_RANK or PMI_RANK set); *use_mpi = 1 then. */
 dp_status opt_mpi_start(int *use_mpi);
-/* Every rank takes rank 0's noise key (a fresh random key differs per process). */
-dp_status opt_share_key(dp_noise_key *key, int use_mpi);
+/* Every rank takes rank 0's noise key (a fresh random key differs per process), through
+ * the backend's allgatherv_bytes. */
+dp_status opt_share_key(opt_backend *be, dp_noise_key *key);
+/* --memory-report: every rank's memory ledger and byte counters, printed by rank 0 in
+ * rank order (collective). */
+dp_status opt_memory_report(opt_backend *be, FILE *f);
 /* Fails with NOT_SUPPORTED when --backend cuda is asked of a binary without it. */
 dp_status opt_check_backend_built(const opt_backend_config *bc);
 dp_status opt_make_dir(const char *dir);
-/* opt_check_backend_built, opt_mpi_start, opt_share_key (of *key) and opt_backend_create
- * (bc->use_mpi set), in that order: the start of every `train` command. */
+/* opt_check_backend_built, opt_mpi_start, opt_backend_create (bc->use_mpi set) and
+ * opt_share_key (of *key), in that order: the start of every `train` command. */
 dp_status opt_train_start(opt_backend **be, opt_backend_config *bc, dp_noise_key *key, int *use_mpi);
 
 #endif

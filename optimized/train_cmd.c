@@ -19,9 +19,13 @@
 #include "common/cli.h"
 #include "optimized/dpsgd.h"
 #include "optimized/dpzo.h"
+#include "optimized/ledger.h"
 #include "optimized/train.h"
 
 static int opt_mpi_inited_here = 0;
+/* --collective-timeout of the command being run: set by opt_train_parse, applied to the
+ * backend by opt_train_start before its first collective */
+static double opt_collective_timeout_ = OPT_COLLECTIVE_TIMEOUT_DEFAULT;
 
 /* Initialise MPI when started by a launcher. *use_mpi = 1 then. */
 dp_status opt_mpi_start(int *use_mpi) {
@@ -90,6 +94,19 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
     }
     o->bug = (opt_bug)k;
     o->keep_per_sample = t->seen_export;
+    DP_TRY(dp_parse_choice(&k, "--sharding", t->sharding, opt_sharding_names));
+    if (algo_dpzo && (t->seen_sharding || t->seen_dp || t->seen_cp || t->memory_report))
+        return dp_error(DP_ERR_USAGE, "--sharding, --dp, --cp and --memory-report apply to dpsgd only");
+    o->sharding = (opt_sharding)k;
+    if (t->seen_dp) DP_TRY(dp_check_range("--dp", (double)t->dp, 1, 1, 65536, 1));
+    DP_TRY(dp_check_range("--cp", (double)t->cp, 1, 1, 65536, 1));
+    if (t->cp != 1) return dp_error(DP_ERR_NOT_SUPPORTED, "--cp %lld: context parallelism is not implemented yet "
+                                    "(only --cp 1)", (long long)t->cp);
+    o->dp = (int)t->dp;
+    o->cp = (int)t->cp;
+    if (!(t->collective_timeout > 0) || t->collective_timeout > 1e6)
+        return dp_error(DP_ERR_USAGE, "--collective-timeout must be in (0, 1e6] seconds (got %g)", t->collective_timeout);
+    opt_collective_timeout_ = t->collective_timeout;
     return DP_OK;
 }
 
@@ -108,12 +125,21 @@ void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t) {
                             "TEST ONLY (needs DPCERT_TEST_INJECT=1): clip-after-sum | noise-every-rank | realized-batch-divisor"};
     opts[(*n)++] = (dp_opt){"--export", DP_OPT_STRING, &t->export_dir, &t->seen_export,
                             "write DIR/step-NNNNNN.safetensors (rank 0)"};
+    opts[(*n)++] = (dp_opt){"--sharding", DP_OPT_STRING, &t->sharding, &t->seen_sharding,
+                            "replicated | zero1 | zero2 | zero3 (DP-ZeRO stages, docs/zero.md) (replicated)"};
+    opts[(*n)++] = (dp_opt){"--dp", DP_OPT_INT, &t->dp, &t->seen_dp, "data-parallel ranks N (world size / M)"};
+    opts[(*n)++] = (dp_opt){"--cp", DP_OPT_INT, &t->cp, &t->seen_cp, "context-parallel ranks M, N M = world size (1)"};
+    opts[(*n)++] = (dp_opt){"--collective-timeout", DP_OPT_DOUBLE, &t->collective_timeout, NULL,
+                            "seconds a collective waits for the other ranks before the run fails (600)"};
+    opts[(*n)++] = (dp_opt){"--memory-report", DP_OPT_FLAG, &t->memory_report, NULL,
+                            "print every rank's memory ledger and communicated bytes at the end (rank 0, stderr)"};
 }
 
 void opt_train_cli_init(opt_train_cli *t) {
     memset(t, 0, sizeof *t);
     t->impl = "optimized"; t->backend = "host"; t->strategy = "grad-sample"; t->noise_mode = "single";
     t->dtype = "f64"; t->bug = "none"; t->mixed_rule = "flop"; t->threads = 1;
+    t->sharding = "replicated"; t->cp = 1; t->collective_timeout = OPT_COLLECTIVE_TIMEOUT_DEFAULT;
 }
 
 dp_status opt_make_dir(const char *dir) {
@@ -127,12 +153,18 @@ dp_status opt_check_backend_built(const opt_backend_config *bc) {
     return DP_OK;
 }
 
-dp_status opt_share_key(dp_noise_key *key, int use_mpi) {
-    if (!use_mpi) return DP_OK;
-    unsigned long long k = (unsigned long long)key->k;
-    if (MPI_Bcast(&k, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
-        return dp_error(DP_ERR_DEVICE, "MPI broadcast of the noise key failed");
-    key->k = (uint64_t)k;
+dp_status opt_share_key(opt_backend *be, dp_noise_key *key) {
+    if (be->comm.size == 1) return DP_OK;
+    uint64_t k = key->k;
+    void *all = NULL;
+    size_t len = 0;
+    DP_TRY(OPT_CALL(be, allgatherv_bytes, &all, &len, &k, sizeof k));
+    if (len != sizeof k * (size_t)be->comm.size) {
+        free(all);
+        return dp_error(DP_ERR_INTERNAL, "noise key exchange: got %zu bytes from %d ranks", len, be->comm.size);
+    }
+    memcpy(&key->k, all, sizeof k); /* rank 0's */
+    free(all);
     return DP_OK;
 }
 
@@ -141,8 +173,39 @@ dp_status opt_train_start(opt_backend **be, opt_backend_config *bc, dp_noise_key
     DP_TRY(opt_check_backend_built(bc));
     DP_TRY(opt_mpi_start(use_mpi));
     bc->use_mpi = *use_mpi;
-    DP_TRY(opt_share_key(key, *use_mpi));
-    return opt_backend_create(be, bc);
+    DP_TRY(opt_backend_create(be, bc));
+    dp_status st = DP_OK;
+    if ((*be)->ops.set_collective_timeout) st = (*be)->ops.set_collective_timeout((*be)->ctx, opt_collective_timeout_);
+    if (st == DP_OK) st = opt_share_key(*be, key);
+    if (st != DP_OK) { opt_backend_destroy(*be); *be = NULL; }
+    return st;
+}
+
+dp_status opt_memory_report(opt_backend *be, FILE *f) {
+    typedef struct { opt_mem_report mem; opt_comm_stats comm; int have_comm; } rank_report;
+    rank_report mine;
+    memset(&mine, 0, sizeof mine);
+    opt_mem_get(&mine.mem, be);
+    mine.have_comm = be->ops.comm_stats && be->ops.comm_stats(be->ctx, &mine.comm, 0) == DP_OK;
+    void *all = NULL;
+    size_t len = 0;
+    DP_TRY(OPT_CALL(be, allgatherv_bytes, &all, &len, &mine, sizeof mine));
+    if (be->comm.rank == 0) {
+        const rank_report *r = all;
+        for (int i = 0; i < (int)(len / sizeof mine); i++) {
+            char pre[32];
+            snprintf(pre, sizeof pre, "rank %d: ", i);
+            opt_mem_print(f, &r[i].mem, pre);
+            if (!r[i].have_comm) { fprintf(f, "%scommunicated bytes: not counted by backend '%s'\n", pre, be->name); continue; }
+            fprintf(f, "%scommunicated bytes          calls           sent       received\n", pre);
+            for (int k = 0; k < OPT_COLL_COUNT; k++)
+                fprintf(f, "%s  %-20s %10llu %14llu %14llu\n", pre, opt_coll_names[k], (unsigned long long)r[i].comm.calls[k],
+                        (unsigned long long)r[i].comm.sent[k], (unsigned long long)r[i].comm.recv[k]);
+        }
+        fflush(f);
+    }
+    free(all);
+    return DP_OK;
 }
 
 #define CMD "train"
@@ -152,9 +215,9 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     ref_dpsgd_cli_init(&cli);
     opt_train_cli t;
     opt_train_cli_init(&t);
-    dp_opt opts[REF_DPSGD_NOPTS + 16];
+    dp_opt opts[REF_DPSGD_NOPTS + OPT_TRAIN_NOPTS];
     size_t n = 0;
-    DP_TRY(ref_dpsgd_cli_add_opts(opts, &n, REF_DPSGD_NOPTS + 16, &cli));
+    DP_TRY(ref_dpsgd_cli_add_opts(opts, &n, REF_DPSGD_NOPTS + OPT_TRAIN_NOPTS, &cli));
     opt_train_add_opts(opts, &n, &t);
     DP_TRY(dp_opts_parse(opts, n, argc, argv, NULL, 0, NULL, help));
     if (*help) {
@@ -192,13 +255,15 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     double **host = calloc((size_t)(m.nparams + 1), sizeof(double *));
     if (!host && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "out of memory");
     for (int p = 0; host && p < m.nparams; p++) host[p] = m.params[p].data;
-    char nranks[32], nthreads[32];
+    char nranks[32], nthreads[32], peak_ms[32] = "0", peak_tot[32] = "0"; /* peaks: rank 0's ledger so far */
     snprintf(nranks, sizeof nranks, "%d", be->comm.size);
     snprintf(nthreads, sizeof nthreads, "%d", be->threads);
     const char *extra[] = {"impl", "optimized", "backend", be->name, "strategy", opt_strategy_names[o.strategy],
                            "noise_mode", opt_noise_mode_names[o.noise_mode], "mixed_rule",
                            opt_mixed_rule_names[o.mixed_rule], "dtype", bc.dtype == DP_F64 ? "f64" : "f32",
-                           "ranks", nranks, "threads", nthreads, "inject_bug", opt_bug_names[o.bug], NULL};
+                           "ranks", nranks, "threads", nthreads, "inject_bug", opt_bug_names[o.bug],
+                           "sharding", opt_sharding_names[o.sharding], "memory_peak_model_states", peak_ms,
+                           "memory_peak_total", peak_tot, NULL};
     for (int64_t step = 1; st == DP_OK && step <= c.steps; step++) {
         if (t.seen_export && rank == 0) {
             ref_model_free(&before);
@@ -210,10 +275,15 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
         if (st != DP_OK || rank != 0) continue;
         ref_dpsgd_print_step(&out);
         fflush(stdout);
+        opt_mem_report mr;
+        opt_mem_get(&mr, be);
+        snprintf(peak_ms, sizeof peak_ms, "%llu", (unsigned long long)mr.peak_model_states);
+        snprintf(peak_tot, sizeof peak_tot, "%llu", (unsigned long long)mr.peak_total);
         if (t.seen_export)
             st = ref_dpsgd_export_write(t.export_dir, &mc, &c, &s.groups, &before, &m, &d, &out,
                                         extra);
     }
+    if (st == DP_OK && t.memory_report) st = opt_memory_report(be, stderr);
     ref_dpsgd_step_free(&out);
     free(host);
     opt_dpsgd_free(&s);

@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
         opt_model_free(&om);
     }
     for (int k = 0; k < OPT_STRAT_COUNT; k++) {
-        opt_dp_options o = {(opt_strategy)k, OPT_MIXED_FLOP, OPT_NOISE_SINGLE, OPT_BUG_NONE, 0};
+        opt_dp_options o = {.strategy = (opt_strategy)k, .mixed_rule = OPT_MIXED_FLOP, .noise_mode = OPT_NOISE_SINGLE, .bug = OPT_BUG_NONE};
         opt_dpsgd s;
         if (opt_dpsgd_init(&s, be, &c, &o, &m) != DP_OK) { fprintf(stderr, "bench: %s\n", dp_last_error()); return 3; }
         ref_dpsgd_step_out out;

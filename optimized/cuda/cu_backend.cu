@@ -700,8 +700,15 @@ static dp_status cb_wait(void *ctx, opt_async *h) {
     free(a);
     return st;
 }
-static dp_status coll_begin(void *ctx, opt_async **async, int64_t n, const char *op) {
+/* Process groups other than the world are not supported yet (docs/cuda.md). */
+static dp_status world_only(const opt_group *g, const char *op) {
+    if (!g) return DP_OK;
+    return dp_error(DP_ERR_NOT_SUPPORTED, "backend 'cuda' does not support operation '%s' on a process group other "
+                    "than the world (use --backend host for --dp/--cp layouts)", op);
+}
+static dp_status coll_begin(void *ctx, const opt_group *g, opt_async **async, int64_t n, const char *op) {
     if (async) *async = NULL;
+    DP_TRY(world_only(g, op));
     DP_TRY(ck_n(op, n));
     return cu_comm_wait_compute(CB(ctx)->cu);
 }
@@ -716,47 +723,47 @@ static dp_status nccl(void *ctx, cu_coll kind, void *out, const void *in, int64_
     return cu_comm_coll_(CB(ctx)->comm, kind, out, in, n, CB(ctx)->f64, peer);
 }
 
-static dp_status cb_allreduce(void *ctx, void *buf, int64_t n, opt_async **async) {
-    DP_TRY(coll_begin(ctx, async, n, "allreduce_sum"));
+static dp_status cb_allreduce(void *ctx, const opt_group *g, void *buf, int64_t n, opt_async **async) {
+    DP_TRY(coll_begin(ctx, g, async, n, "allreduce_sum"));
     if (multi(ctx)) DP_TRY(nccl(ctx, CU_COLL_ALLREDUCE, buf, buf, n, 0));
     return cb_finish(ctx, async);
 }
-static dp_status cb_reduce_scatter(void *ctx, void *recv, const void *send, int64_t n, opt_async **async) {
-    DP_TRY(coll_begin(ctx, async, n, "reduce_scatter_sum"));
+static dp_status cb_reduce_scatter(void *ctx, const opt_group *g, void *recv, const void *send, int64_t n, opt_async **async) {
+    DP_TRY(coll_begin(ctx, g, async, n, "reduce_scatter_sum"));
     DP_TRY(multi(ctx) ? nccl(ctx, CU_COLL_REDUCE_SCATTER, recv, send, n, 0) : local_copy(ctx, recv, send, n));
     return cb_finish(ctx, async);
 }
-static dp_status cb_allgather(void *ctx, void *recv, const void *send, int64_t n, opt_async **async) {
-    DP_TRY(coll_begin(ctx, async, n, "allgather"));
+static dp_status cb_allgather(void *ctx, const opt_group *g, void *recv, const void *send, int64_t n, opt_async **async) {
+    DP_TRY(coll_begin(ctx, g, async, n, "allgather"));
     DP_TRY(multi(ctx) ? nccl(ctx, CU_COLL_ALLGATHER, recv, send, n, 0) : local_copy(ctx, recv, send, n));
     return cb_finish(ctx, async);
 }
-static dp_status cb_alltoall(void *ctx, void *recv, const void *send, int64_t n, opt_async **async) {
-    DP_TRY(coll_begin(ctx, async, n, "alltoall"));
+static dp_status cb_alltoall(void *ctx, const opt_group *g, void *recv, const void *send, int64_t n, opt_async **async) {
+    DP_TRY(coll_begin(ctx, g, async, n, "alltoall"));
     DP_TRY(multi(ctx) ? nccl(ctx, CU_COLL_ALLTOALL, recv, send, n, 0) : local_copy(ctx, recv, send, n));
     return cb_finish(ctx, async);
 }
-static dp_status cb_broadcast(void *ctx, void *buf, int64_t n, int root, opt_async **async) {
-    DP_TRY(coll_begin(ctx, async, n, "broadcast"));
+static dp_status cb_broadcast(void *ctx, const opt_group *g, void *buf, int64_t n, int root, opt_async **async) {
+    DP_TRY(coll_begin(ctx, g, async, n, "broadcast"));
     if (root < 0 || root >= CB(ctx)->size) return dp_error(DP_ERR_INVALID, "broadcast: root %d out of range", root);
     if (multi(ctx)) DP_TRY(nccl(ctx, CU_COLL_BROADCAST, buf, buf, n, root));
     return cb_finish(ctx, async);
 }
-static dp_status p2p(void *ctx, cu_coll kind, void *out, const void *in, int64_t n, int peer, opt_async **async) {
+static dp_status p2p(void *ctx, const opt_group *g, cu_coll kind, void *out, const void *in, int64_t n, int peer, opt_async **async) {
     if (!multi(ctx) || peer < 0 || peer >= CB(ctx)->size || peer == CB(ctx)->rank) {
         if (async) *async = NULL;
         return dp_error(DP_ERR_INVALID, "%s: peer %d invalid (rank %d of %d)", kind == CU_COLL_SEND ? "send" : "recv", peer,
                         CB(ctx)->rank, CB(ctx)->size);
     }
-    DP_TRY(coll_begin(ctx, async, n, kind == CU_COLL_SEND ? "send" : "recv"));
+    DP_TRY(coll_begin(ctx, g, async, n, kind == CU_COLL_SEND ? "send" : "recv"));
     DP_TRY(nccl(ctx, kind, out, in, n, peer));
     return cb_finish(ctx, async);
 }
-static dp_status cb_send(void *ctx, const void *buf, int64_t n, int peer, int tag, opt_async **async) {
-    return p2p(ctx, CU_COLL_SEND, NULL, buf, n, peer, async);
+static dp_status cb_send(void *ctx, const opt_group *g, const void *buf, int64_t n, int peer, int tag, opt_async **async) {
+    return p2p(ctx, g, CU_COLL_SEND, NULL, buf, n, peer, async);
 }
-static dp_status cb_recv(void *ctx, void *buf, int64_t n, int peer, int tag, opt_async **async) {
-    return p2p(ctx, CU_COLL_RECV, buf, NULL, n, peer, async);
+static dp_status cb_recv(void *ctx, const opt_group *g, void *buf, int64_t n, int peer, int tag, opt_async **async) {
+    return p2p(ctx, g, CU_COLL_RECV, buf, NULL, n, peer, async);
 }
 static dp_status cb_allgatherv_bytes(void *ctx, void **recv, size_t *recv_len, const void *send, size_t nbytes) {
     *recv = NULL;
@@ -792,7 +799,8 @@ static dp_status cb_allgatherv_bytes(void *ctx, void **recv, size_t *recv_len, c
     *recv_len = total;
     return DP_OK;
 }
-static dp_status cb_barrier(void *ctx) {
+static dp_status cb_barrier(void *ctx, const opt_group *g) {
+    DP_TRY(world_only(g, "barrier"));
     DP_TRY(cu_sync(CB(ctx)->cu));
     if (!multi(ctx)) return DP_OK;
     if (MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS) return dp_error(DP_ERR_DEVICE, "MPI_Barrier failed");

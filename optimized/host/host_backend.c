@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/philox.h"
 #include "optimized/backend.h"
@@ -22,6 +23,8 @@ typedef struct {
     int rank, size;
     dp_dtype dtype;
     size_t esize;
+    double timeout;        /* collective timeout, seconds */
+    opt_comm_stats stats;  /* byte counters */
 } host_ctx;
 
 typedef void (*host_range_fn)(void *arg, int64_t lo, int64_t hi, int tid);
@@ -92,13 +95,20 @@ static dp_status host_zero(void *ctx, void *dst, size_t nbytes) {
     return DP_OK;
 }
 
-/* ---- collectives ---- */
+/* ---- collectives ----
+ * Every collective runs on a process group (NULL = the world), is started
+ * non-blocking and completed by host_poll, which tests the request until it completes
+ * or the collective timeout expires (docs/engine.md "Collective timeout"): a rank that
+ * died or stalled then makes the waiting ranks fail with a message naming the
+ * collective, instead of hanging. */
 typedef enum { HA_PLAIN, HA_ALLREDUCE, HA_REDSCAT } host_async_kind;
 struct opt_async {
     MPI_Request req;
     host_async_kind kind;
-    void *out;       /* where the reduction result goes */
-    void *scratch;   /* gathered contributions [size, n] */
+    const char *what; /* collective name, for the timeout message */
+    int size;         /* the group's size (rank-order sums) */
+    void *out;        /* where the reduction result goes */
+    void *scratch;    /* gathered contributions [size, n] */
     int64_t n;
 };
 
@@ -117,20 +127,67 @@ static dp_status host_check_count(int64_t n, int64_t mult, const char *what) {
     return DP_OK;
 }
 
+/* The communicator, rank and size of group g (NULL = the world). multi = 0 when the
+ * collective is local (no MPI, or a one-rank group). */
+typedef struct {
+    MPI_Comm comm;
+    int rank, size, multi;
+} host_grp;
+
+static host_grp host_group(const host_ctx *hc, const opt_group *g) {
+    host_grp r = {MPI_COMM_WORLD, hc->rank, hc->size, 0};
+    if (g) { r.rank = g->rank; r.size = g->size; if (g->impl) r.comm = *(const MPI_Comm *)g->impl; }
+    r.multi = hc->use_mpi && r.size > 1;
+    return r;
+}
+
+/* Byte counters: the payload this rank sends to / receives from other ranks. */
+static void host_count(host_ctx *hc, opt_coll_kind k, uint64_t sent, uint64_t recv) {
+    hc->stats.calls[k]++;
+    hc->stats.sent[k] += sent;
+    hc->stats.recv[k] += recv;
+}
+
+/* Complete req, or fail once the collective timeout has passed. */
+static dp_status host_poll(const host_ctx *hc, MPI_Request *req, const char *what) {
+    if (*req == MPI_REQUEST_NULL) return DP_OK;
+    double t0 = MPI_Wtime();
+    long nap_ns = 0;
+    for (;;) {
+        int done = 0;
+        int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return host_mpi_err(rc, what);
+        if (done) return DP_OK;
+        double waited = MPI_Wtime() - t0;
+        if (waited > hc->timeout)
+            /* the request stays pending (MPI may still write its buffers): the caller
+             * fails and the process ends (MPI_Abort in the train command) */
+            return dp_error(DP_ERR_DEVICE,
+                            "collective '%s' timed out on rank %d after %.3g s (--collective-timeout %g): another "
+                            "rank died or stalled",
+                            what, hc->rank, waited, hc->timeout);
+        if (waited > 1e-3) { /* back off to at most 1 ms between tests */
+            nap_ns = nap_ns ? (nap_ns * 2 > 1000000 ? 1000000 : nap_ns * 2) : 10000;
+            struct timespec ts = {0, nap_ns};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
 /* sum in rank order: out[j] = ((s0[j] + s1[j]) + s2[j]) + ... */
-static void host_rank_sum(const host_ctx *hc, void *out, const void *scratch, int64_t n, int64_t stride) {
+static void host_rank_sum(const host_ctx *hc, int size, void *out, const void *scratch, int64_t n, int64_t stride) {
     if (hc->dtype == DP_F64) {
         const double *s = scratch; double *o = out;
         for (int64_t j = 0; j < n; j++) {
             double acc = s[j];
-            for (int r = 1; r < hc->size; r++) acc += s[r * stride + j];
+            for (int r = 1; r < size; r++) acc += s[r * stride + j];
             o[j] = acc;
         }
     } else {
         const float *s = scratch; float *o = out;
         for (int64_t j = 0; j < n; j++) {
             float acc = s[j];
-            for (int r = 1; r < hc->size; r++) acc += s[r * stride + j];
+            for (int r = 1; r < size; r++) acc += s[r * stride + j];
             o[j] = acc;
         }
     }
@@ -139,16 +196,14 @@ static void host_rank_sum(const host_ctx *hc, void *out, const void *scratch, in
 static dp_status host_wait(void *ctx, opt_async *a) {
     host_ctx *hc = ctx;
     if (!a) return DP_OK;
-    dp_status st = DP_OK;
-    if (a->req != MPI_REQUEST_NULL) st = host_mpi_err(MPI_Wait(&a->req, MPI_STATUS_IGNORE), "wait");
-    if (st == DP_OK && a->kind == HA_ALLREDUCE) host_rank_sum(hc, a->out, a->scratch, a->n, a->n);
-    if (st == DP_OK && a->kind == HA_REDSCAT) {
-        /* scratch [size, n]: block r = rank r's contribution to my block */
-        host_rank_sum(hc, a->out, a->scratch, a->n, a->n);
-    }
+    dp_status st = host_poll(hc, &a->req, a->what);
+    if (st != DP_OK) return st; /* a and its buffers stay with the pending request */
+    /* allreduce: scratch [size, n] = every rank's buffer; reduce-scatter: block r =
+     * rank r's contribution to my block. Both: the sum in rank order. */
+    if (a->kind != HA_PLAIN) host_rank_sum(hc, a->size, a->out, a->scratch, a->n, a->n);
     free(a->scratch);
     free(a);
-    return st;
+    return DP_OK;
 }
 
 static dp_status host_finish(host_ctx *hc, opt_async *a, opt_async **async) {
@@ -156,10 +211,11 @@ static dp_status host_finish(host_ctx *hc, opt_async *a, opt_async **async) {
     return host_wait(hc, a);
 }
 
-static dp_status host_new_async(opt_async **out, host_async_kind kind, void *o, int64_t n, size_t scratch_bytes) {
+static dp_status host_new_async(opt_async **out, host_async_kind kind, const char *what, int size, void *o, int64_t n,
+                                size_t scratch_bytes) {
     opt_async *a = calloc(1, sizeof *a);
     if (!a) return dp_error(DP_ERR_NOMEM, "collective: out of memory");
-    a->req = MPI_REQUEST_NULL; a->kind = kind; a->out = o; a->n = n;
+    a->req = MPI_REQUEST_NULL; a->kind = kind; a->what = what; a->size = size; a->out = o; a->n = n;
     if (scratch_bytes) {
         a->scratch = malloc(scratch_bytes);
         if (!a->scratch) { free(a); return dp_error(DP_ERR_NOMEM, "collective: out of memory"); }
@@ -168,111 +224,127 @@ static dp_status host_new_async(opt_async **out, host_async_kind kind, void *o, 
     return DP_OK;
 }
 
-static dp_status host_allreduce(void *ctx, void *buf, int64_t n, opt_async **async) {
-    host_ctx *hc = ctx;
-    if (async) *async = NULL;
-    DP_TRY(host_check_count(n, hc->size, "allreduce"));
-    opt_async *a = NULL;
-    if (!hc->use_mpi || hc->size == 1) { DP_TRY(host_new_async(&a, HA_PLAIN, buf, n, 0)); return host_finish(hc, a, async); }
-    DP_TRY(host_new_async(&a, HA_ALLREDUCE, buf, n, hc->esize * (size_t)(n * hc->size + 1)));
-    int rc = MPI_Iallgather(buf, (int)n, host_mpi_type(hc), a->scratch, (int)n, host_mpi_type(hc), MPI_COMM_WORLD,
-                            &a->req);
-    if (rc != MPI_SUCCESS) { free(a->scratch); free(a); return host_mpi_err(rc, "allgather (allreduce)"); }
+static void host_drop_async(opt_async *a) {
+    free(a->scratch);
+    free(a);
+}
+
+/* A started MPI call: finish (or hand back) the handle, or report the failure. */
+static dp_status host_started(host_ctx *hc, int rc, opt_async *a, opt_async **async, const char *what) {
+    if (rc != MPI_SUCCESS) { host_drop_async(a); return host_mpi_err(rc, what); }
     return host_finish(hc, a, async);
 }
 
-static dp_status host_reduce_scatter(void *ctx, void *recv, const void *send, int64_t n, opt_async **async) {
+static dp_status host_allreduce(void *ctx, const opt_group *g, void *buf, int64_t n, opt_async **async) {
     host_ctx *hc = ctx;
+    host_grp G = host_group(hc, g);
     if (async) *async = NULL;
-    DP_TRY(host_check_count(n, hc->size, "reduce_scatter"));
+    DP_TRY(host_check_count(n, G.size, "allreduce_sum"));
+    uint64_t nb = hc->esize * (uint64_t)n * (uint64_t)(G.size - 1);
+    host_count(hc, OPT_COLL_ALLREDUCE_SUM, nb, nb);
     opt_async *a = NULL;
-    if (!hc->use_mpi || hc->size == 1) {
+    if (!G.multi) { DP_TRY(host_new_async(&a, HA_PLAIN, "allreduce_sum", 1, buf, n, 0)); return host_finish(hc, a, async); }
+    DP_TRY(host_new_async(&a, HA_ALLREDUCE, "allreduce_sum", G.size, buf, n, hc->esize * (size_t)(n * G.size + 1)));
+    int rc = MPI_Iallgather(buf, (int)n, host_mpi_type(hc), a->scratch, (int)n, host_mpi_type(hc), G.comm, &a->req);
+    return host_started(hc, rc, a, async, "allgather (allreduce_sum)");
+}
+
+static dp_status host_reduce_scatter(void *ctx, const opt_group *g, void *recv, const void *send, int64_t n,
+                                     opt_async **async) {
+    host_ctx *hc = ctx;
+    host_grp G = host_group(hc, g);
+    if (async) *async = NULL;
+    DP_TRY(host_check_count(n, G.size, "reduce_scatter_sum"));
+    uint64_t nb = hc->esize * (uint64_t)n * (uint64_t)(G.size - 1);
+    host_count(hc, OPT_COLL_REDUCE_SCATTER_SUM, nb, nb);
+    opt_async *a = NULL;
+    if (!G.multi) {
         memmove(recv, send, hc->esize * (size_t)n);
-        DP_TRY(host_new_async(&a, HA_PLAIN, recv, n, 0));
+        DP_TRY(host_new_async(&a, HA_PLAIN, "reduce_scatter_sum", 1, recv, n, 0));
         return host_finish(hc, a, async);
     }
-    DP_TRY(host_new_async(&a, HA_REDSCAT, recv, n, hc->esize * (size_t)(n * hc->size + 1)));
-    int rc = MPI_Ialltoall(send, (int)n, host_mpi_type(hc), a->scratch, (int)n, host_mpi_type(hc), MPI_COMM_WORLD,
-                           &a->req);
-    if (rc != MPI_SUCCESS) { free(a->scratch); free(a); return host_mpi_err(rc, "alltoall (reduce_scatter)"); }
-    return host_finish(hc, a, async);
+    DP_TRY(host_new_async(&a, HA_REDSCAT, "reduce_scatter_sum", G.size, recv, n, hc->esize * (size_t)(n * G.size + 1)));
+    int rc = MPI_Ialltoall(send, (int)n, host_mpi_type(hc), a->scratch, (int)n, host_mpi_type(hc), G.comm, &a->req);
+    return host_started(hc, rc, a, async, "alltoall (reduce_scatter_sum)");
 }
 
-static dp_status host_allgather(void *ctx, void *recv, const void *send, int64_t n, opt_async **async) {
-    host_ctx *hc = ctx;
+/* allgather and alltoall: recv [size * n] from send [size * n] or [n] */
+static dp_status host_gather_like(host_ctx *hc, const opt_group *g, void *recv, const void *send, int64_t n,
+                                  opt_async **async, int to_all) {
+    const char *what = to_all ? "alltoall" : "allgather";
+    host_grp G = host_group(hc, g);
     if (async) *async = NULL;
-    DP_TRY(host_check_count(n, hc->size, "allgather"));
+    DP_TRY(host_check_count(n, G.size, what));
+    uint64_t nb = hc->esize * (uint64_t)n * (uint64_t)(G.size - 1);
+    host_count(hc, to_all ? OPT_COLL_ALLTOALL : OPT_COLL_ALLGATHER, nb, nb);
     opt_async *a = NULL;
-    DP_TRY(host_new_async(&a, HA_PLAIN, recv, n, 0));
-    if (!hc->use_mpi || hc->size == 1) {
+    DP_TRY(host_new_async(&a, HA_PLAIN, what, G.size, recv, n, 0));
+    if (!G.multi) {
         memmove(recv, send, hc->esize * (size_t)n);
         return host_finish(hc, a, async);
     }
-    int rc = MPI_Iallgather(send, (int)n, host_mpi_type(hc), recv, (int)n, host_mpi_type(hc), MPI_COMM_WORLD, &a->req);
-    if (rc != MPI_SUCCESS) { free(a); return host_mpi_err(rc, "allgather"); }
-    return host_finish(hc, a, async);
+    int rc = to_all ? MPI_Ialltoall(send, (int)n, host_mpi_type(hc), recv, (int)n, host_mpi_type(hc), G.comm, &a->req)
+                    : MPI_Iallgather(send, (int)n, host_mpi_type(hc), recv, (int)n, host_mpi_type(hc), G.comm, &a->req);
+    return host_started(hc, rc, a, async, what);
 }
 
-static dp_status host_alltoall(void *ctx, void *recv, const void *send, int64_t n, opt_async **async) {
-    host_ctx *hc = ctx;
-    if (async) *async = NULL;
-    DP_TRY(host_check_count(n, hc->size, "alltoall"));
-    opt_async *a = NULL;
-    DP_TRY(host_new_async(&a, HA_PLAIN, recv, n, 0));
-    if (!hc->use_mpi || hc->size == 1) {
-        memmove(recv, send, hc->esize * (size_t)n);
-        return host_finish(hc, a, async);
-    }
-    int rc = MPI_Ialltoall(send, (int)n, host_mpi_type(hc), recv, (int)n, host_mpi_type(hc), MPI_COMM_WORLD, &a->req);
-    if (rc != MPI_SUCCESS) { free(a); return host_mpi_err(rc, "alltoall"); }
-    return host_finish(hc, a, async);
+static dp_status host_allgather(void *ctx, const opt_group *g, void *recv, const void *send, int64_t n,
+                                opt_async **async) {
+    return host_gather_like(ctx, g, recv, send, n, async, 0);
 }
 
-static dp_status host_broadcast(void *ctx, void *buf, int64_t n, int root, opt_async **async) {
+static dp_status host_alltoall(void *ctx, const opt_group *g, void *recv, const void *send, int64_t n,
+                               opt_async **async) {
+    return host_gather_like(ctx, g, recv, send, n, async, 1);
+}
+
+static dp_status host_broadcast(void *ctx, const opt_group *g, void *buf, int64_t n, int root, opt_async **async) {
     host_ctx *hc = ctx;
+    host_grp G = host_group(hc, g);
     if (async) *async = NULL;
     DP_TRY(host_check_count(n, 1, "broadcast"));
-    if (root < 0 || root >= hc->size) return dp_error(DP_ERR_INVALID, "broadcast: root %d out of range", root);
+    if (root < 0 || root >= G.size) return dp_error(DP_ERR_INVALID, "broadcast: root %d out of range", root);
+    uint64_t nb = hc->esize * (uint64_t)n;
+    host_count(hc, OPT_COLL_BROADCAST, G.rank == root ? nb * (uint64_t)(G.size - 1) : 0, G.rank == root ? 0 : nb);
     opt_async *a = NULL;
-    DP_TRY(host_new_async(&a, HA_PLAIN, buf, n, 0));
-    if (hc->use_mpi && hc->size > 1) {
-        int rc = MPI_Ibcast(buf, (int)n, host_mpi_type(hc), root, MPI_COMM_WORLD, &a->req);
-        if (rc != MPI_SUCCESS) { free(a); return host_mpi_err(rc, "broadcast"); }
-    }
-    return host_finish(hc, a, async);
+    DP_TRY(host_new_async(&a, HA_PLAIN, "broadcast", G.size, buf, n, 0));
+    if (!G.multi) return host_finish(hc, a, async);
+    return host_started(hc, MPI_Ibcast(buf, (int)n, host_mpi_type(hc), root, G.comm, &a->req), a, async, "broadcast");
 }
 
-static dp_status host_send(void *ctx, const void *buf, int64_t n, int peer, int tag, opt_async **async) {
-    host_ctx *hc = ctx;
+static dp_status host_p2p(host_ctx *hc, const opt_group *g, void *buf, int64_t n, int peer, int tag, opt_async **async,
+                          int is_send) {
+    const char *what = is_send ? "send" : "recv";
+    host_grp G = host_group(hc, g);
     if (async) *async = NULL;
-    DP_TRY(host_check_count(n, 1, "send"));
-    if (!hc->use_mpi || peer < 0 || peer >= hc->size || peer == hc->rank)
-        return dp_error(DP_ERR_INVALID, "send: peer %d invalid (rank %d of %d)", peer, hc->rank, hc->size);
+    DP_TRY(host_check_count(n, 1, what));
+    if (!G.multi || peer < 0 || peer >= G.size || peer == G.rank)
+        return dp_error(DP_ERR_INVALID, "%s: peer %d invalid (rank %d of %d)", what, peer, G.rank, G.size);
+    uint64_t nb = hc->esize * (uint64_t)n;
+    host_count(hc, is_send ? OPT_COLL_SEND : OPT_COLL_RECV, is_send ? nb : 0, is_send ? 0 : nb);
     opt_async *a = NULL;
-    DP_TRY(host_new_async(&a, HA_PLAIN, NULL, n, 0));
-    int rc = MPI_Isend(buf, (int)n, host_mpi_type(hc), peer, tag, MPI_COMM_WORLD, &a->req);
-    if (rc != MPI_SUCCESS) { free(a); return host_mpi_err(rc, "send"); }
-    return host_finish(hc, a, async);
+    DP_TRY(host_new_async(&a, HA_PLAIN, what, G.size, is_send ? NULL : buf, n, 0));
+    int rc = is_send ? MPI_Isend(buf, (int)n, host_mpi_type(hc), peer, tag, G.comm, &a->req)
+                     : MPI_Irecv(buf, (int)n, host_mpi_type(hc), peer, tag, G.comm, &a->req);
+    return host_started(hc, rc, a, async, what);
 }
 
-static dp_status host_recv(void *ctx, void *buf, int64_t n, int peer, int tag, opt_async **async) {
-    host_ctx *hc = ctx;
-    if (async) *async = NULL;
-    DP_TRY(host_check_count(n, 1, "recv"));
-    if (!hc->use_mpi || peer < 0 || peer >= hc->size || peer == hc->rank)
-        return dp_error(DP_ERR_INVALID, "recv: peer %d invalid (rank %d of %d)", peer, hc->rank, hc->size);
-    opt_async *a = NULL;
-    DP_TRY(host_new_async(&a, HA_PLAIN, buf, n, 0));
-    int rc = MPI_Irecv(buf, (int)n, host_mpi_type(hc), peer, tag, MPI_COMM_WORLD, &a->req);
-    if (rc != MPI_SUCCESS) { free(a); return host_mpi_err(rc, "recv"); }
-    return host_finish(hc, a, async);
+static dp_status host_send(void *ctx, const opt_group *g, const void *buf, int64_t n, int peer, int tag,
+                           opt_async **async) {
+    return host_p2p(ctx, g, (void *)buf, n, peer, tag, async, 1);
 }
 
+static dp_status host_recv(void *ctx, const opt_group *g, void *buf, int64_t n, int peer, int tag, opt_async **async) {
+    return host_p2p(ctx, g, buf, n, peer, tag, async, 0);
+}
+
+/* Over the world group (host bytes: per-example exports, configuration digests). */
 static dp_status host_allgatherv_bytes(void *ctx, void **recv, size_t *recv_len, const void *send, size_t nbytes) {
     host_ctx *hc = ctx;
     *recv = NULL; *recv_len = 0;
     if (nbytes > 2147483647u) return dp_error(DP_ERR_INVALID, "allgatherv: %zu bytes is too large for MPI", nbytes);
     if (!hc->use_mpi || hc->size == 1) {
+        host_count(hc, OPT_COLL_ALLGATHERV_BYTES, 0, 0);
         *recv = malloc(nbytes ? nbytes : 1);
         if (!*recv) return dp_error(DP_ERR_NOMEM, "allgatherv: out of memory");
         if (nbytes) memcpy(*recv, send, nbytes);
@@ -282,7 +354,10 @@ static dp_status host_allgatherv_bytes(void *ctx, void **recv, size_t *recv_len,
     int mine = (int)nbytes;
     int *counts = calloc((size_t)hc->size, sizeof(int)), *displs = calloc((size_t)hc->size, sizeof(int));
     if (!counts || !displs) { free(counts); free(displs); return dp_error(DP_ERR_NOMEM, "allgatherv: out of memory"); }
-    dp_status st = host_mpi_err(MPI_Allgather(&mine, 1, MPI_INT, counts, 1, MPI_INT, MPI_COMM_WORLD), "allgather");
+    MPI_Request req = MPI_REQUEST_NULL;
+    dp_status st = host_mpi_err(MPI_Iallgather(&mine, 1, MPI_INT, counts, 1, MPI_INT, MPI_COMM_WORLD, &req), "allgather");
+    if (st == DP_OK) st = host_poll(hc, &req, "allgatherv_bytes");
+    if (st != DP_OK) return st; /* counts stay with a pending request */
     size_t total = 0;
     for (int r = 0; st == DP_OK && r < hc->size; r++) {
         if (total + (size_t)counts[r] > 2147483647u) st = dp_error(DP_ERR_INVALID, "allgatherv: total too large");
@@ -294,19 +369,68 @@ static dp_status host_allgatherv_bytes(void *ctx, void **recv, size_t *recv_len,
         buf = malloc(total ? total : 1);
         if (!buf) st = dp_error(DP_ERR_NOMEM, "allgatherv: out of memory");
     }
-    if (st == DP_OK)
-        st = host_mpi_err(MPI_Allgatherv(send, mine, MPI_BYTE, buf, counts, displs, MPI_BYTE, MPI_COMM_WORLD),
+    if (st == DP_OK) {
+        host_count(hc, OPT_COLL_ALLGATHERV_BYTES, (uint64_t)nbytes * (uint64_t)(hc->size - 1), (uint64_t)(total - nbytes));
+        st = host_mpi_err(MPI_Iallgatherv(send, mine, MPI_BYTE, buf, counts, displs, MPI_BYTE, MPI_COMM_WORLD, &req),
                           "allgatherv");
+        if (st == DP_OK) st = host_poll(hc, &req, "allgatherv_bytes");
+        if (st != DP_OK && req != MPI_REQUEST_NULL) return st; /* buffers stay with the pending request */
+    }
     free(counts); free(displs);
     if (st != DP_OK) { free(buf); return st; }
     *recv = buf; *recv_len = total;
     return DP_OK;
 }
 
-static dp_status host_barrier(void *ctx) {
+static dp_status host_barrier(void *ctx, const opt_group *g) {
     host_ctx *hc = ctx;
-    if (!hc->use_mpi || hc->size == 1) return DP_OK;
-    return host_mpi_err(MPI_Barrier(MPI_COMM_WORLD), "barrier");
+    host_grp G = host_group(hc, g);
+    host_count(hc, OPT_COLL_BARRIER, 0, 0);
+    if (!G.multi) return DP_OK;
+    MPI_Request req = MPI_REQUEST_NULL;
+    DP_TRY(host_mpi_err(MPI_Ibarrier(G.comm, &req), "barrier"));
+    return host_poll(hc, &req, "barrier");
+}
+
+/* ---- process groups ---- */
+static dp_status host_group_split(void *ctx, opt_group **out, int color, int key) {
+    host_ctx *hc = ctx;
+    *out = NULL;
+    if (color < 0) return dp_error(DP_ERR_INVALID, "group_split: color %d must be >= 0", color);
+    opt_group *g = calloc(1, sizeof *g);
+    if (!g) return dp_error(DP_ERR_NOMEM, "group_split: out of memory");
+    g->color = color; g->rank = 0; g->size = 1;
+    if (hc->use_mpi) {
+        MPI_Comm *c = malloc(sizeof *c);
+        if (!c) { free(g); return dp_error(DP_ERR_NOMEM, "group_split: out of memory"); }
+        dp_status st = host_mpi_err(MPI_Comm_split(MPI_COMM_WORLD, color, key, c), "comm_split");
+        if (st != DP_OK) { free(c); free(g); return st; }
+        MPI_Comm_rank(*c, &g->rank);
+        MPI_Comm_size(*c, &g->size);
+        g->impl = c;
+    }
+    *out = g;
+    return DP_OK;
+}
+
+static void host_group_free(void *ctx, opt_group *g) {
+    if (!g) return;
+    if (g->impl) { MPI_Comm_free((MPI_Comm *)g->impl); free(g->impl); }
+    free(g);
+}
+
+static dp_status host_set_timeout(void *ctx, double seconds) {
+    if (!(seconds > 0) || seconds > 1e6)
+        return dp_error(DP_ERR_USAGE, "--collective-timeout must be in (0, 1e6] seconds (got %g)", seconds);
+    ((host_ctx *)ctx)->timeout = seconds;
+    return DP_OK;
+}
+
+static dp_status host_comm_stats(void *ctx, opt_comm_stats *out, int reset) {
+    host_ctx *hc = ctx;
+    *out = hc->stats;
+    if (reset) memset(&hc->stats, 0, sizeof hc->stats);
+    return DP_OK;
 }
 
 static dp_status host_identity_xfer(void *ctx, void *dst, const void *src, size_t nbytes) {
@@ -322,6 +446,7 @@ dp_status opt_backend_host_create(opt_backend *be, const opt_backend_config *cfg
     hc->dtype = cfg->dtype;
     hc->esize = dp_dtype_size(cfg->dtype);
     hc->use_mpi = cfg->use_mpi;
+    hc->timeout = OPT_COLLECTIVE_TIMEOUT_DEFAULT;
     hc->rank = 0; hc->size = 1;
     if (cfg->use_mpi) {
         int inited = 0;
@@ -344,6 +469,8 @@ dp_status opt_backend_host_create(opt_backend *be, const opt_backend_config *cfg
     o->allreduce_sum = host_allreduce; o->reduce_scatter_sum = host_reduce_scatter; o->allgather = host_allgather;
     o->alltoall = host_alltoall; o->broadcast = host_broadcast; o->send = host_send; o->recv = host_recv;
     o->wait = host_wait; o->allgatherv_bytes = host_allgatherv_bytes; o->barrier = host_barrier;
+    o->group_split = host_group_split; o->group_free = host_group_free; o->comm_stats = host_comm_stats;
+    o->set_collective_timeout = host_set_timeout;
     o->destroy = host_destroy;
     return DP_OK;
 }

@@ -15,6 +15,7 @@
 
 #include "common/philox.h"
 #include "common/test.h"
+#include "optimized/tests/mpi_test.h"
 #include "optimized/backend.h"
 
 static uint64_t g_seed;
@@ -38,7 +39,7 @@ static void run(dp_dtype dt, int use_mpi) {
         for (int64_t i = 0; i < n; i++) h[i] = val(me, i);
         be->ops.upload_f64(be->ctx, buf, h, n);
         opt_async *a = NULL;
-        T_OK(be->ops.allreduce_sum(be->ctx, buf, n, async ? &a : NULL));
+        T_OK(be->ops.allreduce_sum(be->ctx, NULL, buf, n, async ? &a : NULL));
         if (async) {
             T_CHECK(R == 1 || a != NULL, "no async handle");
             T_OK(be->ops.gemm(be->ctx, out, big, big, 0, 1, 1, 1, n, 1.0, 0.0, 1, 0, 0, 0)); /* overlap */
@@ -54,7 +55,7 @@ static void run(dp_dtype dt, int use_mpi) {
     /* reduce-scatter: send [R, n], recv my block of the sum */
     for (int64_t i = 0; i < n * R; i++) h[i] = val(me, 100 + i);
     be->ops.upload_f64(be->ctx, big, h, n * R);
-    T_OK(be->ops.reduce_scatter_sum(be->ctx, out, big, n, NULL));
+    T_OK(be->ops.reduce_scatter_sum(be->ctx, NULL, out, big, n, NULL));
     be->ops.download_f64(be->ctx, got, out, n);
     for (int64_t i = 0; i < n; i++) {
         double s;
@@ -66,7 +67,7 @@ static void run(dp_dtype dt, int use_mpi) {
     for (int64_t i = 0; i < n; i++) h[i] = val(me, 200 + i);
     be->ops.upload_f64(be->ctx, buf, h, n);
     opt_async *a = NULL;
-    T_OK(be->ops.allgather(be->ctx, out, buf, n, &a));
+    T_OK(be->ops.allgather(be->ctx, NULL, out, buf, n, &a));
     T_OK(be->ops.wait(be->ctx, a));
     be->ops.download_f64(be->ctx, got, out, n * R);
     for (int r = 0; r < R; r++)
@@ -78,24 +79,24 @@ static void run(dp_dtype dt, int use_mpi) {
     for (int j = 0; j < R; j++)
         for (int64_t i = 0; i < n; i++) h[j * n + i] = me * 1000 + j * 10 + (double)i;
     be->ops.upload_f64(be->ctx, big, h, n * R);
-    T_OK(be->ops.alltoall(be->ctx, out, big, n, NULL));
+    T_OK(be->ops.alltoall(be->ctx, NULL, out, big, n, NULL));
     be->ops.download_f64(be->ctx, got, out, n * R);
     for (int r = 0; r < R; r++)
         for (int64_t i = 0; i < n; i++) T_CHECK(got[r * n + i] == r * 1000 + me * 10 + (double)i, "alltoall rank %d from %d", me, r);
     /* broadcast from the last rank */
     for (int64_t i = 0; i < n; i++) h[i] = me == R - 1 ? 7.0 + (double)i : -1;
     be->ops.upload_f64(be->ctx, buf, h, n);
-    T_OK(be->ops.broadcast(be->ctx, buf, n, R - 1, NULL));
+    T_OK(be->ops.broadcast(be->ctx, NULL, buf, n, R - 1, NULL));
     be->ops.download_f64(be->ctx, got, buf, n);
     for (int64_t i = 0; i < n; i++) T_CHECK(got[i] == 7.0 + (double)i, "broadcast rank %d", me);
-    T_CHECK(be->ops.broadcast(be->ctx, buf, n, R, NULL) == DP_ERR_INVALID, "broadcast root out of range accepted");
+    T_CHECK(be->ops.broadcast(be->ctx, NULL, buf, n, R, NULL) == DP_ERR_INVALID, "broadcast root out of range accepted");
     /* send/recv ring: rank r sends to r+1, receives from r-1 (async both, then wait) */
     if (R > 1) {
         for (int64_t i = 0; i < n; i++) h[i] = me + 0.25 * (double)i;
         be->ops.upload_f64(be->ctx, buf, h, n);
         opt_async *s = NULL, *rv = NULL;
-        T_OK(be->ops.recv(be->ctx, out, n, (me + R - 1) % R, 3, &rv));
-        T_OK(be->ops.send(be->ctx, buf, n, (me + 1) % R, 3, &s));
+        T_OK(be->ops.recv(be->ctx, NULL, out, n, (me + R - 1) % R, 3, &rv));
+        T_OK(be->ops.send(be->ctx, NULL, buf, n, (me + 1) % R, 3, &s));
         T_OK(be->ops.wait(be->ctx, s));
         T_OK(be->ops.wait(be->ctx, rv));
         be->ops.download_f64(be->ctx, got, out, n);
@@ -111,26 +112,19 @@ static void run(dp_dtype dt, int use_mpi) {
     for (int r = 1; r < R; r++) snprintf(expect + strlen(expect), sizeof expect - strlen(expect), "r%d;", r);
     T_CHECK(alen == strlen(expect) && (alen == 0 || memcmp(all, expect, alen) == 0), "allgatherv rank %d", me);
     free(all);
-    T_OK(be->ops.barrier(be->ctx));
+    T_OK(be->ops.barrier(be->ctx, NULL));
     be->ops.free(be->ctx, buf); be->ops.free(be->ctx, big); be->ops.free(be->ctx, out);
     opt_backend_destroy(be);
 }
 
 int main(void) {
-    int use_mpi = getenv("OMPI_COMM_WORLD_SIZE") != NULL;
-    if (use_mpi && MPI_Init(NULL, NULL) != MPI_SUCCESS) { fprintf(stderr, "MPI_Init failed\n"); return 1; }
+    int use_mpi = t_mpi_start();
+    if (use_mpi < 0) return 1;
     int rank = 0, size = 1;
     if (use_mpi) { MPI_Comm_rank(MPI_COMM_WORLD, &rank); MPI_Comm_size(MPI_COMM_WORLD, &size); }
     g_seed = t_seed(21);
     printf("rank %d of %d (%s)\n", rank, size, use_mpi ? "MPI" : "no MPI");
     run(DP_F64, use_mpi);
     run(DP_F32, use_mpi);
-    int rc = t_finish();
-    if (use_mpi) {
-        int worst = rc;
-        MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        MPI_Finalize();
-        rc = worst;
-    }
-    return rc;
+    return t_mpi_finish(use_mpi);
 }

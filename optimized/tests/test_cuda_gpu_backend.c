@@ -314,9 +314,9 @@ static void run_dtype(dp_dtype dt) {
     void *d = put(G, x, 8), *o = NULL;
     T_OK(G->ops.alloc(G->ctx, &o, 8 * opt_backend_esize(G)));
     opt_async *as = NULL;
-    T_OK(G->ops.allreduce_sum(G->ctx, d, 8, &as));
+    T_OK(G->ops.allreduce_sum(G->ctx, NULL, d, 8, &as));
     T_OK(G->ops.wait(G->ctx, as));
-    T_OK(G->ops.reduce_scatter_sum(G->ctx, o, d, 8, NULL));
+    T_OK(G->ops.reduce_scatter_sum(G->ctx, NULL, o, d, 8, NULL));
     get(G, r, o, 8);
     T_CHECK(memcmp(r, x, 32) == 0, "one-rank allreduce + reduce_scatter are identities");
     drop(G, d); drop(G, o);

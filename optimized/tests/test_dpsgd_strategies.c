@@ -123,7 +123,7 @@ static int run_case(const model_case *mcase, ref_clip_style style, const char *g
     opt_backend_config bc = {"host", DP_F64, threads, 0};
     opt_backend *be = NULL;
     T_OK(opt_backend_create(&be, &bc));
-    opt_dp_options oo = {strat, OPT_MIXED_FLOP, OPT_NOISE_SINGLE, bug, 1};
+    opt_dp_options oo = {.strategy = strat, .mixed_rule = OPT_MIXED_FLOP, .noise_mode = OPT_NOISE_SINGLE, .bug = bug, .keep_per_sample = 1};
     opt_dpsgd os;
     T_OK(opt_dpsgd_init(&os, be, &c, &oo, &m));
     ref_dpsgd_step_out ro, oo_;

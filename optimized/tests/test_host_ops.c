@@ -345,12 +345,12 @@ static void test_misc(opt_backend *be) {
     double v[3] = {1, 2, 3};
     void *dv = up(be, v, 3), *dr = up(be, NULL, 3);
     opt_async *h = NULL;
-    T_OK(be->ops.allreduce_sum(be->ctx, dv, 3, &h));
+    T_OK(be->ops.allreduce_sum(be->ctx, NULL, dv, 3, &h));
     T_OK(be->ops.wait(be->ctx, h));
-    T_OK(be->ops.allgather(be->ctx, dr, dv, 3, NULL));
+    T_OK(be->ops.allgather(be->ctx, NULL, dr, dv, 3, NULL));
     double *rv = down(be, dr, 3);
     T_CHECK(rv[0] == 1 && rv[2] == 3, "one-rank allgather");
-    T_CHECK(be->ops.send(be->ctx, dv, 3, 0, 0, NULL) == DP_ERR_INVALID, "send to self accepted");
+    T_CHECK(be->ops.send(be->ctx, NULL, dv, 3, 0, 0, NULL) == DP_ERR_INVALID, "send to self accepted");
     void *bufs[] = {dt, dout, ddy, dtab, dp, m1, m2, dg, dv, dr};
     for (size_t j = 0; j < sizeof bufs / sizeof bufs[0]; j++) be->ops.free(be->ctx, bufs[j]);
     free(o); free(g); free(pp); free(pa); free(rv);

@@ -144,6 +144,12 @@ int main(int argc, char **argv) {
         "train dpsgd --model mlp --impl reference", "train dpsgd --model mlp --q nan", "train dpsgd --model mlp --steps",
         "train dpzo --model mlp --strategy ghost --dataset-size 8 --q 0.5 --steps 1 --clip 1 --sigma 1 --phi 0.01 --lr 0.1 --seed 1",
         "train dpzo --model mlp --dataset-size 8 --q 0.5 --steps 1 --clip 1 --sigma 1 --phi 0 --lr 0.1 --seed 1",
+        "train dpsgd --model mlp --sharding zero4", "train dpsgd --model mlp --collective-timeout 0",
+        "train dpsgd --model mlp --collective-timeout -3", "train dpsgd --model mlp --dp 0",
+        "train dpsgd --model mlp --dataset-size 8 --q 0.5 --steps 1 --clip 1 --sigma 1 --dp 2",
+        "train dpsgd --model mlp --dataset-size 8 --q 0.5 --steps 1 --clip 1 --sigma 1 --sharding zero2 --noise-mode shares",
+        "train dpzo --model mlp --dataset-size 8 --q 0.5 --steps 1 --clip 1 --sigma 1 --phi 0.01 --lr 0.1 --seed 1 --sharding zero1",
+        "train dpzo --model mlp --dataset-size 8 --q 0.5 --steps 1 --clip 1 --sigma 1 --phi 0.01 --lr 0.1 --seed 1 --memory-report",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = run_argv(bad[i]);

@@ -1,0 +1,76 @@
+/* optimized/shard.h — the sharding strategies and the step hooks (docs/zero.md,
+ * docs/engine.md "Strategies"). Internal to optimized/dpsgd.c and
+ * optimized/strategies/. */
+#ifndef OPT_SHARD_H
+#define OPT_SHARD_H
+
+#include "optimized/dpsgd.h"
+
+/* A sharding strategy: what a rank of the DP group holds and how the summed gradient
+ * and the parameters move. After the chunks of a step, flat's S part holds this rank's
+ * clipped sums over all positions and its Z part zeros. */
+typedef struct opt_shard_strategy {
+    const char *name;
+    int shard_states;    /* 1: optimizer states (and the private gradient) hold [lo, hi) only */
+    int noise_partition; /* 1: Z holds the partition [lo, hi) only (zlo = lo) */
+    /* S and Z of the positions [lo, hi) summed over the DP group (Z: the noise, exactly
+     * once), in flat at their global offsets. */
+    dp_status (*reduce)(opt_dpsgd *s, int64_t step);
+    /* The private gradient (S + Z) / div of the rank's positions, the optimizer on them,
+     * and every rank's parameters equal afterwards (ZeRO: all-gathered). */
+    dp_status (*update)(opt_dpsgd *s, double div);
+    /* Host copies of the whole S | Z (hS [2 total]) and private gradient (hp [total]). */
+    dp_status (*gather_sums)(opt_dpsgd *s, double *hS);
+    dp_status (*gather_pgrad)(opt_dpsgd *s, double *hp);
+    /* After the model and offsets exist, before the step buffers (sized by chunk, zoff):
+     * may set chunk, lo, hi, zoff, zlo and s->shard_state; teardown frees it. */
+    dp_status (*setup)(opt_dpsgd *s);
+    void (*teardown)(opt_dpsgd *s);
+} opt_shard_strategy;
+
+#define OPT_SHARD_DECL_(ID, sym, name) extern const opt_shard_strategy opt_shard_##sym;
+OPT_SHARDINGS(OPT_SHARD_DECL_)
+#undef OPT_SHARD_DECL_
+extern const opt_shard_strategy *const opt_shard_strategies[];
+
+/* The points of a step where a test-only bug is injected (optimized/strategies/bugs.c
+ * wraps the correct ones); the step calls them unconditionally. */
+typedef struct opt_step_hooks {
+    int fused_single_pass; /* 1: fused may clip in one pass */
+    /* host clip factors of a chunk [G, Bc] after the norms (correct: unchanged) */
+    void (*factors)(double *c, const int *dropped, int G, int64_t Bc);
+    /* global flat positions [*lo, *hi) whose noise this rank draws (correct: the
+     * sharding's choice, given as the input values) */
+    void (*noise_span)(const opt_dpsgd *s, int64_t *lo, int64_t *hi);
+    /* z[i - zlo] += std N(key, NOISE, step, lane p, element e) for the positions
+     * i = off[p] + e in [lo, hi) (correct: the global positions) */
+    dp_status (*noise)(opt_dpsgd *s, void *z, int64_t zlo, int64_t step, int64_t lo, int64_t hi, double std);
+    /* after the reduction, on host copies hS [2 total] (S | Z) of the whole gradient */
+    dp_status (*post_sum)(opt_dpsgd *s, double *hS);
+    double (*divisor)(const opt_dpsgd *s, int64_t b);
+    /* the DP rank whose partition of the parameters this rank's update writes (correct:
+     * its own) */
+    int (*update_owner)(const opt_dpsgd *s);
+    int skip_param_sync; /* 1: parameters are not re-gathered after the update */
+} opt_step_hooks;
+
+extern const opt_step_hooks opt_hooks_correct;
+/* The hooks of a bug (OPT_BUG_NONE: opt_hooks_correct). */
+const opt_step_hooks *opt_bug_hooks(opt_bug bug);
+
+/* ---- helpers shared by the sharding strategies (optimized/strategies/shard_common.c) ---- */
+void *opt_dev_at(const opt_dpsgd *s, void *base, int64_t elem);
+/* Noise of the positions [lo, hi) of this rank's noise span into Z (s->hooks). */
+dp_status opt_shard_noise(opt_dpsgd *s, int64_t step, int64_t lo, int64_t hi);
+/* Allgather of every rank's [lo, hi) parameter positions over the DP group. */
+dp_status opt_shard_allgather_params(opt_dpsgd *s);
+/* The update and gathers of the range partitions (replicated: [0, total); zero1, zero2). */
+dp_status opt_shard_range_update(opt_dpsgd *s, double div);
+dp_status opt_shard_range_gather_sums(opt_dpsgd *s, double *hS);
+dp_status opt_shard_range_gather_pgrad(opt_dpsgd *s, double *hp);
+dp_status opt_shard_range_setup(opt_dpsgd *s);
+void opt_shard_range_teardown(opt_dpsgd *s);
+/* This rank's shard of N (rank r: [r chunk, min((r + 1) chunk, total))). */
+void opt_shard_range(int64_t *lo, int64_t *hi, int64_t total, int64_t chunk, int r);
+
+#endif

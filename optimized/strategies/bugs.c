@@ -1,0 +1,100 @@
+/* optimized/strategies/bugs.c — the step hooks: the correct ones, and the test-only
+ * injected bugs as wrappers that replace one hook each (docs/engine.md "Injected bugs").
+ * Every bug must make a conformance comparison FAIL; never use them for training. */
+#include <math.h>
+
+#include "optimized/shard.h"
+
+static void factors_keep(double *c, const int *dropped, int G, int64_t Bc) {}
+
+static void span_keep(const opt_dpsgd *s, int64_t *lo, int64_t *hi) {}
+
+/* Z[i] += std N(key, NOISE, step, lane p, element i - off[p]) for i in [lo, hi);
+ * rel = 1 draws element i - lo instead (the seed-flag pitfall: every rank starts its
+ * partition's noise at the same stream position). */
+static dp_status noise_positions(opt_dpsgd *s, void *z, int64_t zlo, int64_t step, int64_t lo, int64_t hi, double std,
+                                 int rel) {
+    const opt_model *om = &s->om;
+    for (int p = 0; p < om->np; p++) {
+        int64_t a = s->off[p] > lo ? s->off[p] : lo, b = s->off[p] + om->numel[p] < hi ? s->off[p] + om->numel[p] : hi;
+        if (a >= b) continue;
+        uint64_t elem = (uint64_t)(rel ? a - lo : a - s->off[p]);
+        DP_TRY(OPT_CALL(s->be, noise_add, opt_dev_at(s, z, a - zlo), s->cfg.key, (uint32_t)step, (uint32_t)p, std, elem, b - a));
+    }
+    return DP_OK;
+}
+
+static dp_status noise_global(opt_dpsgd *s, void *z, int64_t zlo, int64_t step, int64_t lo, int64_t hi, double std) {
+    return noise_positions(s, z, zlo, step, lo, hi, std, 0);
+}
+
+static dp_status post_sum_keep(opt_dpsgd *s, double *hS) { return DP_OK; }
+
+static double divisor_expected(const opt_dpsgd *s, int64_t b) { return s->cfg.q * (double)s->cfg.n; }
+
+static int owner_self(const opt_dpsgd *s) { return s->par.dp_rank; }
+
+const opt_step_hooks opt_hooks_correct = {1, factors_keep, span_keep, noise_global, post_sum_keep, divisor_expected,
+                                          owner_self, 0};
+
+/* ---- clip-after-sum: no per-example clipping; the batch sum is clipped per group ---- */
+static void factors_unit(double *c, const int *dropped, int G, int64_t Bc) {
+    for (int64_t i = 0; i < G * Bc; i++) c[i] = dropped[i % Bc] ? 0.0 : 1.0;
+}
+
+static dp_status post_sum_clip(opt_dpsgd *s, double *hS) {
+    const opt_model *om = &s->om;
+    for (int g = 0; g < s->groups.ngroups; g++) {
+        double sq = 0;
+        for (int p = 0; p < om->np; p++)
+            if (s->groups.group_of[p] == g)
+                for (int64_t e = 0; e < om->numel[p]; e++) sq += hS[s->off[p] + e] * hS[s->off[p] + e];
+        double f = ref_clip_factor((ref_clip_fn)s->cfg.clip_fn, sqrt(sq), s->groups.thresh[g], s->cfg.gamma);
+        for (int p = 0; p < om->np; p++)
+            if (s->groups.group_of[p] == g)
+                for (int64_t e = 0; e < om->numel[p]; e++) hS[s->off[p] + e] *= f;
+    }
+    /* back into this rank's partition of S */
+    return OPT_CALL(s->be, upload_f64, opt_dev_at(s, s->flat, s->lo), hS + s->lo, s->hi - s->lo);
+}
+
+/* ---- noise-every-rank: every rank draws the full noise (noise counted R times) ---- */
+static void span_all(const opt_dpsgd *s, int64_t *lo, int64_t *hi) { *lo = 0; *hi = s->total; }
+
+/* ---- realized-batch-divisor: divide by the realized batch size instead of q N ---- */
+static double divisor_realized(const opt_dpsgd *s, int64_t b) { return b > 0 ? (double)b : s->cfg.q * (double)s->cfg.n; }
+
+/* ---- zero-noise-same-seed: each rank's partition noise starts at the stream's start ---- */
+static dp_status noise_same_seed(opt_dpsgd *s, void *z, int64_t zlo, int64_t step, int64_t lo, int64_t hi,
+                                 double std) {
+    return noise_positions(s, z, zlo, step, lo, hi, std, 1);
+}
+
+/* ---- zero-wrong-slice: the update writes the next rank's partition ---- */
+static int owner_next(const opt_dpsgd *s) { return (s->par.dp_rank + 1) % s->par.dp; }
+
+static const opt_step_hooks hooks_clip_after_sum = {0, factors_unit, span_keep, noise_global, post_sum_clip,
+                                                    divisor_expected, owner_self, 0};
+static const opt_step_hooks hooks_noise_every_rank = {1, factors_keep, span_all, noise_global, post_sum_keep,
+                                                      divisor_expected, owner_self, 0};
+static const opt_step_hooks hooks_realized_divisor = {1, factors_keep, span_keep, noise_global, post_sum_keep,
+                                                      divisor_realized, owner_self, 0};
+static const opt_step_hooks hooks_same_seed = {1, factors_keep, span_keep, noise_same_seed, post_sum_keep,
+                                               divisor_expected, owner_self, 0};
+static const opt_step_hooks hooks_wrong_slice = {1, factors_keep, span_keep, noise_global, post_sum_keep,
+                                                 divisor_expected, owner_next, 0};
+static const opt_step_hooks hooks_stale_params = {1, factors_keep, span_keep, noise_global, post_sum_keep,
+                                                  divisor_expected, owner_self, 1};
+
+const opt_step_hooks *opt_bug_hooks(opt_bug bug) {
+    static const opt_step_hooks *const table[OPT_BUG_COUNT] = {
+        [OPT_BUG_NONE] = &opt_hooks_correct,
+        [OPT_BUG_CLIP_AFTER_SUM] = &hooks_clip_after_sum,
+        [OPT_BUG_NOISE_EVERY_RANK] = &hooks_noise_every_rank,
+        [OPT_BUG_REALIZED_DIVISOR] = &hooks_realized_divisor,
+        [OPT_BUG_ZERO_NOISE_SAME_SEED] = &hooks_same_seed,
+        [OPT_BUG_ZERO_WRONG_SLICE] = &hooks_wrong_slice,
+        [OPT_BUG_ZERO_STALE_PARAMS] = &hooks_stale_params,
+    };
+    return (bug >= 0 && bug < OPT_BUG_COUNT && table[bug]) ? table[bug] : &opt_hooks_correct;
+}

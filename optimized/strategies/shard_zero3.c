@@ -1,0 +1,187 @@
+/* optimized/strategies/shard_zero3.c — DP-ZeRO stage 3 (docs/zero.md): also parameters.
+ * Partitions are per tensor: tensor p of n_p elements is cut into N chunks of
+ * c_p = ceil(n_p / N); DP rank r holds elements [r c_p, min((r + 1) c_p, n_p)) of every
+ * tensor, packed in parameter order ("packed" layout, C = sum_p c_p elements per rank).
+ * A tensor is gathered by one equal-count all-gather of c_p elements (rank order = tensor
+ * order), just before the layer that uses it, and released right after; the batched
+ * passes prefetch the next layer's gather (optimized/engine.c, opt_params_use).
+ * The clipped sums are packed and reduce-scattered (rank-order sums, as zero2); the noise
+ * of the partition is drawn at the global (p, e) positions. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "optimized/ledger.h"
+#include "optimized/shard.h"
+
+typedef struct {
+    opt_dpsgd *s;
+    int64_t *c, *poff, *own; /* per tensor: chunk, offset in the packed layout, elements this rank holds */
+    void *wshard;            /* [C] this rank's parameters (packed) */
+    void *wprev;             /* [C] the previous step's, read by gathers under the stale-params bug */
+    void **buf;              /* per tensor: gathered [N c_p], or NULL */
+    opt_async **pending;     /* per tensor: a started gather */
+    opt_param_fetch fetch;
+} z3_state;
+
+static int64_t piece(int64_t n, int64_t c, int r) { /* elements of rank r's chunk of a tensor */
+    int64_t a = c * r;
+    return a >= n ? 0 : (n - a < c ? n - a : c);
+}
+
+static dp_status z3_acquire(void *ctx, opt_model *om, int p, int prefetch) {
+    z3_state *z = ctx;
+    opt_dpsgd *s = z->s;
+    if (om->w[p]) return DP_OK;
+    opt_backend *be = s->be;
+    if (!z->buf[p]) {
+        DP_TRY(opt_mem_alloc(be, &z->buf[p], opt_backend_esize(be) * (size_t)(z->c[p] * s->par.dp), OPT_MEM_GATHERED));
+        const void *src = opt_dev_at(s, s->hooks->skip_param_sync ? z->wprev : z->wshard, z->poff[p]);
+        DP_TRY(OPT_CALL(be, allgather, s->par.dp_group, z->buf[p], src, z->c[p], prefetch ? &z->pending[p] : NULL));
+    }
+    if (prefetch) return DP_OK;
+    if (z->pending[p]) {
+        opt_async *a = z->pending[p];
+        z->pending[p] = NULL;
+        DP_TRY(OPT_CALL(be, wait, a));
+    }
+    om->w[p] = z->buf[p];
+    return DP_OK;
+}
+
+static dp_status z3_release(void *ctx, opt_model *om, int p) {
+    z3_state *z = ctx;
+    opt_backend *be = z->s->be;
+    if (z->pending[p]) {
+        opt_async *a = z->pending[p];
+        z->pending[p] = NULL;
+        DP_TRY(OPT_CALL(be, wait, a));
+    }
+    opt_mem_free(be, z->buf[p]);
+    z->buf[p] = NULL;
+    om->w[p] = NULL;
+    return DP_OK;
+}
+
+static void z3_teardown(opt_dpsgd *s) {
+    z3_state *z = s->shard_state;
+    if (!z) return;
+    for (int p = 0; z->buf && p < s->om.np; p++)
+        if (z->buf[p] || z->pending[p]) (void)z3_release(z, &s->om, p);
+    opt_mem_free(s->be, z->wshard);
+    opt_mem_free(s->be, z->wprev);
+    s->om.fetch = NULL;
+    free(z->c); free(z->poff); free(z->own); free(z->buf); free(z->pending);
+    free(z);
+    s->shard_state = NULL;
+}
+
+static dp_status z3_setup(opt_dpsgd *s) {
+    opt_model *om = &s->om;
+    opt_backend *be = s->be;
+    const int N = s->par.dp, r = s->par.dp_rank, np = om->np;
+    size_t es = opt_backend_esize(be);
+    for (int p = 0; p < np; p++)
+        if (om->numel[p] < N)
+            return dp_error(DP_ERR_USAGE, "--sharding zero3 --dp %d: tensor '%s' has %lld elements, fewer than the %d "
+                            "shards", N, om->name[p], (long long)om->numel[p], N);
+    z3_state *z = calloc(1, sizeof *z);
+    if (!z) return dp_error(DP_ERR_NOMEM, "zero3: out of memory");
+    s->shard_state = z;
+    z->s = s;
+    z->c = calloc((size_t)np, sizeof(int64_t)); z->poff = calloc((size_t)np, sizeof(int64_t));
+    z->own = calloc((size_t)np, sizeof(int64_t));
+    z->buf = calloc((size_t)np, sizeof(void *)); z->pending = calloc((size_t)np, sizeof(opt_async *));
+    if (!z->c || !z->poff || !z->own || !z->buf || !z->pending) { z3_teardown(s); return dp_error(DP_ERR_NOMEM, "zero3: out of memory"); }
+    int64_t C = 0;
+    for (int p = 0; p < np; p++) {
+        z->c[p] = (om->numel[p] + N - 1) / N;
+        z->own[p] = piece(om->numel[p], z->c[p], r);
+        z->poff[p] = C;
+        C += z->c[p];
+    }
+    s->chunk = C;
+    s->lo = s->hi = 0; /* no range partition */
+    s->zoff = s->total;
+    s->zlo = 0;
+    dp_status st = opt_mem_alloc(be, &z->wshard, es * (size_t)C, OPT_MEM_PARAMS);
+    if (st == DP_OK && s->hooks->skip_param_sync) st = opt_mem_alloc(be, &z->wprev, es * (size_t)C, OPT_MEM_GATHERED);
+    /* keep this rank's chunks, drop the full tensors */
+    for (int p = 0; st == DP_OK && p < np; p++)
+        st = OPT_CALL(be, copy, opt_dev_at(s, z->wshard, z->poff[p]), opt_dev_at(s, om->w[p], z->c[p] * r),
+                      es * (size_t)z->own[p]);
+    if (st == DP_OK && z->wprev) st = OPT_CALL(be, copy, z->wprev, z->wshard, es * (size_t)C);
+    for (int p = 0; st == DP_OK && p < np; p++) { opt_mem_free(be, om->w[p]); om->w[p] = NULL; }
+    if (st != DP_OK) { z3_teardown(s); return st; }
+    z->fetch = (opt_param_fetch){z, z3_acquire, z3_release};
+    om->fetch = &z->fetch;
+    return DP_OK;
+}
+
+static dp_status z3_reduce(opt_dpsgd *s, int64_t step) {
+    z3_state *z = s->shard_state;
+    opt_backend *be = s->be;
+    const opt_model *om = &s->om;
+    const int N = s->par.dp, r = s->par.dp_rank;
+    size_t es = opt_backend_esize(be);
+    void *packed = NULL;
+    dp_status st = opt_mem_alloc(be, &packed, es * (size_t)(s->chunk * N), OPT_MEM_COMM);
+    for (int p = 0; st == DP_OK && p < om->np; p++)
+        for (int q = 0; st == DP_OK && q < N; q++)
+            st = OPT_CALL(be, copy, opt_dev_at(s, packed, q * s->chunk + z->poff[p]),
+                          opt_dev_at(s, s->flat, s->off[p] + z->c[p] * q), es * (size_t)piece(om->numel[p], z->c[p], q));
+    /* my packed partition of S = sum over ranks in rank order, into flat[0, C) */
+    if (st == DP_OK) st = OPT_CALL(be, reduce_scatter_sum, s->par.dp_group, s->flat, packed, s->chunk, NULL);
+    opt_mem_free(be, packed);
+    /* noise of my elements of every tensor, at their global positions, into Z (packed) */
+    double std = s->cfg.sigma * s->groups.c_total;
+    void *Z = opt_dev_at(s, s->flat, s->zoff);
+    for (int p = 0; st == DP_OK && s->cfg.sigma > 0 && p < om->np; p++) {
+        int64_t lo = s->off[p] + z->c[p] * r;
+        if (z->own[p]) st = s->hooks->noise(s, Z, lo - z->poff[p], step, lo, lo + z->own[p], std);
+    }
+    return st;
+}
+
+static dp_status z3_update(opt_dpsgd *s, double div) {
+    z3_state *z = s->shard_state;
+    opt_backend *be = s->be;
+    const ref_dpsgd_config *c = &s->cfg;
+    const int64_t C = s->chunk;
+    DP_TRY(OPT_CALL(be, add, s->pgrad, s->flat, opt_dev_at(s, s->flat, s->zoff), C));
+    DP_TRY(OPT_CALL(be, div_scalar, s->pgrad, s->pgrad, div, C));
+    if (z->wprev) DP_TRY(OPT_CALL(be, copy, z->wprev, z->wshard, opt_backend_esize(be) * (size_t)C)); /* BUG (test-only) */
+    /* elementwise over the packed partition (padding stays 0: zero gradient, zero state) */
+    if (c->opt == REF_OPT_SGD) return OPT_CALL(be, sgd_momentum, z->wshard, s->m1, s->pgrad, c->lr, c->momentum, 0.0, s->t, C);
+    return OPT_CALL(be, adamw, z->wshard, s->m1, s->m2, s->pgrad, c->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay,
+                    s->t, C);
+}
+
+/* host[0..total) from every rank's packed partition dev [C] */
+static dp_status z3_gather(opt_dpsgd *s, double *host, const void *dev) {
+    z3_state *z = s->shard_state;
+    opt_backend *be = s->be;
+    const int N = s->par.dp;
+    void *recv = NULL;
+    double *h = malloc(sizeof(double) * (size_t)(s->chunk * N + 1));
+    dp_status st = h ? opt_mem_alloc(be, &recv, opt_backend_esize(be) * (size_t)(s->chunk * N), OPT_MEM_COMM)
+                     : dp_error(DP_ERR_NOMEM, "zero3: out of memory");
+    if (st == DP_OK) st = OPT_CALL(be, allgather, s->par.dp_group, recv, dev, s->chunk, NULL);
+    if (st == DP_OK) st = OPT_CALL(be, download_f64, h, recv, s->chunk * N);
+    for (int p = 0; st == DP_OK && p < s->om.np; p++)
+        for (int q = 0; q < N; q++)
+            memcpy(host + s->off[p] + z->c[p] * q, h + q * s->chunk + z->poff[p],
+                   sizeof(double) * (size_t)piece(s->om.numel[p], z->c[p], q));
+    opt_mem_free(be, recv);
+    free(h);
+    return st;
+}
+
+static dp_status z3_gather_sums(opt_dpsgd *s, double *hS) {
+    DP_TRY(z3_gather(s, hS, s->flat));
+    return z3_gather(s, hS + s->total, opt_dev_at(s, s->flat, s->zoff));
+}
+
+static dp_status z3_gather_pgrad(opt_dpsgd *s, double *hp) { return z3_gather(s, hp, s->pgrad); }
+
+const opt_shard_strategy opt_shard_zero3 = {"zero3", 1, 1, z3_reduce, z3_update, z3_gather_sums, z3_gather_pgrad,
+                                            z3_setup, z3_teardown};
