@@ -188,34 +188,40 @@ double opt_cost_cp_output_stationary(const opt_cost_linear *l, int64_t B, int64_
 }
 
 /* ------------------------------------------------------- the engine's layout ---- */
-int opt_cost_engine_mlp_numel(int64_t *out, int cap, int64_t in, const int64_t *hidden, int n_hidden, int64_t classes) {
+#define PUSH_(v, r)                                         \
+    do {                                                    \
+        if (n < cap) {                                      \
+            out[n] = (v);                                   \
+            if (bwd_reads) bwd_reads[n] = (unsigned char)(r); \
+        }                                                   \
+        n++;                                                \
+    } while (0)
+int opt_cost_engine_mlp_numel(int64_t *out, unsigned char *bwd_reads, int cap, int64_t in, const int64_t *hidden,
+                              int n_hidden, int64_t classes) {
     int n = 0;
     for (int i = 0; i <= n_hidden; i++) {
         const int64_t o = i < n_hidden ? hidden[i] : classes, k = i == 0 ? in : hidden[i - 1];
-        if (n < cap) out[n] = o * k; /* layers.i.weight */
-        n++;
-        if (n < cap) out[n] = o;     /* layers.i.bias */
-        n++;
+        PUSH_(o * k, i > 0); /* layers.i.weight: read for the input gradient of layers >= 1 */
+        PUSH_(o, 0);         /* layers.i.bias: its gradient is the rows of G */
     }
     return n;
 }
 
-int opt_cost_engine_llama_numel(int64_t *out, int cap, int64_t vocab, int64_t dim, int64_t layers, int64_t ffn,
-                                int tied) {
+int opt_cost_engine_llama_numel(int64_t *out, unsigned char *bwd_reads, int cap, int64_t vocab, int64_t dim,
+                                int64_t layers, int64_t ffn, int tied) {
     int n = 0;
-#define PUSH_(v) do { if (n < cap) out[n] = (v); n++; } while (0)
-    PUSH_(vocab * dim); /* tok_emb */
+    PUSH_(vocab * dim, tied); /* tok_emb: the lookup's gradient reads no weight (tied: it is the head) */
     for (int64_t l = 0; l < layers; l++) {
-        PUSH_(dim);                                                          /* attn_norm */
-        for (int j = 0; j < 4; j++) PUSH_(dim * dim);                        /* wq wk wv wo */
-        PUSH_(dim);                                                          /* mlp_norm */
-        PUSH_(ffn * dim); PUSH_(ffn * dim); PUSH_(dim * ffn);                /* w_gate w_up w_down */
+        PUSH_(dim, 1);                                              /* attn_norm */
+        for (int j = 0; j < 4; j++) PUSH_(dim * dim, 1);            /* wq wk wv wo */
+        PUSH_(dim, 1);                                              /* mlp_norm */
+        PUSH_(ffn * dim, 1); PUSH_(ffn * dim, 1); PUSH_(dim * ffn, 1); /* w_gate w_up w_down */
     }
-    PUSH_(dim); /* final_norm */
-    if (!tied) PUSH_(vocab * dim);
-#undef PUSH_
+    PUSH_(dim, 1); /* final_norm */
+    if (!tied) PUSH_(vocab * dim, 1);
     return n;
 }
+#undef PUSH_
 
 void opt_cost_engine_parts(opt_cost_parts *out, const int64_t *numel, int n, int64_t n_ranks) {
     out->P = out->C = 0;
@@ -236,7 +242,7 @@ dp_status opt_cost_engine_states(opt_cost_states *out, const int64_t *numel, int
     double params = P, grads = 3 * P, opt = P;           /* replicated: [S | Z] (2P) + private gradient (P) */
     if (zero_stage == 1) { grads = 2 * N * c + c; opt = c; }
     if (zero_stage == 2) { grads = N * c + 2 * c; opt = c; }
-    if (zero_stage == 3) { params = C; grads = P + 2 * C; opt = C; }
+    if (zero_stage == 3) { params = P + C; grads = P + 2 * C; opt = C; }
     out->params = params * e;
     out->grads = grads * e;
     out->master = 0;
@@ -245,21 +251,28 @@ dp_status opt_cost_engine_states(opt_cost_states *out, const int64_t *numel, int
     return DP_OK;
 }
 
-dp_status opt_cost_engine_step_sent(double out[OPT_COST_N_COLLECTIVES], const int64_t *numel, int n, int elem_bytes,
-                                    int zero_stage, int64_t n_ranks, int64_t passes) {
+dp_status opt_cost_engine_step_sent(double out[OPT_COST_N_COLLECTIVES], const int64_t *numel,
+                                    const unsigned char *bwd_reads, int n, int elem_bytes, int zero_stage,
+                                    int64_t n_ranks, int64_t passes) {
     if (zero_stage < 0 || zero_stage > 3 || n_ranks < 1 || n < 1 || elem_bytes < 1 || passes < 0)
         return dp_error(DP_ERR_INVALID, "cost model (engine): need ZeRO stage 0..3, ranks >= 1, tensors, e >= 1");
     for (int i = 0; i < OPT_COST_N_COLLECTIVES; i++) out[i] = 0;
     opt_cost_parts pt;
     opt_cost_engine_parts(&pt, numel, n, n_ranks);
     const double f = (double)(n_ranks - 1) * elem_bytes;
+    double Cb = 0; /* chunks of the tensors the backward reads */
+    for (int i = 0; i < n; i++)
+        if (!bwd_reads || bwd_reads[i]) Cb += (double)((numel[i] + n_ranks - 1) / n_ranks);
     switch (zero_stage) {
     case 0: out[OPT_COST_ALL_REDUCE] = 2 * (double)pt.P * f; break;
-    case 1: out[OPT_COST_ALL_REDUCE] = 2 * (double)pt.P * f; out[OPT_COST_ALL_GATHER] = (double)pt.c * f; break;
-    case 2: out[OPT_COST_REDUCE_SCATTER] = (double)pt.c * f; out[OPT_COST_ALL_GATHER] = (double)pt.c * f; break;
-    default:
+    case 1: /* the updated parameters + the three step outputs (clipped sum, noise, private gradient) */
+        out[OPT_COST_ALL_REDUCE] = 2 * (double)pt.P * f;
+        out[OPT_COST_ALL_GATHER] = 4 * (double)pt.c * f;
+        break;
+    case 2: out[OPT_COST_REDUCE_SCATTER] = (double)pt.c * f; out[OPT_COST_ALL_GATHER] = 4 * (double)pt.c * f; break;
+    default: /* per pass: forward gathers + backward gathers; then 3 step outputs + params_after */
         out[OPT_COST_REDUCE_SCATTER] = (double)pt.C * f;
-        out[OPT_COST_ALL_GATHER] = 2 * (double)passes * (double)pt.C * f;
+        out[OPT_COST_ALL_GATHER] = ((double)passes * ((double)pt.C + Cb) + 4 * (double)pt.C) * f;
     }
     return DP_OK;
 }

@@ -141,22 +141,29 @@ double opt_cost_cp_output_stationary(const opt_cost_linear *l, int64_t B, int64_
  * docs/zero.md): one dtype of `e` bytes, no master copy, gradient buffers = the [S | Z]
  * reduction buffer + the private gradient, ZeRO-3 partitions per tensor. `numel` lists the
  * parameter tensors in canonical order (docs/models.md). ---- */
-/* Tensor sizes of the engine's models; return the count (at most cap written). */
-int opt_cost_engine_mlp_numel(int64_t *out, int cap, int64_t in, const int64_t *hidden, int n_hidden, int64_t classes);
-int opt_cost_engine_llama_numel(int64_t *out, int cap, int64_t vocab, int64_t dim, int64_t layers, int64_t ffn,
-                                int tied);
+/* Tensor sizes of the engine's models; return the count (at most cap written). bwd_reads
+ * (may be NULL): 1 for a tensor the backward pass reads (mlp: the weights of layers >= 1;
+ * llama: every tensor but an untied tok_emb), which zero3 gathers a second time. */
+int opt_cost_engine_mlp_numel(int64_t *out, unsigned char *bwd_reads, int cap, int64_t in, const int64_t *hidden,
+                              int n_hidden, int64_t classes);
+int opt_cost_engine_llama_numel(int64_t *out, unsigned char *bwd_reads, int cap, int64_t vocab, int64_t dim,
+                                int64_t layers, int64_t ffn, int tied);
 /* P = sum numel, c = ceil(P / N) (zero1/2 shard), C = sum ceil(numel_p / N) (zero3 packed). */
 typedef struct { int64_t P, c, C; } opt_cost_parts;
 void opt_cost_engine_parts(opt_cost_parts *out, const int64_t *numel, int n, int64_t n_ranks);
-/* Model-state bytes per rank (peaks over the steps; `master` is 0). */
+/* Model-state peaks per rank over a whole run (`master` is 0; under zero3 the parameters
+ * peak at P + C elements: the full model is loaded once before the partition is kept). */
 dp_status opt_cost_engine_states(opt_cost_states *out, const int64_t *numel, int n, int elem_bytes, int n_states,
                                  int zero_stage, int64_t n_ranks);
 /* Bytes one rank sends per step with the host backend's algorithms (every rank sends its
- * piece to each of the N - 1 others), without exports: all-reduce of the sums, the
- * reduce-scatter, the parameter all-gathers (`passes` = forward + backward passes per
- * step under zero3). Indexed by OPT_COST_ALL_REDUCE, _REDUCE_SCATTER, _ALL_GATHER. */
-dp_status opt_cost_engine_step_sent(double out[OPT_COST_N_COLLECTIVES], const int64_t *numel, int n, int elem_bytes,
-                                    int zero_stage, int64_t n_ranks, int64_t passes);
+ * piece to each of the N - 1 others), without exports: the all-reduce of the sums, the
+ * reduce-scatter, the all-gathers (parameters; the three step outputs; zero3: every
+ * tensor before each forward, the tensors the backward reads before each backward, and
+ * params_after), `passes` the micro-batch chunks per step. Indexed by
+ * OPT_COST_ALL_REDUCE, _REDUCE_SCATTER, _ALL_GATHER. */
+dp_status opt_cost_engine_step_sent(double out[OPT_COST_N_COLLECTIVES], const int64_t *numel,
+                                    const unsigned char *bwd_reads, int n, int elem_bytes, int zero_stage,
+                                    int64_t n_ranks, int64_t passes);
 
 /* Activation bytes of one engine tape (one forward + backward of B llama examples of T
  * positions, docs/models-of-cost.md §8): the forward state, the backward buffers, the

@@ -7,10 +7,10 @@
  *     opt_cost_engine_states;
  *   - bytes sent per collective kind: EXACTLY steps x opt_cost_engine_step_sent
  *     (all-reduce, reduce-scatter, all-gather; no exports, so no diagnostic gathers);
- *   - activations: the ledger's peak within the margin of opt_cost_engine_activations
- *     (stated and explained there).
- * Negative controls: the same comparison against a model with the wrong stage, and with
- * one rank fewer, must fail (each would be caught).
+ *   - activations (llama runs): EXACTLY opt_cost_engine_llama_tape of the rank's largest
+ *     chunk (the engine's arena holds a pass's buffers until it ends; no margin needed).
+ * Negative controls: the model with the wrong stage, with one rank fewer, with one example
+ * more, or with ghost's second pass toggled must disagree with the ledger.
  * Exits 77 (with the reason) when DPCERT is unset, mpirun is missing for N > 1, or the
  * binary has no --memory-report (the ledger of issue 10 is not in this build). */
 #include <stdlib.h>
@@ -98,20 +98,21 @@ static int run_one(rank_rep *rr, const run_cfg *c, int steps) {
     return ok;
 }
 
-static int tensors(int64_t *numel, const run_cfg *c) {
-    if (c->llama) return opt_cost_engine_llama_numel(numel, 64, 13, 8, 2, 12, 0);
+static int tensors(int64_t *numel, unsigned char *rd, const run_cfg *c) {
+    if (c->llama) return opt_cost_engine_llama_numel(numel, rd, 64, 13, 8, 2, 12, 0);
     const int64_t hidden[2] = {9, 5};
-    return opt_cost_engine_mlp_numel(numel, 64, 7, hidden, 2, 4);
+    return opt_cost_engine_mlp_numel(numel, rd, 64, 7, hidden, 2, 4);
 }
 
 /* states and traffic of rank r against the model for (stage, ranks); returns mismatches */
 static int compare(const rank_rep *r, const run_cfg *c, int stage, int ranks, int steps, int report) {
     int64_t numel[64];
-    int n = tensors(numel, c), bad = 0;
+    unsigned char rd[64];
+    int n = tensors(numel, rd, c), bad = 0;
     opt_cost_states st;
     double sent[OPT_COST_N_COLLECTIVES];
     if (opt_cost_engine_states(&st, numel, n, c->f32 ? 4 : 8, c->adamw ? 2 : 1, stage, ranks) != DP_OK) return 1;
-    if (opt_cost_engine_step_sent(sent, numel, n, c->f32 ? 4 : 8, stage, ranks, 1) != DP_OK) return 1;
+    if (opt_cost_engine_step_sent(sent, numel, rd, n, c->f32 ? 4 : 8, stage, ranks, 1) != DP_OK) return 1;
     const double want[4] = {st.params, st.master, st.grads, st.optim};
     for (int t = 0; t < 4; t++)
         if (r->peak[t] != want[t]) {
@@ -165,6 +166,7 @@ int main(void) {
         {"llama replicated N=2 adamw f64", 1, 0, 2, 0, 1, "grad-sample"},
         {"llama zero3 N=2 momentum f64", 1, 3, 2, 0, 0, "ghost"},
         {"llama zero1 N=4 adamw f32", 1, 1, 4, 1, 1, "fused"},
+        {"llama replicated N=1 ghost (2nd pass)", 1, 0, 1, 0, 1, "ghost"},
     };
     int ran = 0;
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
@@ -185,6 +187,13 @@ int main(void) {
                 T_CHECK(rr[0].nsteps == steps, "%s: %d step lines", c->what, rr[0].nsteps);
                 T_CHECK(rr[r].peak[T_ACT] == want, "%s rank %d: activations peak %.0f, model %.0f (B = %lld)",
                         c->what, r, rr[r].peak[T_ACT], want, (long long)B);
+                /* negative controls: one example more, or the second pass toggled, must not match */
+                T_CHECK(rr[r].peak[T_ACT] != opt_cost_engine_llama_tape(B + 1, 6, 13, 8, 2, 2, 12, c->f32 ? 4 : 8,
+                                                                        second, c->stage == 3),
+                        "%s: B + 1 matched", c->what);
+                T_CHECK(rr[r].peak[T_ACT] != opt_cost_engine_llama_tape(B, 6, 13, 8, 2, 2, 12, c->f32 ? 4 : 8,
+                                                                        !second, c->stage == 3),
+                        "%s: the second pass toggled matched", c->what);
             }
             printf("%-34s rank %d: params %.0f grads %.0f optimizer_state %.0f activations %.0f; sent "
                    "all-reduce %.0f reduce-scatter %.0f all-gather %.0f: %s\n", c->what, r, rr[r].peak[T_PARAMS],
