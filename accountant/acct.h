@@ -10,6 +10,7 @@
 #define ACCT_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "common/status.h"
@@ -145,5 +146,11 @@ dp_status acct_calibrate(double *param, double *eps_at, const acct_schedule *s, 
 /* epsilon of a schedule by one accountant (PLD: the upper end). */
 dp_status acct_epsilon_by(double *eps, const acct_schedule *s, acct_kind kind, double delta, const double *orders,
                           size_t n_orders);
+
+/* The rows of `dpcert reproduce dpzo-tables` (DP-ZO paper Tables 8, 9, 11-14) into `root`
+ * ("source", "rows" with a "verdict" each, "rows_not_reproduced"); the text table to `txt`
+ * unless NULL. Returns the number of rows not reproduced, or -1 (dp_error set). */
+struct json_t;
+int acct_reproduce_dpzo(struct json_t *root, FILE *txt);
 
 #endif

@@ -1,5 +1,6 @@
 /* accountant/acct_cmd.c — `dpcert account`, `dpcert audit-accounting FILE`,
- * `dpcert reproduce dpzo-tables`. Exit codes: 0 ok, 1 a claim is under-reported
+ * the rows of `dpcert reproduce dpzo-tables` (acct_reproduce_dpzo; the command and its
+ * target registry are conformance/cmd_reproduce.c). Exit codes: 0 ok, 1 a claim is under-reported
  * (or a paper row is), 2 bad usage or input, 3 internal error. */
 #include <ctype.h>
 #include <jansson.h>
@@ -13,7 +14,7 @@
 
 int dp_cmd_account(int argc, char **argv);
 int dp_cmd_audit_accounting(int argc, char **argv);
-int dp_cmd_reproduce(int argc, char **argv);
+int acct_cmd_reproduce(int argc, char **argv);
 
 static json_t *jnum(double x) { return isfinite(x) ? json_real(x) : json_string(isnan(x) ? "nan" : x > 0 ? "inf" : "-inf"); }
 
@@ -694,6 +695,7 @@ static const dpzo_row DPZO_ROWS[] = {
     {"9", ACCT_LAPLACE, 1000, 16, 75000, 30.8, 1e-5, 0.5, 0.51},
     {"9", ACCT_LAPLACE, 1000, 16, 75000, 16.3, 1e-5, 1, 1.04},
     {"9", ACCT_LAPLACE, 1000, 16, 75000, 4.6, 1e-5, 4, 4.70},
+    {"11", ACCT_GAUSSIAN, 1000, 16, 10000, 15.9, 1e-5, 0.35, NAN}, /* |D| = 1000 as Table 13 */
     {"12", ACCT_GAUSSIAN, 1000, 16, 75000, 30.9, 1e-5, 0.5, NAN},
     {"12", ACCT_GAUSSIAN, 1000, 16, 75000, 16.4, 1e-5, 1, NAN},
     {"12", ACCT_GAUSSIAN, 1000, 16, 75000, 4.8, 1e-5, 4, NAN},
@@ -710,13 +712,14 @@ static void fmtv(char *b, double v) {
     else snprintf(b, 32, "%.5f", v);
 }
 
-static int reproduce_dpzo(int json) {
-    json_t *root = json_object(), *arr = json_array();
+int acct_reproduce_dpzo(json_t *root, FILE *txt) {
+    json_t *arr = json_array();
+    const int json = txt == NULL;
     json_object_set_new(root, "neighbouring_relation", json_string(acct_adjacency_name(ACCT_ADD_REMOVE)));
-    json_object_set_new(root, "source", json_string("DP-ZO paper (dp-zo.txt), appendix Tables 8, 9, 12, 13, 14; delta = 1e-5 for the (eps, delta) tables, q = batch / |D|"));
+    json_object_set_new(root, "source", json_string("DP-ZO paper (dp-zo.txt), appendix Tables 8, 9, 11, 12, 13, 14; delta = 1e-5 for the (eps, delta) tables, q = batch / |D|"));
     int bad = 0;
     if (!json)
-        printf("DP-ZO accounting tables (neighbouring relation: %s; q = batch/|D|; delta = 1e-5 unless 0)\n"
+        fprintf(txt, "DP-ZO accounting tables (neighbouring relation: %s; q = batch/|D|; delta = 1e-5 unless 0)\n"
                "%-5s %-9s %-7s %-6s %-6s %-8s %-7s %-12s %-12s %-25s %-12s %-12s %s\n",
                acct_adjacency_name(ACCT_ADD_REMOVE), "table", "mech", "sigma", "q", "steps", "delta", "paper",
                "ours_rdp", "ours_pure", "ours_pld [lower, upper]", "ours_rr", "paper_prv", "verdict");
@@ -749,9 +752,9 @@ static int reproduce_dpzo(int json) {
             acct_pld_default_opts(&po);
             po.target_points = (size_t)1 << 20;
             if (acct_pld_epsilon(&pr, &s, r->delta, &po) != DP_OK) {
-                fprintf(stderr, "dpcert reproduce: table %s row %zu: %s\n", r->table, i + 1, dp_last_error());
-                json_decref(o); json_decref(arr); json_decref(root);
-                return 3;
+                dp_error_context(DP_ERR_INTERNAL, "table %s row %zu", r->table, i + 1);
+                json_decref(o); json_decref(arr);
+                return -1;
             }
             lo = pr.lower; up = pr.upper;
             vlo = pr.lower_fp; vup = pr.upper_fp; /* verdicts: the interval widened by the fp budget */
@@ -787,32 +790,39 @@ static int reproduce_dpzo(int json) {
             else snprintf(pld, sizeof pld, "[%.5f, %.5f]", lo, up);
             char c1[32], c2[32], c3[32], c4[32];
             fmtv(c1, rdp); fmtv(c2, pure); fmtv(c3, rr); fmtv(c4, r->claim2);
-            printf("%-5s %-9s %-7g %-6g %-6g %-8g %-7g %-12s %-12s %-25s %-12s %-12s %s%s%s\n", r->table,
+            fprintf(txt, "%-5s %-9s %-7g %-6g %-6g %-8g %-7g %-12s %-12s %-25s %-12s %-12s %s%s%s\n", r->table,
                    acct_mech_name(r->mech), r->param, s.seg[0].q, r->steps, r->delta, r->claim, c1, c2, pld, c3,
                    c4, verdict, v2 ? "; PRV column " : "", v2 ? v2 : "");
         }
     }
     json_object_set_new(root, "rows", arr);
     json_object_set_new(root, "rows_not_reproduced", json_integer(bad));
-    if (json) {
-        char *txt = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-        if (txt) { puts(txt); free(txt); }
-    } else {
-        printf("%d row(s) not reproduced (UNDER-REPORTED or differing PRV column)\n", bad);
-    }
-    json_decref(root);
-    return bad ? 1 : 0;
+    return bad;
 }
 
-int dp_cmd_reproduce(int argc, char **argv) {
+/* `reproduce dpzo-tables [--json]` alone (the accountant's own tests call it). */
+int acct_cmd_reproduce(int argc, char **argv) {
     if (argc < 1 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
-        printf("usage: dpcert reproduce TABLE [--json]\ntables: dpzo-tables (DP-ZO paper, Tables 8, 9, 12, 13, 14)\n");
+        printf("usage: dpcert reproduce TABLE [--json]\ntables: dpzo-tables (DP-ZO paper, Tables 8, 9, 11, 12, 13, 14)\n");
         return argc < 1 ? 2 : 0;
     }
     int json = 0, help = 0;
     dp_opt opts[] = {{"--json", DP_OPT_FLAG, &json, NULL, "JSON output"}};
     dp_status st = dp_opts_parse(opts, 1, argc - 1, argv + 1, NULL, 0, NULL, &help);
     if (st != DP_OK) return dp_cli_fail("reproduce", st);
-    if (strcmp(argv[0], "dpzo-tables") == 0) return reproduce_dpzo(json);
+    if (strcmp(argv[0], "dpzo-tables") == 0) {
+        json_t *root = json_object();
+        int bad = acct_reproduce_dpzo(root, json ? NULL : stdout);
+        if (bad < 0) {
+            fprintf(stderr, "dpcert reproduce: %s\n", dp_last_error());
+        } else if (json) {
+            char *txt = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+            if (txt) { puts(txt); free(txt); }
+        } else {
+            printf("%d row(s) not reproduced (UNDER-REPORTED or differing PRV column)\n", bad);
+        }
+        json_decref(root);
+        return bad < 0 ? 3 : bad ? 1 : 0;
+    }
     return dp_cli_fail("reproduce", dp_error(DP_ERR_USAGE, "unknown table '%s' (expected dpzo-tables)", argv[0]));
 }

@@ -40,6 +40,8 @@ int main(int c,char**v){(void)c;(void)v; return MPI_VERSION < 3;}' $MPI_CFLAGS $
     clang -fsanitize=fuzzer "$T/fuzz.c" -o "$T/fuzz" >"$T/fuzz.log" 2>&1 && HAVE_LIBFUZZER=1
   fi
   command -v lcov >/dev/null 2>&1 && command -v genhtml >/dev/null 2>&1 && HAVE_LCOV=1
+  HAVE_CHROMIUM=0
+  command -v chromium >/dev/null 2>&1 && chromium --version >"$T/chromium.log" 2>&1 && HAVE_CHROMIUM=1
   NVCC=""
   if [ -x "$CUDA_HOME/bin/nvcc" ]; then NVCC=$CUDA_HOME/bin/nvcc; elif command -v nvcc >/dev/null 2>&1; then NVCC=$(command -v nvcc); fi
   if [ -n "$NVCC" ]; then
@@ -72,6 +74,7 @@ HAVE_JANSSON := $HAVE_JANSSON
 HAVE_MPI := $HAVE_MPI
 HAVE_LIBFUZZER := $HAVE_LIBFUZZER
 HAVE_LCOV := $HAVE_LCOV
+HAVE_CHROMIUM := $HAVE_CHROMIUM
 HAVE_NVCC := $HAVE_NVCC
 HAVE_CUDA := $HAVE_CUDA
 NVCC := $NVCC
@@ -92,6 +95,7 @@ echo " required  jansson (JSON)                   $(yn $HAVE_JANSSON)"
 echo " required  Open MPI (host collectives)      $(yn $HAVE_MPI)"
 echo " optional  clang libFuzzer (make fuzz)      $(yn $HAVE_LIBFUZZER)"
 echo " optional  lcov (make coverage)             $(yn $HAVE_LCOV)"
+echo " optional  chromium (HTML report test)      $(yn $HAVE_CHROMIUM)"
 echo " optional  nvcc sm_90 ($CUDA_HOME)     $(yn $HAVE_NVCC)"
 echo " optional  cuBLAS / NCCL                    $(yn $HAVE_CUBLAS) / $(yn $HAVE_NCCL)"
 echo " will build: dpcert (host backend$( [ "$HAVE_CUDA" = 1 ] && echo ', cuda backend: sm_90 SASS + compute_90 PTX')), tests$( [ "$HAVE_LIBFUZZER" = 1 ] && echo ', fuzzers')"

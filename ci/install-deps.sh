@@ -21,6 +21,19 @@ if [ -n "$missing" ]; then
 else
   echo "install-deps: all Debian packages present"
 fi
+# optional: headless Chromium renders the HTML reports (conformance/tests/report_html_chromium_slow.sh,
+# which is skipped with 77 only where Chromium cannot be installed). A failure here is not fatal.
+if ! dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q "install ok installed"; then
+  CSUDO=""; [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1 && CSUDO="sudo"
+  if [ "$(id -u)" = 0 ] || [ -n "$CSUDO" ]; then
+    echo "install-deps: installing: chromium (optional)"
+    { [ -n "$missing" ] || DEBIAN_FRONTEND=noninteractive $CSUDO apt-get update -qq; } &&
+      DEBIAN_FRONTEND=noninteractive $CSUDO apt-get install -y -qq --no-install-recommends chromium ||
+      echo "install-deps: chromium could not be installed (the HTML rendering test will be skipped)"
+  else
+    echo "install-deps: not root and no sudo; chromium (optional) not installed"
+  fi
+fi
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 if [ -x "$CUDA_HOME/bin/nvcc" ]; then
   echo "install-deps: CUDA toolkit: $("$CUDA_HOME/bin/nvcc" --version | tail -n 2 | head -n 1)"

@@ -12,6 +12,7 @@
 #include "common/fsutil.h"
 #include "common/cli.h"
 #include "conformance/conf.h"
+#include "conformance/html.h"
 
 #define CMD "conform"
 
@@ -199,6 +200,7 @@ int dp_cmd_conform(int argc, char **argv) {
                 st = conf_report_md(p, suite, res, nrun);
             }
         }
+        if (st == DP_OK && snprintf(p, sizeof p, "%s/report.html", report) > 0) st = conf_report_html(p, suite, res, nrun);
         if (st == DP_OK) printf("reports: %s/report.json, %s/junit.xml, %s/report.md\n", report, report, report);
     }
     if (!work && !keep) rmdir(tmpl);

@@ -14,7 +14,7 @@
 
 int dp_cmd_account(int argc, char **argv);
 int dp_cmd_audit_accounting(int argc, char **argv);
-int dp_cmd_reproduce(int argc, char **argv);
+int acct_cmd_reproduce(int argc, char **argv);
 
 static char out_buf[1 << 20], err_buf[1 << 16];
 
@@ -243,13 +243,13 @@ int main(void) {
     T_CHECK(rc == 2, "missing file: rc %d", rc);
 
     /* ---- reproduce ---- */
-    rc = run(dp_cmd_reproduce, "dpzo-tables", "--json", NULL);
+    rc = run(acct_cmd_reproduce, "dpzo-tables", "--json", NULL);
     T_CHECK(rc == 1, "dpzo-tables rc %d (Table 8 row 5 does not reproduce)", rc);
     j = json_loads(out_buf, 0, NULL);
     T_CHECK(j != NULL, "reproduce JSON");
     if (j) {
         json_t *rows = json_object_get(j, "rows");
-        T_CHECK(json_array_size(rows) == 17, "17 rows");
+        T_CHECK(json_array_size(rows) == 18, "18 rows (Table 11 added)");
         for (size_t k = 0; k < json_array_size(rows); k++) {
             json_t *r = json_array_get(rows, k);
             const char *v = json_string_value(json_object_get(r, "verdict"));
@@ -263,7 +263,7 @@ int main(void) {
         }
         json_decref(j);
     }
-    rc = run(dp_cmd_reproduce, "nosuch-table", NULL);
+    rc = run(acct_cmd_reproduce, "nosuch-table", NULL);
     T_CHECK(rc == 2 && strstr(err_buf, "nosuch-table"), "unknown table: rc %d '%s'", rc, err_buf);
     unlink(p1); unlink(p2); unlink(p3); unlink(p4); unlink(p5); unlink(p6);
     rmdir(d);
