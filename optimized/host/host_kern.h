@@ -6,65 +6,13 @@
  * split across threads only over independent outputs (rows of C, examples), so
  * results do not depend on the thread count. Shapes as in optimized/backend.h. */
 
-/* ---- GEMM ---- */
-typedef struct {
-    R *C; const R *A, *B;
-    int ta, tb; int64_t M, N, K_, batch, sA, sB, sC;
-    R alpha, beta;
-    R *scratch; int64_t sstride; /* per-thread scratch: K + N elements */
-} K(gemm_job);
-
-/* Element (i, k) of op(A_b), (k, j) of op(B_b). */
-static void K(gemm_rows)(void *arg, int64_t lo, int64_t hi, int tid) {
-    K(gemm_job) *g = arg;
-    /* work items: (b, i) pairs, item = b*M + i. Each C[i, j] is accumulated over k in
-     * increasing order, in one accumulator (acc[j] below when tb = 0). */
-    R *buf = g->scratch + tid * g->sstride;
-    R *abuf = buf, *acc = buf + g->K_;
-    for (int64_t it = lo; it < hi; it++) {
-        int64_t b = it / g->M, i = it % g->M;
-        const R *A = g->A + b * g->sA, *B = g->B + b * g->sB;
-        R *C = g->C + b * g->sC + i * g->N;
-        const R *arow; /* row i of op(A) [K] */
-        if (!g->ta) arow = A + i * g->K_;
-        else {
-            for (int64_t k = 0; k < g->K_; k++) abuf[k] = A[k * g->M + i];
-            arow = abuf;
-        }
-        if (g->tb) {
-            for (int64_t j = 0; j < g->N; j++) {
-                const R *brow = B + j * g->K_;
-                R s = 0;
-                for (int64_t k = 0; k < g->K_; k++) s += arow[k] * brow[k];
-                acc[j] = s;
-            }
-        } else {
-            for (int64_t j = 0; j < g->N; j++) acc[j] = 0;
-            for (int64_t k = 0; k < g->K_; k++) {
-                R a = arow[k];
-                const R *brow = B + k * g->N;
-                for (int64_t j = 0; j < g->N; j++) acc[j] += a * brow[j];
-            }
-        }
-        for (int64_t j = 0; j < g->N; j++) {
-            R v = g->alpha * acc[j];
-            C[j] = g->beta == 0 ? v : v + g->beta * C[j];
-        }
-    }
-}
-
+/* ---- GEMM (host_gemm.h: packed, register-blocked, one k-ordered accumulator per C
+ * element; output tiles split across threads) ---- */
 static dp_status K(gemm)(void *ctx, void *C, const void *A, const void *B, int ta, int tb, int64_t M,
                          int64_t N, int64_t Kd, double alpha, double beta, int64_t batch, int64_t sA,
                          int64_t sB, int64_t sC) {
-    if (M < 0 || N < 0 || Kd < 0 || batch < 0) return dp_error(DP_ERR_INVALID, "gemm: negative size");
-    int64_t stride = Kd + N + 1;
-    R *scratch = host_scratch(ctx, sizeof(R) * (size_t)stride);
-    if (!scratch) return dp_error(DP_ERR_NOMEM, "gemm: out of memory");
-    K(gemm_job) g = {(R *)C, (const R *)A, (const R *)B, ta, tb, M, N, Kd, batch, sA, sB, sC, (R)alpha, (R)beta,
-                     scratch, stride};
-    host_parallel(ctx, K(gemm_rows), &g, batch * M, N * Kd);
-    free(scratch);
-    return DP_OK;
+    opt_hgemm_problem p = {C, A, B, ta, tb, M, N, Kd, alpha, beta, batch, sA, sB, sC, NULL, 1, 0, OPT_HGEMM_ISA_AUTO};
+    return host_gemm_run(ctx, &p);
 }
 
 static dp_status K(add_bias)(void *ctx, void *y_, const void *b_, int64_t rows, int64_t n) {
@@ -370,21 +318,24 @@ static dp_status K(sqnorm_rows)(void *ctx, void *sq_, const void *g_, int64_t B,
     return DP_OK;
 }
 
-typedef struct { R *sq; const R *A, *G; int64_t T, d, p; R *scratch; } K(ghost_job);
-/* per example: Ga[t,s] = A_t . A_s, Gg[t,s] = G_t . G_s; sq += sum_{t,s} Ga Gg (row-major t, s order) */
+/* One block C = op(A) op(B) of the host GEMM on the calling thread (tid's workspace). */
+static void K(gemm1)(void *ctx, int tid, R *C, const R *A, const R *B, int ta, int tb, int64_t M, int64_t N,
+                     int64_t Kd, int sym) {
+    opt_hgemm_problem pr = {C, A, B, ta, tb, M, N, Kd, 1.0, 0.0, 1, 0, 0, 0, NULL, 1, sym, OPT_HGEMM_ISA_AUTO};
+    K(opt_hgemm_run)(&pr, 0, opt_hgemm_tiles(&pr), host_gemm_ws(ctx, tid));
+}
+
+typedef struct { void *ctx; R *sq; const R *A, *G; int64_t T, d, p; R *scratch; } K(ghost_job);
+/* per example: Ga[t,s] = A_t . A_s, Gg[t,s] = G_t . G_s (symmetric GEMMs: the lower
+ * half computed, mirrored); sq += sum_{t,s} Ga Gg (row-major t, s order) */
 static void K(ghost_ex)(void *arg, int64_t lo, int64_t hi, int tid) {
     K(ghost_job) *j = arg;
     int64_t T = j->T;
     R *ga = j->scratch + tid * (2 * T * T + 1), *gg = ga + T * T;
     for (int64_t b = lo; b < hi; b++) {
         const R *A = j->A + b * T * j->d, *G = j->G + b * T * j->p;
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t s = 0; s < T; s++) {
-                R x = 0, y = 0;
-                for (int64_t e = 0; e < j->d; e++) x += A[t * j->d + e] * A[s * j->d + e];
-                for (int64_t e = 0; e < j->p; e++) y += G[t * j->p + e] * G[s * j->p + e];
-                ga[t * T + s] = x; gg[t * T + s] = y;
-            }
+        K(gemm1)(j->ctx, tid, ga, A, A, 0, 1, T, T, j->d, 1);
+        K(gemm1)(j->ctx, tid, gg, G, G, 0, 1, T, T, j->p, 1);
         R acc = 0;
         for (int64_t i = 0; i < T * T; i++) acc += ga[i] * gg[i];
         j->sq[b] += acc;
@@ -392,9 +343,10 @@ static void K(ghost_ex)(void *arg, int64_t lo, int64_t hi, int tid) {
 }
 static dp_status K(ghost_sqnorm)(void *ctx, void *sq, const void *A, const void *G, int64_t B, int64_t T,
                                  int64_t d, int64_t p) {
+    DP_TRY(host_gemm_ws_ready(ctx));
     R *scratch = host_scratch(ctx, sizeof(R) * (size_t)(2 * T * T + 1));
     if (!scratch) return dp_error(DP_ERR_NOMEM, "ghost_sqnorm: out of memory");
-    K(ghost_job) j = {sq, A, G, T, d, p, scratch};
+    K(ghost_job) j = {ctx, sq, A, G, T, d, p, scratch};
     host_parallel(ctx, K(ghost_ex), &j, B, T * T * (d + p));
     free(scratch);
     return DP_OK;
@@ -423,63 +375,71 @@ static dp_status K(clip_accum)(void *ctx, void *sum_, const void *g_, const void
     return DP_OK;
 }
 
-typedef struct { R *dW; const R *A, *G, *c; int64_t B, T, d, p; } K(bk_job);
-/* dW[i, e] += sum over rows r = b*T + t in order of (c_b G[r,i]) A[r,e] */
-static void K(bk_rows)(void *arg, int64_t lo, int64_t hi, int tid) {
-    K(bk_job) *j = arg;
-    int64_t rows = j->B * j->T;
-    for (int64_t i = lo; i < hi; i++)
-        for (int64_t e = 0; e < j->d; e++) {
-            R acc = 0;
-            for (int64_t r = 0; r < rows; r++) acc += (j->c[r / j->T] * j->G[r * j->p + i]) * j->A[r * j->d + e];
-            j->dW[i * j->d + e] += acc;
-        }
-}
-/* Same terms and order as bk_rows, as one GEMM: Gc[r, i] = c_b G[r, i] (exact per-term
- * products as above), then dW += Gc^T A accumulated over r in order (beta = 1 adds the
- * old dW last, the same single rounding as dW[i,e] += acc). */
-static dp_status K(bk_gemm)(void *ctx, void *dW, const void *A, const void *G_, const void *c_, int64_t B, int64_t T,
+/* dW[i, e] += sum over rows r = b*T + t in order of (c_b G[r,i]) A[r,e]: one GEMM
+ * dW = 1 (Gc)^T A + 1 dW over the B*T rows, where the packing forms each term's factor
+ * c_b G[r,i] (the same rounded product as an explicit Gc) and beta = 1 adds the old dW
+ * last (the same single rounding as dW[i,e] += acc). */
+static dp_status K(bk_gemm)(void *ctx, void *dW, const void *A, const void *G, const void *c, int64_t B, int64_t T,
                             int64_t d, int64_t p) {
-    const R *G = G_, *c = c_;
-    int64_t rows = B * T;
-    R *Gc = malloc(sizeof(R) * (size_t)(rows * p + 1));
-    if (!Gc) { /* fall back to the scratch-free loop (same bits) */
-        K(bk_job) j = {dW, A, G, c, B, T, d, p};
-        host_parallel(ctx, K(bk_rows), &j, p, B * T * d);
-        return DP_OK;
-    }
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t i = 0; i < p; i++) Gc[r * p + i] = c[r / T] * G[r * p + i];
-    dp_status st = K(gemm)(ctx, dW, Gc, A, 1, 0, p, d, rows, 1.0, 1.0, 1, 0, 0, 0);
-    free(Gc);
-    return st;
+    opt_hgemm_problem pr = {dW, G, A, 1, 0, p, d, B * T, 1.0, 1.0, 1, 0, 0, 0, c, T > 0 ? T : 1, 0,
+                            OPT_HGEMM_ISA_AUTO};
+    return host_gemm_run(ctx, &pr);
 }
 
-/* one block g_b[i, e] = sum_t G[b,t,i] A[b,t,e] (t order) into blk [p, d]; returns ||g_b||^2 */
-static R K(block)(R *blk, const R *A, const R *G, int64_t b, int64_t T, int64_t d, int64_t p) {
+/* one block g_b[i, e] = sum_t G[b,t,i] A[b,t,e] (t order) into blk [p, d] (the host
+ * GEMM on thread tid); returns ||g_b||^2 summed in (i, e) order */
+static R K(block)(void *ctx, int tid, R *blk, const R *A, const R *G, int64_t b, int64_t T, int64_t d, int64_t p) {
+    K(gemm1)(ctx, tid, blk, G + b * T * p, A + b * T * d, 1, 0, p, d, T, 0);
     R sq = 0;
-    for (int64_t i = 0; i < p; i++)
-        for (int64_t e = 0; e < d; e++) {
-            R acc = 0;
-            for (int64_t t = 0; t < T; t++) acc += G[(b * T + t) * p + i] * A[(b * T + t) * d + e];
-            blk[i * d + e] = acc;
-            sq += acc * acc;
-        }
+    for (int64_t i = 0; i < p * d; i++) sq += blk[i] * blk[i];
     return sq;
 }
+/* Examples b0 + [lo, hi): blocks into blk + (b - b0) p d (or the thread's slot when
+ * per_thread), squared norms into sqb[b - b0]. */
+typedef struct { void *ctx; R *blk, *sqb; const R *A, *G; int64_t b0, T, d, p; int per_thread; } K(fused_job);
+static void K(fused_blocks)(void *arg, int64_t lo, int64_t hi, int tid) {
+    K(fused_job) *j = arg;
+    for (int64_t it = lo; it < hi; it++) {
+        R *blk = j->blk + (j->per_thread ? tid : it) * j->p * j->d;
+        j->sqb[it] = K(block)(j->ctx, tid, blk, j->A, j->G, j->b0 + it, j->T, j->d, j->p);
+    }
+}
+/* dW[e] += c_b blk_b[e] for the chunk's examples b in order, elements [lo, hi) */
+typedef struct { R *dW; const R *blk, *c; int64_t nb, n; } K(fused_acc_job);
+static void K(fused_acc)(void *arg, int64_t lo, int64_t hi, int tid) {
+    K(fused_acc_job) *j = arg;
+    for (int64_t e = lo; e < hi; e++) {
+        R v = j->dW[e];
+        for (int64_t b = 0; b < j->nb; b++) v += j->c[b] * j->blk[b * j->n + e];
+        j->dW[e] = v;
+    }
+}
+/* Chunks of `threads` examples: their blocks in parallel (one example per item), then
+ * norms and factors in example order, then dW += c_b g_b over the chunk's examples in
+ * order, split across threads by element: every dW element sees b = 0..B-1 in order. */
 static dp_status K(fused_clip_accum)(void *ctx, void *dW_, void *sq_out_, void *c_out_, const void *A_, const void *G_,
                                      const void *extra_, double C, opt_clip_fn fn, double gamma, int64_t B, int64_t T,
                                      int64_t d, int64_t p) {
     R *dW = dW_, *sq_out = sq_out_, *c_out = c_out_; const R *A = A_, *G = G_, *extra = extra_;
-    R *blk = malloc(sizeof(R) * (size_t)(p * d > 0 ? p * d : 1));
+    int64_t chunk = ((host_ctx *)ctx)->threads, n = p * d;
+    if (chunk > B) chunk = B > 0 ? B : 1;
+    DP_TRY(host_gemm_ws_ready(ctx));
+    R *blk = malloc(sizeof(R) * (size_t)(chunk * n + 2 * chunk + 1));
     if (!blk) return dp_error(DP_ERR_NOMEM, "fused_clip_accum: out of memory");
-    for (int64_t b = 0; b < B; b++) {
-        R sq = K(block)(blk, A, G, b, T, d, p);
-        if (extra) sq += extra[b];
-        R c = K(clipfn)(sq, C, fn, gamma);
-        for (int64_t i = 0; i < p * d; i++) dW[i] += c * blk[i];
-        if (sq_out) sq_out[b] = sq;
-        if (c_out) c_out[b] = c;
+    R *sqb = blk + chunk * n, *cb = sqb + chunk;
+    for (int64_t b0 = 0; b0 < B; b0 += chunk) {
+        int64_t nb = B - b0 < chunk ? B - b0 : chunk;
+        K(fused_job) fj = {ctx, blk, sqb, A, G, b0, T, d, p, 0};
+        host_parallel(ctx, K(fused_blocks), &fj, nb, T * n);
+        for (int64_t k = 0; k < nb; k++) {
+            R sq = sqb[k];
+            if (extra) sq += extra[b0 + k];
+            cb[k] = K(clipfn)(sq, C, fn, gamma);
+            if (sq_out) sq_out[b0 + k] = sq;
+            if (c_out) c_out[b0 + k] = cb[k];
+        }
+        K(fused_acc_job) aj = {dW, blk, cb, nb, n};
+        host_parallel(ctx, K(fused_acc), &aj, n, nb);
     }
     free(blk);
     return DP_OK;
@@ -487,10 +447,14 @@ static dp_status K(fused_clip_accum)(void *ctx, void *dW_, void *sq_out_, void *
 static dp_status K(fused_sqnorm)(void *ctx, void *sq_, const void *A, const void *G, int64_t B, int64_t T, int64_t d,
                                  int64_t p) {
     R *sq = sq_;
-    R *blk = malloc(sizeof(R) * (size_t)(p * d > 0 ? p * d : 1));
-    if (!blk) return dp_error(DP_ERR_NOMEM, "fused_sqnorm: out of memory");
-    for (int64_t b = 0; b < B; b++) sq[b] += K(block)(blk, A, G, b, T, d, p);
-    free(blk);
+    DP_TRY(host_gemm_ws_ready(ctx));
+    R *blk = host_scratch(ctx, sizeof(R) * (size_t)(p * d + 1));
+    R *sqb = malloc(sizeof(R) * (size_t)(B + 1));
+    if (!blk || !sqb) { free(blk); free(sqb); return dp_error(DP_ERR_NOMEM, "fused_sqnorm: out of memory"); }
+    K(fused_job) fj = {ctx, blk, sqb, A, G, 0, T, d, p, 1};
+    host_parallel(ctx, K(fused_blocks), &fj, B, T * p * d);
+    for (int64_t b = 0; b < B; b++) sq[b] += sqb[b];
+    free(blk); free(sqb);
     return DP_OK;
 }
 
