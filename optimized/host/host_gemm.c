@@ -57,13 +57,18 @@ double opt_hgemm_tile_cost(const opt_hgemm_problem *p) {
 #if HG_X86
 /* 6 x 8 doubles: c[r][0..3], c[r][4..7] */
 __attribute__((target("avx2"))) static void ukr_avx2_f64(int64_t kc, const double *restrict a,
-                                                          const double *restrict b, double *restrict acc) {
-    __m256d c00 = _mm256_loadu_pd(acc + 0), c01 = _mm256_loadu_pd(acc + 4);
-    __m256d c10 = _mm256_loadu_pd(acc + 8), c11 = _mm256_loadu_pd(acc + 12);
-    __m256d c20 = _mm256_loadu_pd(acc + 16), c21 = _mm256_loadu_pd(acc + 20);
-    __m256d c30 = _mm256_loadu_pd(acc + 24), c31 = _mm256_loadu_pd(acc + 28);
-    __m256d c40 = _mm256_loadu_pd(acc + 32), c41 = _mm256_loadu_pd(acc + 36);
-    __m256d c50 = _mm256_loadu_pd(acc + 40), c51 = _mm256_loadu_pd(acc + 44);
+                                                          const double *restrict b, double *restrict acc, int first) {
+    __m256d c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+    if (first) {
+        c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_pd();
+    } else {
+        c00 = _mm256_loadu_pd(acc + 0); c01 = _mm256_loadu_pd(acc + 4);
+        c10 = _mm256_loadu_pd(acc + 8); c11 = _mm256_loadu_pd(acc + 12);
+        c20 = _mm256_loadu_pd(acc + 16); c21 = _mm256_loadu_pd(acc + 20);
+        c30 = _mm256_loadu_pd(acc + 24); c31 = _mm256_loadu_pd(acc + 28);
+        c40 = _mm256_loadu_pd(acc + 32); c41 = _mm256_loadu_pd(acc + 36);
+        c50 = _mm256_loadu_pd(acc + 40); c51 = _mm256_loadu_pd(acc + 44);
+    }
     for (int64_t k = 0; k < kc; k++) {
         __m256d b0 = _mm256_loadu_pd(b), b1 = _mm256_loadu_pd(b + 4), x;
 #define HG_ROW(r, c0, c1)                          \
@@ -85,13 +90,18 @@ __attribute__((target("avx2"))) static void ukr_avx2_f64(int64_t kc, const doubl
 }
 /* 6 x 16 floats */
 __attribute__((target("avx2"))) static void ukr_avx2_f32(int64_t kc, const float *restrict a,
-                                                          const float *restrict b, float *restrict acc) {
-    __m256 c00 = _mm256_loadu_ps(acc + 0), c01 = _mm256_loadu_ps(acc + 8);
-    __m256 c10 = _mm256_loadu_ps(acc + 16), c11 = _mm256_loadu_ps(acc + 24);
-    __m256 c20 = _mm256_loadu_ps(acc + 32), c21 = _mm256_loadu_ps(acc + 40);
-    __m256 c30 = _mm256_loadu_ps(acc + 48), c31 = _mm256_loadu_ps(acc + 56);
-    __m256 c40 = _mm256_loadu_ps(acc + 64), c41 = _mm256_loadu_ps(acc + 72);
-    __m256 c50 = _mm256_loadu_ps(acc + 80), c51 = _mm256_loadu_ps(acc + 88);
+                                                          const float *restrict b, float *restrict acc, int first) {
+    __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+    if (first) {
+        c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
+    } else {
+        c00 = _mm256_loadu_ps(acc + 0); c01 = _mm256_loadu_ps(acc + 8);
+        c10 = _mm256_loadu_ps(acc + 16); c11 = _mm256_loadu_ps(acc + 24);
+        c20 = _mm256_loadu_ps(acc + 32); c21 = _mm256_loadu_ps(acc + 40);
+        c30 = _mm256_loadu_ps(acc + 48); c31 = _mm256_loadu_ps(acc + 56);
+        c40 = _mm256_loadu_ps(acc + 64); c41 = _mm256_loadu_ps(acc + 72);
+        c50 = _mm256_loadu_ps(acc + 80); c51 = _mm256_loadu_ps(acc + 88);
+    }
     for (int64_t k = 0; k < kc; k++) {
         __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8), x;
 #define HG_ROW(r, c0, c1)                          \
@@ -115,6 +125,36 @@ __attribute__((target("avx2"))) static void ukr_avx2_f32(int64_t kc, const float
 #define ukr_avx2_f64 ukr_generic_f64 /* never chosen: opt_hgemm_isa_best() is generic */
 #define ukr_avx2_f32 ukr_generic_f32
 #endif
+
+/* y = y + a x, lane-wise (no FMA) */
+#if HG_X86
+__attribute__((target("avx2"))) static void axpy_avx2_f64(double *y, double a, const double *x, int64_t n) {
+    __m256d va = _mm256_set1_pd(a);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        _mm256_storeu_pd(y + i, _mm256_add_pd(_mm256_loadu_pd(y + i), _mm256_mul_pd(va, _mm256_loadu_pd(x + i))));
+    for (; i < n; i++) y[i] = y[i] + a * x[i];
+}
+__attribute__((target("avx2"))) static void axpy_avx2_f32(float *y, float a, const float *x, int64_t n) {
+    __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, _mm256_loadu_ps(x + i))));
+    for (; i < n; i++) y[i] = y[i] + a * x[i];
+}
+#endif
+void opt_hgemm_axpy_f64(double *y, double a, const double *x, int64_t n) {
+#if HG_X86
+    if (opt_hgemm_isa_best() == OPT_HGEMM_ISA_AVX2) { axpy_avx2_f64(y, a, x, n); return; }
+#endif
+    for (int64_t i = 0; i < n; i++) y[i] = y[i] + a * x[i];
+}
+void opt_hgemm_axpy_f32(float *y, float a, const float *x, int64_t n) {
+#if HG_X86
+    if (opt_hgemm_isa_best() == OPT_HGEMM_ISA_AVX2) { axpy_avx2_f32(y, a, x, n); return; }
+#endif
+    for (int64_t i = 0; i < n; i++) y[i] = y[i] + a * x[i];
+}
 
 #define R double
 #define GK(name) name##_f64

@@ -28,7 +28,9 @@ typedef enum { OPT_HGEMM_ISA_AUTO = 0, OPT_HGEMM_ISA_GENERIC, OPT_HGEMM_ISA_AVX2
  *     exact product kscale[k / kdiv] * op(A)[i,k] (book-keeping's c_b G rows);
  *   sym = 1: op(A_b) op(B_b) is known symmetric (a Gram matrix X X^T): only tiles on or
  *     below the diagonal are computed and C[j,i] receives C[i,j]; requires M = N and
- *     beta = 0. Bit-identical to the full product because x y = y x exactly. */
+ *     beta = 0. Bit-identical to the full product because x y = y x exactly;
+ *   lda, ldb, ldc: row strides in elements of A_b, B_b, C_b as stored (0: dense, i.e.
+ *     K or M for A, N or K for B, N for C), e.g. one head's rows of [T, H, hd]. */
 typedef struct {
     void *C;
     const void *A, *B;
@@ -40,6 +42,7 @@ typedef struct {
     int64_t kdiv;
     int sym;
     opt_hgemm_isa isa;
+    int64_t lda, ldb, ldc;
 } opt_hgemm_problem;
 
 /* Number of independent output macro-tiles of the problem (batch included). */
@@ -51,6 +54,9 @@ double opt_hgemm_tile_cost(const opt_hgemm_problem *p);
 /* Run tiles [lo, hi) with workspace ws (opt_hgemm_ws_bytes, 64-byte aligned). */
 void opt_hgemm_run_f64(const opt_hgemm_problem *p, int64_t lo, int64_t hi, void *ws);
 void opt_hgemm_run_f32(const opt_hgemm_problem *p, int64_t lo, int64_t hi, void *ws);
+/* y[i] = y[i] + a x[i] for i < n (a rounded product, then a rounded add; vectorised) */
+void opt_hgemm_axpy_f64(double *y, double a, const double *x, int64_t n);
+void opt_hgemm_axpy_f32(float *y, float a, const float *x, int64_t n);
 /* The ISA OPT_HGEMM_ISA_AUTO resolves to on this CPU, and its name ("avx2", "generic"). */
 opt_hgemm_isa opt_hgemm_isa_best(void);
 const char *opt_hgemm_isa_name(opt_hgemm_isa isa);

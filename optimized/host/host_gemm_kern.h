@@ -8,12 +8,14 @@
  * tile's accumulator buffer between slices (stored and reloaded exactly), so each
  * C element still sees one accumulator over k = 0..K-1 in order. */
 
-typedef void (*GK(ukr_fn))(int64_t kc, const R *a, const R *b, R *acc);
+/* acc[r][c] += a[k][r] * b[k][c] over k in order: a rounded product, then a rounded add;
+ * first = 1 starts from acc = 0 (the first K slice) instead of loading acc */
+typedef void (*GK(ukr_fn))(int64_t kc, const R *a, const R *b, R *acc, int first);
 
-/* acc[r][c] += a[k][r] * b[k][c] over k in order: a rounded product, then a rounded add */
-static void GK(ukr_generic)(int64_t kc, const R *restrict a, const R *restrict b, R *restrict acc) {
+static void GK(ukr_generic)(int64_t kc, const R *restrict a, const R *restrict b, R *restrict acc, int first) {
     R c[HG_MR][GK(NR)];
-    memcpy(c, acc, sizeof c);
+    if (first) memset(c, 0, sizeof c);
+    else memcpy(c, acc, sizeof c);
     for (int64_t k = 0; k < kc; k++) {
         for (int r = 0; r < HG_MR; r++) {
             R ar = a[k * HG_MR + r];
@@ -31,24 +33,30 @@ static void GK(ukr_generic)(int64_t kc, const R *restrict a, const R *restrict b
 static void GK(pack_a)(R *restrict Ap, const opt_hgemm_problem *p, const R *A, int64_t i0, int64_t mc, int64_t k0,
                        int64_t kc) {
     const R *ks = p->kscale;
+    const int64_t lda = p->lda ? p->lda : (p->ta ? p->M : p->K);
     int64_t panels = (mc + HG_MR - 1) / HG_MR;
     for (int64_t q = 0; q < panels; q++) {
         R *dst = Ap + q * HG_MR * kc;
+        int64_t rn = mc - q * HG_MR < HG_MR ? mc - q * HG_MR : HG_MR, ib = i0 + q * HG_MR;
+        if (p->ta) { /* op(A) rows are columns of A: read k-major, contiguous in r */
+            for (int64_t k = 0; k < kc; k++) {
+                const R *src = A + (k0 + k) * lda + ib;
+                R *d = dst + k * HG_MR, f = ks ? ks[(k0 + k) / p->kdiv] : 0;
+                int r = 0;
+                if (ks) for (; r < rn; r++) d[r] = f * src[r];
+                else for (; r < rn; r++) d[r] = src[r];
+                for (; r < HG_MR; r++) d[r] = 0;
+            }
+            continue;
+        }
         for (int r = 0; r < HG_MR; r++) {
-            int64_t i = i0 + q * HG_MR + r;
-            if (q * HG_MR + r >= mc) {
+            if (r >= rn) {
                 for (int64_t k = 0; k < kc; k++) dst[k * HG_MR + r] = 0;
                 continue;
             }
-            if (!p->ta) {
-                const R *src = A + i * p->K + k0;
-                if (ks) for (int64_t k = 0; k < kc; k++) dst[k * HG_MR + r] = ks[(k0 + k) / p->kdiv] * src[k];
-                else for (int64_t k = 0; k < kc; k++) dst[k * HG_MR + r] = src[k];
-            } else {
-                const R *src = A + k0 * p->M + i;
-                if (ks) for (int64_t k = 0; k < kc; k++) dst[k * HG_MR + r] = ks[(k0 + k) / p->kdiv] * src[k * p->M];
-                else for (int64_t k = 0; k < kc; k++) dst[k * HG_MR + r] = src[k * p->M];
-            }
+            const R *src = A + (ib + r) * lda + k0;
+            if (ks) for (int64_t k = 0; k < kc; k++) dst[k * HG_MR + r] = ks[(k0 + k) / p->kdiv] * src[k];
+            else for (int64_t k = 0; k < kc; k++) dst[k * HG_MR + r] = src[k];
         }
     }
 }
@@ -57,6 +65,7 @@ static void GK(pack_a)(R *restrict Ap, const opt_hgemm_problem *p, const R *A, i
  * past the matrix are 0. */
 static void GK(pack_b)(R *restrict Bp, const opt_hgemm_problem *p, const R *B, int64_t j0, int64_t nc, int64_t k0,
                        int64_t kc) {
+    const int64_t ldb = p->ldb ? p->ldb : (p->tb ? p->K : p->N);
     int64_t panels = (nc + GK(NR) - 1) / GK(NR);
     for (int64_t q = 0; q < panels; q++) {
         R *dst = Bp + q * GK(NR) * kc;
@@ -64,7 +73,7 @@ static void GK(pack_b)(R *restrict Bp, const opt_hgemm_problem *p, const R *B, i
         int64_t jb = j0 + q * GK(NR);
         if (!p->tb) {
             for (int64_t k = 0; k < kc; k++) {
-                const R *src = B + (k0 + k) * p->N + jb;
+                const R *src = B + (k0 + k) * ldb + jb;
                 R *d = dst + k * GK(NR);
                 int64_t c = 0;
                 for (; c < jn; c++) d[c] = src[c];
@@ -73,7 +82,7 @@ static void GK(pack_b)(R *restrict Bp, const opt_hgemm_problem *p, const R *B, i
         } else {
             for (int64_t c = 0; c < GK(NR); c++) {
                 if (c >= jn) { for (int64_t k = 0; k < kc; k++) dst[k * GK(NR) + c] = 0; continue; }
-                const R *src = B + (jb + c) * p->K + k0;
+                const R *src = B + (jb + c) * ldb + k0;
                 for (int64_t k = 0; k < kc; k++) dst[k * GK(NR) + c] = src[k];
             }
         }
@@ -86,12 +95,23 @@ static GK(ukr_fn) GK(pick_ukr)(opt_hgemm_isa isa) {
     return GK(ukr_generic);
 }
 
+/* C[i, j0 + c] for c < nc from the accumulator row accr (micro-tile rows of NR) */
+static void GK(write_row)(R *Ci, const R *accr, int64_t nc, R alpha, R beta) {
+    for (int64_t jr = 0; jr * GK(NR) < nc; jr++) {
+        const R *a = accr + jr * HG_MR * GK(NR);
+        R *c = Ci + jr * GK(NR);
+        int64_t n = nc - jr * GK(NR) < GK(NR) ? nc - jr * GK(NR) : GK(NR);
+        if (beta == 0) for (int64_t j = 0; j < n; j++) c[j] = alpha * a[j];
+        else for (int64_t j = 0; j < n; j++) { R v = alpha * a[j]; c[j] = v + beta * c[j]; }
+    }
+}
+
 void GK(opt_hgemm_run)(const opt_hgemm_problem *p, int64_t lo, int64_t hi, void *ws) {
     const int64_t mt = (p->M + HG_MC - 1) / HG_MC, nt = (p->N + HG_NC - 1) / HG_NC;
+    const int64_t ldc = p->ldc ? p->ldc : p->N;
     GK(ukr_fn) ukr = GK(pick_ukr)(p->isa);
     R *Ap = ws, *Bp = Ap + HG_MC * HG_KC, *acc = Bp + HG_NC * HG_KC;
     const R alpha = (R)p->alpha, beta = (R)p->beta;
-    const int64_t njr = HG_NC / GK(NR);
     for (int64_t t = lo; t < hi; t++) {
         int64_t b = t / (mt * nt), ic = (t / nt) % mt, jc = t % nt;
         int64_t i0 = ic * HG_MC, j0 = jc * HG_NC;
@@ -99,27 +119,30 @@ void GK(opt_hgemm_run)(const opt_hgemm_problem *p, int64_t lo, int64_t hi, void 
         if (p->sym && j0 > i0 + mc - 1) continue; /* strictly above the diagonal: mirrored */
         const R *A = (const R *)p->A + b * p->sA, *B = (const R *)p->B + b * p->sB;
         R *C = (R *)p->C + b * p->sC;
-        int64_t nir = (mc + HG_MR - 1) / HG_MR, njrr = (nc + GK(NR) - 1) / GK(NR);
-        memset(acc, 0, sizeof(R) * HG_MC * HG_NC);
+        /* accumulator micro-tile (ir, jr) at acc + (ir njr + jr) MR NR, row-major MR x NR */
+        int64_t nir = (mc + HG_MR - 1) / HG_MR, njr = (nc + GK(NR) - 1) / GK(NR);
+        if (p->K == 0) memset(acc, 0, sizeof(R) * (size_t)(nir * njr * HG_MR * GK(NR)));
         for (int64_t k0 = 0; k0 < p->K; k0 += HG_KC) {
             int64_t kc = p->K - k0 < HG_KC ? p->K - k0 : HG_KC;
             GK(pack_a)(Ap, p, A, i0, mc, k0, kc);
             GK(pack_b)(Bp, p, B, j0, nc, k0, kc);
-            for (int64_t jr = 0; jr < njrr; jr++)
+            for (int64_t jr = 0; jr < njr; jr++)
                 for (int64_t ir = 0; ir < nir; ir++) {
                     if (p->sym && j0 + jr * GK(NR) > i0 + ir * HG_MR + HG_MR - 1) continue;
-                    ukr(kc, Ap + ir * HG_MR * kc, Bp + jr * GK(NR) * kc, acc + (ir * njr + jr) * HG_MR * GK(NR));
+                    ukr(kc, Ap + ir * HG_MR * kc, Bp + jr * GK(NR) * kc, acc + (ir * njr + jr) * HG_MR * GK(NR),
+                        k0 == 0);
                 }
         }
         for (int64_t ir = 0; ir < nir; ir++)
             for (int r = 0; r < HG_MR && ir * HG_MR + r < mc; r++) {
                 int64_t i = i0 + ir * HG_MR + r;
-                for (int64_t j = j0; j < j0 + nc; j++) {
-                    if (p->sym && j > i) break;
+                const R *accr = acc + ir * njr * HG_MR * GK(NR) + r * GK(NR);
+                if (!p->sym) { GK(write_row)(C + i * ldc + j0, accr, nc, alpha, beta); continue; }
+                for (int64_t j = j0; j < j0 + nc && j <= i; j++) {
                     int64_t jj = j - j0;
-                    R v = alpha * acc[((ir * njr + jj / GK(NR)) * HG_MR + r) * GK(NR) + jj % GK(NR)];
-                    if (p->sym) { C[i * p->N + j] = v; C[j * p->N + i] = v; continue; }
-                    C[i * p->N + j] = beta == 0 ? v : v + beta * C[i * p->N + j];
+                    R v = alpha * accr[(jj / GK(NR)) * HG_MR * GK(NR) + jj % GK(NR)];
+                    C[i * ldc + j] = v;
+                    C[j * ldc + i] = v;
                 }
             }
     }

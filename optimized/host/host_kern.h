@@ -11,7 +11,8 @@
 static dp_status K(gemm)(void *ctx, void *C, const void *A, const void *B, int ta, int tb, int64_t M,
                          int64_t N, int64_t Kd, double alpha, double beta, int64_t batch, int64_t sA,
                          int64_t sB, int64_t sC) {
-    opt_hgemm_problem p = {C, A, B, ta, tb, M, N, Kd, alpha, beta, batch, sA, sB, sC, NULL, 1, 0, OPT_HGEMM_ISA_AUTO};
+    opt_hgemm_problem p = {.C = C, .A = A, .B = B, .ta = ta, .tb = tb, .M = M, .N = N, .K = Kd, .alpha = alpha,
+                           .beta = beta, .batch = batch, .sA = sA, .sB = sB, .sC = sC, .kdiv = 1};
     return host_gemm_run(ctx, &p);
 }
 
@@ -159,11 +160,25 @@ static dp_status K(rope_bwd)(void *ctx, void *dx, const void *dy, double theta, 
 
 /* ---- causal attention ---- */
 typedef struct {
+    void *ctx;
     R *out, *probs; const R *q, *k, *v; int64_t T, H, hd;
     R *dq, *dk, *dv; const R *dout;
-    R *scratch; /* per-thread: T elements (backward) */
+    R *scratch; /* per-thread: T*T + T + 1 elements (backward: dP, dS) */
 } K(attn_job);
 
+/* One block C = alpha op(A) op(B) of the host GEMM on the calling thread (tid's
+ * workspace), rows strided by lda, ldb, ldc (0: dense). */
+static void K(gemm1)(void *ctx, int tid, R *C, const R *A, const R *B, int ta, int tb, int64_t M, int64_t N,
+                     int64_t Kd, R alpha, int64_t lda, int64_t ldb, int64_t ldc, int sym) {
+    opt_hgemm_problem pr = {.C = C, .A = A, .B = B, .ta = ta, .tb = tb, .M = M, .N = N, .K = Kd, .alpha = alpha,
+                            .beta = 0.0, .batch = 1, .kdiv = 1, .sym = sym, .lda = lda, .ldb = ldb, .ldc = ldc};
+    K(opt_hgemm_run)(&pr, 0, opt_hgemm_tiles(&pr), host_gemm_ws(ctx, tid));
+}
+
+/* Per (b, h): scores P[t, s] = scale (q_t . k_s) (one GEMM over the head's strided
+ * rows; the e-ordered dot of each entry, entries s > t computed and discarded); the
+ * softmax over s <= t; out_t[e] = sum_{s <= t} P[t, s] v_s[e] in s order (row updates
+ * vectorised over e). */
 static void K(attn_fwd_bh)(void *arg, int64_t lo, int64_t hi, int tid) {
     K(attn_job) *a = arg;
     int64_t T = a->T, H = a->H, hd = a->hd;
@@ -171,16 +186,12 @@ static void K(attn_fwd_bh)(void *arg, int64_t lo, int64_t hi, int tid) {
     for (int64_t it = lo; it < hi; it++) {
         int64_t b = it / H, h = it % H;
         R *P = a->probs + it * T * T;
+        const R *qh = a->q + (b * T * H + h) * hd, *kh = a->k + (b * T * H + h) * hd;
+        K(gemm1)(a->ctx, tid, P, qh, kh, 0, 1, T, T, hd, scale, H * hd, H * hd, T, 0);
         for (int64_t t = 0; t < T; t++) {
-            const R *qt = a->q + ((b * T + t) * H + h) * hd;
             R mx = -INFINITY;
-            for (int64_t s = 0; s <= t; s++) {
-                const R *ks = a->k + ((b * T + s) * H + h) * hd;
-                R dot = 0;
-                for (int64_t e = 0; e < hd; e++) dot += qt[e] * ks[e];
-                P[t * T + s] = dot * scale;
+            for (int64_t s = 0; s <= t; s++)
                 if (P[t * T + s] > mx) mx = P[t * T + s];
-            }
             R z = 0;
             for (int64_t s = 0; s <= t; s++) {
                 P[t * T + s] = (R)exp((double)(P[t * T + s] - mx));
@@ -189,32 +200,32 @@ static void K(attn_fwd_bh)(void *arg, int64_t lo, int64_t hi, int tid) {
             for (int64_t s = 0; s <= t; s++) P[t * T + s] /= z;
             for (int64_t s = t + 1; s < T; s++) P[t * T + s] = 0;
             R *ot = a->out + ((b * T + t) * H + h) * hd;
-            for (int64_t e = 0; e < hd; e++) {
-                R acc = 0;
-                for (int64_t s = 0; s <= t; s++) acc += P[t * T + s] * a->v[((b * T + s) * H + h) * hd + e];
-                ot[e] = acc;
-            }
+            for (int64_t e = 0; e < hd; e++) ot[e] = 0;
+            for (int64_t s = 0; s <= t; s++) K(opt_hgemm_axpy)(ot, P[t * T + s], a->v + ((b * T + s) * H + h) * hd, hd);
         }
     }
 }
 static dp_status K(attn_fwd)(void *ctx, void *out, void *probs, const void *q, const void *k, const void *v,
                              int64_t B, int64_t T, int64_t H, int64_t hd) {
-    K(attn_job) a = {out, probs, q, k, v, T, H, hd, NULL, NULL, NULL, NULL, NULL};
+    DP_TRY(host_gemm_ws_ready(ctx));
+    K(attn_job) a = {ctx, out, probs, q, k, v, T, H, hd, NULL, NULL, NULL, NULL, NULL};
     host_parallel(ctx, K(attn_fwd_bh), &a, B * H, T * T * hd);
     return DP_OK;
 }
-/* dP[t,s] = dout_t . v_s; dS = P * (dP - sum_s P dP); dq_t = scale sum_s dS k_s;
- * dk_s = scale sum_t dS q_t; dv_s = sum_t P[t,s] dout_t.  (b, h) slices are
- * independent; q/k/v rows of one (b, h) are written only by that item. */
+/* dP[t,s] = dout_t . v_s (one GEMM, as the scores); dS = P * (dP - sum_s P dP);
+ * dq_t = sum_s (scale dS) k_s; dk_s = sum_t (scale dS) q_t; dv_s = sum_t P[t,s] dout_t,
+ * each in t-then-s order as the scalar loop (row updates vectorised over e). (b, h)
+ * slices are independent; q/k/v rows of one (b, h) are written only by that item. */
 static void K(attn_bwd_bh)(void *arg, int64_t lo, int64_t hi, int tid) {
     K(attn_job) *a = arg;
     int64_t T = a->T, H = a->H, hd = a->hd;
     R scale = (R)(1.0 / sqrt((double)hd));
-    R *dS = a->scratch + tid * (T + 1);
+    R *dP = a->scratch + tid * (T * T + T + 1), *dS = dP + T * T;
     for (int64_t it = lo; it < hi; it++) {
         int64_t b = it / H, h = it % H;
         const R *P = a->probs + it * T * T;
 #define IX(t) (((b * T + (t)) * H + h) * hd)
+        K(gemm1)(a->ctx, tid, dP, a->dout + IX(0), a->v + IX(0), 0, 1, T, T, hd, 1, H * hd, H * hd, T, 0);
         for (int64_t t = 0; t < T; t++) {
             for (int64_t e = 0; e < hd; e++) { a->dq[IX(t) + e] = 0; a->dk[IX(t) + e] = 0; a->dv[IX(t) + e] = 0; }
         }
@@ -222,18 +233,16 @@ static void K(attn_bwd_bh)(void *arg, int64_t lo, int64_t hi, int tid) {
             const R *dot_ = a->dout + IX(t);
             R sum = 0;
             for (int64_t s = 0; s <= t; s++) {
-                R dp = 0;
-                for (int64_t e = 0; e < hd; e++) dp += dot_[e] * a->v[IX(s) + e];
+                R dp = dP[t * T + s];
                 dS[s] = dp;
                 sum += P[t * T + s] * dp;
             }
             for (int64_t s = 0; s <= t; s++) dS[s] = P[t * T + s] * (dS[s] - sum);
             for (int64_t s = 0; s <= t; s++) {
-                for (int64_t e = 0; e < hd; e++) {
-                    a->dq[IX(t) + e] += scale * dS[s] * a->k[IX(s) + e];
-                    a->dk[IX(s) + e] += scale * dS[s] * a->q[IX(t) + e];
-                    a->dv[IX(s) + e] += P[t * T + s] * dot_[e];
-                }
+                R c = scale * dS[s];
+                K(opt_hgemm_axpy)(a->dq + IX(t), c, a->k + IX(s), hd);
+                K(opt_hgemm_axpy)(a->dk + IX(s), c, a->q + IX(t), hd);
+                K(opt_hgemm_axpy)(a->dv + IX(s), P[t * T + s], dot_, hd);
             }
         }
 #undef IX
@@ -242,9 +251,10 @@ static void K(attn_bwd_bh)(void *arg, int64_t lo, int64_t hi, int tid) {
 static dp_status K(attn_bwd)(void *ctx, void *dq, void *dk, void *dv, const void *dout, const void *q,
                              const void *k, const void *v, const void *probs, int64_t B, int64_t T, int64_t H,
                              int64_t hd) {
-    R *scratch = host_scratch(ctx, sizeof(R) * (size_t)(T + 1));
+    DP_TRY(host_gemm_ws_ready(ctx));
+    R *scratch = host_scratch(ctx, sizeof(R) * (size_t)(T * T + T + 1));
     if (!scratch) return dp_error(DP_ERR_NOMEM, "attn_bwd: out of memory");
-    K(attn_job) a = {NULL, (R *)probs, q, k, v, T, H, hd, dq, dk, dv, dout, scratch};
+    K(attn_job) a = {ctx, NULL, (R *)probs, q, k, v, T, H, hd, dq, dk, dv, dout, scratch};
     host_parallel(ctx, K(attn_bwd_bh), &a, B * H, T * T * hd);
     free(scratch);
     return DP_OK;
@@ -318,13 +328,6 @@ static dp_status K(sqnorm_rows)(void *ctx, void *sq_, const void *g_, int64_t B,
     return DP_OK;
 }
 
-/* One block C = op(A) op(B) of the host GEMM on the calling thread (tid's workspace). */
-static void K(gemm1)(void *ctx, int tid, R *C, const R *A, const R *B, int ta, int tb, int64_t M, int64_t N,
-                     int64_t Kd, int sym) {
-    opt_hgemm_problem pr = {C, A, B, ta, tb, M, N, Kd, 1.0, 0.0, 1, 0, 0, 0, NULL, 1, sym, OPT_HGEMM_ISA_AUTO};
-    K(opt_hgemm_run)(&pr, 0, opt_hgemm_tiles(&pr), host_gemm_ws(ctx, tid));
-}
-
 typedef struct { void *ctx; R *sq; const R *A, *G; int64_t T, d, p; R *scratch; } K(ghost_job);
 /* per example: Ga[t,s] = A_t . A_s, Gg[t,s] = G_t . G_s (symmetric GEMMs: the lower
  * half computed, mirrored); sq += sum_{t,s} Ga Gg (row-major t, s order) */
@@ -334,8 +337,8 @@ static void K(ghost_ex)(void *arg, int64_t lo, int64_t hi, int tid) {
     R *ga = j->scratch + tid * (2 * T * T + 1), *gg = ga + T * T;
     for (int64_t b = lo; b < hi; b++) {
         const R *A = j->A + b * T * j->d, *G = j->G + b * T * j->p;
-        K(gemm1)(j->ctx, tid, ga, A, A, 0, 1, T, T, j->d, 1);
-        K(gemm1)(j->ctx, tid, gg, G, G, 0, 1, T, T, j->p, 1);
+        K(gemm1)(j->ctx, tid, ga, A, A, 0, 1, T, T, j->d, 1, 0, 0, 0, 1);
+        K(gemm1)(j->ctx, tid, gg, G, G, 0, 1, T, T, j->p, 1, 0, 0, 0, 1);
         R acc = 0;
         for (int64_t i = 0; i < T * T; i++) acc += ga[i] * gg[i];
         j->sq[b] += acc;
@@ -364,14 +367,20 @@ static dp_status K(clip_factors)(void *ctx, void *c_, const void *sq_, double C,
     return DP_OK;
 }
 
-/* sum[j] += sum_b c[b] g[b,j], b in order 0..B-1 */
-static dp_status K(clip_accum)(void *ctx, void *sum_, const void *g_, const void *c_, int64_t B, int64_t n) {
-    R *sum = sum_; const R *g = g_, *c = c_;
-    for (int64_t j = 0; j < n; j++) {
-        R acc = sum[j];
-        for (int64_t b = 0; b < B; b++) acc += c[b] * g[b * n + j];
-        sum[j] = acc;
+/* sum[j] += sum_b c[b] g[b,j], b in order 0..B-1 (per element: sum[j] + c_0 g_0 + c_1 g_1
+ * ...), as row updates vectorised over j, element ranges split across threads */
+typedef struct { R *sum; const R *g, *c; int64_t B, n; } K(clip_accum_job);
+static void K(clip_accum_range)(void *arg, int64_t lo, int64_t hi, int tid) {
+    K(clip_accum_job) *j = arg;
+    const int64_t blk = 4096; /* elements per cache block */
+    for (int64_t j0 = lo * blk; j0 < hi * blk && j0 < j->n; j0 += blk) {
+        int64_t m = j->n - j0 < blk ? j->n - j0 : blk;
+        for (int64_t b = 0; b < j->B; b++) K(opt_hgemm_axpy)(j->sum + j0, j->c[b], j->g + b * j->n + j0, m);
     }
+}
+static dp_status K(clip_accum)(void *ctx, void *sum, const void *g, const void *c, int64_t B, int64_t n) {
+    K(clip_accum_job) j = {sum, g, c, B, n};
+    host_parallel(ctx, K(clip_accum_range), &j, (n + 4095) / 4096, 4096 * B);
     return DP_OK;
 }
 
@@ -381,15 +390,15 @@ static dp_status K(clip_accum)(void *ctx, void *sum_, const void *g_, const void
  * last (the same single rounding as dW[i,e] += acc). */
 static dp_status K(bk_gemm)(void *ctx, void *dW, const void *A, const void *G, const void *c, int64_t B, int64_t T,
                             int64_t d, int64_t p) {
-    opt_hgemm_problem pr = {dW, G, A, 1, 0, p, d, B * T, 1.0, 1.0, 1, 0, 0, 0, c, T > 0 ? T : 1, 0,
-                            OPT_HGEMM_ISA_AUTO};
+    opt_hgemm_problem pr = {.C = dW, .A = G, .B = A, .ta = 1, .tb = 0, .M = p, .N = d, .K = B * T, .alpha = 1.0,
+                            .beta = 1.0, .batch = 1, .kscale = c, .kdiv = T > 0 ? T : 1};
     return host_gemm_run(ctx, &pr);
 }
 
 /* one block g_b[i, e] = sum_t G[b,t,i] A[b,t,e] (t order) into blk [p, d] (the host
  * GEMM on thread tid); returns ||g_b||^2 summed in (i, e) order */
 static R K(block)(void *ctx, int tid, R *blk, const R *A, const R *G, int64_t b, int64_t T, int64_t d, int64_t p) {
-    K(gemm1)(ctx, tid, blk, G + b * T * p, A + b * T * d, 1, 0, p, d, T, 0);
+    K(gemm1)(ctx, tid, blk, G + b * T * p, A + b * T * d, 1, 0, p, d, T, 1, 0, 0, 0, 0);
     R sq = 0;
     for (int64_t i = 0; i < p * d; i++) sq += blk[i] * blk[i];
     return sq;

@@ -74,8 +74,9 @@ static int64_t run_case_f64(const shape *s, int ta, int tb, double alpha, double
     for (int64_t i = 0; i < nb * sC; i++) C[i] = W[i] = beta == 0 && i % 5 == 0 ? NAN : urand(off + 2000000 + (uint64_t)i);
     for (int64_t i = 0; i < K; i++) ks[i] = urand(off + 3000000 + (uint64_t)i);
     if (specials && nb * sA > 7 && !sym) { A[1] = INFINITY; A[5] = NAN; A[6] = 0.0; B[0] = -INFINITY; }
-    opt_hgemm_problem p = {C, A, sym ? A : B, ta, sym ? !ta : tb, M, N, K, alpha, beta, nb, sA, sym ? sA : sB, sC,
-                           kscale ? ks : NULL, 2, sym, isa};
+    opt_hgemm_problem p = {.C = C, .A = A, .B = sym ? A : B, .ta = ta, .tb = sym ? !ta : tb, .M = M, .N = N, .K = K,
+                           .alpha = alpha, .beta = beta, .batch = nb, .sA = sA, .sB = sym ? sA : sB, .sC = sC,
+                           .kscale = kscale ? ks : NULL, .kdiv = 2, .sym = sym, .isa = isa};
     void *ws = aligned_alloc(64, (opt_hgemm_ws_bytes(sizeof(double)) + 63) / 64 * 64);
     opt_hgemm_run_f64(&p, 0, opt_hgemm_tiles(&p), ws);
     naive_f64(W, A, sym ? A : B, ta, sym ? !ta : tb, M, N, K, alpha, beta, nb, sA, sym ? sA : sB, sC,
@@ -100,8 +101,9 @@ static int64_t run_case_f32(const shape *s, int ta, int tb, double alpha, double
     for (int64_t i = 0; i < nb * sB; i++) B[i] = sym ? A[i] : (float)urand(off + 1000000 + (uint64_t)i);
     for (int64_t i = 0; i < nb * sC; i++) C[i] = W[i] = (float)urand(off + 2000000 + (uint64_t)i);
     for (int64_t i = 0; i < K; i++) ks[i] = (float)urand(off + 3000000 + (uint64_t)i);
-    opt_hgemm_problem p = {C, A, sym ? A : B, ta, sym ? !ta : tb, M, N, K, alpha, beta, nb, sA, sym ? sA : sB, sC,
-                           kscale ? ks : NULL, 3, sym, isa};
+    opt_hgemm_problem p = {.C = C, .A = A, .B = sym ? A : B, .ta = ta, .tb = sym ? !ta : tb, .M = M, .N = N, .K = K,
+                           .alpha = alpha, .beta = beta, .batch = nb, .sA = sA, .sB = sym ? sA : sB, .sC = sC,
+                           .kscale = kscale ? ks : NULL, .kdiv = 3, .sym = sym, .isa = isa};
     void *ws = aligned_alloc(64, (opt_hgemm_ws_bytes(sizeof(float)) + 63) / 64 * 64);
     opt_hgemm_run_f32(&p, 0, opt_hgemm_tiles(&p), ws);
     naive_f32(W, A, sym ? A : B, ta, sym ? !ta : tb, M, N, K, (float)alpha, (float)beta, nb, sA, sym ? sA : sB, sC,
@@ -143,6 +145,29 @@ static void test_api(void) {
             T_CHECK(b1 == 0 && b2 == 0 && b3 == 0 && b4 == 0, "%s shape %zu: sym f64 %lld, kscale f64 %lld, sym f32 %lld, kscale f32 %lld differ",
                     opt_hgemm_isa_name(isas[is]), s, (long long)b1, (long long)b2, (long long)b3, (long long)b4);
         }
+}
+
+/* Row strides (one head's rows of [T, H, hd]): the same bits as dense copies. */
+static void test_strided(void) {
+    const int64_t M = 37, N = 29, K = 19, lda = 3 * K + 1, ldb = 2 * K + 5, ldc = N + 4;
+    double *A = malloc(sizeof(double) * M * lda), *B = malloc(sizeof(double) * N * ldb);
+    double *Ad = malloc(sizeof(double) * M * K), *Bd = malloc(sizeof(double) * N * K);
+    double *C = malloc(sizeof(double) * M * ldc), *W = malloc(sizeof(double) * M * N);
+    for (int64_t i = 0; i < M * lda; i++) A[i] = urand(9000000 + (uint64_t)i);
+    for (int64_t i = 0; i < N * ldb; i++) B[i] = urand(9500000 + (uint64_t)i);
+    for (int64_t i = 0; i < M; i++) memcpy(Ad + i * K, A + i * lda, sizeof(double) * K);
+    for (int64_t i = 0; i < N; i++) memcpy(Bd + i * K, B + i * ldb, sizeof(double) * K);
+    for (int64_t i = 0; i < M * ldc; i++) C[i] = -7.0;
+    opt_hgemm_problem p = {.C = C, .A = A, .B = B, .ta = 0, .tb = 1, .M = M, .N = N, .K = K, .alpha = 0.3,
+                           .batch = 1, .kdiv = 1, .lda = lda, .ldb = ldb, .ldc = ldc};
+    void *ws = aligned_alloc(64, (opt_hgemm_ws_bytes(sizeof(double)) + 63) / 64 * 64);
+    opt_hgemm_run_f64(&p, 0, opt_hgemm_tiles(&p), ws);
+    naive_f64(W, Ad, Bd, 0, 1, M, N, K, 0.3, 0, 1, 0, 0, 0, NULL, 1, 0);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < ldc; j++) bad += !same_d(C[i * ldc + j], j < N ? W[i * N + j] : -7.0);
+    T_CHECK(bad == 0, "strided gemm: %lld elements differ (or padding overwritten)", (long long)bad);
+    free(A); free(B); free(Ad); free(Bd); free(C); free(W); free(ws);
 }
 
 /* Negative controls: on the inputs of the big shape, reversing k or fusing the
@@ -188,10 +213,10 @@ static double *rvec(int64_t n, uint64_t off) {
     return v;
 }
 
-enum { O_GEMM, O_GHOST, O_BK, O_FUSED_W, O_FUSED_SQ, O_FUSED_C, O_SQNORM, O_ATTN, O_DQ, O_NOUT };
+enum { O_GEMM, O_GHOST, O_BK, O_FUSED_W, O_FUSED_SQ, O_FUSED_C, O_SQNORM, O_ATTN, O_DQ, O_CLIPACC, O_NOUT };
 static const char *k_out_names[O_NOUT] = {"gemm", "ghost_sqnorm", "bk_gemm", "fused_clip_accum dW",
                                           "fused_clip_accum sq", "fused_clip_accum c", "fused_sqnorm",
-                                          "attn_fwd", "attn_bwd dq"};
+                                          "attn_fwd", "attn_bwd dq", "clip_accum"};
 
 typedef struct { double *v[O_NOUT]; int64_t n[O_NOUT]; } op_outs;
 
@@ -233,6 +258,21 @@ static void run_ops(op_outs *o, dp_dtype dt, int threads) {
     T_OK(be->ops.attn_bwd(be->ctx, gq, gk, gv, dout_, dq, dk, dv, dp, XB, XT, XH, XHD));
     o->v[O_ATTN] = down(be, dout2, o->n[O_ATTN] = na);
     o->v[O_DQ] = down(be, gq, o->n[O_DQ] = na);
+    const int64_t nc = 10007; /* clip_accum over several cache blocks */
+    double *gs = rvec(XB * nc, 13), *s0 = rvec(nc, 14);
+    void *dgs = up(be, gs, XB * nc), *dsum = up(be, s0, nc);
+    T_OK(be->ops.clip_accum(be->ctx, dsum, dgs, dc, XB, nc));
+    o->v[O_CLIPACC] = down(be, dsum, o->n[O_CLIPACC] = nc);
+    if (dt == DP_F64) { /* against sum[j] + c_0 g_0 + c_1 g_1 + ... */
+        int64_t bad = 0;
+        for (int64_t j = 0; j < nc; j++) {
+            double acc = s0[j];
+            for (int64_t b = 0; b < XB; b++) acc += cf[b] * gs[b * nc + j];
+            bad += !same_d(acc, o->v[O_CLIPACC][j]);
+        }
+        T_CHECK(bad == 0, "clip_accum differs from its documented loop in %lld elements", (long long)bad);
+    }
+    be->ops.free(be->ctx, dgs); be->ops.free(be->ctx, dsum); free(gs); free(s0);
     void *bufs[] = {dA, dB, dC, da, dg, dc, dex, dsq, dW, dW2, dsq2, dcc, dsq3, dq, dk, dv, dout_, dout2, dp, gq, gk, gv};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->ops.free(be->ctx, bufs[i]);
     free(A); free(Bm); free(C0); free(Aa); free(Gg); free(cf); free(W0); free(ex); free(q); free(k); free(v); free(dout);
@@ -345,6 +385,7 @@ int main(void) {
     g_seed = t_seed(5);
     printf("gemm micro-kernel on this CPU: %s\n", opt_hgemm_isa_name(OPT_HGEMM_ISA_AUTO));
     test_api();
+    test_strided();
     test_controls();
     test_threads(DP_F64);
     test_threads(DP_F32);
