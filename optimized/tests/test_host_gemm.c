@@ -13,6 +13,7 @@
  * the same sums with k reversed, and with fused multiply-adds, differ from the
  * documented order on these inputs. */
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "optimized/backend.h"
 #include "optimized/host/host_gemm.h"
 #include "optimized/host/host_pool.h"
+#include "optimized/train.h"
 
 static uint64_t g_seed;
 static double urand(uint64_t i) { return 2.0 * dp_stream_uniform(g_seed, DP_PURPOSE_TEST, 11, 0, i) - 1.0; }
@@ -381,6 +383,23 @@ static void test_pool(void) {
     opt_host_pool_destroy(p);
 }
 
+/* --threads default: the cores of the affinity mask, divided by the ranks on this node */
+static void test_default_threads(void) {
+    cpu_set_t set;
+    T_CHECK(sched_getaffinity(0, sizeof set, &set) == 0, "sched_getaffinity failed");
+    int cores = CPU_COUNT(&set);
+    unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    unsetenv("MPI_LOCALNRANKS");
+    int want = cores > 256 ? 256 : cores;
+    T_CHECK(opt_default_threads() == want, "default threads %d, cores %d", opt_default_threads(), cores);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+    want = cores / 2 < 1 ? 1 : cores / 2 > 256 ? 256 : cores / 2;
+    T_CHECK(opt_default_threads() == want, "default threads with 2 local ranks %d, want %d", opt_default_threads(), want);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "100000", 1);
+    T_CHECK(opt_default_threads() == 1, "default threads with many local ranks %d, want 1", opt_default_threads());
+    unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+}
+
 int main(void) {
     g_seed = t_seed(5);
     printf("gemm micro-kernel on this CPU: %s\n", opt_hgemm_isa_name(OPT_HGEMM_ISA_AUTO));
@@ -390,5 +409,6 @@ int main(void) {
     test_threads(DP_F64);
     test_threads(DP_F32);
     test_pool();
+    test_default_threads();
     return t_finish();
 }
