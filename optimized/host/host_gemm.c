@@ -55,72 +55,30 @@ double opt_hgemm_tile_cost(const opt_hgemm_problem *p) {
 }
 
 #if HG_X86
-/* 6 x 8 doubles: c[r][0..3], c[r][4..7] */
-__attribute__((target("avx2"))) static void ukr_avx2_f64(int64_t kc, const double *restrict a,
-                                                          const double *restrict b, double *restrict acc, int first) {
-    __m256d c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
-    if (first) {
-        c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_pd();
-    } else {
-        c00 = _mm256_loadu_pd(acc + 0); c01 = _mm256_loadu_pd(acc + 4);
-        c10 = _mm256_loadu_pd(acc + 8); c11 = _mm256_loadu_pd(acc + 12);
-        c20 = _mm256_loadu_pd(acc + 16); c21 = _mm256_loadu_pd(acc + 20);
-        c30 = _mm256_loadu_pd(acc + 24); c31 = _mm256_loadu_pd(acc + 28);
-        c40 = _mm256_loadu_pd(acc + 32); c41 = _mm256_loadu_pd(acc + 36);
-        c50 = _mm256_loadu_pd(acc + 40); c51 = _mm256_loadu_pd(acc + 44);
+/* The 6 x NR AVX2 micro-kernel for one element type: vector type V, intrinsic suffix S
+ * (pd / ps), W lanes per vector (NR = 2 W); c[r][0] and c[r][1] hold row r. */
+#define HG_UKR_AVX2(NAME, R, V, S, W, BCAST)                                                          \
+    __attribute__((target("avx2"))) static void NAME(int64_t kc, const R *restrict a, const R *restrict b, \
+                                                     R *restrict acc, int first) {                   \
+        V c[HG_MR][2];                                                                              \
+        _Pragma("GCC unroll 6") for (int r = 0; r < HG_MR; r++)                                      \
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)                                      \
+                c[r][h] = first ? _mm256_setzero_##S() : _mm256_loadu_##S(acc + (2 * r + h) * (W));      \
+        for (int64_t k = 0; k < kc; k++) {                                                           \
+            V b0 = _mm256_loadu_##S(b), b1 = _mm256_loadu_##S(b + (W));                              \
+            _Pragma("GCC unroll 6") for (int r = 0; r < HG_MR; r++) {                                \
+                V x = BCAST(a + r);                                                                  \
+                c[r][0] = _mm256_add_##S(c[r][0], _mm256_mul_##S(x, b0));                            \
+                c[r][1] = _mm256_add_##S(c[r][1], _mm256_mul_##S(x, b1));                            \
+            }                                                                                        \
+            a += HG_MR;                                                                              \
+            b += 2 * (W);                                                                            \
+        }                                                                                            \
+        _Pragma("GCC unroll 6") for (int r = 0; r < HG_MR; r++)                                      \
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) _mm256_storeu_##S(acc + (2 * r + h) * (W), c[r][h]);            \
     }
-    for (int64_t k = 0; k < kc; k++) {
-        __m256d b0 = _mm256_loadu_pd(b), b1 = _mm256_loadu_pd(b + 4), x;
-#define HG_ROW(r, c0, c1)                          \
-    x = _mm256_broadcast_sd(a + r);                \
-    c0 = _mm256_add_pd(c0, _mm256_mul_pd(x, b0));  \
-    c1 = _mm256_add_pd(c1, _mm256_mul_pd(x, b1));
-        HG_ROW(0, c00, c01) HG_ROW(1, c10, c11) HG_ROW(2, c20, c21)
-        HG_ROW(3, c30, c31) HG_ROW(4, c40, c41) HG_ROW(5, c50, c51)
-#undef HG_ROW
-        a += HG_MR;
-        b += NR_f64;
-    }
-    _mm256_storeu_pd(acc + 0, c00); _mm256_storeu_pd(acc + 4, c01);
-    _mm256_storeu_pd(acc + 8, c10); _mm256_storeu_pd(acc + 12, c11);
-    _mm256_storeu_pd(acc + 16, c20); _mm256_storeu_pd(acc + 20, c21);
-    _mm256_storeu_pd(acc + 24, c30); _mm256_storeu_pd(acc + 28, c31);
-    _mm256_storeu_pd(acc + 32, c40); _mm256_storeu_pd(acc + 36, c41);
-    _mm256_storeu_pd(acc + 40, c50); _mm256_storeu_pd(acc + 44, c51);
-}
-/* 6 x 16 floats */
-__attribute__((target("avx2"))) static void ukr_avx2_f32(int64_t kc, const float *restrict a,
-                                                          const float *restrict b, float *restrict acc, int first) {
-    __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
-    if (first) {
-        c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
-    } else {
-        c00 = _mm256_loadu_ps(acc + 0); c01 = _mm256_loadu_ps(acc + 8);
-        c10 = _mm256_loadu_ps(acc + 16); c11 = _mm256_loadu_ps(acc + 24);
-        c20 = _mm256_loadu_ps(acc + 32); c21 = _mm256_loadu_ps(acc + 40);
-        c30 = _mm256_loadu_ps(acc + 48); c31 = _mm256_loadu_ps(acc + 56);
-        c40 = _mm256_loadu_ps(acc + 64); c41 = _mm256_loadu_ps(acc + 72);
-        c50 = _mm256_loadu_ps(acc + 80); c51 = _mm256_loadu_ps(acc + 88);
-    }
-    for (int64_t k = 0; k < kc; k++) {
-        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8), x;
-#define HG_ROW(r, c0, c1)                          \
-    x = _mm256_broadcast_ss(a + r);                \
-    c0 = _mm256_add_ps(c0, _mm256_mul_ps(x, b0));  \
-    c1 = _mm256_add_ps(c1, _mm256_mul_ps(x, b1));
-        HG_ROW(0, c00, c01) HG_ROW(1, c10, c11) HG_ROW(2, c20, c21)
-        HG_ROW(3, c30, c31) HG_ROW(4, c40, c41) HG_ROW(5, c50, c51)
-#undef HG_ROW
-        a += HG_MR;
-        b += NR_f32;
-    }
-    _mm256_storeu_ps(acc + 0, c00); _mm256_storeu_ps(acc + 8, c01);
-    _mm256_storeu_ps(acc + 16, c10); _mm256_storeu_ps(acc + 24, c11);
-    _mm256_storeu_ps(acc + 32, c20); _mm256_storeu_ps(acc + 40, c21);
-    _mm256_storeu_ps(acc + 48, c30); _mm256_storeu_ps(acc + 56, c31);
-    _mm256_storeu_ps(acc + 64, c40); _mm256_storeu_ps(acc + 72, c41);
-    _mm256_storeu_ps(acc + 80, c50); _mm256_storeu_ps(acc + 88, c51);
-}
+HG_UKR_AVX2(ukr_avx2_f64, double, __m256d, pd, 4, _mm256_broadcast_sd)
+HG_UKR_AVX2(ukr_avx2_f32, float, __m256, ps, 8, _mm256_broadcast_ss)
 #else
 #define ukr_avx2_f64 ukr_generic_f64 /* never chosen: opt_hgemm_isa_best() is generic */
 #define ukr_avx2_f32 ukr_generic_f32

@@ -21,6 +21,7 @@
 #include "common/philox.h"
 #include "common/test.h"
 #include "optimized/backend.h"
+#include "optimized/tests/opt_test_buf.h"
 #include "optimized/host/host_gemm.h"
 #include "optimized/host/host_pool.h"
 #include "optimized/train.h"
@@ -198,17 +199,6 @@ static void test_controls(void) {
 }
 
 /* ---- backend ops across thread counts, and against their documented loops ---- */
-static void *up(opt_backend *be, const double *h, int64_t n) {
-    void *d = NULL;
-    be->ops.alloc(be->ctx, &d, opt_backend_esize(be) * (size_t)(n + 1));
-    if (h) be->ops.upload_f64(be->ctx, d, h, n);
-    return d;
-}
-static double *down(opt_backend *be, const void *d, int64_t n) {
-    double *h = malloc(sizeof(double) * (size_t)(n + 1));
-    be->ops.download_f64(be->ctx, h, d, n);
-    return h;
-}
 static double *rvec(int64_t n, uint64_t off) {
     double *v = malloc(sizeof(double) * (size_t)(n + 1));
     for (int64_t i = 0; i < n; i++) v[i] = urand(off + (uint64_t)i);
