@@ -131,20 +131,30 @@ static dp_status K(rmsnorm_bwd)(void *ctx, void *dx_, void *dg_, const void *dy_
 }
 
 /* ---- rotary ---- */
+/* The (cos, sin) of every (t, i) are computed once per call (the same expressions as
+ * per element, so the same values) and applied to every example and head. */
 static dp_status K(rope_apply)(R *y, const R *x, double theta, int64_t B, int64_t T, int64_t H, int64_t hd,
                                double sign) {
+    int64_t hh = hd / 2;
+    R *cs = malloc(sizeof(R) * (size_t)(2 * T * hh + 1));
+    if (!cs) return dp_error(DP_ERR_NOMEM, "rope: out of memory");
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < hh; i++) {
+            double ang = (double)t * pow(theta, -2.0 * (double)i / (double)hd);
+            cs[2 * (t * hh + i)] = (R)cos(ang);
+            cs[2 * (t * hh + i) + 1] = (R)(sign * sin(ang));
+        }
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)
-            for (int64_t i = 0; i < hd / 2; i++) {
-                double ang = (double)t * pow(theta, -2.0 * (double)i / (double)hd);
-                R c = (R)cos(ang), s = (R)(sign * sin(ang));
-                for (int64_t h = 0; h < H; h++) {
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t i = 0; i < hh; i++) {
+                    R c = cs[2 * (t * hh + i)], s = cs[2 * (t * hh + i) + 1];
                     int64_t o = ((b * T + t) * H + h) * hd + 2 * i;
                     R x0 = x[o], x1 = x[o + 1];
                     y[o] = x0 * c - x1 * s;
                     y[o + 1] = x0 * s + x1 * c;
                 }
-            }
+    free(cs);
     return DP_OK;
 }
 static dp_status K(rope_fwd)(void *ctx, void *y, const void *x, double theta, int64_t B, int64_t T, int64_t H,
