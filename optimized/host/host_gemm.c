@@ -84,35 +84,30 @@ HG_UKR_AVX2(ukr_avx2_f32, float, __m256, ps, 8, _mm256_broadcast_ss)
 #define ukr_avx2_f32 ukr_generic_f32
 #endif
 
-/* y = y + a x, lane-wise (no FMA) */
+/* y = y + a x, lane-wise (no FMA): AVX2 where present, else the scalar loop */
 #if HG_X86
-__attribute__((target("avx2"))) static void axpy_avx2_f64(double *y, double a, const double *x, int64_t n) {
-    __m256d va = _mm256_set1_pd(a);
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        _mm256_storeu_pd(y + i, _mm256_add_pd(_mm256_loadu_pd(y + i), _mm256_mul_pd(va, _mm256_loadu_pd(x + i))));
-    for (; i < n; i++) y[i] = y[i] + a * x[i];
-}
-__attribute__((target("avx2"))) static void axpy_avx2_f32(float *y, float a, const float *x, int64_t n) {
-    __m256 va = _mm256_set1_ps(a);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, _mm256_loadu_ps(x + i))));
-    for (; i < n; i++) y[i] = y[i] + a * x[i];
-}
+#define HG_AXPY_AVX2(NAME, R, V, S, W)                                                                \
+    __attribute__((target("avx2"))) static void NAME(R *y, R a, const R *x, int64_t n) {               \
+        V va = _mm256_set1_##S(a);                                                                     \
+        int64_t i = 0;                                                                                 \
+        for (; i + (W) <= n; i += (W))                                                                 \
+            _mm256_storeu_##S(y + i, _mm256_add_##S(_mm256_loadu_##S(y + i), _mm256_mul_##S(va, _mm256_loadu_##S(x + i)))); \
+        for (; i < n; i++) y[i] = y[i] + a * x[i];                                                      \
+    }
+HG_AXPY_AVX2(axpy_avx2_f64, double, __m256d, pd, 4)
+HG_AXPY_AVX2(axpy_avx2_f32, float, __m256, ps, 8)
+#define HG_AXPY_PICK(SFX)                                                                             \
+    if (opt_hgemm_isa_best() == OPT_HGEMM_ISA_AVX2) { axpy_avx2_##SFX(y, a, x, n); return; }
+#else
+#define HG_AXPY_PICK(SFX)
 #endif
-void opt_hgemm_axpy_f64(double *y, double a, const double *x, int64_t n) {
-#if HG_X86
-    if (opt_hgemm_isa_best() == OPT_HGEMM_ISA_AVX2) { axpy_avx2_f64(y, a, x, n); return; }
-#endif
-    for (int64_t i = 0; i < n; i++) y[i] = y[i] + a * x[i];
-}
-void opt_hgemm_axpy_f32(float *y, float a, const float *x, int64_t n) {
-#if HG_X86
-    if (opt_hgemm_isa_best() == OPT_HGEMM_ISA_AVX2) { axpy_avx2_f32(y, a, x, n); return; }
-#endif
-    for (int64_t i = 0; i < n; i++) y[i] = y[i] + a * x[i];
-}
+#define HG_AXPY(SFX, R)                                                                                \
+    void opt_hgemm_axpy_##SFX(R *y, R a, const R *x, int64_t n) {                                      \
+        HG_AXPY_PICK(SFX)                                                                              \
+        for (int64_t i = 0; i < n; i++) y[i] = y[i] + a * x[i];                                         \
+    }
+HG_AXPY(f64, double)
+HG_AXPY(f32, float)
 
 #define R double
 #define GK(name) name##_f64
