@@ -7,6 +7,7 @@
 #   make test SANITIZE=1   the same under ASan+UBSan (build-san/)
 #   make coverage   lcov HTML under build/coverage and a one-line summary
 #   make bench      CPU benchmarks (ratios measured side by side)
+#   make bench-peers  dpcert against PyTorch/Opacus on the same llama (installs torch, opacus into build/)
 #   make fuzz       libFuzzer targets (clang), build/fuzz/
 #   make clean
 #
@@ -198,6 +199,11 @@ run: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@ci/run-bench.sh $(BUILD)
+
+.PHONY: bench-peers
+bench-peers: deps
+	@$(MAKE) --no-print-directory all
+	@ci/peers/bench-peers.sh $(BUILD)
 
 bench-gpu: deps
 	@$(MAKE) --no-print-directory all

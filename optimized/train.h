@@ -19,6 +19,7 @@ typedef struct {
     double collective_timeout;  /* --collective-timeout SECONDS */
     int memory_report;          /* --memory-report */
     int seen_sharding, seen_dp, seen_cp;
+    int seen_threads;  /* without --threads: the cores available to this rank (opt_default_threads) */
 } opt_train_cli;
 #define OPT_TRAIN_NOPTS 14
 
@@ -26,6 +27,8 @@ void opt_train_cli_init(opt_train_cli *t);
 void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t);
 /* Validates the engine options; algo_dpzo rejects the DP-SGD-only ones. */
 dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_train_cli *t, int algo_dpzo);
+/* The default of --threads: the cores available to this process / the ranks on this node. */
+int opt_default_threads(void);
 
 /* MPI: initialised when the process was started by mpirun (OMPI_COMM_WORLD_SIZE,
  * PMIX_RANK or PMI_RANK set); *use_mpi = 1 then. */

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <math.h>
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,18 @@ static void opt_mpi_stop(int failed) {
     opt_mpi_inited_here = 0;
 }
 
+/* The cores this process may run on (its affinity mask) divided by the ranks started on
+ * this node (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE, or MPI_LOCALNRANKS), in [1, 256]. */
+int opt_default_threads(void) {
+    cpu_set_t set;
+    int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (!ls || !*ls) ls = getenv("MPI_LOCALNRANKS");
+    long local = ls && *ls ? strtol(ls, NULL, 10) : 1;
+    int t = local > 1 ? (int)(cores / local) : cores;
+    return t < 1 ? 1 : t > 256 ? 256 : t;
+}
+
 dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_train_cli *t, int algo_dpzo) {
     if (strcmp(t->impl, "optimized") != 0)
         return dp_error(DP_ERR_USAGE, "--impl must be 'optimized' (got '%s'; the reference is 'dpcert reference')",
@@ -76,8 +89,8 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
     bc->name = backends[k];
     DP_TRY(dp_parse_choice(&k, "--dtype", t->dtype, dtypes));
     bc->dtype = k == 0 ? DP_F64 : DP_F32;
-    DP_TRY(dp_check_range("--threads", (double)t->threads, 1, 1, 256, 1));
-    bc->threads = (int)t->threads;
+    if (t->seen_threads) DP_TRY(dp_check_range("--threads", (double)t->threads, 1, 1, 256, 1));
+    bc->threads = t->seen_threads ? (int)t->threads : opt_default_threads();
     memset(o, 0, sizeof *o);
     DP_TRY(dp_parse_choice(&k, "--strategy", t->strategy, opt_strategy_names));
     o->strategy = (opt_strategy)k;
@@ -134,7 +147,8 @@ void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t) {
     opts[(*n)++] = (dp_opt){"--mixed-rule", DP_OPT_STRING, &t->mixed_rule, &t->seen_mixed_rule,
                             "mixed-ghost/book-keeping layer rule: flop (T < pd/(p+d)) | memory (2T^2 <= pd) (flop)"};
     opts[(*n)++] = (dp_opt){"--dtype", DP_OPT_STRING, &t->dtype, NULL, "f64 | f32 (f64)"};
-    opts[(*n)++] = (dp_opt){"--threads", DP_OPT_INT, &t->threads, NULL, "host worker threads (1)"};
+    opts[(*n)++] = (dp_opt){"--threads", DP_OPT_INT, &t->threads, &t->seen_threads,
+                            "host threads, 1 to 256 (the cores available / ranks on this node)"};
     opts[(*n)++] = (dp_opt){"--inject-bug", DP_OPT_STRING, &t->bug, &t->seen_bug,
                             "TEST ONLY (needs DPCERT_TEST_INJECT=1): clip-after-sum | noise-every-rank | realized-batch-divisor"};
     opts[(*n)++] = (dp_opt){"--export", DP_OPT_STRING, &t->export_dir, &t->seen_export,

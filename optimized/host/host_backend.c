@@ -16,9 +16,13 @@
 
 #include "common/philox.h"
 #include "optimized/backend.h"
+#include "optimized/host/host_gemm.h"
+#include "optimized/host/host_pool.h"
 
 typedef struct {
     int threads;
+    opt_host_pool *pool;  /* persistent workers (NULL with one thread) */
+    void **gemm_ws;       /* [threads] GEMM workspaces, allocated on first use */
     int use_mpi;
     int rank, size;
     dp_dtype dtype;
@@ -27,39 +31,46 @@ typedef struct {
     opt_comm_stats stats;  /* byte counters */
 } host_ctx;
 
-typedef void (*host_range_fn)(void *arg, int64_t lo, int64_t hi, int tid);
+typedef opt_pool_fn host_range_fn;
 
-typedef struct {
-    host_range_fn fn; void *arg; int64_t lo, hi; int tid;
-} host_task;
-
-static void *host_task_run(void *p) {
-    host_task *t = p;
-    t->fn(t->arg, t->lo, t->hi, t->tid);
-    return NULL;
-}
-
-/* Run fn over items [0, n) split into at most `threads` contiguous ranges; small jobs
- * (n * cost_per_item below ~1e5) run on the calling thread. If a thread cannot be
- * started its range runs on the calling thread (same result). */
+/* Run fn over items [0, n) on at most `threads` threads of the persistent pool
+ * (host_pool.h); small jobs (n * cost_per_item below ~1e5) run on the calling thread.
+ * Items are independent outputs, so the split never changes a result. */
 static void host_parallel(void *ctx, host_range_fn fn, void *arg, int64_t n, int64_t cost) {
     host_ctx *hc = ctx;
     int nt = hc->threads;
     if (n <= 0) return;
     if (nt > n) nt = (int)n;
-    if (nt <= 1 || (double)n * (double)(cost > 0 ? cost : 1) < 1e5) { fn(arg, 0, n, 0); return; }
-    pthread_t th[256];
-    host_task tk[256];
-    int started[256];
-    for (int i = 0; i < nt; i++) {
-        tk[i].fn = fn; tk[i].arg = arg; tk[i].tid = i;
-        tk[i].lo = n * i / nt; tk[i].hi = n * (i + 1) / nt;
-        started[i] = i > 0 && pthread_create(&th[i], NULL, host_task_run, &tk[i]) == 0;
-    }
-    for (int i = 0; i < nt; i++)
-        if (!started[i]) host_task_run(&tk[i]);
-    for (int i = 1; i < nt; i++)
-        if (started[i]) pthread_join(th[i], NULL);
+    if (nt <= 1 || !hc->pool || (double)n * (double)(cost > 0 ? cost : 1) < 1e5) { fn(arg, 0, n, 0); return; }
+    opt_host_pool_run(hc->pool, fn, arg, n, nt);
+}
+
+/* GEMM workspace of thread tid (allocated on the calling thread before a parallel call
+ * by host_gemm_ws_ready; NULL if that failed). */
+static void *host_gemm_ws(void *ctx, int tid) { return ((host_ctx *)ctx)->gemm_ws[tid]; }
+static dp_status host_gemm_ws_ready(void *ctx) {
+    host_ctx *hc = ctx;
+    size_t bytes = opt_hgemm_ws_bytes(hc->esize);
+    for (int t = 0; t < hc->threads; t++)
+        if (!hc->gemm_ws[t] && !(hc->gemm_ws[t] = aligned_alloc(64, (bytes + 63) / 64 * 64)))
+            return dp_error(DP_ERR_NOMEM, "gemm: out of memory (workspace)");
+    return DP_OK;
+}
+
+typedef struct { const opt_hgemm_problem *p; host_ctx *hc; } host_gemm_job;
+static void host_gemm_tiles(void *arg, int64_t lo, int64_t hi, int tid) {
+    host_gemm_job *j = arg;
+    if (j->hc->dtype == DP_F64) opt_hgemm_run_f64(j->p, lo, hi, j->hc->gemm_ws[tid]);
+    else opt_hgemm_run_f32(j->p, lo, hi, j->hc->gemm_ws[tid]);
+}
+/* The GEMM of host_gemm.h, its output tiles split across the pool. */
+static dp_status host_gemm_run(void *ctx, const opt_hgemm_problem *p) {
+    host_ctx *hc = ctx;
+    if (p->M < 0 || p->N < 0 || p->K < 0 || p->batch < 0) return dp_error(DP_ERR_INVALID, "gemm: negative size");
+    DP_TRY(host_gemm_ws_ready(ctx));
+    host_gemm_job j = {p, hc};
+    host_parallel(ctx, host_gemm_tiles, &j, opt_hgemm_tiles(p), (int64_t)opt_hgemm_tile_cost(p));
+    return DP_OK;
 }
 
 /* threads * per_thread bytes of scratch (NULL on failure). */
@@ -437,12 +448,24 @@ static dp_status host_identity_xfer(void *ctx, void *dst, const void *src, size_
     return host_copy(ctx, dst, src, nbytes);
 }
 
-static void host_destroy(void *ctx) { free(ctx); }
+static void host_destroy(void *ctx) {
+    host_ctx *hc = ctx;
+    opt_host_pool_destroy(hc->pool);
+    for (int t = 0; hc->gemm_ws && t < hc->threads; t++) free(hc->gemm_ws[t]);
+    free(hc->gemm_ws);
+    free(hc);
+}
 
 dp_status opt_backend_host_create(opt_backend *be, const opt_backend_config *cfg) {
     host_ctx *hc = calloc(1, sizeof *hc);
     if (!hc) return dp_error(DP_ERR_NOMEM, "host backend: out of memory");
     hc->threads = cfg->threads;
+    hc->gemm_ws = calloc((size_t)(cfg->threads > 0 ? cfg->threads : 1), sizeof(void *));
+    if (!hc->gemm_ws) { free(hc); return dp_error(DP_ERR_NOMEM, "host backend: out of memory"); }
+    if (cfg->threads > 1) {
+        dp_status st = opt_host_pool_create(&hc->pool, cfg->threads);
+        if (st != DP_OK) { free(hc->gemm_ws); free(hc); return st; }
+    }
     hc->dtype = cfg->dtype;
     hc->esize = dp_dtype_size(cfg->dtype);
     hc->use_mpi = cfg->use_mpi;
@@ -451,7 +474,7 @@ dp_status opt_backend_host_create(opt_backend *be, const opt_backend_config *cfg
     if (cfg->use_mpi) {
         int inited = 0;
         MPI_Initialized(&inited);
-        if (!inited) { free(hc); return dp_error(DP_ERR_INTERNAL, "host backend: MPI requested but not initialised"); }
+        if (!inited) { host_destroy(hc); return dp_error(DP_ERR_INTERNAL, "host backend: MPI requested but not initialised"); }
         MPI_Comm_rank(MPI_COMM_WORLD, &hc->rank);
         MPI_Comm_size(MPI_COMM_WORLD, &hc->size);
     }

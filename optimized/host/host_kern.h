@@ -6,65 +6,14 @@
  * split across threads only over independent outputs (rows of C, examples), so
  * results do not depend on the thread count. Shapes as in optimized/backend.h. */
 
-/* ---- GEMM ---- */
-typedef struct {
-    R *C; const R *A, *B;
-    int ta, tb; int64_t M, N, K_, batch, sA, sB, sC;
-    R alpha, beta;
-    R *scratch; int64_t sstride; /* per-thread scratch: K + N elements */
-} K(gemm_job);
-
-/* Element (i, k) of op(A_b), (k, j) of op(B_b). */
-static void K(gemm_rows)(void *arg, int64_t lo, int64_t hi, int tid) {
-    K(gemm_job) *g = arg;
-    /* work items: (b, i) pairs, item = b*M + i. Each C[i, j] is accumulated over k in
-     * increasing order, in one accumulator (acc[j] below when tb = 0). */
-    R *buf = g->scratch + tid * g->sstride;
-    R *abuf = buf, *acc = buf + g->K_;
-    for (int64_t it = lo; it < hi; it++) {
-        int64_t b = it / g->M, i = it % g->M;
-        const R *A = g->A + b * g->sA, *B = g->B + b * g->sB;
-        R *C = g->C + b * g->sC + i * g->N;
-        const R *arow; /* row i of op(A) [K] */
-        if (!g->ta) arow = A + i * g->K_;
-        else {
-            for (int64_t k = 0; k < g->K_; k++) abuf[k] = A[k * g->M + i];
-            arow = abuf;
-        }
-        if (g->tb) {
-            for (int64_t j = 0; j < g->N; j++) {
-                const R *brow = B + j * g->K_;
-                R s = 0;
-                for (int64_t k = 0; k < g->K_; k++) s += arow[k] * brow[k];
-                acc[j] = s;
-            }
-        } else {
-            for (int64_t j = 0; j < g->N; j++) acc[j] = 0;
-            for (int64_t k = 0; k < g->K_; k++) {
-                R a = arow[k];
-                const R *brow = B + k * g->N;
-                for (int64_t j = 0; j < g->N; j++) acc[j] += a * brow[j];
-            }
-        }
-        for (int64_t j = 0; j < g->N; j++) {
-            R v = g->alpha * acc[j];
-            C[j] = g->beta == 0 ? v : v + g->beta * C[j];
-        }
-    }
-}
-
+/* ---- GEMM (host_gemm.h: packed, register-blocked, one k-ordered accumulator per C
+ * element; output tiles split across threads) ---- */
 static dp_status K(gemm)(void *ctx, void *C, const void *A, const void *B, int ta, int tb, int64_t M,
                          int64_t N, int64_t Kd, double alpha, double beta, int64_t batch, int64_t sA,
                          int64_t sB, int64_t sC) {
-    if (M < 0 || N < 0 || Kd < 0 || batch < 0) return dp_error(DP_ERR_INVALID, "gemm: negative size");
-    int64_t stride = Kd + N + 1;
-    R *scratch = host_scratch(ctx, sizeof(R) * (size_t)stride);
-    if (!scratch) return dp_error(DP_ERR_NOMEM, "gemm: out of memory");
-    K(gemm_job) g = {(R *)C, (const R *)A, (const R *)B, ta, tb, M, N, Kd, batch, sA, sB, sC, (R)alpha, (R)beta,
-                     scratch, stride};
-    host_parallel(ctx, K(gemm_rows), &g, batch * M, N * Kd);
-    free(scratch);
-    return DP_OK;
+    opt_hgemm_problem p = {.C = C, .A = A, .B = B, .ta = ta, .tb = tb, .M = M, .N = N, .K = Kd, .alpha = alpha,
+                           .beta = beta, .batch = batch, .sA = sA, .sB = sB, .sC = sC, .kdiv = 1};
+    return host_gemm_run(ctx, &p);
 }
 
 static dp_status K(add_bias)(void *ctx, void *y_, const void *b_, int64_t rows, int64_t n) {
@@ -182,20 +131,30 @@ static dp_status K(rmsnorm_bwd)(void *ctx, void *dx_, void *dg_, const void *dy_
 }
 
 /* ---- rotary ---- */
+/* The (cos, sin) of every (t, i) are computed once per call (the same expressions as
+ * per element, so the same values) and applied to every example and head. */
 static dp_status K(rope_apply)(R *y, const R *x, double theta, int64_t B, int64_t T, int64_t H, int64_t hd,
                                double sign) {
+    int64_t hh = hd / 2;
+    R *cs = malloc(sizeof(R) * (size_t)(2 * T * hh + 1));
+    if (!cs) return dp_error(DP_ERR_NOMEM, "rope: out of memory");
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < hh; i++) {
+            double ang = (double)t * pow(theta, -2.0 * (double)i / (double)hd);
+            cs[2 * (t * hh + i)] = (R)cos(ang);
+            cs[2 * (t * hh + i) + 1] = (R)(sign * sin(ang));
+        }
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)
-            for (int64_t i = 0; i < hd / 2; i++) {
-                double ang = (double)t * pow(theta, -2.0 * (double)i / (double)hd);
-                R c = (R)cos(ang), s = (R)(sign * sin(ang));
-                for (int64_t h = 0; h < H; h++) {
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t i = 0; i < hh; i++) {
+                    R c = cs[2 * (t * hh + i)], s = cs[2 * (t * hh + i) + 1];
                     int64_t o = ((b * T + t) * H + h) * hd + 2 * i;
                     R x0 = x[o], x1 = x[o + 1];
                     y[o] = x0 * c - x1 * s;
                     y[o + 1] = x0 * s + x1 * c;
                 }
-            }
+    free(cs);
     return DP_OK;
 }
 static dp_status K(rope_fwd)(void *ctx, void *y, const void *x, double theta, int64_t B, int64_t T, int64_t H,
@@ -211,11 +170,25 @@ static dp_status K(rope_bwd)(void *ctx, void *dx, const void *dy, double theta, 
 
 /* ---- causal attention ---- */
 typedef struct {
+    void *ctx;
     R *out, *probs; const R *q, *k, *v; int64_t T, H, hd;
     R *dq, *dk, *dv; const R *dout;
-    R *scratch; /* per-thread: T elements (backward) */
+    R *scratch; /* per-thread: T*T + T + 1 elements (backward: dP, dS) */
 } K(attn_job);
 
+/* One block C = alpha op(A) op(B) of the host GEMM on the calling thread (tid's
+ * workspace), rows strided by lda, ldb, ldc (0: dense). */
+static void K(gemm1)(void *ctx, int tid, R *C, const R *A, const R *B, int ta, int tb, int64_t M, int64_t N,
+                     int64_t Kd, R alpha, int64_t lda, int64_t ldb, int64_t ldc, int sym) {
+    opt_hgemm_problem pr = {.C = C, .A = A, .B = B, .ta = ta, .tb = tb, .M = M, .N = N, .K = Kd, .alpha = alpha,
+                            .beta = 0.0, .batch = 1, .kdiv = 1, .sym = sym, .lda = lda, .ldb = ldb, .ldc = ldc};
+    K(opt_hgemm_run)(&pr, 0, opt_hgemm_tiles(&pr), host_gemm_ws(ctx, tid));
+}
+
+/* Per (b, h): scores P[t, s] = scale (q_t . k_s) (one GEMM over the head's strided
+ * rows; the e-ordered dot of each entry, entries s > t computed and discarded); the
+ * softmax over s <= t; out_t[e] = sum_{s <= t} P[t, s] v_s[e] in s order (row updates
+ * vectorised over e). */
 static void K(attn_fwd_bh)(void *arg, int64_t lo, int64_t hi, int tid) {
     K(attn_job) *a = arg;
     int64_t T = a->T, H = a->H, hd = a->hd;
@@ -223,16 +196,12 @@ static void K(attn_fwd_bh)(void *arg, int64_t lo, int64_t hi, int tid) {
     for (int64_t it = lo; it < hi; it++) {
         int64_t b = it / H, h = it % H;
         R *P = a->probs + it * T * T;
+        const R *qh = a->q + (b * T * H + h) * hd, *kh = a->k + (b * T * H + h) * hd;
+        K(gemm1)(a->ctx, tid, P, qh, kh, 0, 1, T, T, hd, scale, H * hd, H * hd, T, 0);
         for (int64_t t = 0; t < T; t++) {
-            const R *qt = a->q + ((b * T + t) * H + h) * hd;
             R mx = -INFINITY;
-            for (int64_t s = 0; s <= t; s++) {
-                const R *ks = a->k + ((b * T + s) * H + h) * hd;
-                R dot = 0;
-                for (int64_t e = 0; e < hd; e++) dot += qt[e] * ks[e];
-                P[t * T + s] = dot * scale;
+            for (int64_t s = 0; s <= t; s++)
                 if (P[t * T + s] > mx) mx = P[t * T + s];
-            }
             R z = 0;
             for (int64_t s = 0; s <= t; s++) {
                 P[t * T + s] = (R)exp((double)(P[t * T + s] - mx));
@@ -241,32 +210,32 @@ static void K(attn_fwd_bh)(void *arg, int64_t lo, int64_t hi, int tid) {
             for (int64_t s = 0; s <= t; s++) P[t * T + s] /= z;
             for (int64_t s = t + 1; s < T; s++) P[t * T + s] = 0;
             R *ot = a->out + ((b * T + t) * H + h) * hd;
-            for (int64_t e = 0; e < hd; e++) {
-                R acc = 0;
-                for (int64_t s = 0; s <= t; s++) acc += P[t * T + s] * a->v[((b * T + s) * H + h) * hd + e];
-                ot[e] = acc;
-            }
+            for (int64_t e = 0; e < hd; e++) ot[e] = 0;
+            for (int64_t s = 0; s <= t; s++) K(opt_hgemm_axpy)(ot, P[t * T + s], a->v + ((b * T + s) * H + h) * hd, hd);
         }
     }
 }
 static dp_status K(attn_fwd)(void *ctx, void *out, void *probs, const void *q, const void *k, const void *v,
                              int64_t B, int64_t T, int64_t H, int64_t hd) {
-    K(attn_job) a = {out, probs, q, k, v, T, H, hd, NULL, NULL, NULL, NULL, NULL};
+    DP_TRY(host_gemm_ws_ready(ctx));
+    K(attn_job) a = {ctx, out, probs, q, k, v, T, H, hd, NULL, NULL, NULL, NULL, NULL};
     host_parallel(ctx, K(attn_fwd_bh), &a, B * H, T * T * hd);
     return DP_OK;
 }
-/* dP[t,s] = dout_t . v_s; dS = P * (dP - sum_s P dP); dq_t = scale sum_s dS k_s;
- * dk_s = scale sum_t dS q_t; dv_s = sum_t P[t,s] dout_t.  (b, h) slices are
- * independent; q/k/v rows of one (b, h) are written only by that item. */
+/* dP[t,s] = dout_t . v_s (one GEMM, as the scores); dS = P * (dP - sum_s P dP);
+ * dq_t = sum_s (scale dS) k_s; dk_s = sum_t (scale dS) q_t; dv_s = sum_t P[t,s] dout_t,
+ * each in t-then-s order as the scalar loop (row updates vectorised over e). (b, h)
+ * slices are independent; q/k/v rows of one (b, h) are written only by that item. */
 static void K(attn_bwd_bh)(void *arg, int64_t lo, int64_t hi, int tid) {
     K(attn_job) *a = arg;
     int64_t T = a->T, H = a->H, hd = a->hd;
     R scale = (R)(1.0 / sqrt((double)hd));
-    R *dS = a->scratch + tid * (T + 1);
+    R *dP = a->scratch + tid * (T * T + T + 1), *dS = dP + T * T;
     for (int64_t it = lo; it < hi; it++) {
         int64_t b = it / H, h = it % H;
         const R *P = a->probs + it * T * T;
 #define IX(t) (((b * T + (t)) * H + h) * hd)
+        K(gemm1)(a->ctx, tid, dP, a->dout + IX(0), a->v + IX(0), 0, 1, T, T, hd, 1, H * hd, H * hd, T, 0);
         for (int64_t t = 0; t < T; t++) {
             for (int64_t e = 0; e < hd; e++) { a->dq[IX(t) + e] = 0; a->dk[IX(t) + e] = 0; a->dv[IX(t) + e] = 0; }
         }
@@ -274,18 +243,16 @@ static void K(attn_bwd_bh)(void *arg, int64_t lo, int64_t hi, int tid) {
             const R *dot_ = a->dout + IX(t);
             R sum = 0;
             for (int64_t s = 0; s <= t; s++) {
-                R dp = 0;
-                for (int64_t e = 0; e < hd; e++) dp += dot_[e] * a->v[IX(s) + e];
+                R dp = dP[t * T + s];
                 dS[s] = dp;
                 sum += P[t * T + s] * dp;
             }
             for (int64_t s = 0; s <= t; s++) dS[s] = P[t * T + s] * (dS[s] - sum);
             for (int64_t s = 0; s <= t; s++) {
-                for (int64_t e = 0; e < hd; e++) {
-                    a->dq[IX(t) + e] += scale * dS[s] * a->k[IX(s) + e];
-                    a->dk[IX(s) + e] += scale * dS[s] * a->q[IX(t) + e];
-                    a->dv[IX(s) + e] += P[t * T + s] * dot_[e];
-                }
+                R c = scale * dS[s];
+                K(opt_hgemm_axpy)(a->dq + IX(t), c, a->k + IX(s), hd);
+                K(opt_hgemm_axpy)(a->dk + IX(s), c, a->q + IX(t), hd);
+                K(opt_hgemm_axpy)(a->dv + IX(s), P[t * T + s], dot_, hd);
             }
         }
 #undef IX
@@ -294,9 +261,10 @@ static void K(attn_bwd_bh)(void *arg, int64_t lo, int64_t hi, int tid) {
 static dp_status K(attn_bwd)(void *ctx, void *dq, void *dk, void *dv, const void *dout, const void *q,
                              const void *k, const void *v, const void *probs, int64_t B, int64_t T, int64_t H,
                              int64_t hd) {
-    R *scratch = host_scratch(ctx, sizeof(R) * (size_t)(T + 1));
+    DP_TRY(host_gemm_ws_ready(ctx));
+    R *scratch = host_scratch(ctx, sizeof(R) * (size_t)(T * T + T + 1));
     if (!scratch) return dp_error(DP_ERR_NOMEM, "attn_bwd: out of memory");
-    K(attn_job) a = {NULL, (R *)probs, q, k, v, T, H, hd, dq, dk, dv, dout, scratch};
+    K(attn_job) a = {ctx, NULL, (R *)probs, q, k, v, T, H, hd, dq, dk, dv, dout, scratch};
     host_parallel(ctx, K(attn_bwd_bh), &a, B * H, T * T * hd);
     free(scratch);
     return DP_OK;
@@ -370,21 +338,17 @@ static dp_status K(sqnorm_rows)(void *ctx, void *sq_, const void *g_, int64_t B,
     return DP_OK;
 }
 
-typedef struct { R *sq; const R *A, *G; int64_t T, d, p; R *scratch; } K(ghost_job);
-/* per example: Ga[t,s] = A_t . A_s, Gg[t,s] = G_t . G_s; sq += sum_{t,s} Ga Gg (row-major t, s order) */
+typedef struct { void *ctx; R *sq; const R *A, *G; int64_t T, d, p; R *scratch; } K(ghost_job);
+/* per example: Ga[t,s] = A_t . A_s, Gg[t,s] = G_t . G_s (symmetric GEMMs: the lower
+ * half computed, mirrored); sq += sum_{t,s} Ga Gg (row-major t, s order) */
 static void K(ghost_ex)(void *arg, int64_t lo, int64_t hi, int tid) {
     K(ghost_job) *j = arg;
     int64_t T = j->T;
     R *ga = j->scratch + tid * (2 * T * T + 1), *gg = ga + T * T;
     for (int64_t b = lo; b < hi; b++) {
         const R *A = j->A + b * T * j->d, *G = j->G + b * T * j->p;
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t s = 0; s < T; s++) {
-                R x = 0, y = 0;
-                for (int64_t e = 0; e < j->d; e++) x += A[t * j->d + e] * A[s * j->d + e];
-                for (int64_t e = 0; e < j->p; e++) y += G[t * j->p + e] * G[s * j->p + e];
-                ga[t * T + s] = x; gg[t * T + s] = y;
-            }
+        K(gemm1)(j->ctx, tid, ga, A, A, 0, 1, T, T, j->d, 1, 0, 0, 0, 1);
+        K(gemm1)(j->ctx, tid, gg, G, G, 0, 1, T, T, j->p, 1, 0, 0, 0, 1);
         R acc = 0;
         for (int64_t i = 0; i < T * T; i++) acc += ga[i] * gg[i];
         j->sq[b] += acc;
@@ -392,9 +356,10 @@ static void K(ghost_ex)(void *arg, int64_t lo, int64_t hi, int tid) {
 }
 static dp_status K(ghost_sqnorm)(void *ctx, void *sq, const void *A, const void *G, int64_t B, int64_t T,
                                  int64_t d, int64_t p) {
+    DP_TRY(host_gemm_ws_ready(ctx));
     R *scratch = host_scratch(ctx, sizeof(R) * (size_t)(2 * T * T + 1));
     if (!scratch) return dp_error(DP_ERR_NOMEM, "ghost_sqnorm: out of memory");
-    K(ghost_job) j = {sq, A, G, T, d, p, scratch};
+    K(ghost_job) j = {ctx, sq, A, G, T, d, p, scratch};
     host_parallel(ctx, K(ghost_ex), &j, B, T * T * (d + p));
     free(scratch);
     return DP_OK;
@@ -412,74 +377,88 @@ static dp_status K(clip_factors)(void *ctx, void *c_, const void *sq_, double C,
     return DP_OK;
 }
 
-/* sum[j] += sum_b c[b] g[b,j], b in order 0..B-1 */
-static dp_status K(clip_accum)(void *ctx, void *sum_, const void *g_, const void *c_, int64_t B, int64_t n) {
-    R *sum = sum_; const R *g = g_, *c = c_;
-    for (int64_t j = 0; j < n; j++) {
-        R acc = sum[j];
-        for (int64_t b = 0; b < B; b++) acc += c[b] * g[b * n + j];
-        sum[j] = acc;
+/* sum[j] += sum_b c[b] g[b,j], b in order 0..B-1 (per element: sum[j] + c_0 g_0 + c_1 g_1
+ * ...), as row updates vectorised over j, element ranges split across threads */
+typedef struct { R *sum; const R *g, *c; int64_t B, n; } K(clip_accum_job);
+static void K(clip_accum_range)(void *arg, int64_t lo, int64_t hi, int tid) {
+    K(clip_accum_job) *j = arg;
+    const int64_t blk = 4096; /* elements per cache block */
+    for (int64_t j0 = lo * blk; j0 < hi * blk && j0 < j->n; j0 += blk) {
+        int64_t m = j->n - j0 < blk ? j->n - j0 : blk;
+        for (int64_t b = 0; b < j->B; b++) K(opt_hgemm_axpy)(j->sum + j0, j->c[b], j->g + b * j->n + j0, m);
     }
+}
+static dp_status K(clip_accum)(void *ctx, void *sum, const void *g, const void *c, int64_t B, int64_t n) {
+    K(clip_accum_job) j = {sum, g, c, B, n};
+    host_parallel(ctx, K(clip_accum_range), &j, (n + 4095) / 4096, 4096 * B);
     return DP_OK;
 }
 
-typedef struct { R *dW; const R *A, *G, *c; int64_t B, T, d, p; } K(bk_job);
-/* dW[i, e] += sum over rows r = b*T + t in order of (c_b G[r,i]) A[r,e] */
-static void K(bk_rows)(void *arg, int64_t lo, int64_t hi, int tid) {
-    K(bk_job) *j = arg;
-    int64_t rows = j->B * j->T;
-    for (int64_t i = lo; i < hi; i++)
-        for (int64_t e = 0; e < j->d; e++) {
-            R acc = 0;
-            for (int64_t r = 0; r < rows; r++) acc += (j->c[r / j->T] * j->G[r * j->p + i]) * j->A[r * j->d + e];
-            j->dW[i * j->d + e] += acc;
-        }
-}
-/* Same terms and order as bk_rows, as one GEMM: Gc[r, i] = c_b G[r, i] (exact per-term
- * products as above), then dW += Gc^T A accumulated over r in order (beta = 1 adds the
- * old dW last, the same single rounding as dW[i,e] += acc). */
-static dp_status K(bk_gemm)(void *ctx, void *dW, const void *A, const void *G_, const void *c_, int64_t B, int64_t T,
+/* dW[i, e] += sum over rows r = b*T + t in order of (c_b G[r,i]) A[r,e]: one GEMM
+ * dW = 1 (Gc)^T A + 1 dW over the B*T rows, where the packing forms each term's factor
+ * c_b G[r,i] (the same rounded product as an explicit Gc) and beta = 1 adds the old dW
+ * last (the same single rounding as dW[i,e] += acc). */
+static dp_status K(bk_gemm)(void *ctx, void *dW, const void *A, const void *G, const void *c, int64_t B, int64_t T,
                             int64_t d, int64_t p) {
-    const R *G = G_, *c = c_;
-    int64_t rows = B * T;
-    R *Gc = malloc(sizeof(R) * (size_t)(rows * p + 1));
-    if (!Gc) { /* fall back to the scratch-free loop (same bits) */
-        K(bk_job) j = {dW, A, G, c, B, T, d, p};
-        host_parallel(ctx, K(bk_rows), &j, p, B * T * d);
-        return DP_OK;
-    }
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t i = 0; i < p; i++) Gc[r * p + i] = c[r / T] * G[r * p + i];
-    dp_status st = K(gemm)(ctx, dW, Gc, A, 1, 0, p, d, rows, 1.0, 1.0, 1, 0, 0, 0);
-    free(Gc);
-    return st;
+    opt_hgemm_problem pr = {.C = dW, .A = G, .B = A, .ta = 1, .tb = 0, .M = p, .N = d, .K = B * T, .alpha = 1.0,
+                            .beta = 1.0, .batch = 1, .kscale = c, .kdiv = T > 0 ? T : 1};
+    return host_gemm_run(ctx, &pr);
 }
 
-/* one block g_b[i, e] = sum_t G[b,t,i] A[b,t,e] (t order) into blk [p, d]; returns ||g_b||^2 */
-static R K(block)(R *blk, const R *A, const R *G, int64_t b, int64_t T, int64_t d, int64_t p) {
+/* one block g_b[i, e] = sum_t G[b,t,i] A[b,t,e] (t order) into blk [p, d] (the host
+ * GEMM on thread tid); returns ||g_b||^2 summed in (i, e) order */
+static R K(block)(void *ctx, int tid, R *blk, const R *A, const R *G, int64_t b, int64_t T, int64_t d, int64_t p) {
+    K(gemm1)(ctx, tid, blk, G + b * T * p, A + b * T * d, 1, 0, p, d, T, 1, 0, 0, 0, 0);
     R sq = 0;
-    for (int64_t i = 0; i < p; i++)
-        for (int64_t e = 0; e < d; e++) {
-            R acc = 0;
-            for (int64_t t = 0; t < T; t++) acc += G[(b * T + t) * p + i] * A[(b * T + t) * d + e];
-            blk[i * d + e] = acc;
-            sq += acc * acc;
-        }
+    for (int64_t i = 0; i < p * d; i++) sq += blk[i] * blk[i];
     return sq;
 }
+/* Examples b0 + [lo, hi): blocks into blk + (b - b0) p d (or the thread's slot when
+ * per_thread), squared norms into sqb[b - b0]. */
+typedef struct { void *ctx; R *blk, *sqb; const R *A, *G; int64_t b0, T, d, p; int per_thread; } K(fused_job);
+static void K(fused_blocks)(void *arg, int64_t lo, int64_t hi, int tid) {
+    K(fused_job) *j = arg;
+    for (int64_t it = lo; it < hi; it++) {
+        R *blk = j->blk + (j->per_thread ? tid : it) * j->p * j->d;
+        j->sqb[it] = K(block)(j->ctx, tid, blk, j->A, j->G, j->b0 + it, j->T, j->d, j->p);
+    }
+}
+/* dW[e] += c_b blk_b[e] for the chunk's examples b in order, elements [lo, hi) */
+typedef struct { R *dW; const R *blk, *c; int64_t nb, n; } K(fused_acc_job);
+static void K(fused_acc)(void *arg, int64_t lo, int64_t hi, int tid) {
+    K(fused_acc_job) *j = arg;
+    for (int64_t e = lo; e < hi; e++) {
+        R v = j->dW[e];
+        for (int64_t b = 0; b < j->nb; b++) v += j->c[b] * j->blk[b * j->n + e];
+        j->dW[e] = v;
+    }
+}
+/* Chunks of `threads` examples: their blocks in parallel (one example per item), then
+ * norms and factors in example order, then dW += c_b g_b over the chunk's examples in
+ * order, split across threads by element: every dW element sees b = 0..B-1 in order. */
 static dp_status K(fused_clip_accum)(void *ctx, void *dW_, void *sq_out_, void *c_out_, const void *A_, const void *G_,
                                      const void *extra_, double C, opt_clip_fn fn, double gamma, int64_t B, int64_t T,
                                      int64_t d, int64_t p) {
     R *dW = dW_, *sq_out = sq_out_, *c_out = c_out_; const R *A = A_, *G = G_, *extra = extra_;
-    R *blk = malloc(sizeof(R) * (size_t)(p * d > 0 ? p * d : 1));
+    int64_t chunk = ((host_ctx *)ctx)->threads, n = p * d;
+    if (chunk > B) chunk = B > 0 ? B : 1;
+    DP_TRY(host_gemm_ws_ready(ctx));
+    R *blk = malloc(sizeof(R) * (size_t)(chunk * n + 2 * chunk + 1));
     if (!blk) return dp_error(DP_ERR_NOMEM, "fused_clip_accum: out of memory");
-    for (int64_t b = 0; b < B; b++) {
-        R sq = K(block)(blk, A, G, b, T, d, p);
-        if (extra) sq += extra[b];
-        R c = K(clipfn)(sq, C, fn, gamma);
-        for (int64_t i = 0; i < p * d; i++) dW[i] += c * blk[i];
-        if (sq_out) sq_out[b] = sq;
-        if (c_out) c_out[b] = c;
+    R *sqb = blk + chunk * n, *cb = sqb + chunk;
+    for (int64_t b0 = 0; b0 < B; b0 += chunk) {
+        int64_t nb = B - b0 < chunk ? B - b0 : chunk;
+        K(fused_job) fj = {ctx, blk, sqb, A, G, b0, T, d, p, 0};
+        host_parallel(ctx, K(fused_blocks), &fj, nb, T * n);
+        for (int64_t k = 0; k < nb; k++) {
+            R sq = sqb[k];
+            if (extra) sq += extra[b0 + k];
+            cb[k] = K(clipfn)(sq, C, fn, gamma);
+            if (sq_out) sq_out[b0 + k] = sq;
+            if (c_out) c_out[b0 + k] = cb[k];
+        }
+        K(fused_acc_job) aj = {dW, blk, cb, nb, n};
+        host_parallel(ctx, K(fused_acc), &aj, n, nb);
     }
     free(blk);
     return DP_OK;
@@ -487,10 +466,14 @@ static dp_status K(fused_clip_accum)(void *ctx, void *dW_, void *sq_out_, void *
 static dp_status K(fused_sqnorm)(void *ctx, void *sq_, const void *A, const void *G, int64_t B, int64_t T, int64_t d,
                                  int64_t p) {
     R *sq = sq_;
-    R *blk = malloc(sizeof(R) * (size_t)(p * d > 0 ? p * d : 1));
-    if (!blk) return dp_error(DP_ERR_NOMEM, "fused_sqnorm: out of memory");
-    for (int64_t b = 0; b < B; b++) sq[b] += K(block)(blk, A, G, b, T, d, p);
-    free(blk);
+    DP_TRY(host_gemm_ws_ready(ctx));
+    R *blk = host_scratch(ctx, sizeof(R) * (size_t)(p * d + 1));
+    R *sqb = malloc(sizeof(R) * (size_t)(B + 1));
+    if (!blk || !sqb) { free(blk); free(sqb); return dp_error(DP_ERR_NOMEM, "fused_sqnorm: out of memory"); }
+    K(fused_job) fj = {ctx, blk, sqb, A, G, 0, T, d, p, 1};
+    host_parallel(ctx, K(fused_blocks), &fj, B, T * p * d);
+    for (int64_t b = 0; b < B; b++) sq[b] += sqb[b];
+    free(blk); free(sqb);
     return DP_OK;
 }
 

@@ -17,6 +17,7 @@
 #include "common/philox.h"
 #include "common/test.h"
 #include "optimized/backend.h"
+#include "optimized/tests/opt_test_buf.h"
 
 /* T_CLOSE with a formatted message */
 #define CLOSEF(a, b, tol, fmt, ...)                                                                  \
@@ -35,19 +36,6 @@ static double *rvec(int64_t n, uint64_t off) {
     return v;
 }
 static double gam(double K, double u) { return K * u / (1 - K * u); }
-
-/* device buffer of be's dtype holding host values */
-static void *up(opt_backend *be, const double *h, int64_t n) {
-    void *d = NULL;
-    be->ops.alloc(be->ctx, &d, opt_backend_esize(be) * (size_t)(n + 1));
-    if (h) be->ops.upload_f64(be->ctx, d, h, n);
-    return d;
-}
-static double *down(opt_backend *be, const void *d, int64_t n) {
-    double *h = malloc(sizeof(double) * (size_t)(n + 1));
-    be->ops.download_f64(be->ctx, h, d, n);
-    return h;
-}
 
 static void test_gemm(opt_backend *be, double u, int exact) {
     const int64_t M = 5, N = 7, K = 3, batch = 2;

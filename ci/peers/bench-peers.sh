@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# ci/peers/bench-peers.sh BUILD — `make bench-peers` (not part of make test): dpcert's
+# host engine against the same llama in PyTorch (non-DP) and Opacus (hooks, ghost
+# clipping), f32 and f64, 1 and 2 threads, at two sizes; prints the ratios and writes
+# them into docs/performance.md (ci/peers/peers_report.py). Installs torch and opacus
+# from PyPI into BUILD/peers-venv on first use (about 5.5 GB: the PyPI torch wheel
+# brings the CUDA libraries; about 2 minutes here).
+# Knobs (environment): SIZES ("D,L,T,B ..."), DTYPES, THREADS, STRATEGIES (dpcert),
+# MODES (PyTorch), WARMUP, REPS, DOC.
+set -euo pipefail
+BUILD=${1:-build}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+VENV=$BUILD/peers-venv
+SIZES=${SIZES:-"128,4,128,16 256,4,256,16"}
+DTYPES=${DTYPES:-"f32 f64"}
+THREADS=${THREADS:-"1 2"}
+STRATEGIES=${STRATEGIES:-"grad-sample ghost mixed-ghost book-keeping fused non-dp"}
+MODES=${MODES:-"nondp opacus-hooks opacus-ghost"}
+WARMUP=${WARMUP:-2}
+REPS=${REPS:-5}
+DOC=${DOC:-$ROOT/docs/performance.md}
+RES=$BUILD/peers-results.txt
+GEMM=$BUILD/peers-gemm.txt
+
+if ! "$VENV/bin/python" -c 'import torch, opacus' 2>/dev/null; then
+  echo "bench-peers: installing torch and opacus from PyPI into $VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --progress-bar off torch opacus
+fi
+
+# GEMM kernels against OpenBLAS (when libopenblas-dev is installed)
+rm -f "$GEMM"
+OB_INC=$(ls -d /usr/include/x86_64-linux-gnu/openblas*-pthread 2>/dev/null | head -1 || true)
+if [ -n "$OB_INC" ] && [ -f "$OB_INC/cblas.h" ]; then
+  cc -std=c11 -D_GNU_SOURCE -O2 -ffp-contract=off -fno-fast-math -Wall -Wextra -Werror -I"$ROOT" -I"$OB_INC" \
+    "$ROOT/ci/peers/gemm_vs_openblas.c" "$BUILD/lib/libdpoptimized.a" -lopenblas -lm -o "$BUILD/peers-gemm"
+  for sz in $SIZES; do
+    IFS=, read -r D L T B <<< "$sz"
+    "$BUILD/peers-gemm" "$D" "$T" "$B" | tee -a "$GEMM"
+  done
+else
+  echo "bench-peers: libopenblas-dev not installed; GEMM comparison skipped (apt-get install libopenblas-dev)"
+fi
+
+: > "$RES"
+for sz in $SIZES; do
+  IFS=, read -r D L T B <<< "$sz"
+  for dt in $DTYPES; do
+    for th in $THREADS; do
+      for s in $STRATEGIES; do
+        "$BUILD/bench/optimized_bench_step" --dtype "$dt" --threads "$th" --dim "$D" --layers "$L" --seq "$T" \
+          --batch "$B" --warmup "$WARMUP" --reps "$REPS" --strategy "$s" | tee -a "$RES"
+      done
+      for m in $MODES; do
+        export OMP_NUM_THREADS=$th
+        "$VENV/bin/python" -W ignore "$ROOT/ci/peers/llama_peers.py" --mode "$m" --dtype "$dt" --threads "$th" \
+          --dim "$D" --layers "$L" --seq "$T" --batch "$B" --warmup "$WARMUP" --reps "$REPS" | tee -a "$RES"
+      done
+    done
+  done
+done
+CMD="make bench-peers"
+[ "$SIZES$DTYPES$THREADS$REPS" = "128,4,128,16 256,4,256,16f32 f641 25" ] || \
+  CMD="SIZES='$SIZES' DTYPES='$DTYPES' THREADS='$THREADS' STRATEGIES='$STRATEGIES' MODES='$MODES' WARMUP=$WARMUP REPS=$REPS make bench-peers"
+"$VENV/bin/python" "$ROOT/ci/peers/peers_report.py" "$RES" "$GEMM" "$DOC" "$CMD"

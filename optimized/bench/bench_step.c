@@ -1,0 +1,163 @@
+/* optimized/bench/bench_step.c — seconds per DP-SGD step of the llama on the host
+ * backend, per strategy and for a non-private step on the same batch, as medians of
+ * timed steps after warm-up, with the process's peak RSS; the dpcert side of
+ * `make bench-peers` (ci/peers/bench-peers.sh, docs/performance.md).
+ *
+ * The batch is the whole dataset (N = B, q = 1: every step has exactly B examples),
+ * flat abadi clipping C = 1, sigma = 1, SGD lr 0.1. The non-private step ("non-dp") is
+ * forward + backward on the same tape, the summed gradient of each linear layer as one
+ * GEMM over the B T rows (bk_gemm with c = 1), of each other parameter as a sum over
+ * examples (clip_accum with c = 1), then the SGD update: no norms, clipping or noise.
+ *
+ * Usage: bench_step [--dtype f64|f32] [--threads N] [--dim D] [--layers L] [--seq T]
+ *                   [--batch B] [--ffn F] [--heads H] [--vocab V] [--warmup W] [--reps R]
+ *                   [--strategy NAME|non-dp|all]
+ * One line per strategy: "RESULT strategy=S dtype=... median_s=X cpu_s=Y peak_rss_mb=Z ..."
+ * (cpu_s: the median of the process CPU seconds of a step, all threads).
+ * Peak RSS is the process's (ru_maxrss): with --strategy all it is the maximum over
+ * all strategies run so far, so run one strategy per process to compare memory.
+ * Reproduce (defaults, quick): make build/bench/optimized_bench_step && build/bench/optimized_bench_step */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "optimized/dpsgd.h"
+#include "optimized/host/host_gemm.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+static double peak_rss_mb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0;
+}
+
+/* one non-private step: forward/backward, summed gradients, SGD */
+static dp_status nondp_step(opt_model *om, const dp_dataset *d, const int64_t *idx, int64_t B, void **g, void *ones) {
+    opt_backend *be = om->be;
+    opt_tape tp;
+    DP_TRY(opt_forward_backward(&tp, om, d, idx, B));
+    dp_status st = DP_OK;
+    for (int p = 0; p < om->np && st == DP_OK; p++) {
+        st = be->ops.zero(be->ctx, g[p], opt_backend_esize(be) * (size_t)om->numel[p]);
+        if (st == DP_OK && om->src[p] != OPT_SRC_DIRECT)
+            st = OPT_CALL(be, bk_gemm, g[p], tp.A[p], tp.G[p], ones, B, tp.T, tp.din[p], tp.dout[p]);
+        if (st == DP_OK && om->src[p] != OPT_SRC_LINEAR)
+            st = OPT_CALL(be, clip_accum, g[p], tp.direct[p], ones, B, om->numel[p]);
+        if (st == DP_OK) st = OPT_CALL(be, sgd_momentum, om->w[p], g[p] /* buf: reused */, g[p], 0.1, 0.0, 0.0, 1,
+                                       om->numel[p]);
+    }
+    opt_tape_free(&tp);
+    return st;
+}
+
+static const char *arg(int argc, char **argv, const char *name, const char *dflt) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], name) == 0) return argv[i + 1];
+    return dflt;
+}
+
+int main(int argc, char **argv) {
+    const char *dt = arg(argc, argv, "--dtype", "f64"), *strat = arg(argc, argv, "--strategy", "all");
+    int threads = atoi(arg(argc, argv, "--threads", "1")), warm = atoi(arg(argc, argv, "--warmup", "1"));
+    int reps = atoi(arg(argc, argv, "--reps", "3"));
+    dp_model_config mc;
+    dp_model_config_default(&mc, DP_LLAMA);
+    mc.dim = atoi(arg(argc, argv, "--dim", "32"));
+    mc.layers = atoi(arg(argc, argv, "--layers", "2"));
+    mc.seq = atoi(arg(argc, argv, "--seq", "16"));
+    mc.heads = atoi(arg(argc, argv, "--heads", "4"));
+    mc.ffn = atoi(arg(argc, argv, "--ffn", "0"));
+    mc.vocab = atoi(arg(argc, argv, "--vocab", "64"));
+    if (mc.ffn <= 0) mc.ffn = 2 * mc.dim;
+    int64_t B = atoll(arg(argc, argv, "--batch", "16"));
+    if (threads < 1 || reps < 1 || warm < 0 || B < 1 || (strcmp(dt, "f64") && strcmp(dt, "f32"))) {
+        fprintf(stderr, "bench_step: bad --threads/--reps/--warmup/--batch/--dtype\n");
+        return 2;
+    }
+    dp_dpsgd_config c;
+    dp_dpsgd_config_default(&c);
+    c.n = B; c.q = 1.0; c.clip = 1.0; c.sigma = 1.0; c.key.k = 1; c.seed.k = 2;
+    dp_model m;
+    dp_dataset d;
+    if (dp_model_init(&m, &mc, c.seed) != DP_OK || dp_dataset_generate(&d, &mc, c.n, c.seed) != DP_OK) {
+        fprintf(stderr, "bench_step: %s\n", dp_last_error());
+        return 2;
+    }
+    opt_backend_config bc = {"host", strcmp(dt, "f32") == 0 ? DP_F32 : DP_F64, threads, 0};
+    opt_backend *be = NULL;
+    if (opt_backend_create(&be, &bc) != DP_OK) { fprintf(stderr, "bench_step: %s\n", dp_last_error()); return 3; }
+    double *t = malloc(sizeof(double) * (size_t)(warm + reps)), *cpu = malloc(sizeof(double) * (size_t)(warm + reps));
+    int rc = 0;
+    for (int k = 0; k <= OPT_STRAT_COUNT; k++) {
+        const char *name = k < OPT_STRAT_COUNT ? opt_strategy_names[k] : "non-dp";
+        if (strcmp(strat, "all") && strcmp(strat, name)) continue;
+        dp_status st = DP_OK;
+        if (k < OPT_STRAT_COUNT) {
+            opt_dp_options o = {(opt_strategy)k, OPT_MIXED_FLOP, OPT_NOISE_SINGLE, OPT_BUG_NONE, 0};
+            opt_dpsgd s;
+            if ((st = opt_dpsgd_init(&s, be, &c, &o, &m)) == DP_OK) {
+                dp_dpsgd_step_out out;
+                memset(&out, 0, sizeof out);
+                for (int r = 0; r < warm + reps && st == DP_OK; r++) {
+                    double t0 = now(), c0 = cpu_now();
+                    st = opt_dpsgd_step(&out, &s, &d, r + 1);
+                    t[r] = now() - t0;
+                    cpu[r] = cpu_now() - c0;
+                }
+                dp_dpsgd_step_free(&out);
+                opt_dpsgd_free(&s);
+            }
+        } else {
+            opt_model om;
+            if ((st = opt_model_create(&om, be, &m)) == DP_OK) {
+                int64_t *idx = malloc(sizeof(int64_t) * (size_t)B);
+                double *h1 = malloc(sizeof(double) * (size_t)B);
+                void **g = calloc((size_t)om.np, sizeof(void *)), *ones = NULL;
+                for (int64_t i = 0; i < B; i++) { idx[i] = i; h1[i] = 1.0; }
+                for (int p = 0; p < om.np && st == DP_OK; p++)
+                    st = be->ops.alloc(be->ctx, &g[p], opt_backend_esize(be) * (size_t)om.numel[p]);
+                if (st == DP_OK) st = be->ops.alloc(be->ctx, &ones, opt_backend_esize(be) * (size_t)B);
+                if (st == DP_OK) st = be->ops.upload_f64(be->ctx, ones, h1, B);
+                for (int r = 0; r < warm + reps && st == DP_OK; r++) {
+                    double t0 = now(), c0 = cpu_now();
+                    st = nondp_step(&om, &d, idx, B, g, ones);
+                    t[r] = now() - t0;
+                    cpu[r] = cpu_now() - c0;
+                }
+                for (int p = 0; p < om.np; p++) be->ops.free(be->ctx, g[p]);
+                be->ops.free(be->ctx, ones);
+                free(g); free(idx); free(h1);
+                opt_model_free(&om);
+            }
+        }
+        if (st != DP_OK) { fprintf(stderr, "bench_step: %s: %s\n", name, dp_last_error()); rc = 3; continue; }
+        qsort(t + warm, (size_t)reps, sizeof(double), cmp_d);
+        qsort(cpu + warm, (size_t)reps, sizeof(double), cmp_d);
+        printf("RESULT tool=dpcert strategy=%s dtype=%s threads=%d D=%d L=%d T=%d B=%lld F=%d H=%d V=%d reps=%d "
+               "median_s=%.6f min_s=%.6f max_s=%.6f cpu_s=%.6f peak_rss_mb=%.1f isa=%s\n",
+               name, dt, threads, mc.dim, mc.layers, mc.seq, (long long)B, mc.ffn, mc.heads, mc.vocab, reps,
+               t[warm + reps / 2], t[warm], t[warm + reps - 1], cpu[warm + reps / 2], peak_rss_mb(),
+               opt_hgemm_isa_name(OPT_HGEMM_ISA_AUTO));
+        fflush(stdout);
+    }
+    free(t); free(cpu);
+    opt_backend_destroy(be);
+    dp_dataset_free(&d);
+    dp_model_free(&m);
+    return rc;
+}
