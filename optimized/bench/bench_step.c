@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
         if (strcmp(strat, "all") && strcmp(strat, name)) continue;
         dp_status st = DP_OK;
         if (k < OPT_STRAT_COUNT) {
-            opt_dp_options o = {(opt_strategy)k, OPT_MIXED_FLOP, OPT_NOISE_SINGLE, OPT_BUG_NONE, 0};
+            opt_dp_options o = {.strategy = (opt_strategy)k, .mixed_rule = OPT_MIXED_FLOP, .noise_mode = OPT_NOISE_SINGLE, .bug = OPT_BUG_NONE};
             opt_dpsgd s;
             if ((st = opt_dpsgd_init(&s, be, &c, &o, &m)) == DP_OK) {
                 dp_dpsgd_step_out out;
