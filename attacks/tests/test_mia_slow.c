@@ -1,4 +1,4 @@
-/* attacks/tests/test_mia.c — membership-inference sanity runs on the host engine:
+/* attacks/tests/test_mia_slow.c — membership-inference sanity runs on the host engine:
  *   - the CI configuration (256 generated examples with random labels, 8 models per run,
  *     non-DP control + DP-SGD at eps 1 and 8 + DP-ZO at eps 8) PASSes: the non-DP control
  *     leaks (AUC lower bound at alpha 1e-3 > 0.5; observed AUC ~0.96), no DP run violates
