@@ -46,7 +46,7 @@ double conf_bound_boxmuller(double u_double);
 double conf_fraction(double ref, double cand, double bound);
 /* Cancellation factor of the per-example gradient (docs/tolerances.md "Confident examples"):
  * the backward pass starts from p - e_y, whose y entry p_y - 1 cancels when the loss l is small;
- * kappa(l) = max(1, 2 / (1 - e^-l)) multiplies the normwise relative error gamma_K. 1 for a
+ * kappa(l) = 1 / (1 - e^-l) (>= 1) multiplies the normwise relative error gamma_K. 1 for a
  * non-finite or negative l (the example is dropped or the value is not a loss), +inf for l = 0. */
 double conf_cancel_factor(double loss);
 /* Clip conventions a candidate may declare (metadata clip_fn, docs/certification.md):

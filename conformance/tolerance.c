@@ -64,13 +64,13 @@ conf_status conf_status_worse(conf_status a, conf_status b) { return a > b ? a :
 
 /* docs/tolerances.md "Confident examples": the output gradient p - e_y is computed with an
  * absolute error of a few u relative to max(p_y, 1) = 1, while its norm is at least
- * |p_y - 1| = 1 - e^-l. Relative to ||p - e_y||_2 the error is thus amplified by at most
- * (||p||_1 + 1) / (1 - e^-l) = 2 / (1 - e^-l). */
+ * |p_y - 1| = 1 - e^-l: the ratio (||p||_1 + 1) / ||p - e_y|| <= 2 / (1 - e^-l). The normwise
+ * model's slack is calibrated on unconfident examples (ratio 2, 1 - p_y -> 1), so the
+ * amplification beyond it is kappa = 1 / (1 - e^-l). */
 double conf_cancel_factor(double loss) {
     if (!(loss >= 0) || !isfinite(loss)) return 1.0;
     if (loss == 0) return INFINITY;
-    double k = 2.0 / -expm1(-loss);
-    return k > 1.0 ? k : 1.0;
+    return 1.0 / -expm1(-loss);
 }
 
 dp_status conf_clip_conv_parse(conf_clip_conv *c, const char *what, const char *s) {
