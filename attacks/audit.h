@@ -13,6 +13,7 @@
 #ifndef AUDIT_H
 #define AUDIT_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "attacks/audit_stats.h"
@@ -68,6 +69,8 @@ typedef struct {
     const char *backend;     /* optimized: "host" | "cuda" */
     int strategy;            /* optimized DP-SGD: opt_strategy */
     const char *candidate;   /* candidate: the command line CMD (run as CMD IN OUT) */
+    const char *work;        /* candidate: directory of the step vectors and outputs */
+    double timeout_s;        /* candidate: seconds per run */
     audit_canary canary;
     double canary_scale;     /* >= 1: canary size in units of C (dirac, anti, input target) */
     int canary_param;        /* dirac: parameter index (-1: the last parameter) */
@@ -115,7 +118,21 @@ typedef struct audit_release {
     void *ctx;
 } audit_release;
 
-dp_status audit_release_make(audit_release *r, const audit_setup *s);
+dp_status audit_release_make(audit_release *r, const audit_setup *s, int tid);
+
+/* The thread pool (audit_pool.c). Every worker struct begins with an audit_worker. */
+typedef struct {
+    int tid, nth;            /* set by the pool: worker tid takes indices tid, tid + nth, ... */
+    atomic_int *stop;        /* set by the pool; 1 once a worker failed */
+    dp_status st;            /* the worker's status */
+    char msg[512];           /* its message (dp_error messages are per thread) */
+} audit_worker;
+/* Runs fn(worker t) for t < nth (worker t at (char *)workers + t * stride; inline when
+ * nth == 1); the first failing worker's status and message are returned. */
+dp_status audit_pool_run(void *(*fn)(void *), void *workers, size_t stride, int nth, double *seconds);
+/* Records the current dp_error message in w and stops the other workers. */
+void audit_worker_fail(audit_worker *w);
+double audit_now_s(void);
 
 /* The trial statistics: stat[side][i], side 0 = D, 1 = D'. */
 dp_status audit_run_trials(double *stat0, double *stat1, const audit_setup *s, double *seconds);

@@ -4,24 +4,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attacks/audit.h"
+#include "attacks/audit_candidate.h"
 #include "attacks/audit_report.h"
 #include "common/cli.h"
 #include "common/fsutil.h"
+#include "common/proc.h"
 #include "optimized/dpsgd.h"
 #include "reference/model_cli.h"
 
 #define CMD "audit"
 
-typedef struct {
+typedef struct audit_cli audit_cli;
+static int audit_main(audit_cli *ap);
+
+struct audit_cli {
     ref_model_cli m;
-    const char *algo, *impl, *backend, *strategy, *candidate, *canary, *canary_param, *plant, *level, *report;
+    const char *algo, *impl, *backend, *strategy, *candidate, *canary, *canary_param, *plant, *level, *report, *work;
+    double timeout;
+    int seen_impl;
     double canary_scale, q, clip, sigma, delta, phi, confidence, calib_frac;
     int64_t canary_elem, trials, threads, onerun_m, onerun_r, onerun_k;
     uint64_t seed, key;
     int seen_canary, seen_trials, seen_key, seen_level, quiet;
-} audit_cli;
+};
 
 static dp_status cli_finish(audit_config *c, const audit_cli *a) {
     int k;
@@ -30,6 +38,11 @@ static dp_status cli_finish(audit_config *c, const audit_cli *a) {
     c->algo = (audit_algo)k;
     DP_TRY(dp_parse_choice(&k, "--impl", a->impl, audit_impl_names));
     c->impl = (audit_impl)k;
+    if (a->candidate && !a->seen_impl) c->impl = AUDIT_IMPL_CANDIDATE; /* --candidate alone */
+    if (a->candidate && c->impl != AUDIT_IMPL_CANDIDATE)
+        return dp_error(DP_ERR_USAGE, "--candidate goes with --impl candidate (got --impl %s)", a->impl);
+    c->work = a->work;
+    c->timeout_s = a->timeout;
     static const char *const backends[] = {"host", "cuda", NULL};
     DP_TRY(dp_parse_choice(&k, "--backend", a->backend, backends));
     c->backend = backends[k];
@@ -177,14 +190,26 @@ static void print_result(const audit_config *c, const audit_result *r) {
     printf("  white-box: %s (%s)\n", audit_verdict_names[r->verdict], r->message);
 }
 
+/* A fresh temporary work directory (candidate runs), removed with its files at the end. */
+static char g_tmpdir[512];
+static void cleanup_tmp(void) {
+    if (!g_tmpdir[0]) return;
+    const char *f[] = {"audit-D.safetensors", "audit-Dprime.safetensors"};
+    char p[600];
+    for (size_t i = 0; i < 2; i++) { snprintf(p, sizeof p, "%s/%s", g_tmpdir, f[i]); unlink(p); }
+    rmdir(g_tmpdir);
+    g_tmpdir[0] = 0;
+}
+
 int dp_cmd_audit(int argc, char **argv) {
+    if (argc > 0 && strcmp(argv[0], "reference-candidate") == 0) return audit_cmd_reference_candidate(argc - 1, argv + 1);
     audit_cli a;
     memset(&a, 0, sizeof a);
     ref_model_cli_init(&a.m, 16);
     a.algo = "dpsgd"; a.impl = "reference"; a.backend = "host"; a.strategy = "grad-sample";
     a.plant = "none"; a.level = "ci";
     a.canary_scale = 4; a.q = 1; a.clip = 1; a.sigma = 1; a.delta = 1e-5; a.phi = 1;
-    a.confidence = 0.95; a.calib_frac = 0.1; a.threads = 2;
+    a.confidence = 0.95; a.calib_frac = 0.1; a.threads = 2; a.timeout = 120;
     a.onerun_m = 1000; a.onerun_r = 200; a.onerun_k = 1;
     a.m.model = "mlp";
     dp_opt opts[64];
@@ -193,10 +218,12 @@ int dp_cmd_audit(int argc, char **argv) {
     if (st != DP_OK) return dp_cli_fail(CMD, st);
     const dp_opt mine[] = {
         {"--algo", DP_OPT_STRING, &a.algo, NULL, "dpsgd|dpzo (default dpsgd)"},
-        {"--impl", DP_OPT_STRING, &a.impl, NULL, "reference|optimized|candidate (default reference)"},
+        {"--impl", DP_OPT_STRING, &a.impl, &a.seen_impl, "reference|optimized|candidate (default reference)"},
         {"--backend", DP_OPT_STRING, &a.backend, NULL, "optimized: host|cuda (default host)"},
         {"--strategy", DP_OPT_STRING, &a.strategy, NULL, "optimized DP-SGD strategy (default grad-sample)"},
-        {"--candidate", DP_OPT_STRING, &a.candidate, NULL, "candidate command CMD, run as CMD IN OUT"},
+        {"--candidate", DP_OPT_STRING, &a.candidate, NULL, "candidate command CMD, run as CMD IN OUT (docs/audits.md)"},
+        {"--work", DP_OPT_STRING, &a.work, NULL, "candidate: directory for vectors/outputs (default: a fresh temp dir)"},
+        {"--timeout", DP_OPT_DOUBLE, &a.timeout, NULL, "candidate: seconds per run (default 120)"},
         {"--canary", DP_OPT_STRING, &a.canary, &a.seen_canary, "dirac|anti|input (default dirac on the reference, "
                                                                "else input)"},
         {"--canary-scale", DP_OPT_DOUBLE, &a.canary_scale, NULL, "canary size in units of --clip, >= 1 (default 4)"},
@@ -231,6 +258,28 @@ int dp_cmd_audit(int argc, char **argv) {
         return 0;
     }
     if (!a.m.seen_model) a.m.seen_model = 1; /* --model defaults to mlp here */
+    if (a.candidate) {
+        dp_status sst = dp_proc_install_signal_forwarding();
+        if (sst != DP_OK) return dp_cli_fail(CMD, sst);
+    }
+    if (a.candidate && !a.work) {
+        const char *t = getenv("TMPDIR");
+        snprintf(g_tmpdir, sizeof g_tmpdir, "%s/dpcert-audit-XXXXXX", t && t[0] ? t : "/tmp");
+        if (!mkdtemp(g_tmpdir)) {
+            g_tmpdir[0] = 0;
+            return dp_cli_fail(CMD, dp_error(DP_ERR_IO, "cannot create a temporary work directory for --candidate"));
+        }
+        a.work = g_tmpdir;
+    }
+    int rc = audit_main(&a);
+    cleanup_tmp();
+    if (a.candidate && dp_proc_interrupted()) return 128 + dp_proc_interrupted();
+    return rc;
+}
+
+static int audit_main(audit_cli *ap) {
+    audit_cli a = *ap;
+    dp_status st;
     audit_config c;
     st = cli_finish(&c, &a);
     if (st != DP_OK) return dp_cli_fail(CMD, st);
@@ -243,6 +292,10 @@ int dp_cmd_audit(int argc, char **argv) {
     }
     audit_result r;
     st = audit_run(&r, &c);
+    if (st == DP_ERR_CHECK_FAILED) { /* the candidate failed: no verdict on privacy */
+        printf("verdict: INVALID (%s)\n", dp_last_error());
+        return 1;
+    }
     if (st != DP_OK) return dp_cli_fail(CMD, st);
     print_result(&c, &r);
     audit_onerun_result o;

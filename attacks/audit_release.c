@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "attacks/audit.h"
+#include "attacks/audit_candidate.h"
 #include "optimized/dpsgd.h"
 #include "optimized/dpzo.h"
 #include "reference/dpsgd.h"
@@ -240,12 +241,11 @@ static dp_status zo_make(audit_release *r, const audit_setup *s, int engine) {
     return ref_dpzo_problem_model(&x->pb[1], &x->mctx[1], &x->m, &s->d1);
 }
 
-dp_status audit_release_make(audit_release *r, const audit_setup *s) {
+dp_status audit_release_make(audit_release *r, const audit_setup *s, int tid) {
     memset(r, 0, sizeof *r);
     r->s = s;
     dp_status st;
-    if (s->cfg.impl == AUDIT_IMPL_CANDIDATE)
-        st = dp_error(DP_ERR_NOT_SUPPORTED, "--impl candidate is not implemented yet");
+    if (s->cfg.impl == AUDIT_IMPL_CANDIDATE) st = audit_candidate_make(r, s, tid);
     else if (s->cfg.algo == AUDIT_ALGO_DPZO) st = zo_make(r, s, s->cfg.impl == AUDIT_IMPL_OPTIMIZED);
     else if (s->cfg.impl == AUDIT_IMPL_OPTIMIZED) st = opt_sgd_make(r, s);
     else st = ref_sgd_make(r, s);

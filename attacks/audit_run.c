@@ -2,59 +2,47 @@
  * trial i of side s keyed by audit_trial_key, so the statistics do not depend on the
  * thread count), then the analysis and the verdict (docs/audits.md). */
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "accountant/acct.h"
 #include "attacks/audit.h"
+#include "attacks/audit_candidate.h"
 
 typedef struct {
+    audit_worker base;
     const audit_setup *s;
     double *stat[2];
-    int tid, nth;
     atomic_llong *done;
-    atomic_int *stop;
-    dp_status st;
-    char msg[512];
 } worker;
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void *work(void *arg) {
     worker *w = arg;
+    audit_worker *b = &w->base;
     const audit_setup *s = w->s;
     int64_t n = s->cfg.trials, tot = 2 * n;
     audit_release r;
-    w->st = audit_release_make(&r, s);
-    int64_t next_report = tot / 10;
-    for (int64_t j = w->tid; w->st == DP_OK && j < tot; j += w->nth) {
-        if (atomic_load(w->stop)) break;
+    b->st = audit_release_make(&r, s, b->tid);
+    int64_t step = tot / 10 > 0 ? tot / 10 : 1, next_report = step;
+    for (int64_t j = b->tid; b->st == DP_OK && j < tot; j += b->nth) {
+        if (atomic_load(b->stop)) break;
         int side = (int)(j / n);
         int64_t i = j % n;
         dp_noise_key k;
-        w->st = audit_trial_key(&k, s->cfg.key, side, i);
-        if (w->st == DP_OK) w->st = r.run(&w->stat[side][i], &r, side, k);
-        if (w->st == DP_OK && !isfinite(w->stat[side][i]))
-            w->st = dp_error(DP_ERR_NUMERIC, "trial %lld on %s: the statistic is not finite", (long long)i,
+        b->st = audit_trial_key(&k, s->cfg.key, side, i);
+        if (b->st == DP_OK) b->st = r.run(&w->stat[side][i], &r, side, k);
+        if (b->st == DP_OK && !isfinite(w->stat[side][i]))
+            b->st = dp_error(DP_ERR_NUMERIC, "trial %lld on %s: the statistic is not finite", (long long)i,
                              side ? "D'" : "D");
         long long d = atomic_fetch_add(w->done, 1) + 1;
-        if (w->tid == 0 && s->cfg.progress && d >= next_report) {
+        if (b->tid == 0 && s->cfg.progress && d >= next_report) {
             fprintf(stderr, "audit: %lld/%lld trials\n", d, (long long)tot);
-            while (next_report <= d) next_report += tot / 10 > 0 ? tot / 10 : 1;
+            while (next_report <= d) next_report += step;
         }
     }
-    if (w->st != DP_OK) {
-        snprintf(w->msg, sizeof w->msg, "%s", dp_last_error());
-        atomic_store(w->stop, 1);
-    }
+    if (b->st != DP_OK) audit_worker_fail(b);
     if (r.destroy) r.destroy(&r);
     return NULL;
 }
@@ -62,31 +50,11 @@ static void *work(void *arg) {
 dp_status audit_run_trials(double *stat0, double *stat1, const audit_setup *s, double *seconds) {
     int nth = s->cfg.threads;
     worker *w = dp_calloc((size_t)nth, sizeof *w);
-    pthread_t *th = dp_calloc((size_t)nth, sizeof *th);
-    if (!w || !th) { free(w); free(th); return DP_ERR_NOMEM; }
+    if (!w) return DP_ERR_NOMEM;
     atomic_llong done = 0;
-    atomic_int stop = 0;
-    double t0 = now_s();
-    int started = 0;
-    for (int t = 0; t < nth; t++) {
-        w[t] = (worker){.s = s, .stat = {stat0, stat1}, .tid = t, .nth = nth, .done = &done, .stop = &stop};
-        if (nth == 1) { work(&w[t]); started = 1; break; }
-        if (pthread_create(&th[t], NULL, work, &w[t]) != 0) {
-            atomic_store(&stop, 1);
-            w[t].st = dp_error(DP_ERR_INTERNAL, "cannot start audit thread %d", t);
-            snprintf(w[t].msg, sizeof w[t].msg, "%s", dp_last_error());
-            break;
-        }
-        started = t + 1;
-    }
-    if (nth > 1)
-        for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
-    *seconds = now_s() - t0;
-    dp_status st = DP_OK;
-    for (int t = 0; t < nth && st == DP_OK; t++)
-        if (w[t].st != DP_OK) st = dp_error(w[t].st, "%s", w[t].msg);
+    for (int t = 0; t < nth; t++) w[t] = (worker){.s = s, .stat = {stat0, stat1}, .done = &done};
+    dp_status st = audit_pool_run(work, w, sizeof *w, nth, seconds);
     free(w);
-    free(th);
     return st;
 }
 
@@ -150,6 +118,10 @@ dp_status audit_analyze(audit_result *res, const audit_setup *s, const double *s
 dp_status audit_run(audit_result *res, const audit_config *c) {
     audit_setup s;
     DP_TRY(audit_setup_make(&s, c));
+    if (c->impl == AUDIT_IMPL_CANDIDATE) {
+        dp_status pst = audit_candidate_prepare(&s, c->work);
+        if (pst != DP_OK) { audit_setup_free(&s); return pst; }
+    }
     size_t n = (size_t)c->trials;
     double *s0 = dp_malloc(n * sizeof *s0), *s1 = dp_malloc(n * sizeof *s1), secs = 0;
     dp_status st = (s0 && s1) ? DP_OK : DP_ERR_NOMEM;

@@ -37,6 +37,7 @@ void audit_config_default(audit_config *c) {
     c->confidence = 0.95;
     c->calib_frac = 0.1;
     c->threads = 1;
+    c->timeout_s = 120;
 }
 
 dp_status audit_config_check(const audit_config *c) {
@@ -70,8 +71,14 @@ dp_status audit_config_check(const audit_config *c) {
         return dp_error(DP_ERR_INVALID, "--canary input is defined for --model mlp only");
     if (c->plant == AUDIT_PLANT_CLIP_AFTER_SUM && (c->algo != AUDIT_ALGO_DPSGD || c->impl != AUDIT_IMPL_REFERENCE))
         return dp_error(DP_ERR_INVALID, "--plant clip-after-sum is a DP-SGD reference release");
-    if (c->impl == AUDIT_IMPL_CANDIDATE && (!c->candidate || !c->candidate[0]))
-        return dp_error(DP_ERR_USAGE, "--impl candidate needs --candidate 'CMD'");
+    if (c->impl == AUDIT_IMPL_CANDIDATE) {
+        if (!c->candidate || !c->candidate[0]) return dp_error(DP_ERR_USAGE, "--impl candidate needs --candidate 'CMD'");
+        if (!c->work || !c->work[0]) return dp_error(DP_ERR_USAGE, "--impl candidate needs a work directory (--work)");
+        if (c->algo != AUDIT_ALGO_DPSGD || c->q != 1.0 || c->plant != AUDIT_PLANT_NONE)
+            return dp_error(DP_ERR_INVALID, "--impl candidate: the step vectors carry the batch (DP-SGD, --q 1, no "
+                                            "--plant)");
+        DP_TRY(dp_check_min("--timeout", c->timeout_s, 0, 0));
+    }
     return DP_OK;
 }
 

@@ -158,16 +158,23 @@ dp_status audit_pick_threshold(double *tau, double *neg, size_t n_neg, double *p
     if (!all) return DP_ERR_NOMEM;
     for (size_t i = 0, j = 0, k = 0; k < ntot; k++)
         all[k] = (j >= n_pos || (i < n_neg && neg[i] <= pos[j])) ? neg[i++] : pos[j++];
-    double best = -1.0;
+    double best = -1.0, best_pt = -1.0, tau_pt = neg[n_neg - 1];
     *tau = neg[n_neg - 1];
     for (size_t c = 0; c < ncand; c++) {
         size_t r = (ncand == 1) ? 0 : (size_t)((double)c * (double)(ntot - 1) / (double)(ncand - 1));
         double cand = all[r];
+        /* primary: the bound itself (Clopper-Pearson at alpha/2 per rate) */
         audit_test t;
         audit_eval_threshold(&t, neg, n_neg, pos, n_pos, cand, alpha, delta);
         double v = pick == AUDIT_PICK_EPS ? t.eps_lb : t.mu_lb;
         if (v > best) { best = v; *tau = cand; }
+        /* fallback when no candidate has a positive bound (tiny calibration splits): the point
+         * estimate with rates smoothed to (k + 1/2) / (n + 1) */
+        double fpr = ((double)t.fp + 0.5) / ((double)n_neg + 1), fnr = ((double)t.fn + 0.5) / ((double)n_pos + 1);
+        double w = pick == AUDIT_PICK_EPS ? audit_eps_from_rates(fpr, fnr, delta) : audit_mu_from_rates(fpr, fnr);
+        if (w > best_pt) { best_pt = w; tau_pt = cand; }
     }
+    if (!(best > 0)) *tau = tau_pt;
     free(all);
     return DP_OK;
 }

@@ -47,9 +47,11 @@ typedef struct {
 } audit_test;
 
 typedef enum { AUDIT_PICK_EPS = 0, AUDIT_PICK_MU = 1 } audit_pick;
-/* Threshold maximising eps_lb (AUDIT_PICK_EPS) or mu_lb (AUDIT_PICK_MU) on the scores,
- * with Clopper-Pearson bounds at alpha/2 each (used on the calibration split). neg and
- * pos are sorted in place. */
+/* Threshold (among the pooled scores at up to 400 evenly spaced ranks) maximising eps_lb
+ * (AUDIT_PICK_EPS) or mu_lb (AUDIT_PICK_MU) with Clopper-Pearson bounds at alpha/2 per rate;
+ * when no candidate has a positive bound (tiny splits), the one maximising the point estimate
+ * with rates smoothed to (k + 1/2) / (n + 1). Used on the calibration split only. neg and pos
+ * are sorted in place. */
 dp_status audit_pick_threshold(double *tau, double *neg, size_t n_neg, double *pos, size_t n_pos, double alpha,
                                double delta, audit_pick pick);
 /* Counts and bounds of the test at tau on (fresh) scores. */

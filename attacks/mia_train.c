@@ -5,12 +5,10 @@
  * not depend on the thread count. Losses on the whole population come from the reference
  * forward pass (ref_example_loss) at the trained parameters. */
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "accountant/acct.h"
 #include "attacks/mia.h"
@@ -80,6 +78,7 @@ typedef struct {
 } run_desc;
 
 typedef struct {
+    audit_worker base;
     const mia_config *c;
     const ref_dataset *pop;
     const ref_model *m0;
@@ -88,11 +87,7 @@ typedef struct {
     int nruns;
     double *loss;              /* [nruns][R][pop] */
     double *acc;               /* [nruns][R] */
-    int tid, nth;
     atomic_llong *done;
-    atomic_int *stop;
-    dp_status st;
-    char msg[512];
 } mia_worker;
 
 static dp_status subset(ref_dataset *d, const ref_dataset *p, const unsigned char *in) {
@@ -165,49 +160,40 @@ static void *mia_work(void *arg) {
     opt_backend *be = NULL;
     opt_backend_config bc = {.name = "host", .dtype = DP_F64, .threads = 1, .use_mpi = 0};
     ref_model m = {0};
-    w->st = opt_backend_create(&be, &bc);
-    if (w->st == DP_OK) w->st = ref_model_copy(&m, w->m0);
+    w->base.st = opt_backend_create(&be, &bc);
+    if (w->base.st == DP_OK) w->base.st = ref_model_copy(&m, w->m0);
     double **params = NULL;
-    if (w->st == DP_OK) {
+    if (w->base.st == DP_OK) {
         params = dp_calloc((size_t)m.nparams, sizeof *params);
-        if (!params) w->st = DP_ERR_NOMEM;
-        for (int p = 0; w->st == DP_OK && p < m.nparams; p++) params[p] = m.params[p].data;
+        if (!params) w->base.st = DP_ERR_NOMEM;
+        for (int p = 0; w->base.st == DP_OK && p < m.nparams; p++) params[p] = m.params[p].data;
     }
-    for (int64_t j = w->tid; w->st == DP_OK && j < tot; j += w->nth) {
-        if (atomic_load(w->stop)) break;
+    for (int64_t j = w->base.tid; w->base.st == DP_OK && j < tot; j += w->base.nth) {
+        if (atomic_load(w->base.stop)) break;
         const run_desc *rd = &w->runs[j / R];
         int64_t r = j % R;
         ref_dataset dm;
-        w->st = subset(&dm, w->pop, w->in + r * P);
-        if (w->st == DP_OK) w->st = train(params, w, be, rd, r, &dm);
+        w->base.st = subset(&dm, w->pop, w->in + r * P);
+        if (w->base.st == DP_OK) w->base.st = train(params, w, be, rd, r, &dm);
         double *loss = w->loss + j * P;
         int64_t correct = 0, nm = 0;
-        for (int64_t i = 0; w->st == DP_OK && i < P; i++) {
-            w->st = ref_example_loss(&loss[i], &m, NULL, w->pop, i);
-            if (w->st == DP_OK && !isfinite(loss[i]))
-                w->st = dp_error(DP_ERR_NUMERIC, "run %d model %lld: loss of example %lld is not finite", rd->index,
+        for (int64_t i = 0; w->base.st == DP_OK && i < P; i++) {
+            w->base.st = ref_example_loss(&loss[i], &m, NULL, w->pop, i);
+            if (w->base.st == DP_OK && !isfinite(loss[i]))
+                w->base.st = dp_error(DP_ERR_NUMERIC, "run %d model %lld: loss of example %lld is not finite", rd->index,
                                  (long long)r, (long long)i);
             if (w->in[r * P + i]) { nm++; correct += loss[i] < log(2.0); } /* p_y > 1/2: predicted */
         }
         w->acc[j] = nm ? (double)correct / (double)nm : 0;
         ref_dataset_free(&dm);
         long long d = atomic_fetch_add(w->done, 1) + 1;
-        if (c->progress && w->tid == 0) fprintf(stderr, "mia: %lld/%lld models trained\n", d, (long long)tot);
+        if (c->progress && w->base.tid == 0) fprintf(stderr, "mia: %lld/%lld models trained\n", d, (long long)tot);
     }
-    if (w->st != DP_OK) {
-        snprintf(w->msg, sizeof w->msg, "%s", dp_last_error());
-        atomic_store(w->stop, 1);
-    }
+    if (w->base.st != DP_OK) audit_worker_fail(&w->base);
     free(params);
     ref_model_free(&m);
     if (be) opt_backend_destroy(be);
     return NULL;
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* Balanced membership: example x joins the R/2 models of smallest u(x, r). */
@@ -263,29 +249,13 @@ dp_status mia_train_all(double *loss, double *acc, unsigned char *in, double *si
     if (st != DP_OK) { ref_dataset_free(&pop); return st; }
     int nth = c->threads;
     mia_worker *w = dp_calloc((size_t)nth, sizeof *w);
-    pthread_t *th = dp_calloc((size_t)nth, sizeof *th);
     atomic_llong done = 0;
-    atomic_int stop = 0;
-    int started = 0;
-    double t0 = now_s();
-    if (!w || !th) st = DP_ERR_NOMEM;
-    for (int t = 0; st == DP_OK && t < nth; t++) {
+    if (!w) st = DP_ERR_NOMEM;
+    for (int t = 0; st == DP_OK && t < nth; t++)
         w[t] = (mia_worker){.c = c, .pop = &pop, .m0 = &m0, .in = in, .runs = runs, .nruns = nr, .loss = loss,
-                            .acc = acc, .tid = t, .nth = nth, .done = &done, .stop = &stop};
-        if (nth == 1) { mia_work(&w[t]); break; }
-        if (pthread_create(&th[t], NULL, mia_work, &w[t]) != 0) {
-            atomic_store(&stop, 1);
-            st = dp_error(DP_ERR_INTERNAL, "cannot start thread %d", t);
-            break;
-        }
-        started = t + 1;
-    }
-    for (int t = 0; t < started && nth > 1; t++) pthread_join(th[t], NULL);
-    *seconds = now_s() - t0;
-    for (int t = 0; st == DP_OK && w && t < nth; t++)
-        if (w[t].st != DP_OK) st = dp_error(w[t].st, "%s", w[t].msg);
+                            .acc = acc, .done = &done};
+    if (st == DP_OK) st = audit_pool_run(mia_work, w, sizeof *w, nth, seconds);
     free(w);
-    free(th);
     ref_model_free(&m0);
     ref_dataset_free(&pop);
     return st;

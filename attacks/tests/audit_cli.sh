@@ -7,15 +7,8 @@
 # DPCERT_TEST_INJECT=1) exits 1 with both numbers; bad input exits 2 naming the option.
 set -u
 D=${DPCERT:?}
-out=$($D audit --help 2>&1); rc=$?
-if [ $rc -ne 0 ]; then echo "SKIP: 'dpcert audit' is not available in $D (exit $rc: $out)"; exit 77; fi
-fail=0
-check() { # expected-exit description command...
-  local want=$1 what=$2; shift 2
-  "$@" > out.txt 2>&1; local rc=$?
-  if [ $rc -ne $want ]; then echo "FAIL: $what: exit $rc, expected $want"; sed 's/^/  | /' out.txt | tail -8; fail=1
-  else echo "ok: $what (exit $rc)"; fi
-}
+. "${DPCERT_ROOT:?}/attacks/tests/cli_check.inc"
+cli_require audit
 t0=$(date +%s)
 check 0 "audit --level ci" $D audit --level ci --noise-key 3 --report rep --quiet
 t1=$(date +%s)

@@ -2,18 +2,11 @@
 # attacks/tests/mia_cli.sh — `dpcert mia` from the command line on a small configuration
 # (64 examples, 4 models, 1 DP run, no DP-ZO): report.json and roc.svg are written and
 # parse; bad input exits 2 naming the option; the planted no-noise run needs
-# DPCERT_TEST_INJECT=1. (The statistical behaviour is test_mia's.)
+# DPCERT_TEST_INJECT=1. (The statistical behaviour is test_mia_slow's.)
 set -u
 D=${DPCERT:?}
-out=$($D mia --help 2>&1); rc=$?
-if [ $rc -ne 0 ]; then echo "SKIP: 'dpcert mia' is not available in $D (exit $rc: $out)"; exit 77; fi
-fail=0
-check() { # expected-exit description command...
-  local want=$1 what=$2; shift 2
-  "$@" > out.txt 2>&1; local rc=$?
-  if [ $rc -ne $want ]; then echo "FAIL: $what: exit $rc, expected $want"; sed 's/^/  | /' out.txt | tail -8; fail=1
-  else echo "ok: $what (exit $rc)"; fi
-}
+. "${DPCERT_ROOT:?}/attacks/tests/cli_check.inc"
+cli_require mia
 small="--population 64 --models 4 --steps 200 --epsilons 8 --no-dpzo --quiet --noise-key 2"
 $D mia $small --report rep > out.txt 2>&1; rc=$?
 [ $rc -le 1 ] || { echo "FAIL: mia exit $rc"; cat out.txt; fail=1; }

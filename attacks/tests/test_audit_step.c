@@ -17,16 +17,13 @@
 #include <string.h>
 
 #include "attacks/audit.h"
+#include "attacks/tests/audit_test_small.h"
 #include "common/test.h"
 
 static audit_config small(uint64_t key) {
     audit_config c;
     audit_config_default(&c);
-    c.mc.in = 8;
-    c.mc.nhidden = 1;
-    c.mc.hidden[0] = 16;
-    c.mc.classes = 4;
-    c.n = 8;
+    audit_test_small_model(&c);
     c.trials = 2000;
     c.confidence = 0.999;
     c.threads = 2;

@@ -11,16 +11,13 @@
 #include <stdio.h>
 
 #include "attacks/audit.h"
+#include "attacks/tests/audit_test_small.h"
 #include "common/test.h"
 
 int main(void) {
     audit_config c;
     audit_config_default(&c);
-    c.mc.in = 8;
-    c.mc.nhidden = 1;
-    c.mc.hidden[0] = 16;
-    c.mc.classes = 4;
-    c.n = 8;
+    audit_test_small_model(&c);
     c.trials = AUDIT_TRIALS_CERTIFY;
     c.threads = 2;
     c.key.k = t_seed(7);
