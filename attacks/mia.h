@@ -2,7 +2,7 @@
  *
  * A population P of `pop` generated mlp examples (Gaussian inputs, uniform random labels:
  * nothing to learn but the examples themselves, so a non-DP model memorises). R models per
- * run are trained with the engine (host backend, public API), each on the examples whose
+ * run are trained with the engine (host backend, public API) or the reference, each on the examples whose
  * membership bit for that model is 1; every example is in exactly R/2 of the R models
  * (bits from the secret key, so the assignment is balanced and unpredictable). Runs: the
  * non-DP control (sigma 0, no clipping), DP-SGD at each target epsilon (sigma calibrated by
@@ -54,6 +54,7 @@ typedef struct {
     int threads;
     int progress;
     int plant_no_noise;      /* test-only: DP runs trained with sigma 0 while claiming their epsilon */
+    int reference;           /* 1: models trained by the reference (reference/dpsgd.h, dpzo.h), else the engine */
 } mia_config;
 
 void mia_config_default(mia_config *c);

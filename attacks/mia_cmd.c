@@ -51,6 +51,7 @@ static json_t *report_json(const mia_config *c, const mia_result *r) {
     json_object_set_new(root, "verdict", json_string(audit_verdict_names[r->verdict]));
     json_object_set_new(root, "message", json_string(r->message));
     json_object_set_new(cfg, "data", json_string("generated mlp inputs, uniform random labels (docs/models.md)"));
+    json_object_set_new(cfg, "impl", json_string(c->reference ? "reference" : "optimized"));
     json_object_set_new(cfg, "population", json_integer(c->pop));
     json_object_set_new(cfg, "models_per_run", json_integer(c->models));
     json_object_set_new(cfg, "steps", json_integer(c->steps));
@@ -89,12 +90,13 @@ static json_t *report_json(const mia_config *c, const mia_result *r) {
 int dp_cmd_mia(int argc, char **argv) {
     mia_config c;
     mia_config_default(&c);
-    const char *level = "ci", *eps = NULL, *report = NULL, *plant = NULL;
+    const char *level = "ci", *eps = NULL, *report = NULL, *plant = NULL, *impl = "optimized";
     int64_t models = 0, threads = 2, hidden = c.mc.hidden[0];
     int seen_models = 0, seen_key = 0, quiet = 0, no_dpzo = 0;
     uint64_t seed = 0, key = 0;
     const dp_opt opts[] = {
         {"--level", DP_OPT_STRING, &level, NULL, "ci (8 models per run) | certify (32)"},
+        {"--impl", DP_OPT_STRING, &impl, NULL, "optimized (the host engine, default) | reference"},
         {"--models", DP_OPT_INT, &models, &seen_models, "models per run (target + shadows), even >= 4"},
         {"--population", DP_OPT_INT, &c.pop, NULL, "|P|, generated examples (default 256)"},
         {"--hidden", DP_OPT_INT, &hidden, NULL, "mlp hidden width (default 64)"},
@@ -127,6 +129,10 @@ int dp_cmd_mia(int argc, char **argv) {
     static const char *const levels[] = {"ci", "certify", NULL};
     int lv;
     st = dp_parse_choice(&lv, "--level", level, levels);
+    static const char *const impls[] = {"optimized", "reference", NULL};
+    int im = 0;
+    if (st == DP_OK) st = dp_parse_choice(&im, "--impl", impl, impls);
+    c.reference = im == 1;
     if (st == DP_OK && eps) {
         size_t ne = 0;
         st = dp_parse_double_list(c.eps, MIA_MAX_EPS, &ne, "--epsilons", eps);
@@ -158,8 +164,9 @@ int dp_cmd_mia(int argc, char **argv) {
     mia_result r;
     st = mia_run_all(&r, &c);
     if (st != DP_OK) return dp_cli_fail(CMD, st);
-    printf("mia: %d runs x %lld models on %lld generated examples (random labels), %.1f s, %.2f models/s\n", r.nruns,
-           (long long)c.models, (long long)c.pop, r.seconds, r.models_per_s);
+    printf("mia (%s): %d runs x %lld models on %lld generated examples (random labels), %.1f s, %.2f models/s\n",
+           c.reference ? "reference" : "host engine", r.nruns, (long long)c.models, (long long)c.pop, r.seconds,
+           r.models_per_s);
     char name[128];
     for (int k = 0; k < r.nruns; k++) {
         const mia_run_result *rr = &r.run[k];

@@ -107,9 +107,35 @@ static dp_status subset(ref_dataset *d, const ref_dataset *p, const unsigned cha
     return DP_OK;
 }
 
-/* Train model r of run `rd`; params[p] receive the trained parameters. */
-static dp_status train(double **params, const mia_worker *w, opt_backend *be, const run_desc *rd, int64_t r,
-                       const ref_dataset *dm) {
+/* The reference's training (--impl reference): m (reset to theta_0) is trained in place. */
+static dp_status train_reference(ref_model *m, const mia_worker *w, const ref_dpsgd_config *rc,
+                                 const ref_dpzo_hparams *hp, const ref_dataset *dm) {
+    for (int p = 0; p < m->nparams; p++)
+        memcpy(m->params[p].data, w->m0->params[p].data, (size_t)m->params[p].numel * sizeof(double));
+    dp_status st = DP_OK;
+    if (hp) {
+        ref_dpzo_problem pb;
+        ref_dpzo_model_ctx ctx;
+        ref_dpzo_step_out out = {0};
+        DP_TRY(ref_dpzo_problem_model(&pb, &ctx, m, dm));
+        st = ref_dpzo_step_out_alloc(&out, dm->n, 1);
+        for (int64_t t = 1; st == DP_OK && t <= hp->steps; t++) st = ref_dpzo_step(&out, &pb, hp, t);
+        ref_dpzo_step_out_free(&out);
+        ref_dpzo_problem_free(&pb);
+        return st;
+    }
+    ref_dpsgd_state ds;
+    ref_dpsgd_step_out out = {0};
+    DP_TRY(ref_dpsgd_init(&ds, rc, m));
+    for (int64_t t = 1; st == DP_OK && t <= rc->steps; t++) st = ref_dpsgd_step(&out, m, &ds, dm, t);
+    ref_dpsgd_step_free(&out);
+    ref_dpsgd_free(&ds);
+    return st;
+}
+
+/* Train model r of run `rd`: m receives the trained parameters. */
+static dp_status train(ref_model *m, double **params, const mia_worker *w, opt_backend *be, const run_desc *rd,
+                       int64_t r, const ref_dataset *dm) {
     const mia_config *c = w->c;
     dp_stream ks;
     DP_TRY(dp_stream_secret(&ks, c->key, DP_PURPOSE_AUDIT_NOISE, 1000u + (uint32_t)rd->index, 0));
@@ -120,6 +146,7 @@ static dp_status train(double **params, const mia_worker *w, opt_backend *be, co
                                .sigma = c->plant_no_noise ? 0.0 : rd->sigma,
                                .mech = REF_DPZO_GAUSSIAN, .phi = c->zo_phi, .lr = c->zo_lr, .n_spsa = 1,
                                .seed = c->seed, .key = key};
+        if (c->reference) return train_reference(m, w, NULL, &hp, dm);
         opt_dpzo z;
         ref_dpzo_step_out out = {0};
         DP_TRY(opt_dpzo_init(&z, be, &hp, w->m0));
@@ -142,6 +169,7 @@ static dp_status train(double **params, const mia_worker *w, opt_backend *be, co
     rc.momentum = c->momentum;
     rc.seed = c->seed;
     rc.key = key;
+    if (c->reference) return train_reference(m, w, &rc, NULL, dm);
     opt_dp_options o = {.strategy = OPT_STRAT_GRAD_SAMPLE};
     opt_dpsgd s;
     ref_dpsgd_step_out out = {0};
@@ -174,7 +202,7 @@ static void *mia_work(void *arg) {
         int64_t r = j % R;
         ref_dataset dm;
         w->base.st = subset(&dm, w->pop, w->in + r * P);
-        if (w->base.st == DP_OK) w->base.st = train(params, w, be, rd, r, &dm);
+        if (w->base.st == DP_OK) w->base.st = train(&m, params, w, be, rd, r, &dm);
         double *loss = w->loss + j * P;
         int64_t correct = 0, nm = 0;
         for (int64_t i = 0; w->base.st == DP_OK && i < P; i++) {
