@@ -79,6 +79,7 @@ typedef struct {
     ref_model_config mc;
     int64_t n;               /* |D| */
     double q, clip, sigma, delta;
+    int64_t steps;           /* K >= 1 steps per trial (DP-SGD reference/engine; 1 otherwise) */
     double phi;              /* DP-ZO perturbation scale */
     int64_t trials;          /* per side */
     double confidence;       /* of the two Clopper-Pearson bounds together, in (0, 1) */
@@ -103,8 +104,8 @@ typedef struct {
     double canary_norm;      /* ||canary gradient|| (DP-SGD) or |canary loss difference| (DP-ZO) */
     double shift;            /* expected shift of the statistic: min(canary_norm, C) */
     double sign;             /* DP-ZO: sign of the canary's clipped loss difference */
-    double eps_claim;        /* accountant (PLD upper) epsilon at delta for one step */
-    double mu_claim;         /* 1/sigma when q = 1 (the release is a Gaussian mechanism), else NAN */
+    double eps_claim;        /* accountant (PLD upper) epsilon at delta for K steps */
+    double mu_claim;         /* sqrt(K)/sigma when q = 1 (K Gaussian mechanisms), else NAN */
 } audit_setup;
 
 dp_status audit_setup_make(audit_setup *s, const audit_config *c);
@@ -180,6 +181,6 @@ void audit_plant_params(double *sigma, double *clip, dp_noise_key *key, const au
 
 /* DP-SGD planted clip-after-sum release built from the reference's pieces (audit_plant.c). */
 dp_status audit_plant_cas_release(double **private_grad, const audit_setup *s, const ref_dataset *d,
-                                  dp_noise_key key);
+                                  dp_noise_key key, int64_t step);
 
 #endif

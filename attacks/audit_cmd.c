@@ -26,7 +26,7 @@ struct audit_cli {
     double timeout;
     int seen_impl;
     double canary_scale, q, clip, sigma, delta, phi, confidence, calib_frac;
-    int64_t canary_elem, trials, threads, onerun_m, onerun_r, onerun_k;
+    int64_t canary_elem, trials, threads, onerun_m, onerun_r, onerun_k, steps;
     uint64_t seed, key;
     int seen_canary, seen_trials, seen_key, seen_level, quiet;
 };
@@ -77,6 +77,7 @@ static dp_status cli_finish(audit_config *c, const audit_cli *a) {
     c->clip = a->clip;
     c->sigma = a->sigma;
     c->delta = a->delta;
+    c->steps = a->steps;
     c->phi = a->phi;
     c->confidence = a->confidence;
     c->calib_frac = a->calib_frac;
@@ -131,6 +132,7 @@ static json_t *report_json(const audit_config *c, const audit_result *r, const a
     json_object_set_new(cfg, "clip", json_real(c->clip));
     json_object_set_new(cfg, "sigma", json_real(c->sigma));
     json_object_set_new(cfg, "delta", json_real(c->delta));
+    json_object_set_new(cfg, "steps", json_integer(c->steps));
     if (c->algo == AUDIT_ALGO_DPZO) json_object_set_new(cfg, "phi", json_real(c->phi));
     json_object_set_new(cfg, "trials_per_side", json_integer(c->trials));
     json_object_set_new(cfg, "confidence", json_real(c->confidence));
@@ -178,8 +180,8 @@ static void print_result(const audit_config *c, const audit_result *r) {
     printf("audit %s %s: canary %s, %lld trials per side (%lld calibration), %.2f s, %.0f trials/s, %d thread%s\n",
            audit_algo_names[c->algo], audit_impl_names[c->impl], audit_canary_names[c->canary], (long long)c->trials,
            (long long)r->n_cal, r->seconds, r->trials_per_s, c->threads, c->threads > 1 ? "s" : "");
-    printf("  claimed epsilon %.4f at delta %g (PLD accountant: q %g, sigma %g, 1 step)\n", r->eps_claim, c->delta,
-           c->q, c->sigma);
+    printf("  claimed epsilon %.4f at delta %g (PLD accountant: q %g, sigma %g, %lld step%s)\n", r->eps_claim,
+           c->delta, c->q, c->sigma, (long long)c->steps, c->steps > 1 ? "s" : "");
     printf("  standard: FP %lld/%lld FN %lld/%lld, FPR <= %.4g FNR <= %.4g -> epsilon_LB %.4f\n",
            (long long)r->std.fp, (long long)r->std.n_neg, (long long)r->std.fn, (long long)r->std.n_pos, r->std.fpr_hi,
            r->std.fnr_hi, r->eps_lb_std);
@@ -210,7 +212,7 @@ int dp_cmd_audit(int argc, char **argv) {
     a.plant = "none"; a.level = "ci";
     a.canary_scale = 4; a.q = 1; a.clip = 1; a.sigma = 1; a.delta = 1e-5; a.phi = 1;
     a.confidence = 0.95; a.calib_frac = 0.1; a.threads = 2; a.timeout = 120;
-    a.onerun_m = 1000; a.onerun_r = 200; a.onerun_k = 1;
+    a.onerun_m = 1000; a.onerun_r = 200; a.onerun_k = 1; a.steps = 1;
     a.m.model = "mlp";
     dp_opt opts[64];
     size_t n = 0;
@@ -238,6 +240,7 @@ int dp_cmd_audit(int argc, char **argv) {
         {"--clip", DP_OPT_DOUBLE, &a.clip, NULL, "clipping norm C (default 1)"},
         {"--sigma", DP_OPT_DOUBLE, &a.sigma, NULL, "noise multiplier, > 0 (default 1)"},
         {"--delta", DP_OPT_DOUBLE, &a.delta, NULL, "claimed delta, in (0, 1) (default 1e-5)"},
+        {"--steps", DP_OPT_INT, &a.steps, NULL, "K steps per trial (DP-SGD reference/engine; default 1)"},
         {"--phi", DP_OPT_DOUBLE, &a.phi, NULL, "DP-ZO perturbation scale (default 1)"},
         {"--seed", DP_OPT_U64, &a.seed, NULL, "public seed: model, data, canary (default 0)"},
         {"--noise-key", DP_OPT_U64, &a.key, &a.seen_key, "secret audit key (default: fresh from OpenSSL)"},

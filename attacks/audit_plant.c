@@ -13,7 +13,7 @@
 #include "reference/dpsgd.h"
 
 dp_status audit_plant_cas_release(double **private_grad, const audit_setup *s, const ref_dataset *d,
-                                  dp_noise_key key) {
+                                  dp_noise_key key, int64_t step) {
     const audit_config *c = &s->cfg;
     const ref_model *m = &s->m0;
     int64_t total = m->total, b = 0;
@@ -22,7 +22,7 @@ dp_status audit_plant_cas_release(double **private_grad, const audit_setup *s, c
     double **gp = dp_calloc((size_t)m->nparams, sizeof *gp);
     dp_status st = (sum && g && idx && gp) ? DP_OK : DP_ERR_NOMEM;
     for (int p = 0, off = 0; st == DP_OK && p < m->nparams; p++) { gp[p] = g + off; off += (int)m->params[p].numel; }
-    if (st == DP_OK) st = ref_dpsgd_poisson(idx, &b, key, 1, c->q, d->n);
+    if (st == DP_OK) st = ref_dpsgd_poisson(idx, &b, key, step, c->q, d->n);
     for (int64_t k = 0; st == DP_OK && k < b; k++) {
         double loss;
         if (d == &s->d1 && idx[k] == c->n && s->canary_grad) memcpy(g, s->canary_grad, (size_t)total * sizeof *g);
@@ -37,7 +37,7 @@ dp_status audit_plant_cas_release(double **private_grad, const audit_setup *s, c
         int64_t off = 0;
         for (int p = 0; p < m->nparams; p++) {
             for (int64_t e = 0; e < m->params[p].numel; e++)
-                sum[off + e] = (f * sum[off + e] + c->sigma * c->clip * ref_dpsgd_noise_z(key, 1, p, e)) / denom;
+                sum[off + e] = (f * sum[off + e] + c->sigma * c->clip * ref_dpsgd_noise_z(key, step, p, e)) / denom;
             off += m->params[p].numel;
         }
     }

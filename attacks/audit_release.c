@@ -1,10 +1,10 @@
 /* attacks/audit_release.c — the releases under audit, one instance per thread
  * (docs/audits.md "Releases"): the reference (reference/dpsgd.h, reference/dpzo.h) and the
  * engine through its public API (opt_backend_create, opt_dpsgd_init/step, opt_dpzo_init/step).
- * Each trial is one step (step 1) from theta_0 with the trial's noise key; lr = 0, so the
- * model never moves and trials are independent. The statistic is
- *   DP-SGD: (q |D_side|) <G, dir>   (G the private gradient: the sum space, where the canary
- *           shifts the mean by min(||g_c||, C));
+ * Each trial is K steps (1..K; K = 1 for DP-ZO and candidates) from theta_0 with the trial's
+ * noise key; lr = 0, so the model never moves and trials are independent. The statistic is
+ *   DP-SGD: (q |D_side|) sum_t <G_t, dir>   (G_t the private gradients: the sum space, where
+ *           the canary shifts the mean by K min(||g_c||, C));
  *   DP-ZO:  sign * (q |D_side|) 2 phi s_0   (the released scalar in the sum space). */
 #include <math.h>
 #include <stdlib.h>
@@ -47,7 +47,7 @@ static void dpsgd_cfg(ref_dpsgd_config *rc, const audit_setup *s, int side, dp_n
     ref_dpsgd_config_default(rc);
     rc->n = side ? c->n + 1 : c->n;
     rc->q = c->q;
-    rc->steps = 1;
+    rc->steps = s->cfg.steps;
     rc->lr = 0.0;
     rc->seed = c->seed;
     rc->key = key;
@@ -84,19 +84,21 @@ static dp_status ref_sgd_run(double *stat, audit_release *r, int side, dp_noise_
     const audit_setup *s = r->s;
     const ref_dataset *d = side ? &s->d1 : &s->d0;
     double scale = s->cfg.q * (double)d->n;
-    if (s->cfg.plant == AUDIT_PLANT_CLIP_AFTER_SUM) {
-        double *g = NULL;
-        DP_TRY(audit_plant_cas_release(&g, s, d, key));
-        double acc = 0;
-        for (int64_t k = 0; k < s->m0.total; k++) acc += g[k] * s->dir[k];
-        free(g);
-        *stat = scale * acc;
-        return DP_OK;
-    }
+    double acc = 0;
     ref_dpsgd_state *st = &x->st[side];
     dpsgd_cfg(&st->cfg, s, side, key);
-    DP_TRY(ref_dpsgd_step(&x->out, &x->m, st, d, 1));
-    *stat = scale * project(x->out.private_grad, &x->m, s->dir);
+    for (int64_t t = 1; t <= s->cfg.steps; t++) { /* lr = 0: every step releases at theta_0 */
+        if (s->cfg.plant == AUDIT_PLANT_CLIP_AFTER_SUM) {
+            double *g = NULL;
+            DP_TRY(audit_plant_cas_release(&g, s, d, key, t));
+            for (int64_t k = 0; k < s->m0.total; k++) acc += g[k] * s->dir[k];
+            free(g);
+            continue;
+        }
+        DP_TRY(ref_dpsgd_step(&x->out, &x->m, st, d, t));
+        acc += project(x->out.private_grad, &x->m, s->dir);
+    }
+    *stat = scale * acc;
     return DP_OK;
 }
 
@@ -144,8 +146,13 @@ static dp_status opt_sgd_run(double *stat, audit_release *r, int side, dp_noise_
     opt_dp_options o = {.strategy = (opt_strategy)s->cfg.strategy};
     opt_dpsgd e;
     DP_TRY(opt_dpsgd_init(&e, x->be, &rc, &o, &s->m0));
-    dp_status st = opt_dpsgd_step(&x->out, &e, d, 1);
-    if (st == DP_OK) *stat = s->cfg.q * (double)d->n * project(x->out.private_grad, &s->m0, s->dir);
+    dp_status st = DP_OK;
+    double acc = 0;
+    for (int64_t t = 1; st == DP_OK && t <= s->cfg.steps; t++) {
+        st = opt_dpsgd_step(&x->out, &e, d, t);
+        if (st == DP_OK) acc += project(x->out.private_grad, &s->m0, s->dir);
+    }
+    if (st == DP_OK) *stat = s->cfg.q * (double)d->n * acc;
     opt_dpsgd_free(&e);
     return st;
 }

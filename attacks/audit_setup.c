@@ -32,6 +32,7 @@ void audit_config_default(audit_config *c) {
     c->clip = 1.0;
     c->sigma = 1.0;
     c->delta = 1e-5;
+    c->steps = 1;
     c->phi = 1.0;
     c->trials = AUDIT_TRIALS_CI;
     c->confidence = 0.95;
@@ -49,6 +50,11 @@ dp_status audit_config_check(const audit_config *c) {
     DP_TRY(dp_check_min("--sigma", c->sigma, 0, 0));
     DP_TRY(dp_check_min("--canary-scale", c->canary_scale, 1, 1));
     DP_TRY(dp_check_min("--phi", c->phi, 0, 0));
+    if (c->steps < 1 || c->steps > 1000000)
+        return dp_error(DP_ERR_INVALID, "--steps must be in [1, 10^6] (got %lld)", (long long)c->steps);
+    if (c->steps > 1 && (c->algo != AUDIT_ALGO_DPSGD || c->impl == AUDIT_IMPL_CANDIDATE))
+        return dp_error(DP_ERR_INVALID, "--steps %lld: K-step audits are DP-SGD on the reference or the engine",
+                        (long long)c->steps);
     if (c->n < 1) return dp_error(DP_ERR_INVALID, "--dataset-size must be >= 1 (got %lld)", (long long)c->n);
     if (c->threads < 1 || c->threads > 256)
         return dp_error(DP_ERR_INVALID, "--threads must be in [1, 256] (got %d)", c->threads);
@@ -259,9 +265,9 @@ dp_status audit_setup_make(audit_setup *s, const audit_config *c) {
     if (rc == DP_OK) {
         s->shift = s->canary_norm < c->clip ? s->canary_norm : c->clip;
         acct_schedule sch = {.n = 1};
-        sch.seg[0] = (acct_segment){ACCT_GAUSSIAN, c->q, c->sigma, 1};
+        sch.seg[0] = (acct_segment){ACCT_GAUSSIAN, c->q, c->sigma, c->steps};
         rc = acct_epsilon_by(&s->eps_claim, &sch, ACCT_PLD, c->delta, NULL, 0);
-        s->mu_claim = c->q == 1.0 ? 1.0 / c->sigma : NAN;
+        s->mu_claim = c->q == 1.0 ? sqrt((double)c->steps) / c->sigma : NAN;
     }
     if (rc != DP_OK) audit_setup_free(s);
     return rc;

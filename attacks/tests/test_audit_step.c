@@ -10,6 +10,7 @@
  *     (canary 4 C unclipped: mu 4), public-seed-noise (no randomness: perfect separation),
  *     clip-after-sum with the anti canary (shift C + min(||S||, C) > C), half-noise on the
  *     engine and on DP-ZO; the one-run audit catches no-clip at sigma 2 (claim 1.99);
+ *   - K = 4 steps at sigma 2 (mu 1 again): the reference and the engine pass, half-noise FAILs;
  *   - trial statistics are bit-identical for 1 and 3 threads;
  *   - bad configurations are DP_ERR_INVALID naming the option. */
 #include <math.h>
@@ -76,8 +77,17 @@ int main(void) {
         c.canary = bugs[i].k;
         T_CHECK(run(c, bugs[i].name) == AUDIT_FAIL, "planted bug %s caught", bugs[i].name);
     }
-    /* clip-after-sum is invisible to a canary along one coordinate only when ||S|| is small:
-     * with the anti canary the planted release and the correct one differ (sanity) */
+    /* K-step audits: K = 4 steps at sigma 2 is mu = 1 again (claim 4.377) */
+    c = small(key);
+    c.steps = 4;
+    c.sigma = 2;
+    T_CHECK(run(c, "reference dirac, K = 4") == AUDIT_PASS, "K-step reference passes");
+    c.plant = AUDIT_PLANT_HALF_NOISE;
+    T_CHECK(run(c, "reference dirac, K = 4, half-noise") == AUDIT_FAIL, "K-step half noise caught");
+    c.plant = AUDIT_PLANT_NONE;
+    c.impl = AUDIT_IMPL_OPTIMIZED;
+    c.canary = AUDIT_CANARY_INPUT;
+    T_CHECK(run(c, "engine input, K = 4") == AUDIT_PASS, "K-step engine passes");
 
     /* thread-count independence */
     c = small(key);
@@ -129,5 +139,10 @@ int main(void) {
     c = small(key);
     c.impl = AUDIT_IMPL_OPTIMIZED;
     T_CHECK(audit_config_check(&c) == DP_ERR_INVALID, "engine with a gradient canary rejected");
+    c = small(key);
+    c.algo = AUDIT_ALGO_DPZO;
+    c.canary = AUDIT_CANARY_INPUT;
+    c.steps = 2;
+    T_CHECK(audit_config_check(&c) == DP_ERR_INVALID && strstr(dp_last_error(), "--steps"), "K-step DP-ZO rejected");
     return t_finish();
 }
