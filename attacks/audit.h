@@ -120,6 +120,10 @@ typedef struct audit_release {
 } audit_release;
 
 dp_status audit_release_make(audit_release *r, const audit_setup *s, int tid);
+/* A zeroed context of `size` bytes installed in r with its run and destroy (NULL: no memory). */
+void *audit_release_ctx(audit_release *r, size_t size,
+                        dp_status (*run)(double *, struct audit_release *, int, dp_noise_key),
+                        void (*destroy)(struct audit_release *));
 
 /* The thread pool (audit_pool.c). Every worker struct begins with an audit_worker. */
 typedef struct {

@@ -121,11 +121,8 @@ dp_status audit_candidate_prepare(const audit_setup *s, const char *dir) {
 }
 
 dp_status audit_candidate_make(audit_release *r, const audit_setup *s, int tid) {
-    cand_ctx *x = dp_calloc(1, sizeof *x);
+    cand_ctx *x = audit_release_ctx(r, sizeof *x, cand_run, cand_destroy);
     if (!x) return DP_ERR_NOMEM;
-    r->ctx = x;
-    r->run = cand_run;
-    r->destroy = cand_destroy;
     const char *dir = s->cfg.work;
     snprintf(x->in[0], sizeof x->in[0], "%s/audit-D.safetensors", dir);
     snprintf(x->in[1], sizeof x->in[1], "%s/audit-Dprime.safetensors", dir);

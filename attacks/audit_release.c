@@ -114,11 +114,8 @@ static void ref_sgd_destroy(audit_release *r) {
 }
 
 static dp_status ref_sgd_make(audit_release *r, const audit_setup *s) {
-    ref_sgd_ctx *x = dp_calloc(1, sizeof *x);
+    ref_sgd_ctx *x = audit_release_ctx(r, sizeof *x, ref_sgd_run, ref_sgd_destroy);
     if (!x) return DP_ERR_NOMEM;
-    r->ctx = x;
-    r->run = ref_sgd_run;
-    r->destroy = ref_sgd_destroy;
     x->s = s;
     DP_TRY(ref_model_copy(&x->m, &s->m0));
     for (int side = 0; side < 2; side++) {
@@ -173,11 +170,8 @@ static dp_status backend_make(opt_backend **be, const audit_setup *s) {
 }
 
 static dp_status opt_sgd_make(audit_release *r, const audit_setup *s) {
-    opt_sgd_ctx *x = dp_calloc(1, sizeof *x);
+    opt_sgd_ctx *x = audit_release_ctx(r, sizeof *x, opt_sgd_run, opt_sgd_destroy);
     if (!x) return DP_ERR_NOMEM;
-    r->ctx = x;
-    r->run = opt_sgd_run;
-    r->destroy = opt_sgd_destroy;
     return backend_make(&x->be, s);
 }
 
@@ -236,16 +230,24 @@ static void zo_destroy(audit_release *r) {
 }
 
 static dp_status zo_make(audit_release *r, const audit_setup *s, int engine) {
-    zo_ctx *x = dp_calloc(1, sizeof *x);
+    zo_ctx *x = audit_release_ctx(r, sizeof *x, zo_run, zo_destroy);
     if (!x) return DP_ERR_NOMEM;
-    r->ctx = x;
-    r->run = zo_run;
-    r->destroy = zo_destroy;
     DP_TRY(ref_dpzo_step_out_alloc(&x->out, s->cfg.n + 1, 1));
     if (engine) return backend_make(&x->be, s);
     DP_TRY(ref_model_copy(&x->m, &s->m0));
     DP_TRY(ref_dpzo_problem_model(&x->pb[0], &x->mctx[0], &x->m, &s->d0));
     return ref_dpzo_problem_model(&x->pb[1], &x->mctx[1], &x->m, &s->d1);
+}
+
+void *audit_release_ctx(audit_release *r, size_t size,
+                        dp_status (*run)(double *, struct audit_release *, int, dp_noise_key),
+                        void (*destroy)(struct audit_release *)) {
+    void *x = dp_calloc(1, size);
+    if (!x) return NULL;
+    r->ctx = x;
+    r->run = run;
+    r->destroy = destroy;
+    return x;
 }
 
 dp_status audit_release_make(audit_release *r, const audit_setup *s, int tid) {
