@@ -32,6 +32,10 @@ DP_WEAK_CMD(dp_cmd_audit_accounting);
 DP_WEAK_CMD(dp_cmd_reproduce);
 DP_WEAK_CMD(dp_cmd_mia);
 DP_WEAK_CMD(dp_cmd_audit);
+DP_WEAK_CMD(dp_cmd_vectors);
+DP_WEAK_CMD(dp_cmd_certify);
+DP_WEAK_CMD(dp_cmd_keygen);
+DP_WEAK_CMD(dp_cmd_verify_report);
 
 static int cmd_version(int argc, char **argv);
 static int cmd_reference(int argc, char **argv);
@@ -53,6 +57,10 @@ static const struct {
     {"reproduce", dp_cmd_reproduce, "reproduce tables of the papers (e.g. 'reproduce dpzo-tables')"},
     {"mia", dp_cmd_mia, "membership-inference sanity checks"},
     {"audit", dp_cmd_audit, "empirical privacy audits of a DP implementation"},
+    {"vectors", dp_cmd_vectors, "write the certification test vectors (--suite ci|certify --out DIR)"},
+    {"certify", dp_cmd_certify, "certify a third-party DP-SGD candidate command on the test vectors"},
+    {"keygen", dp_cmd_keygen, "make an Ed25519 key pair for signing certification reports"},
+    {"verify-report", dp_cmd_verify_report, "check a certification bundle: signature, hashes, recomputed verdicts"},
 };
 #define DP_NCOMMANDS (sizeof dp_commands / sizeof dp_commands[0])
 

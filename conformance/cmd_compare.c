@@ -33,7 +33,8 @@ int dp_cmd_compare(int argc, char **argv) {
     if (help) {
         printf("usage: dpcert compare REFERENCE CANDIDATE [OPTIONS]\n"
                "  REFERENCE, CANDIDATE: two safetensors exports of one step, or two export directories\n"
-               "  (step-NNNNNN.safetensors). Exit 0 agree (PASS/MARGINAL), 1 a tensor FAILs, 2 bad input.\n");
+               "  (step-NNNNNN.safetensors). Exit 0 agree (PASS/MARGINAL), 1 a tensor FAILs or a required check\n"
+               "  could not run (INCOMPLETE: e.g. noise shares that cannot be recomputed), 2 bad input.\n");
         dp_opts_print_help(opts, nopts);
         return 0;
     }
@@ -67,13 +68,15 @@ int dp_cmd_compare(int argc, char **argv) {
         json_object_set_new(j, "reference", json_string(pos[0]));
         json_object_set_new(j, "candidate", json_string(pos[1]));
         json_object_set_new(j, "dtype", json_string(dtype));
+        json_object_set_new(j, "overall", json_string(conf_cmp_overall(&r)));
+        if (r.incomplete) json_object_set_new(j, "incomplete", json_string(r.incomplete_why));
         json_dumpf(j, stdout, JSON_INDENT(1) | JSON_ENSURE_ASCII);
         printf("\n");
         json_decref(j);
     } else {
         conf_cmp_print(&r, stdout, verbose);
     }
-    int rc = r.status == CONF_FAIL ? 1 : 0;
+    int rc = r.status == CONF_FAIL || r.incomplete ? 1 : 0; /* INCOMPLETE: never a pass by omission */
     if (r.ncompared == 0) {
         fprintf(stderr, "dpcert compare: no tensor compared (nothing in common between the exports)\n");
         rc = 1;

@@ -360,9 +360,35 @@ out:
     return st;
 }
 
-static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, const dp_tensor_set *cand,
-                              const conf_cmp_opts *o, const char *prefix, const bstore *carry_in, bstore *carry_out) {
-    if (!prefix) prefix = "";
+/* The reference values with every element where both sides are non-finite replaced by the
+ * candidate's (a dropped example: its norm and loss are NaN or inf on both sides, in whatever
+ * combination; docs/tolerances.md "Dropped examples"). NULL when the shapes differ or on OOM
+ * (then the plain comparison runs). */
+static double *nonfinite_agree(const dp_tensor *r, const dp_tensor *c) {
+    int64_t n = dp_tensor_numel(r);
+    if (!same_shape(r, c)) return NULL;
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    if (!v) return NULL;
+    for (int64_t e = 0; e < n; e++) {
+        double a = dp_tensor_get(r, e), b = dp_tensor_get(c, e);
+        v[e] = (!isfinite(a) && !isfinite(b)) ? b : a;
+    }
+    return v;
+}
+
+static void mark_incomplete(conf_cmp_result *out, const char *prefix, const char *name, const char *why) {
+    if (!out->incomplete++)
+        snprintf(out->incomplete_why, sizeof out->incomplete_why, "%s%s: %s", prefix, name, why);
+}
+
+const char *conf_cmp_overall(const conf_cmp_result *r) {
+    if (r->status == CONF_FAIL) return "FAIL";
+    if (r->incomplete) return "INCOMPLETE";
+    return conf_status_name(r->status);
+}
+
+static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *ref, const dp_tensor_set *cand,
+                                   const conf_cmp_opts *o, const char *prefix, const bstore *carry_in, bstore *carry_out) {
     if (o->cand_dtype != DP_F64 && o->cand_dtype != DP_F32 && o->cand_dtype != DP_BF16 && o->cand_dtype != DP_F16)
         return dp_error(DP_ERR_INVALID, "--dtype must be f64, f32, bf16 or f16");
     if (!(o->warn > 0 && o->warn < 1)) return dp_error(DP_ERR_INVALID, "warn fraction must be in (0, 1), got %g", o->warn);
@@ -376,7 +402,7 @@ static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, co
     k.bz = noise_draw_bound(conf_unit_roundoff(DP_F64));
     dp_status st = DP_OK;
     bstore bs = {0};
-    double *bnd = NULL, *tmp = NULL, *nrm = NULL;
+    double *bnd = NULL, *tmp = NULL, *nrm = NULL, *kap = NULL, *rhoi = NULL;
     int64_t B = -1;
     double step_no = 1;
     {
@@ -399,6 +425,20 @@ static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, co
         if (strcmp(ref->items[i].name, "per_sample.norm") == 0 || strcmp(ref->items[i].name, "per_sample.loss") == 0)
             B = ref->items[i].t.ndim >= 1 ? ref->items[i].t.shape[0] : 0;
     if (B < 0) B = 0;
+    /* per-example relative norm bound rho_i with the cancellation factor of confident examples
+       (docs/tolerances.md "Confident examples"): rho_i = gamma_K kappa_i + (gamma_P/2 + u)(1 + gamma_K kappa_i) */
+    kap = dp_malloc((size_t)(B ? B : 1) * sizeof *kap);
+    rhoi = dp_malloc((size_t)(B ? B : 1) * sizeof *rhoi);
+    if (!kap || !rhoi) { st = DP_ERR_NOMEM; goto done; }
+    {
+        const dp_tensor *rl = dp_tset_find(ref, "per_sample.loss");
+        int have_l = rl && dp_tensor_numel(rl) == B;
+        for (int64_t b = 0; b < B; b++) {
+            kap[b] = have_l ? conf_cancel_factor(dp_tensor_get(rl, b)) : 1.0;
+            double gk = k.gK * kap[b];
+            rhoi[b] = isfinite(gk) ? gk + (conf_gamma(k.P, k.u) / 2 + k.u) * (1 + gk) : INFINITY;
+        }
+    }
 
     /* data and input parameters: the candidate stores them in its dtype: |d| <= u_c |x|. */
     for (size_t i = 0; i < ref->n; i++) {
@@ -444,8 +484,10 @@ static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, co
         free(bnd);
         bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
         if (!bnd) { st = DP_ERR_NOMEM; goto done; }
-        for (int64_t e = 0; e < n; e++) bnd[e] = k.rho * fabs(dp_tensor_get(r, e));
-        if ((st = compare_elems(out, prefix, nm, r, c, NULL, bnd, o->warn)) != DP_OK) goto done;
+        for (int64_t e = 0; e < n; e++) bnd[e] = (n == B ? rhoi[e] : k.rho) * fabs(dp_tensor_get(r, e));
+        free(tmp);
+        tmp = nonfinite_agree(r, c);
+        if ((st = compare_elems(out, prefix, nm, r, c, tmp, bnd, o->warn)) != DP_OK) goto done;
     }
 
     /* 3. clip factors (flat: per_sample.clip_factor [B]; per-layer/group:
@@ -456,7 +498,9 @@ static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, co
     double *dg = dp_calloc((size_t)(B ? B : 1), sizeof *dg), *nv = dp_calloc((size_t)(B ? B : 1), sizeof *nv);
     if (!cmax || !dcv || !dg || !nv) { free(cmax); free(dcv); free(dg); free(nv); st = DP_ERR_NOMEM; goto done; }
     {
-        double rel = k.rho < 1 ? k.rho / (1 - k.rho) + 2 * k.u : INFINITY;
+        /* rel_i = rho_i / (1 - rho_i) + 3u: the mean value theorem, then the addition of eps or gamma
+           and the division (docs/tolerances.md stage 3) */
+#define CONF_REL(rh) ((rh) < 1 ? (rh) / (1 - (rh)) + 3 * k.u : INFINITY)
         int any_cf = 0;
         for (size_t i = 0; i < ref->n && st == DP_OK; i++) {
             const char *nm = ref->items[i].name;
@@ -466,7 +510,10 @@ static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, co
             free(bnd);
             bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
             if (!bnd) { st = DP_ERR_NOMEM; break; }
-            for (int64_t e = 0; e < n; e++) bnd[e] = rel * fabs(dp_tensor_get(r, e));
+            for (int64_t e = 0; e < n; e++) {
+                double cf = fabs(dp_tensor_get(r, e)), rl = CONF_REL(n == B ? rhoi[e] : k.rho);
+                bnd[e] = cf == 0 ? 0 : rl * cf; /* a dropped example's 0 must be exact */
+            }
             if (n == B) {
                 for (int64_t b = 0; b < B; b++) cmax[b] = any_cf ? fmax(cmax[b], fabs(dp_tensor_get(r, b))) : fabs(dp_tensor_get(r, b));
                 any_cf = 1;
@@ -476,14 +523,25 @@ static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, co
         }
         for (int64_t b = 0; b < B; b++) {
             if (!any_cf) cmax[b] = 1.0;
-            dcv[b] = rel * cmax[b];
+            dcv[b] = cmax[b] == 0 ? 0 : CONF_REL(rhoi[b]) * cmax[b];
             nv[b] = (nrm && rn->ndim == 1 && rn->shape[0] == B) ? fabs(nrm[b]) : 0;
-            dg[b] = k.gK * nv[b]; /* per-element bound of the per-example gradient (normwise model) */
+            /* per-element bound of the per-example gradient (normwise model, cancellation factor) */
+            dg[b] = cmax[b] == 0 ? 0 : k.gK * kap[b] * nv[b];
+#undef CONF_REL
         }
     }
     if (st != DP_OK) { free(cmax); free(dcv); free(dg); free(nv); goto done; }
 
-    /* 4. clipped sums: |d cs_j| <= sum_i (c_i dg_i + |g_ij| dc_i + dc_i dg_i) + gamma_B sum_i |c_i g_ij|. */
+    /* 4. clipped sums: |d cs_j| <= sum_i min(c_i dg_i + |g_ij| dc_i + dc_i dg_i, cap) + gamma_B sum_i |c_i g_ij|.
+       A dropped example (reference factor 0, compared exactly above) adds nothing on either side.
+       cap = C_total (2 + gamma_{P+4}): both clipped vectors have norm <= C_total (the candidate's up
+       to the rounding of its norm and factor), so no coordinate of their difference exceeds it. */
+    double ctot = -1;
+    {
+        static const char *const kc[] = {"c_total", "clip", NULL};
+        if (!meta_num(ref, &ctot, kc) || !(ctot > 0)) ctot = -1;
+    }
+    const double cap = ctot > 0 ? ctot * (2 + conf_gamma(k.P + 4, k.u)) : INFINITY;
     for (size_t i = 0; i < ref->n; i++) {
         const char *nm = ref->items[i].name;
         if (strncmp(nm, "step.clipped_sum.", 17) != 0) continue;
@@ -499,10 +557,11 @@ static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, co
         for (int64_t e = 0; e < n; e++) {
             double sabs = 0, prop = 0;
             for (int64_t b = 0; b < B; b++) {
+                if (cmax[b] == 0) continue;
                 /* |g_ij| <= n_i when the per-example gradient is not exported */
                 double gij = g ? fabs(dp_tensor_get(g, b * n + e)) : nv[b];
                 sabs += cmax[b] * gij;
-                prop += cmax[b] * dg[b] + gij * dcv[b] + dcv[b] * dg[b];
+                prop += fmin(cmax[b] * dg[b] + gij * dcv[b] + dcv[b] * dg[b], cap);
             }
             bd[e] = prop + conf_gamma((double)B, k.u) * sabs;
         }
@@ -556,8 +615,9 @@ static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, co
             if (!have_key || sc < 0) {
                 if ((st = push_skip(out, prefix, nm, CONF_SKIPPED,
                                     "noise shares without noise_key/sigma/c_total in the reference metadata: "
-                                    "not recomputable, checked statistically")) != DP_OK)
+                                    "not recomputable, needs a statistical check (INCOMPLETE)")) != DP_OK)
                     goto done;
+                mark_incomplete(out, prefix, nm, "noise not recomputable (no noise_key/sigma/c_total in the reference)");
                 continue;
             }
             if (!(R >= 1 && R < 256 && R == floor(R))) {
@@ -579,8 +639,9 @@ static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, co
             }
             if (n > 0 && lane < 0) {
                 if ((st = push_skip(out, prefix, nm, CONF_SKIPPED,
-                                    "noise shares: the reference noise matches no lane of its noise_key")) != DP_OK)
+                                    "noise shares: the reference noise matches no lane of its noise_key (INCOMPLETE)")) != DP_OK)
                     goto done;
+                mark_incomplete(out, prefix, nm, "the reference noise matches no lane of its noise_key");
                 continue;
             }
             double *en = bstore_new(&bs, pname, BS_EN, n);
@@ -752,7 +813,9 @@ static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, co
         if (!bnd) { st = DP_ERR_NOMEM; goto done; }
         for (int64_t e = 0; e < n; e++)
             bnd[e] = conf_gamma(k.K + 2, k.u) * (fabs(dp_tensor_get(r, e)) + log(k.P > 1 ? k.P : 1) + 1);
-        if ((st = compare_elems(out, prefix, loss_names[li], r, c, NULL, bnd, o->warn)) != DP_OK) goto done;
+        free(tmp);
+        tmp = nonfinite_agree(r, c);
+        if ((st = compare_elems(out, prefix, loss_names[li], r, c, tmp, bnd, o->warn)) != DP_OK) goto done;
     }
     (void)T;
 
@@ -785,6 +848,34 @@ done:
     free(bnd);
     free(tmp);
     free(nrm);
+    free(kap);
+    free(rhoi);
+    return st;
+}
+
+/* A candidate that declares another clip convention (metadata clip_fn, e.g. Opacus's
+ * abadi_eps:1e-6) is compared with the reference re-clipped under that convention
+ * (conf_ref_reclip, conformance/convention.c). */
+static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, const dp_tensor_set *cand,
+                              const conf_cmp_opts *o, const char *prefix, const bstore *carry_in, bstore *carry_out) {
+    if (!prefix) prefix = "";
+    const char *cfn = dp_tset_meta(cand, "clip_fn"), *rfn = dp_tset_meta(ref, "clip_fn");
+    if (!cfn || !rfn || strcmp(cfn, rfn) == 0 || dp_tset_find(ref, "step.scalar"))
+        return compare_step_body(out, ref, cand, o, prefix, carry_in, carry_out);
+    conf_clip_conv cv;
+    dp_status st = conf_clip_conv_parse(&cv, "candidate metadata clip_fn", cfn);
+    if (st != DP_OK) return st;
+    dp_tensor_set adj;
+    char why[200] = "";
+    st = conf_ref_reclip(&adj, why, sizeof why, ref, &cv);
+    if (st != DP_OK) return st;
+    if (why[0]) { /* could not re-clip: the comparison cannot be trusted either way */
+        dp_tset_free(&adj);
+        mark_incomplete(out, prefix, "(clip_fn)", why);
+        return compare_step_body(out, ref, cand, o, prefix, carry_in, carry_out);
+    }
+    st = compare_step_body(out, &adj, cand, o, prefix, carry_in, carry_out);
+    dp_tset_free(&adj);
     return st;
 }
 
@@ -895,7 +986,10 @@ void conf_cmp_print(const conf_cmp_result *r, void *file, int verbose) {
         else snprintf(frac, sizeof frac, "inf");
         fprintf(f, "%-56s %-13s %12s %12.3g  %s\n", t->name, conf_status_name(t->status), frac, t->max_abs_err, t->msg);
     }
-    fprintf(f, "overall: %s, worst fraction of budget %.3g%%%s%s\n", conf_status_name(r->status),
+    fprintf(f, "overall: %s, worst fraction of budget %.3g%%%s%s\n", conf_cmp_overall(r),
             isfinite(r->worst_frac) ? 100 * r->worst_frac : INFINITY, r->first_fail[0] ? ", first FAIL: " : "",
             r->first_fail);
+    if (r->incomplete && r->status != CONF_FAIL)
+        fprintf(f, "INCOMPLETE: %s (%d check(s) could not run; never a pass by omission)\n", r->incomplete_why,
+                r->incomplete);
 }

@@ -44,6 +44,26 @@ double conf_bound_boxmuller(double u_double);
 /* fraction of budget used: |a-b| / bound (0 when a == b, +inf when bound == 0 and a != b,
  * +inf when exactly one is NaN or they are non-finite and differ). */
 double conf_fraction(double ref, double cand, double bound);
+/* Cancellation factor of the per-example gradient (docs/tolerances.md "Confident examples"):
+ * the backward pass starts from p - e_y, whose y entry p_y - 1 cancels when the loss l is small;
+ * kappa(l) = 1 / (1 - e^-l) (>= 1) multiplies the normwise relative error gamma_K. 1 for a
+ * non-finite or negative l (the example is dropped or the value is not a loss), +inf for l = 0. */
+double conf_cancel_factor(double loss);
+/* Clip conventions a candidate may declare (metadata clip_fn, docs/certification.md):
+ * "abadi" min(1, R/n); "abadi_eps:E" min(1, R/(n + E)) (Opacus: E = 1e-6);
+ * "automatic" / "automatic:G" R/(n + G) (G default 0.01). */
+typedef struct { int automatic; double eps; } conf_clip_conv;
+/* Parses a clip_fn string; DP_ERR_INVALID naming `what` on anything else. */
+dp_status conf_clip_conv_parse(conf_clip_conv *c, const char *what, const char *s);
+double conf_clip_conv_factor(const conf_clip_conv *c, double norm, double thresh);
+/* The reference step `ref` re-clipped under convention `cv` (convention.c): clip factors
+ * c'_i = f(n_i, R), clipped sums S' = S + sum_i (c'_i - c_i) g_i, private gradients
+ * G' = G + (S' - S) / qN, and params_after of plain SGD shifted by -lr (G' - G) (other
+ * optimizers' params_after are left out). Dropped examples keep factor 0. When the export
+ * lacks what this needs (per-example gradients, thresholds), `why` says so and *out is a
+ * plain copy. */
+dp_status conf_ref_reclip(dp_tensor_set *out, char *why, size_t whylen, const dp_tensor_set *ref,
+                          const conf_clip_conv *cv);
 
 /* ---- comparison of one step ---- */
 typedef struct {
@@ -77,7 +97,12 @@ typedef struct {
     conf_status status;    /* worst over compared items; SKIPPED/NOT_SUPPORTED only if none compared */
     double worst_frac;     /* max over compared items */
     char first_fail[200];  /* name of the first FAIL tensor (in comparison order), "" if none */
+    int incomplete;        /* > 0: a required check could not run (noise neither recomputed nor tested
+                              statistically): the overall verdict is INCOMPLETE unless something FAILs */
+    char incomplete_why[256];
 } conf_cmp_result;
+/* "PASS", "MARGINAL", "FAIL" or "INCOMPLETE" (a FAIL wins over INCOMPLETE; INCOMPLETE over the rest). */
+const char *conf_cmp_overall(const conf_cmp_result *r);
 void conf_cmp_result_init(conf_cmp_result *r);
 void conf_cmp_result_free(conf_cmp_result *r);
 dp_status conf_cmp_result_push(conf_cmp_result *r, const conf_tensor_result *t);

@@ -347,6 +347,10 @@ dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks
         }
         res->status = res->cmp.status;
         res->worst_frac = res->cmp.worst_frac;
+        if (res->cmp.incomplete && res->status != CONF_FAIL) { /* never a pass by omission */
+            res->status = CONF_FAIL;
+            snprintf(res->detail, sizeof res->detail, "INCOMPLETE: %s", res->cmp.incomplete_why);
+        }
         char why[400];
         if (!c->expect_fail && c->clip_mix && res->status != CONF_FAIL && conf_clip_mix_check(why, sizeof why, refdir) == 0) {
             res->status = CONF_FAIL;

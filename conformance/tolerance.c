@@ -1,5 +1,7 @@
 /* conformance/tolerance.c — forward-error-bound building blocks (docs/tolerances.md). */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "conformance/conf.h"
 
@@ -59,3 +61,38 @@ const char *conf_status_name(conf_status s) {
 }
 
 conf_status conf_status_worse(conf_status a, conf_status b) { return a > b ? a : b; }
+
+/* docs/tolerances.md "Confident examples": the output gradient p - e_y is computed with an
+ * absolute error of a few u relative to max(p_y, 1) = 1, while its norm is at least
+ * |p_y - 1| = 1 - e^-l: the ratio (||p||_1 + 1) / ||p - e_y|| <= 2 / (1 - e^-l). The normwise
+ * model's slack is calibrated on unconfident examples (ratio 2, 1 - p_y -> 1), so the
+ * amplification beyond it is kappa = 1 / (1 - e^-l). */
+double conf_cancel_factor(double loss) {
+    if (!(loss >= 0) || !isfinite(loss)) return 1.0;
+    if (loss == 0) return INFINITY;
+    return 1.0 / -expm1(-loss);
+}
+
+dp_status conf_clip_conv_parse(conf_clip_conv *c, const char *what, const char *s) {
+    c->automatic = 0;
+    c->eps = 0;
+    if (!s) return dp_error(DP_ERR_INVALID, "%s: missing clip_fn", what);
+    const char *arg = NULL;
+    if (strcmp(s, "abadi") == 0) return DP_OK;
+    if (strcmp(s, "automatic") == 0) { c->automatic = 1; c->eps = 0.01; return DP_OK; }
+    if (strncmp(s, "abadi_eps:", 10) == 0) arg = s + 10;
+    else if (strncmp(s, "automatic:", 10) == 0) { arg = s + 10; c->automatic = 1; }
+    if (!arg) return dp_error(DP_ERR_INVALID, "%s: unknown clip_fn '%s' (abadi, abadi_eps:E, automatic[:G])", what, s);
+    char *end;
+    double v = strtod(arg, &end);
+    if (end == arg || *end || !isfinite(v) || v < 0 || v > 1e6)
+        return dp_error(DP_ERR_INVALID, "%s: clip_fn '%s': the constant must be a number in [0, 1e6]", what, s);
+    c->eps = v;
+    return DP_OK;
+}
+
+double conf_clip_conv_factor(const conf_clip_conv *c, double norm, double thresh) {
+    if (c->automatic) return thresh / (norm + c->eps);
+    double d = norm + c->eps;
+    return d <= thresh ? 1.0 : thresh / d;
+}

@@ -1,0 +1,321 @@
+/* conformance/certify.c — the two phases of `dpcert certify` (docs/certification.md):
+ * run (the candidate on every vector, R times, outputs kept in the bundle) and evaluate
+ * (every check recomputed from the stored vectors and outputs; `verify-report` calls only
+ * this phase). */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/fsutil.h"
+#include "common/safetensors.h"
+#include "conformance/certify.h"
+#include "conformance/certify_int.h"
+#include "common/candidate.h"
+
+const char *cert_verdict_name(int v) { return v == CERT_PASS ? "CERTIFIED" : v == CERT_FAIL ? "FAILED" : "INCOMPLETE"; }
+
+void cert_suite_defaults(cert_opts *o) {
+    if (o->suite == CERT_SUITE_CI) {
+        if (!(o->alpha > 0)) o->alpha = 1e-6;
+        if (o->repeats <= 0) o->repeats = 2;
+    } else {
+        if (!(o->alpha > 0)) o->alpha = 1e-9;
+        if (o->repeats <= 0) o->repeats = 4; /* raised by cert_run/evaluate's power requirement */
+    }
+    if (!(o->timeout_s > 0)) o->timeout_s = 120;
+}
+
+void cert_result_init(cert_result *r) { memset(r, 0, sizeof *r); }
+void cert_result_free(cert_result *r) { free(r->items); memset(r, 0, sizeof *r); }
+dp_status cert_result_push(cert_result *r, const cert_check *k) {
+    if (r->n == r->cap) {
+        size_t nc = r->cap ? 2 * r->cap : 64;
+        cert_check *p = realloc(r->items, nc * sizeof *p);
+        if (!p) return dp_error(DP_ERR_NOMEM, "out of memory (checks)");
+        r->items = p;
+        r->cap = nc;
+    }
+    r->items[r->n++] = *k;
+    if (k->status > r->verdict) {
+        r->verdict = k->status;
+        snprintf(r->first, sizeof r->first, "%.80s [%.120s]: %.190s", k->name, k->scope, k->msg);
+    }
+    return DP_OK;
+}
+
+/* ---- the bundle's files ---- */
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+dp_status cert_list_vector_files(char ***names, size_t *n, const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return dp_error(DP_ERR_IO, "cannot open %s", dir);
+    char **v = NULL;
+    size_t k = 0, cap = 0;
+    struct dirent *e;
+    dp_status st = DP_OK;
+    while ((e = readdir(d)) && st == DP_OK) {
+        size_t l = strlen(e->d_name);
+        if (l < 13 || strcmp(e->d_name + l - 12, ".safetensors") != 0 || e->d_name[0] == '.') continue;
+        if (k == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **p = realloc(v, cap * sizeof *p);
+            if (!p) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
+            v = p;
+        }
+        if (!(v[k] = strndup(e->d_name, l - 12))) st = dp_error(DP_ERR_NOMEM, "out of memory");
+        else k++;
+    }
+    closedir(d);
+    if (k) qsort(v, k, sizeof *v, cmp_str);
+    *names = v;
+    *n = k;
+    return st;
+}
+static dp_status list_vectors(char ***names, size_t *n, const char *bundle) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/vectors", bundle);
+    return cert_list_vector_files(names, n, dir);
+}
+static void free_names(char **v, size_t n) {
+    for (size_t i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+/* The expected outputs of a vector (names point into the vector set; freed by the caller). */
+typedef struct { dp_cand_expect *e; size_t n; char **owned; size_t nowned; } expect_list;
+static void expect_free(expect_list *x) {
+    for (size_t i = 0; i < x->nowned; i++) free(x->owned[i]);
+    free(x->owned);
+    free(x->e);
+    memset(x, 0, sizeof *x);
+}
+static dp_status expect_add(expect_list *x, const char *prefix, const char *name, int req, dp_cand_kind k, int ndim,
+                            const int64_t *shape) {
+    dp_cand_expect *p = realloc(x->e, (x->n + 1) * sizeof *p);
+    char **o = realloc(x->owned, (x->nowned + 1) * sizeof *o);
+    if (p) x->e = p;
+    if (o) x->owned = o;
+    if (!p || !o) return dp_error(DP_ERR_NOMEM, "out of memory");
+    size_t l = strlen(prefix) + strlen(name) + 1;
+    char *s = malloc(l);
+    if (!s) return dp_error(DP_ERR_NOMEM, "out of memory");
+    snprintf(s, l, "%s%s", prefix, name);
+    x->owned[x->nowned++] = s;
+    dp_cand_expect *e = &x->e[x->n++];
+    memset(e, 0, sizeof *e);
+    e->name = s;
+    e->required = req;
+    e->kind = k;
+    e->ndim = ndim;
+    for (int d = 0; d < ndim && d < DP_MAX_DIMS; d++) e->shape[d] = shape[d];
+    return DP_OK;
+}
+
+/* docs/certification.md "Outputs". */
+static dp_status expectations(expect_list *x, const dp_tensor_set *v) {
+    memset(x, 0, sizeof *x);
+    const char *kind = dp_tset_meta(v, "kind");
+    if (kind && strcmp(kind, "sampling") == 0) {
+        const dp_tensor *s = dp_tset_find(v, "sampling.shape");
+        if (!s || dp_tensor_numel(s) != 2) return dp_error(DP_ERR_FORMAT, "sampling vector without sampling.shape [2]");
+        int64_t kn[2] = {(int64_t)dp_tensor_get(s, 0), (int64_t)dp_tensor_get(s, 1)};
+        return expect_add(x, "", "sampling.mask", 1, DP_CAND_INT, 2, kn);
+    }
+    int64_t B = -1;
+    const dp_tensor *bx = dp_tset_find(v, "batch.x"), *bt = dp_tset_find(v, "batch.tokens");
+    B = bx ? bx->shape[0] : bt ? bt->shape[0] : -1;
+    if (B < 0) return dp_error(DP_ERR_FORMAT, "step vector without batch.x or batch.tokens");
+    int64_t sb[1] = {B};
+    for (size_t i = 0; i < v->n; i++) {
+        const char *nm = v->items[i].name;
+        if (strncmp(nm, "params.", 7) != 0) continue;
+        const dp_tensor *t = &v->items[i].t;
+        DP_TRY(expect_add(x, "step.private_grad.", nm + 7, 1, DP_CAND_FLOAT, t->ndim, t->shape));
+        DP_TRY(expect_add(x, "step.clipped_sum.", nm + 7, 0, DP_CAND_FLOAT, t->ndim, t->shape));
+        DP_TRY(expect_add(x, "step.noise.", nm + 7, 0, DP_CAND_FLOAT, t->ndim, t->shape));
+    }
+    DP_TRY(expect_add(x, "", "per_sample.norm*", 0, DP_CAND_FLOAT, 1, sb));
+    DP_TRY(expect_add(x, "", "per_sample.clip_factor*", 0, DP_CAND_FLOAT, 1, sb));
+    DP_TRY(expect_add(x, "", "per_sample.loss", 0, DP_CAND_FLOAT, 1, sb));
+    return DP_OK;
+}
+
+static void out_path(char *p, size_t len, const char *bundle, const char *vec, int64_t r, const char *ext) {
+    snprintf(p, len, "%s/outputs/%s.r%lld.%s", bundle, vec, (long long)r, ext);
+}
+
+dp_status cert_read_output(dp_cand_result *res, dp_tensor_set *out, const char *bundle, const char *name, int64_t r,
+                           const dp_tensor_set *v) {
+    memset(res, 0, sizeof *res);
+    dp_tset_init(out);
+    char op[4096], sp[4096];
+    out_path(op, sizeof op, bundle, name, r, "safetensors");
+    out_path(sp, sizeof sp, bundle, name, r, "status");
+    struct stat sb;
+    if (lstat(sp, &sb) == 0) { /* a recorded run failure */
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        DP_TRY(dp_read_file(&buf, &len, sp));
+        char w[16] = "";
+        sscanf((const char *)buf, "%15s", w);
+        res->outcome = strcmp(w, "TIMEOUT") == 0 ? DP_CAND_TIMEOUT : strcmp(w, "NO_OUTPUT") == 0 ? DP_CAND_NO_OUTPUT : DP_CAND_EXIT;
+        size_t skip = strlen(w) + 1 < len ? strlen(w) + 1 : len;
+        snprintf(res->msg, sizeof res->msg, "%.*s", (int)(len - skip), (const char *)buf + skip);
+        size_t l = strlen(res->msg);
+        if (l && res->msg[l - 1] == '\n') res->msg[l - 1] = '\0';
+        free(buf);
+        return DP_OK;
+    }
+    if (lstat(op, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        res->outcome = DP_CAND_MISSING;
+        snprintf(res->msg, sizeof res->msg, "output %.400s absent from the bundle", op);
+        return DP_OK;
+    }
+    dp_status st = dp_st_read(out, op);
+    if (st == DP_ERR_NOMEM) return st;
+    if (st != DP_OK) {
+        dp_tset_init(out);
+        res->outcome = DP_CAND_BAD_OUTPUT;
+        snprintf(res->msg, sizeof res->msg, "candidate output is not a valid safetensors file: %s", dp_last_error());
+        return DP_OK;
+    }
+    expect_list ex;
+    DP_TRY(expectations(&ex, v));
+    dp_candidate_validate(res, out, ex.e, ex.n);
+    expect_free(&ex);
+    return DP_OK;
+}
+
+dp_status cert_run(const char *bundle, const cert_opts *o, int verbose) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/outputs", bundle);
+    DP_TRY(dp_mkdir_p("--report", dir));
+    char **names = NULL;
+    size_t nv = 0;
+    DP_TRY(list_vectors(&names, &nv, bundle));
+    dp_status st = DP_OK;
+    for (size_t i = 0; i < nv && st == DP_OK; i++) {
+        char vp[4096];
+        snprintf(vp, sizeof vp, "%s/vectors/%s.safetensors", bundle, names[i]);
+        dp_tensor_set v;
+        if ((st = dp_st_read(&v, vp)) != DP_OK) break;
+        expect_list ex;
+        st = expectations(&ex, &v);
+        dp_tset_free(&v);
+        for (int64_t r = 1; r <= o->repeats && st == DP_OK; r++) {
+            char op[4096], sp[4096], lp[4096];
+            out_path(op, sizeof op, bundle, names[i], r, "safetensors");
+            out_path(sp, sizeof sp, bundle, names[i], r, "status");
+            out_path(lp, sizeof lp, bundle, names[i], r, "log");
+            dp_cand_opts co;
+            dp_cand_opts_default(&co);
+            co.timeout_s = o->timeout_s;
+            co.log_path = lp;
+            dp_cand_result cr;
+            dp_tensor_set out;
+            st = dp_candidate_run(&cr, &out, o->candidate, vp, op, ex.e, ex.n, &co);
+            dp_tset_free(&out);
+            if (st != DP_OK) break;
+            if (cr.outcome == DP_CAND_INTERRUPTED) {
+                st = dp_error(DP_ERR_IO, "interrupted");
+                break;
+            }
+            /* outcomes the stored output cannot show again are recorded beside it */
+            if (cr.outcome == DP_CAND_EXIT || cr.outcome == DP_CAND_TIMEOUT || cr.outcome == DP_CAND_NO_OUTPUT) {
+                remove(op);
+                char line[700];
+                int len = snprintf(line, sizeof line, "%s %s\n", dp_cand_outcome_name(cr.outcome), cr.msg);
+                st = dp_write_file_atomic("--report", sp, line, (size_t)len);
+            } else {
+                remove(sp);
+            }
+            if (verbose)
+                fprintf(stderr, "  %s r%lld: %s%s%s (%.2f s)\n", names[i], (long long)r, dp_cand_outcome_name(cr.outcome),
+                        cr.msg[0] ? ": " : "", cr.msg, cr.proc.wall_s);
+        }
+        expect_free(&ex);
+    }
+    free_names(names, nv);
+    return st;
+}
+
+/* ---- evaluation ---- */
+static void scope(cert_check *k, const char *fmt, const char *a) { snprintf(k->scope, sizeof k->scope, fmt, a); }
+
+dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) {
+    char **names = NULL;
+    size_t nv = 0;
+    DP_TRY(list_vectors(&names, &nv, bundle));
+    cert_pool all = {0}, coord = {0}, rep = {0}, across = {0};
+    double **prev = NULL;
+    int64_t prevn = 0;
+    dp_status st = DP_OK;
+    if (nv == 0) st = dp_error(DP_ERR_FORMAT, "no vectors in %s/vectors", bundle);
+    for (size_t i = 0; i < nv && st == DP_OK; i++) {
+        char vp[4096], hex[65];
+        snprintf(vp, sizeof vp, "%s/vectors/%s.safetensors", bundle, names[i]);
+        dp_tensor_set v;
+        if ((st = dp_st_read(&v, vp)) != DP_OK) break;
+        const char *decl = dp_tset_meta(&v, "vector_sha256"), *kind = dp_tset_meta(&v, "kind");
+        if ((st = cert_vector_digest(hex, &v)) == DP_OK && (!decl || strcmp(decl, hex) != 0))
+            st = dp_error(DP_ERR_FORMAT, "vector %s: vector_sha256 does not match its content (tampered?)", names[i]);
+        if (st == DP_OK && kind && strcmp(kind, "sampling") == 0) st = cert_eval_sampling(r, bundle, names[i], &v, o);
+        else if (st == DP_OK) {
+            double **zs = NULL;
+            int64_t zn = 0;
+            st = cert_eval_step(r, &all, &coord, &rep, &zs, &zn, bundle, names[i], &v, o);
+            /* independence across steps (vectors): repeat k of this vector against repeat k of the previous */
+            for (int64_t k = 0; st == DP_OK && zs && prev && k < o->repeats; k++)
+                for (int64_t e = 0; e < zn && e < prevn && zs[k] && prev[k] && st == DP_OK; e++)
+                    st = cert_pair_push(&across, zs[k][e], prev[k][e]);
+            if (prev) { for (int64_t k = 0; k < o->repeats; k++) free(prev[k]); free(prev); }
+            prev = zs;
+            prevn = zn;
+        }
+        dp_tset_free(&v);
+    }
+    if (prev) { for (int64_t k = 0; k < o->repeats; k++) free(prev[k]); free(prev); }
+    if (st == DP_OK) {
+        cert_check k;
+        if (all.n > 0) {
+            cert_test_variance(&k, all.z, all.n, o->alpha);
+            scope(&k, "%s", "all step vectors and repeats");
+            r->noise_n = all.n;
+            r->sigma_eff_ratio = sqrt(k.statistic);
+            /* 1 - 1e-3 interval for the std ratio: invert the Laurent-Massart region */
+            double t = log(2 / 1e-3), dn = (double)all.n, S = k.statistic * dn;
+            r->ratio_hi = sqrt(S / (dn - 2 * sqrt(dn * t)));
+            r->ratio_lo = sqrt(S / (dn + 2 * sqrt(dn * t) + 2 * t));
+            st = cert_result_push(r, &k);
+            cert_test_mean(&k, all.z, all.n, o->alpha);
+            scope(&k, "%s", "all step vectors and repeats");
+            if (st == DP_OK) st = cert_result_push(r, &k);
+            cert_test_ks(&k, all.z, all.n, o->alpha);
+            scope(&k, "%s", "all step vectors and repeats");
+            if (st == DP_OK) st = cert_result_push(r, &k);
+        } else {
+            memset(&k, 0, sizeof k);
+            snprintf(k.name, sizeof k.name, "noise");
+            k.status = CERT_INCOMPLETE;
+            snprintf(k.msg, sizeof k.msg, "no private gradient could be read: the noise was not tested");
+            st = cert_result_push(r, &k);
+        }
+        const char *what[3] = {"across coordinates", "across repeats", "across steps"};
+        cert_pool *pp[3] = {&coord, &rep, &across};
+        for (int j = 0; j < 3 && st == DP_OK; j++) {
+            cert_test_products(&k, pp[j]->pa, pp[j]->pb, pp[j]->np, o->alpha);
+            snprintf(k.name, sizeof k.name, "noise independence %s", what[j]);
+            scope(&k, "%s", "all step vectors");
+            if (pp[j]->np == 0) {
+                k.status = CERT_INCOMPLETE;
+                snprintf(k.msg, sizeof k.msg, "no pairs (needs >= 2 repeats / vectors)");
+            }
+            st = cert_result_push(r, &k);
+        }
+    }
+    cert_pool_free(&all); cert_pool_free(&coord); cert_pool_free(&rep); cert_pool_free(&across);
+    free_names(names, nv);
+    return st;
+}

@@ -1,0 +1,137 @@
+/* conformance/certify.h — certifying third-party DP-SGD implementations
+ * (docs/certification.md): test vectors, the reference of a step vector, black-box
+ * statistical tests with stated false-reject probabilities and power, the run and evaluate
+ * phases of `dpcert certify`, verdicts, and the report bundle (signed with Ed25519). */
+#ifndef CONF_CERTIFY_H
+#define CONF_CERTIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "common/tensor.h"
+#include "conformance/conf.h"
+#include "reference/dpsgd.h"
+
+#define CERT_VECTOR_FORMAT "dpcert-vector/1"
+#define CERT_REPORT_FORMAT "dpcert-certification/1"
+
+/* ---- test vectors (vectors.c) ---- */
+typedef enum { CERT_SUITE_CI = 0, CERT_SUITE_CERTIFY = 1 } cert_suite;
+dp_status cert_suite_parse(cert_suite *s, const char *what, const char *name);
+const char *cert_suite_name(cert_suite s);
+/* Writes every vector of `suite` to DIR/<name>.safetensors (atomically); names[] (malloc'd,
+ * sorted) receive the file names when names != NULL. */
+dp_status cert_vectors_write(const char *dir, cert_suite suite, char ***names, size_t *n);
+/* SHA-256 (hex) of a vector: of its safetensors serialization without the vector_sha256
+ * metadata entry. */
+dp_status cert_vector_digest(char hex[65], const dp_tensor_set *v);
+/* Sorted base names (without .safetensors) of the vector files of a directory. */
+dp_status cert_list_vector_files(char ***names, size_t *n, const char *dir);
+
+/* ---- the reference of a step vector (vecref.c) ---- */
+typedef struct {
+    ref_model_config mc;
+    ref_dpsgd_config c;
+    ref_model m;
+    ref_dataset d;          /* the batch: n = B examples */
+    ref_clip_groups g;
+    conf_clip_conv conv;    /* the convention the factors were computed with */
+    int64_t B;
+    int G;
+    double qn;              /* expected batch size (denominator) */
+    double *loss, *norm;    /* [B] */
+    double *gnorm, *cf;     /* [B, G] */
+    int *dropped;           /* [B] */
+    double **grad;          /* [P][B * numel] */
+    double **sum;           /* [P][numel] clipped sums */
+} cert_vecref;
+/* Model and DP configuration of a step vector's metadata (docs/certification.md "Vectors"). */
+dp_status cert_vector_config(ref_model_config *mc, ref_dpsgd_config *c, double *qn, const dp_tensor_set *v);
+/* Reference of step vector v under convention cv (NULL: the vector's own clip_fn). */
+dp_status cert_vecref_compute(cert_vecref *r, const dp_tensor_set *v, const conf_clip_conv *cv);
+void cert_vecref_free(cert_vecref *r);
+/* The reference as an export set (names of docs/conformance.md) for `compare`. */
+dp_status cert_vecref_export(dp_tensor_set *s, const cert_vecref *r, const dp_tensor_set *v, const char *clip_fn);
+
+/* ---- statistics (certify_stats.c); every test is of the null hypothesis "iid N(0, 1)"
+ * (noise, standardized) or "iid Bernoulli(q)" (sampling); alpha is a guaranteed bound on
+ * the false-reject probability (no asymptotic approximation) ---- */
+typedef struct {
+    char name[96];          /* e.g. "noise variance" */
+    char scope[160];        /* vector / tensor / repeats it covers */
+    int status;             /* CERT_PASS / CERT_FAIL / CERT_INCOMPLETE */
+    double statistic, lo, hi; /* accept iff lo <= statistic <= hi */
+    double alpha;           /* false-reject bound */
+    int64_t n;              /* samples */
+    char msg[320];
+} cert_check;
+enum { CERT_PASS = 0, CERT_INCOMPLETE = 1, CERT_FAIL = 2 };
+const char *cert_status_name(int s); /* "PASS", "INCOMPLETE", "FAIL" */
+
+/* Variance of standardized samples (Laurent-Massart, as conf_stat_noise_variance). */
+void cert_test_variance(cert_check *k, const double *z, int64_t n, double alpha);
+/* Lower bound on the power of the variance test against std ratio s (variance s^2 times the claim). */
+double cert_power_variance(int64_t n, double alpha, double s);
+/* Mean: sum z / sqrt(n) in [-t, t], t = sqrt(2 ln(2/alpha)) (Chernoff). */
+void cert_test_mean(cert_check *k, const double *z, int64_t n, double alpha);
+/* Kolmogorov-Smirnov distance to Phi, threshold sqrt(ln(2/alpha) / (2n)) (DKW, Massart's constant). */
+void cert_test_ks(cert_check *k, const double *z, int64_t n, double alpha);
+/* Power lower bound of the KS test against an alternative at KS distance D from Phi. */
+double cert_power_ks(int64_t n, double alpha, double D);
+/* KS distance of N(0,1) to uniform / Laplace of variance 1 / N(0,1) rounded to a grid of step h. */
+double cert_ks_distance_alt(int which, double h);
+/* Products: T = sum a_k b_k of m pairs (independent N(0,1) under the null); two-sided Chernoff
+ * threshold from E exp(l a b) = (1 - l^2)^(-1/2). */
+void cert_test_products(cert_check *k, const double *a, const double *b, int64_t m, double alpha);
+double cert_products_threshold(int64_t m, double alpha);
+/* Bernoulli count: X of n trials with rate p, Bernstein two-sided. */
+void cert_test_count(cert_check *k, int64_t x, int64_t n, double p, double alpha);
+/* Dispersion lower tail: S = sum_j (c_j - t p)^2 over J independent Binomial(t, p) counts;
+ * reject when S < E S - sqrt(2 sum E Y^2 ln(1/alpha)) (Maurer's inequality for non-negative
+ * variables). Catches fixed-size batches and epoch shuffling. */
+void cert_test_dispersion(cert_check *k, const int64_t *c, int64_t J, int64_t t, double p, double alpha);
+
+/* ---- the certification (certify.c) ---- */
+typedef struct {
+    cert_suite suite;
+    int64_t repeats;
+    double alpha;           /* per test */
+    double timeout_s;
+    const char *candidate;  /* the command */
+} cert_opts;
+/* Alpha per test and the repeats needed for the suite's power claim. */
+void cert_suite_defaults(cert_opts *o);
+
+typedef struct {
+    cert_check *items;
+    size_t n, cap;
+    int verdict;            /* CERT_PASS (CERTIFIED) / CERT_INCOMPLETE / CERT_FAIL (FAILED) */
+    char first[400];        /* the first FAIL (or INCOMPLETE): check, scope, statistic */
+    double sigma_eff_ratio, ratio_lo, ratio_hi; /* measured noise std / claimed, with a 1 - 1e-3 interval */
+    int64_t noise_n;
+    char conventions[512];  /* declared conventions of the candidate (dtype, clip_fn) */
+} cert_result;
+void cert_result_init(cert_result *r);
+void cert_result_free(cert_result *r);
+dp_status cert_result_push(cert_result *r, const cert_check *k);
+const char *cert_verdict_name(int v); /* "CERTIFIED", "INCOMPLETE", "FAILED" */
+
+/* Run phase: for each vector in BUNDLE/vectors and each repeat, run the candidate into
+ * BUNDLE/outputs/<vector>.r<k>.safetensors (kept); failures become records in
+ * BUNDLE/outputs/<vector>.r<k>.status (one line "OUTCOME message"). */
+dp_status cert_run(const char *bundle, const cert_opts *o, int verbose);
+/* Evaluate phase: every check from the stored vectors and outputs (no candidate run). */
+dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o);
+
+/* ---- reports and signatures (certify_report.c) ---- */
+/* report.json (hashes of every vector and output, every check, verdict), report.md, junit.xml. */
+dp_status cert_report_write(const char *bundle, const cert_result *r, const cert_opts *o, const char *command);
+/* Ed25519 key pair (PEM, private key mode 0600). */
+dp_status cert_keygen(const char *priv_path, const char *pub_path);
+/* BUNDLE/report.json.sig = Ed25519(report.json bytes). */
+dp_status cert_sign(const char *bundle, const char *priv_path);
+/* 0 ok; DP_ERR_CHECK_FAILED with a message naming what does not verify. */
+dp_status cert_verify_signature(const char *bundle, const char *pub_path);
+
+#endif

@@ -1,0 +1,297 @@
+/* conformance/certify_eval.c — the checks of one vector (docs/certification.md "Checks"):
+ * step vectors (deterministic checks through `compare`, the residual r = qN G - S_ref
+ * standardized by sigma C_total, freshness) and sampling vectors (inclusion masks). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/hash.h"
+#include "conformance/certify_int.h"
+
+static int meta_d(const dp_tensor_set *v, const char *key, double *x) {
+    const char *m = dp_tset_meta(v, key);
+    if (!m) return 0;
+    char *end;
+    double t = strtod(m, &end);
+    if (end == m || *end || !isfinite(t)) return 0;
+    *x = t;
+    return 1;
+}
+
+static dp_status push(cert_result *r, int status, const char *name, const char *scope, const char *msg) {
+    cert_check k;
+    memset(&k, 0, sizeof k);
+    k.status = status;
+    snprintf(k.name, sizeof k.name, "%s", name);
+    snprintf(k.scope, sizeof k.scope, "%s", scope);
+    snprintf(k.msg, sizeof k.msg, "%s", msg);
+    return cert_result_push(r, &k);
+}
+
+static dp_status output_failed(cert_result *r, const dp_cand_result *cr, const char *scope) {
+    char m[600];
+    snprintf(m, sizeof m, "%s: %s", dp_cand_outcome_name(cr->outcome), cr->msg);
+    return push(r, dp_cand_outcome_incomplete(cr->outcome) ? CERT_INCOMPLETE : CERT_FAIL, "candidate output", scope, m);
+}
+
+static void note_convention(cert_result *r, const char *vec, const char *clip_fn, const char *dtype) {
+    char c[160];
+    snprintf(c, sizeof c, "clip_fn=%s dtype=%s", clip_fn, dtype);
+    if (strstr(r->conventions, c)) return;
+    size_t l = strlen(r->conventions);
+    snprintf(r->conventions + l, sizeof r->conventions - l, "%s%s", l ? "; " : "", c);
+    (void)vec;
+}
+
+/* Deterministic checks: the candidate's optional outputs against the reference under the
+ * declared convention, and (when it exports its noise) the private gradient minus its noise. */
+static dp_status deterministic(cert_result *r, const cert_vecref *ref, const dp_tensor_set *v, const dp_tensor_set *out,
+                               const char *clip_fn, dp_dtype dt, const char *scope) {
+    dp_tensor_set R, C;
+    DP_TRY(cert_vecref_export(&R, ref, v, clip_fn));
+    dp_tset_init(&C);
+    dp_status st = DP_OK;
+    for (size_t i = 0; i < out->n && st == DP_OK; i++) st = dp_tset_add(&C, out->items[i].name, &out->items[i].t);
+    for (int p = 0; p < ref->m.nparams && st == DP_OK; p++) { /* noise exported: check G - Z/qN against S_ref/qN */
+        char nz[200], pg[200];
+        snprintf(nz, sizeof nz, "step.noise.%s", ref->m.params[p].name);
+        snprintf(pg, sizeof pg, "step.private_grad.%s", ref->m.params[p].name);
+        if (!dp_tset_find(out, nz)) continue;
+        const ref_param *P = &ref->m.params[p];
+        double *zero = dp_calloc((size_t)P->numel, sizeof *zero), *g = dp_malloc((size_t)P->numel * sizeof *g);
+        if (!zero || !g) { free(zero); free(g); st = DP_ERR_NOMEM; break; }
+        for (int64_t e = 0; e < P->numel; e++) g[e] = ref->sum[p][e] / ref->qn;
+        st = dp_tset_add_f64(&R, nz, zero, P->ndim, P->shape);
+        if (st == DP_OK) st = dp_tset_add_f64(&R, pg, g, P->ndim, P->shape);
+        free(zero);
+        free(g);
+    }
+    /* what the candidate does not export is copied from the reference (so the bounds can be
+       formed) and left out of the verdict */
+    char **copied = dp_calloc(R.n + 1, sizeof *copied);
+    size_t nc = 0;
+    if (!copied) st = DP_ERR_NOMEM;
+    for (size_t i = 0; i < R.n && st == DP_OK; i++)
+        if (!dp_tset_find(&C, R.items[i].name)) {
+            st = dp_tset_add(&C, R.items[i].name, &R.items[i].t);
+            copied[nc++] = R.items[i].name;
+        }
+    conf_cmp_opts co;
+    conf_cmp_opts_default(&co);
+    co.cand_dtype = dt;
+    co.noise_statistical = 1;
+    conf_cmp_result cr;
+    conf_cmp_result_init(&cr);
+    if (st == DP_OK) st = conf_compare_sets(&cr, &R, &C, &co, "");
+    int npass = 0;
+    double worst = 0;
+    for (size_t i = 0; i < cr.n && st == DP_OK; i++) {
+        const conf_tensor_result *t = &cr.items[i];
+        int mine = strncmp(t->name, "params.", 7) != 0 && strncmp(t->name, "batch.", 6) != 0;
+        for (size_t j = 0; j < nc && mine; j++) mine = strcmp(copied[j], t->name) != 0;
+        if (!mine || t->status == CONF_SKIPPED || t->status == CONF_NOT_SUPPORTED) continue;
+        if (t->status == CONF_FAIL) {
+            char sc[200], m[400];
+            snprintf(sc, sizeof sc, "%.60s %.130s", scope, t->name);
+            snprintf(m, sizeof m, "%s", t->msg);
+            st = push(r, CERT_FAIL, "deterministic", sc, m);
+        } else {
+            npass++;
+            if (t->worst_frac > worst) worst = t->worst_frac;
+        }
+    }
+    if (st == DP_OK && npass) {
+        char m[200];
+        snprintf(m, sizeof m, "%d tensors within their derived bounds (worst fraction %.3g)", npass, worst);
+        st = push(r, CERT_PASS, "deterministic", scope, m);
+    }
+    conf_cmp_result_free(&cr);
+    free(copied);
+    dp_tset_free(&R);
+    dp_tset_free(&C);
+    return st;
+}
+
+dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_pool *rep, double ***zs_out, int64_t *zn,
+                         const char *bundle, const char *name, const dp_tensor_set *v, const cert_opts *o) {
+    double sigma = 0, ctot = 0;
+    if (!meta_d(v, "sigma", &sigma) || !meta_d(v, "c_total", &ctot) || !(sigma * ctot > 0))
+        return dp_error(DP_ERR_FORMAT, "vector %s: sigma and c_total must be positive", name);
+    double **zs = dp_calloc((size_t)o->repeats, sizeof *zs);
+    char (*dig)[65] = dp_calloc((size_t)o->repeats, sizeof *dig);
+    cert_pool mine = {0};
+    if (!zs || !dig) { free(zs); free(dig); return DP_ERR_NOMEM; }
+    *zs_out = zs;
+    *zn = 0;
+    dp_status st = DP_OK;
+    for (int64_t k = 1; k <= o->repeats && st == DP_OK; k++) {
+        char sc[160];
+        snprintf(sc, sizeof sc, "%s r%lld", name, (long long)k);
+        dp_cand_result cr;
+        dp_tensor_set out;
+        if ((st = cert_read_output(&cr, &out, bundle, name, k, v)) != DP_OK) break;
+        if (cr.outcome != DP_CAND_OK) {
+            st = output_failed(r, &cr, sc);
+            dp_tset_free(&out);
+            continue;
+        }
+        const char *clip_fn = dp_tset_meta(&out, "clip_fn"), *dts = dp_tset_meta(&out, "dtype");
+        if (!clip_fn) clip_fn = dp_tset_meta(v, "clip_fn");
+        conf_clip_conv cv;
+        dp_dtype dt = DP_F64;
+        int ok = conf_clip_conv_parse(&cv, "output metadata clip_fn", clip_fn) == DP_OK;
+        if (ok && !dp_tset_meta(&out, "clip_fn") && cv.automatic) meta_d(v, "gamma", &cv.eps);
+        if (ok && dts) ok = (strcmp(dts, "f64") == 0 && (dt = DP_F64, 1)) || (strcmp(dts, "f32") == 0 && (dt = DP_F32, 1)) ||
+                            (strcmp(dts, "bf16") == 0 && (dt = DP_BF16, 1));
+        if (!ok) {
+            st = push(r, CERT_FAIL, "declared conventions", sc, "output metadata: clip_fn must be abadi, abadi_eps:E or "
+                                                                "automatic[:G]; dtype f64, f32 or bf16");
+            dp_tset_free(&out);
+            continue;
+        }
+        note_convention(r, name, clip_fn, dts ? dts : "f64");
+        cert_vecref ref;
+        if ((st = cert_vecref_compute(&ref, v, &cv)) != DP_OK) { dp_tset_free(&out); break; }
+        st = deterministic(r, &ref, v, &out, clip_fn, dt, sc);
+        /* the residual and its digest (freshness) */
+        int64_t n = 0;
+        for (int p = 0; p < ref.m.nparams; p++) n += ref.m.params[p].numel;
+        zs[k - 1] = dp_malloc((size_t)(n ? n : 1) * sizeof(double));
+        uint8_t *bytes = NULL;
+        size_t nb = 0;
+        if (!zs[k - 1]) st = DP_ERR_NOMEM;
+        int64_t j = 0, bad = -1;
+        for (int p = 0; p < ref.m.nparams && st == DP_OK; p++) {
+            char pg[200];
+            snprintf(pg, sizeof pg, "step.private_grad.%s", ref.m.params[p].name);
+            const dp_tensor *G = dp_tset_find(&out, pg);
+            size_t tb = dp_tensor_nbytes(G);
+            uint8_t *nbuf = realloc(bytes, nb + tb + 1);
+            if (!nbuf) { st = DP_ERR_NOMEM; break; }
+            bytes = nbuf;
+            memcpy(bytes + nb, G->data, tb);
+            nb += tb;
+            for (int64_t e = 0; e < ref.m.params[p].numel; e++, j++) {
+                double z = (ref.qn * dp_tensor_get(G, e) - ref.sum[p][e]) / (sigma * ctot);
+                if (!isfinite(z) && bad < 0) bad = j;
+                zs[k - 1][j] = z;
+            }
+        }
+        if (st == DP_OK && bad >= 0) {
+            st = push(r, CERT_FAIL, "private gradient finite", sc, "a private gradient element is not finite");
+            free(zs[k - 1]);
+            zs[k - 1] = NULL;
+        } else if (st == DP_OK) {
+            *zn = n;
+            for (int64_t e = 0; e < n && st == DP_OK; e++) st = cert_pool_push(all, zs[k - 1][e]);
+            for (int64_t e = 0; e < n && st == DP_OK; e++) st = cert_pool_push(&mine, zs[k - 1][e]);
+            for (int64_t e = 0; e + 1 < n && st == DP_OK; e += 2) st = cert_pair_push(coord, zs[k - 1][e], zs[k - 1][e + 1]);
+            for (int64_t e = 0; k >= 2 && zs[k - 2] && e < n && st == DP_OK; e++) st = cert_pair_push(rep, zs[k - 1][e], zs[k - 2][e]);
+            if (st == DP_OK) st = dp_sha256_buf_hex(dig[k - 1], bytes, nb);
+            for (int64_t a = 1; a < k && st == DP_OK; a++)
+                if (dig[a - 1][0] && strcmp(dig[a - 1], dig[k - 1]) == 0) {
+                    char m[200];
+                    snprintf(m, sizeof m, "repeats %lld and %lld released identical private gradients: the noise is not fresh",
+                             (long long)a, (long long)k);
+                    st = push(r, CERT_FAIL, "noise freshness", sc, m);
+                }
+        }
+        free(bytes);
+        cert_vecref_free(&ref);
+        dp_tset_free(&out);
+    }
+    if (st == DP_OK && mine.n > 0) {
+        cert_check k;
+        cert_test_variance(&k, mine.z, mine.n, o->alpha);
+        snprintf(k.scope, sizeof k.scope, "%s (all repeats)", name);
+        st = cert_result_push(r, &k);
+    }
+    cert_pool_free(&mine);
+    free(dig);
+    return st;
+}
+
+dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *name, const dp_tensor_set *v,
+                             const cert_opts *o) {
+    const dp_tensor *sh = dp_tset_find(v, "sampling.shape");
+    double q = 0;
+    if (!sh || dp_tensor_numel(sh) != 2 || !meta_d(v, "q", &q) || !(q > 0 && q < 1))
+        return dp_error(DP_ERR_FORMAT, "sampling vector %s: sampling.shape and q in (0, 1) required", name);
+    int64_t K = (int64_t)dp_tensor_get(sh, 0), N = (int64_t)dp_tensor_get(sh, 1);
+    if (K < 2 || N < 2 || K > (1 << 20) || N > (1 << 24)) return dp_error(DP_ERR_FORMAT, "sampling vector %s: bad shape", name);
+    uint8_t *prev = NULL, *cur = NULL;
+    int64_t *cs = dp_calloc((size_t)K, sizeof *cs), *ce = dp_calloc((size_t)N, sizeof *ce);
+    dp_status st = (!cs || !ce) ? DP_ERR_NOMEM : DP_OK;
+    for (int64_t k = 1; k <= o->repeats && st == DP_OK; k++) {
+        char sc[160];
+        snprintf(sc, sizeof sc, "%s r%lld", name, (long long)k);
+        dp_cand_result cr;
+        dp_tensor_set out;
+        if ((st = cert_read_output(&cr, &out, bundle, name, k, v)) != DP_OK) break;
+        if (cr.outcome != DP_CAND_OK) { st = output_failed(r, &cr, sc); dp_tset_free(&out); continue; }
+        const dp_tensor *m = dp_tset_find(&out, "sampling.mask");
+        free(cur);
+        cur = dp_malloc((size_t)(K * N));
+        if (!cur) { dp_tset_free(&out); st = DP_ERR_NOMEM; break; }
+        int bad = 0;
+        for (int64_t i = 0; i < K * N; i++) {
+            double x = dp_tensor_get(m, i);
+            if (x != 0 && x != 1) bad = 1;
+            cur[i] = x == 1;
+        }
+        dp_tset_free(&out);
+        if (bad) { st = push(r, CERT_FAIL, "sampling mask values", sc, "sampling.mask holds values other than 0 and 1"); continue; }
+        memset(cs, 0, (size_t)K * sizeof *cs);
+        memset(ce, 0, (size_t)N * sizeof *ce);
+        int64_t tot = 0, pe = 0, ps = 0, worst = 0;
+        for (int64_t s = 0; s < K; s++)
+            for (int64_t i = 0; i < N; i++) {
+                int x = cur[s * N + i];
+                cs[s] += x; ce[i] += x; tot += x;
+                if (i % 2 == 0 && i + 1 < N) pe += x && cur[s * N + i + 1];
+                if (s % 2 == 0 && s + 1 < K) ps += x && cur[(s + 1) * N + i];
+            }
+        for (int64_t i = 1; i < N; i++)
+            if (fabs((double)ce[i] - (double)K * q) > fabs((double)ce[worst] - (double)K * q)) worst = i;
+        cert_check c;
+        cert_test_count(&c, tot, K * N, q, o->alpha);
+        snprintf(c.name, sizeof c.name, "sampling rate q");
+        snprintf(c.scope, sizeof c.scope, "%s", sc);
+        if ((st = cert_result_push(r, &c)) != DP_OK) break;
+        cert_test_count(&c, ce[worst], K, q, o->alpha / (double)N);
+        c.alpha = o->alpha; /* union bound over the N examples */
+        snprintf(c.name, sizeof c.name, "per-example inclusion rate (worst example)");
+        snprintf(c.scope, sizeof c.scope, "%.120s example %lld", sc, (long long)worst);
+        if ((st = cert_result_push(r, &c)) != DP_OK) break;
+        cert_test_dispersion(&c, cs, K, N, q, o->alpha);
+        snprintf(c.name, sizeof c.name, "batch sizes ~ Binomial(N, q) (dispersion)");
+        snprintf(c.scope, sizeof c.scope, "%s", sc);
+        if ((st = cert_result_push(r, &c)) != DP_OK) break;
+        cert_test_dispersion(&c, ce, N, K, q, o->alpha);
+        snprintf(c.name, sizeof c.name, "per-example counts ~ Binomial(K, q) (dispersion)");
+        snprintf(c.scope, sizeof c.scope, "%s", sc);
+        if ((st = cert_result_push(r, &c)) != DP_OK) break;
+        cert_test_count(&c, pe, K * (N / 2), q * q, o->alpha);
+        snprintf(c.name, sizeof c.name, "independence across examples (co-inclusion)");
+        snprintf(c.scope, sizeof c.scope, "%s", sc);
+        if ((st = cert_result_push(r, &c)) != DP_OK) break;
+        cert_test_count(&c, ps, (K / 2) * N, q * q, o->alpha);
+        snprintf(c.name, sizeof c.name, "independence across steps (co-inclusion)");
+        snprintf(c.scope, sizeof c.scope, "%s", sc);
+        if ((st = cert_result_push(r, &c)) != DP_OK) break;
+        if (prev) {
+            int64_t both = 0;
+            for (int64_t i = 0; i < K * N; i++) both += prev[i] && cur[i];
+            cert_test_count(&c, both, K * N, q * q, o->alpha);
+            snprintf(c.name, sizeof c.name, "fresh across repeats (co-inclusion)");
+            snprintf(c.scope, sizeof c.scope, "%.120s vs r%lld", sc, (long long)(k - 1));
+            if ((st = cert_result_push(r, &c)) != DP_OK) break;
+        }
+        free(prev);
+        prev = cur;
+        cur = NULL;
+    }
+    free(prev); free(cur); free(cs); free(ce);
+    return st;
+}

@@ -1,0 +1,265 @@
+/* conformance/certify_report.c — the certification bundle's reports and signature
+ * (docs/certification.md "Reports"): report.md, junit.xml (through report.c's writers),
+ * report.json (version, git revision, command, options, SHA-256 of every file, every check,
+ * the verdict), and the Ed25519 signature of report.json (OpenSSL EVP). */
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/fsutil.h"
+#include "common/hash.h"
+#include "common/safetensors.h"
+#include "conformance/certify.h"
+
+#ifndef DPCERT_VERSION
+#define DPCERT_VERSION "0.0.0"
+#endif
+#ifndef DPCERT_GIT_REV
+#define DPCERT_GIT_REV "unknown"
+#endif
+
+static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+/* "files": {"vectors/NAME": sha256, "outputs/NAME": sha256, "report.md": ..., "junit.xml": ...} */
+static dp_status hash_dir(json_t *files, const char *bundle, const char *sub) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/%s", bundle, sub);
+    DIR *d = opendir(dir);
+    if (!d) return DP_OK;
+    struct dirent *e;
+    dp_status st = DP_OK;
+    while ((e = readdir(d)) && st == DP_OK) {
+        if (e->d_name[0] == '.') continue;
+        char p[4400], key[600], hex[65];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        snprintf(key, sizeof key, "%s/%s", sub, e->d_name);
+        if ((st = dp_sha256_file_hex(hex, p)) == DP_OK) json_object_set_new(files, key, json_string(hex));
+    }
+    closedir(d);
+    return st;
+}
+
+json_t *cert_report_files(const char *bundle);
+json_t *cert_report_files(const char *bundle) {
+    json_t *files = json_object();
+    if (hash_dir(files, bundle, "vectors") != DP_OK || hash_dir(files, bundle, "outputs") != DP_OK) {
+        json_decref(files);
+        return NULL;
+    }
+    static const char *const extra[] = {"report.md", "junit.xml", NULL};
+    for (int i = 0; extra[i]; i++) {
+        char p[4400], hex[65];
+        snprintf(p, sizeof p, "%s/%s", bundle, extra[i]);
+        if (dp_sha256_file_hex(hex, p) == DP_OK) json_object_set_new(files, extra[i], json_string(hex));
+    }
+    return files;
+}
+
+json_t *cert_checks_json(const cert_result *r);
+json_t *cert_checks_json(const cert_result *r) {
+    json_t *a = json_array();
+    for (size_t i = 0; i < r->n; i++) {
+        const cert_check *k = &r->items[i];
+        json_t *c = json_object();
+        json_object_set_new(c, "check", json_string(k->name));
+        json_object_set_new(c, "scope", json_string(k->scope));
+        json_object_set_new(c, "status", json_string(cert_status_name(k->status)));
+        json_object_set_new(c, "statistic", num_or_null(k->statistic));
+        json_object_set_new(c, "accept_lo", num_or_null(k->lo));
+        json_object_set_new(c, "accept_hi", num_or_null(k->hi));
+        json_object_set_new(c, "alpha", json_real(k->alpha));
+        json_object_set_new(c, "n", json_integer(k->n));
+        json_object_set_new(c, "message", json_string(k->msg));
+        json_array_append_new(a, c);
+    }
+    return a;
+}
+
+static double alpha_sum(const cert_result *r) {
+    double s = 0;
+    for (size_t i = 0; i < r->n; i++) s += r->items[i].alpha;
+    return s;
+}
+
+static dp_status write_md(const char *path, const cert_result *r, const cert_opts *o) {
+    dp_afile af;
+    DP_TRY(dp_afile_open(&af, "--report", path));
+    FILE *f = af.f;
+    fprintf(f, "# dpcert certification: %s\n\n", cert_verdict_name(r->verdict));
+    fprintf(f, "- candidate: `%s`\n- suite: %s, repeats %lld, alpha per test %.1e, union bound of false rejects %.3g\n",
+            o->candidate ? o->candidate : "", cert_suite_name(o->suite), (long long)o->repeats, o->alpha, alpha_sum(r));
+    if (r->first[0]) fprintf(f, "- first %s: %s\n", r->verdict == CERT_FAIL ? "FAIL" : "INCOMPLETE", r->first);
+    if (r->noise_n)
+        fprintf(f, "- measured noise std / claimed: %.5f (99.9%% interval [%.5f, %.5f], %lld draws)\n", r->sigma_eff_ratio,
+                r->ratio_lo, r->ratio_hi, (long long)r->noise_n);
+    fprintf(f, "- declared conventions: %s\n\n", r->conventions[0] ? r->conventions : "(none)");
+    fprintf(f, "| check | scope | status | statistic | accept | alpha | detail |\n|---|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < r->n; i++) {
+        const cert_check *k = &r->items[i];
+        fprintf(f, "| %s | %s | %s | %.6g | [%.6g, %.6g] | %.1e | %s |\n", k->name, k->scope, cert_status_name(k->status),
+                k->statistic, k->lo, k->hi, k->alpha, k->msg);
+    }
+    return dp_afile_commit(&af);
+}
+
+/* junit.xml through report.c's writer: one testcase per check. */
+static dp_status write_junit(const char *path, const cert_result *r, const char *suite) {
+    conf_case_result *cr = dp_calloc(r->n ? r->n : 1, sizeof *cr);
+    if (!cr) return DP_ERR_NOMEM;
+    for (size_t i = 0; i < r->n; i++) {
+        const cert_check *k = &r->items[i];
+        snprintf(cr[i].name, sizeof cr[i].name, "%.60s [%.90s]", k->name, k->scope);
+        cr[i].status = k->status == CERT_PASS ? CONF_PASS : k->status == CERT_FAIL ? CONF_FAIL : CONF_SKIPPED;
+        snprintf(cr[i].detail, sizeof cr[i].detail, "%s%s", k->status == CERT_INCOMPLETE ? "INCOMPLETE: " : "", k->msg);
+        conf_cmp_result_init(&cr[i].cmp);
+    }
+    dp_status st = conf_report_junit(path, suite, cr, r->n);
+    free(cr);
+    return st;
+}
+
+dp_status cert_report_write(const char *bundle, const cert_result *r, const cert_opts *o, const char *command) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/report.md", bundle);
+    DP_TRY(write_md(p, r, o));
+    snprintf(p, sizeof p, "%s/junit.xml", bundle);
+    DP_TRY(write_junit(p, r, cert_suite_name(o->suite)));
+    json_t *root = json_object(), *files = cert_report_files(bundle);
+    if (!files) { json_decref(root); return dp_error(DP_ERR_IO, "cannot hash the bundle %s", bundle); }
+    json_object_set_new(root, "format", json_string(CERT_REPORT_FORMAT));
+    json_object_set_new(root, "dpcert_version", json_string(DPCERT_VERSION));
+    json_object_set_new(root, "git_revision", json_string(DPCERT_GIT_REV));
+    json_object_set_new(root, "command", json_string(command ? command : ""));
+    json_object_set_new(root, "candidate", json_string(o->candidate ? o->candidate : ""));
+    json_object_set_new(root, "suite", json_string(cert_suite_name(o->suite)));
+    json_object_set_new(root, "repeats", json_integer(o->repeats));
+    json_object_set_new(root, "alpha_per_test", json_real(o->alpha));
+    json_object_set_new(root, "alpha_union_bound", json_real(alpha_sum(r)));
+    json_object_set_new(root, "timeout_s", json_real(o->timeout_s));
+    json_object_set_new(root, "verdict", json_string(cert_verdict_name(r->verdict)));
+    json_object_set_new(root, "first", json_string(r->first));
+    json_object_set_new(root, "declared_conventions", json_string(r->conventions));
+    json_t *nz = json_object();
+    json_object_set_new(nz, "draws", json_integer(r->noise_n));
+    json_object_set_new(nz, "std_ratio", num_or_null(r->sigma_eff_ratio));
+    json_object_set_new(nz, "std_ratio_lo_999", num_or_null(r->ratio_lo));
+    json_object_set_new(nz, "std_ratio_hi_999", num_or_null(r->ratio_hi));
+    json_object_set_new(root, "noise", nz);
+    json_t *pw = json_object();
+    if (r->noise_n) {
+        json_object_set_new(pw, "variance_vs_std_0.9", json_real(cert_power_variance(r->noise_n, o->alpha, 0.9)));
+        json_object_set_new(pw, "variance_vs_std_0.97", json_real(cert_power_variance(r->noise_n, o->alpha, 0.97)));
+        json_object_set_new(pw, "ks_vs_uniform", json_real(cert_power_ks(r->noise_n, o->alpha, cert_ks_distance_alt(0, 0))));
+        json_object_set_new(pw, "ks_vs_laplace", json_real(cert_power_ks(r->noise_n, o->alpha, cert_ks_distance_alt(1, 0))));
+        json_object_set_new(pw, "ks_vs_discretised_h1", json_real(cert_power_ks(r->noise_n, o->alpha, cert_ks_distance_alt(2, 1.0))));
+    }
+    json_object_set_new(root, "power_lower_bounds", pw);
+    json_object_set_new(root, "checks", cert_checks_json(r));
+    json_object_set_new(root, "files", files);
+    char *txt = json_dumps(root, JSON_INDENT(1) | JSON_ENSURE_ASCII | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+    json_decref(root);
+    if (!txt) return dp_error(DP_ERR_NOMEM, "cannot serialize report.json");
+    snprintf(p, sizeof p, "%s/report.json", bundle);
+    size_t len = strlen(txt);
+    dp_status st = dp_write_file_atomic("--report", p, txt, len);
+    free(txt);
+    snprintf(p, sizeof p, "%s/report.json.sig", bundle);
+    if (st == DP_OK) remove(p); /* a signature of an older report is not valid for this one */
+    return st;
+}
+
+/* ---- Ed25519 ---- */
+static dp_status ossl_fail(const char *what) { return dp_error(DP_ERR_INTERNAL, "OpenSSL: %s failed", what); }
+
+static dp_status write_pem(const char *path, EVP_PKEY *k, int priv) {
+    dp_afile af;
+    DP_TRY(dp_afile_open(&af, priv ? "private key" : "public key", path));
+    if (priv && fchmod(fileno(af.f), 0600) != 0) { dp_afile_abort(&af); return dp_error(DP_ERR_IO, "chmod %s", path); }
+    int ok = priv ? PEM_write_PrivateKey(af.f, k, NULL, NULL, 0, NULL, NULL) : PEM_write_PUBKEY(af.f, k);
+    if (!ok) { dp_afile_abort(&af); return ossl_fail("PEM write"); }
+    return dp_afile_commit(&af);
+}
+
+dp_status cert_keygen(const char *priv_path, const char *pub_path) {
+    EVP_PKEY_CTX *c = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, NULL);
+    EVP_PKEY *k = NULL;
+    if (!c || EVP_PKEY_keygen_init(c) <= 0 || EVP_PKEY_keygen(c, &k) <= 0) {
+        EVP_PKEY_CTX_free(c);
+        return ossl_fail("Ed25519 key generation");
+    }
+    EVP_PKEY_CTX_free(c);
+    dp_status st = write_pem(priv_path, k, 1);
+    if (st == DP_OK) st = write_pem(pub_path, k, 0);
+    EVP_PKEY_free(k);
+    return st;
+}
+
+static dp_status read_key(EVP_PKEY **k, const char *path, int priv) {
+    FILE *f = fopen(path, "r");
+    if (!f) return dp_error(DP_ERR_IO, "cannot open key file %s", path);
+    *k = priv ? PEM_read_PrivateKey(f, NULL, NULL, NULL) : PEM_read_PUBKEY(f, NULL, NULL, NULL);
+    fclose(f);
+    if (!*k || EVP_PKEY_id(*k) != EVP_PKEY_ED25519) {
+        EVP_PKEY_free(*k);
+        return dp_error(DP_ERR_FORMAT, "%s is not an Ed25519 %s key in PEM", path, priv ? "private" : "public");
+    }
+    return DP_OK;
+}
+
+dp_status cert_sign(const char *bundle, const char *priv_path) {
+    EVP_PKEY *k;
+    DP_TRY(read_key(&k, priv_path, 1));
+    char p[4200];
+    snprintf(p, sizeof p, "%s/report.json", bundle);
+    uint8_t *buf = NULL, sig[64];
+    size_t len = 0, sl = sizeof sig;
+    dp_status st = dp_read_file(&buf, &len, p);
+    EVP_MD_CTX *m = EVP_MD_CTX_new();
+    if (st == DP_OK && (!m || EVP_DigestSignInit(m, NULL, NULL, NULL, k) <= 0 || EVP_DigestSign(m, sig, &sl, buf, len) <= 0))
+        st = ossl_fail("Ed25519 signing");
+    EVP_MD_CTX_free(m);
+    EVP_PKEY_free(k);
+    free(buf);
+    if (st != DP_OK) return st;
+    char hex[129];
+    dp_hex(hex, sig, sl);
+    hex[128] = '\n';
+    snprintf(p, sizeof p, "%s/report.json.sig", bundle);
+    return dp_write_file_atomic("--sign", p, hex, 129);
+}
+
+dp_status cert_verify_signature(const char *bundle, const char *pub_path) {
+    EVP_PKEY *k;
+    DP_TRY(read_key(&k, pub_path, 0));
+    char p[4200];
+    uint8_t *buf = NULL, *sh = NULL, sig[64];
+    size_t len = 0, slen = 0;
+    snprintf(p, sizeof p, "%s/report.json.sig", bundle);
+    dp_status st = dp_read_file(&sh, &slen, p);
+    if (st != DP_OK) st = dp_error(DP_ERR_CHECK_FAILED, "signature %s missing or unreadable", p);
+    if (st == DP_OK && slen < 128) st = dp_error(DP_ERR_CHECK_FAILED, "signature %s is not 128 hex digits", p);
+    for (int i = 0; st == DP_OK && i < 64; i++) {
+        unsigned v;
+        if (sscanf((const char *)sh + 2 * i, "%2x", &v) != 1) st = dp_error(DP_ERR_CHECK_FAILED, "signature %s is not hex", p);
+        sig[i] = (uint8_t)v;
+    }
+    snprintf(p, sizeof p, "%s/report.json", bundle);
+    if (st == DP_OK) st = dp_read_file(&buf, &len, p);
+    EVP_MD_CTX *m = EVP_MD_CTX_new();
+    if (st == DP_OK) {
+        if (!m || EVP_DigestVerifyInit(m, NULL, NULL, NULL, k) <= 0) st = ossl_fail("Ed25519 verify init");
+        else if (EVP_DigestVerify(m, sig, 64, buf, len) != 1)
+            st = dp_error(DP_ERR_CHECK_FAILED, "the signature does not verify report.json under %s", pub_path);
+    }
+    EVP_MD_CTX_free(m);
+    EVP_PKEY_free(k);
+    free(buf);
+    free(sh);
+    return st;
+}

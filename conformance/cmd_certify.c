@@ -1,0 +1,202 @@
+/* conformance/cmd_certify.c — `dpcert vectors`, `dpcert certify`, `dpcert keygen`,
+ * `dpcert verify-report` (docs/certification.md). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/cli.h"
+#include "common/fsutil.h"
+#include "common/proc.h"
+#include "common/safetensors.h"
+#include "conformance/certify.h"
+
+dp_status cert_verify_bundle(const char *bundle, const char *pubkey);
+
+int dp_cmd_vectors(int argc, char **argv) {
+    const char *suite = "ci", *out = NULL;
+    int help = 0;
+    dp_opt opts[] = {
+        {"--suite", DP_OPT_STRING, &suite, NULL, "ci (default) | certify"},
+        {"--out", DP_OPT_STRING, &out, NULL, "directory for the vector files (required)"},
+    };
+    dp_status st = dp_opts_parse(opts, 2, argc, argv, NULL, 0, NULL, &help);
+    if (st != DP_OK) return dp_cli_fail("vectors", st);
+    if (help) {
+        printf("usage: dpcert vectors --suite ci|certify --out DIR\n"
+               "  one safetensors file per vector (docs/certification.md \"Vectors\")\n");
+        dp_opts_print_help(opts, 2);
+        return 0;
+    }
+    if (!out) return dp_cli_fail("vectors", dp_error(DP_ERR_USAGE, "--out DIR is required"));
+    cert_suite s;
+    if ((st = cert_suite_parse(&s, "--suite", suite)) != DP_OK) return dp_cli_fail("vectors", st);
+    char **names = NULL;
+    size_t n = 0;
+    st = cert_vectors_write(out, s, &names, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (st == DP_OK) printf("%s/%s\n", out, names[i]);
+        free(names[i]);
+    }
+    free(names);
+    if (st == DP_OK) st = dp_stdout_finish("vectors");
+    return st == DP_OK ? 0 : dp_cli_fail("vectors", st);
+}
+
+/* noise coordinates per repeat of the suite's step vectors (for the power requirement) */
+static dp_status noise_per_repeat(int64_t *n, const char *dir) {
+    *n = 0;
+    char **names = NULL;
+    size_t nv = 0;
+    dp_status st = DP_OK;
+    DP_TRY(cert_list_vector_files(&names, &nv, dir));
+    for (size_t i = 0; i < nv && st == DP_OK; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%.3000s/%.1000s.safetensors", dir, names[i]);
+        dp_tensor_set v;
+        if ((st = dp_st_read(&v, p)) != DP_OK) break;
+        const char *k = dp_tset_meta(&v, "kind");
+        for (size_t j = 0; k && strcmp(k, "step") == 0 && j < v.n; j++)
+            if (strncmp(v.items[j].name, "params.", 7) == 0) *n += dp_tensor_numel(&v.items[j].t);
+        dp_tset_free(&v);
+    }
+    for (size_t i = 0; i < nv; i++) free(names[i]);
+    free(names);
+    return st;
+}
+
+int dp_cmd_certify(int argc, char **argv) {
+    const char *suite = "ci", *cand = NULL, *report = NULL, *sign = NULL;
+    int64_t repeats = 0;
+    double timeout = 120, alpha = 0;
+    int help = 0, verbose = 0, rep_seen = 0;
+    dp_opt opts[] = {
+        {"--candidate", DP_OPT_STRING, &cand, NULL, "the candidate command; run as CMD IN OUT (required)"},
+        {"--suite", DP_OPT_STRING, &suite, NULL, "ci (default: seconds, alpha 1e-6) | certify (alpha 1e-9, power 0.999 at 0.97)"},
+        {"--repeats", DP_OPT_INT, &repeats, &rep_seen, "runs per vector (default: ci 2, certify what the power claim needs)"},
+        {"--report", DP_OPT_STRING, &report, NULL, "the bundle directory (default: a new $TMPDIR/dpcert-certify-XXXXXX)"},
+        {"--sign", DP_OPT_STRING, &sign, NULL, "Ed25519 private key (PEM, from dpcert keygen) to sign report.json"},
+        {"--timeout", DP_OPT_DOUBLE, &timeout, NULL, "seconds per candidate run (default 120)"},
+        {"--alpha", DP_OPT_DOUBLE, &alpha, NULL, "false-reject bound per test (default: ci 1e-6, certify 1e-9)"},
+        {"--verbose", DP_OPT_FLAG, &verbose, NULL, "one line per candidate run, every check"},
+    };
+    const size_t no = sizeof opts / sizeof opts[0];
+    dp_status st = dp_opts_parse(opts, no, argc, argv, NULL, 0, NULL, &help);
+    if (st != DP_OK) return dp_cli_fail("certify", st);
+    if (help) {
+        printf("usage: dpcert certify --candidate 'CMD ...' [--suite ci|certify] [--repeats R] [--report DIR] [--sign KEY]\n"
+               "  exit 0 CERTIFIED, 1 FAILED or INCOMPLETE, 2 bad usage (docs/certification.md)\n");
+        dp_opts_print_help(opts, no);
+        return 0;
+    }
+    if (!cand || !cand[0]) return dp_cli_fail("certify", dp_error(DP_ERR_USAGE, "--candidate CMD is required"));
+    cert_opts o;
+    memset(&o, 0, sizeof o);
+    if ((st = cert_suite_parse(&o.suite, "--suite", suite)) != DP_OK) return dp_cli_fail("certify", st);
+    if (rep_seen && (st = dp_check_range("--repeats", (double)repeats, 1, 1, 1000, 1)) != DP_OK) return dp_cli_fail("certify", st);
+    if ((st = dp_check_range("--timeout", timeout, 0, 0, 86400, 1)) != DP_OK) return dp_cli_fail("certify", st);
+    if (alpha != 0 && (st = dp_check_range("--alpha", alpha, 0, 0, 0.01, 1)) != DP_OK) return dp_cli_fail("certify", st);
+    o.repeats = repeats;
+    o.alpha = alpha;
+    o.timeout_s = timeout;
+    o.candidate = cand;
+    cert_suite_defaults(&o);
+    char tmpl[4096];
+    if (!report) {
+        const char *td = getenv("TMPDIR");
+        snprintf(tmpl, sizeof tmpl, "%s/dpcert-certify-XXXXXX", td && td[0] ? td : "/tmp");
+        if (!mkdtemp(tmpl)) return dp_cli_fail("certify", dp_error(DP_ERR_IO, "cannot create %s", tmpl));
+        report = tmpl;
+    }
+    char vd[4200];
+    snprintf(vd, sizeof vd, "%s/vectors", report);
+    if ((st = dp_mkdir_p("--report", report)) != DP_OK || (st = cert_vectors_write(vd, o.suite, NULL, NULL)) != DP_OK)
+        return dp_cli_fail("certify", st);
+    if (o.suite == CERT_SUITE_CERTIFY) { /* the power claim: std <= 0.97 of the claim caught with power >= 0.999 */
+        int64_t per = 0, need = 1;
+        if ((st = noise_per_repeat(&per, vd)) != DP_OK) return dp_cli_fail("certify", st);
+        while (need < 1000 && cert_power_variance(per * need, o.alpha, 0.97) < 0.999) need++;
+        if (need < 2) need = 2;
+        if (rep_seen && repeats < need)
+            return dp_cli_fail("certify", dp_error(DP_ERR_INVALID, "--repeats %lld is below the %lld the certify level needs "
+                                                                   "(power 0.999 against std 0.97 at alpha %.0e)",
+                                                   (long long)repeats, (long long)need, o.alpha));
+        if (!rep_seen) o.repeats = need;
+    }
+    dp_proc_install_signal_forwarding();
+    fprintf(stderr, "dpcert certify: suite %s, %lld repeats, alpha %.0e per test, bundle %s\n", cert_suite_name(o.suite),
+            (long long)o.repeats, o.alpha, report);
+    if ((st = cert_run(report, &o, verbose)) != DP_OK) {
+        if (dp_proc_interrupted()) return 128 + dp_proc_interrupted();
+        return dp_cli_fail("certify", st);
+    }
+    cert_result r;
+    cert_result_init(&r);
+    if ((st = cert_evaluate(&r, report, &o)) != DP_OK) { cert_result_free(&r); return dp_cli_fail("certify", st); }
+    char cmdline[8192] = "dpcert certify";
+    for (int i = 0; i < argc; i++) {
+        size_t l = strlen(cmdline);
+        snprintf(cmdline + l, sizeof cmdline - l, " '%s'", argv[i]);
+    }
+    st = cert_report_write(report, &r, &o, cmdline);
+    if (st == DP_OK && sign) st = cert_sign(report, sign);
+    if (st != DP_OK) { cert_result_free(&r); return dp_cli_fail("certify", st); }
+    double asum = 0;
+    for (size_t i = 0; i < r.n; i++) {
+        asum += r.items[i].alpha;
+        if (verbose || r.items[i].status != CERT_PASS)
+            printf("%-10s %s [%s]: %s\n", cert_status_name(r.items[i].status), r.items[i].name, r.items[i].scope, r.items[i].msg);
+    }
+    if (r.noise_n)
+        printf("noise: measured std / claimed %.5f (99.9%% interval [%.5f, %.5f]) over %lld draws\n", r.sigma_eff_ratio,
+               r.ratio_lo, r.ratio_hi, (long long)r.noise_n);
+    printf("declared conventions: %s\n", r.conventions[0] ? r.conventions : "(none)");
+    printf("%zu checks, false-reject bound (union) %.3g\n", r.n, asum);
+    printf("verdict: %s%s%s\nreport: %s/report.json%s\n", cert_verdict_name(r.verdict), r.first[0] ? " -- " : "", r.first,
+           report, sign ? " (signed)" : "");
+    int rc = r.verdict == CERT_PASS ? 0 : 1;
+    cert_result_free(&r);
+    st = dp_stdout_finish("certify");
+    return st == DP_OK ? rc : dp_cli_fail("certify", st);
+}
+
+int dp_cmd_keygen(int argc, char **argv) {
+    const char *priv = NULL, *pub = NULL;
+    int help = 0;
+    dp_opt opts[] = {
+        {"--private", DP_OPT_STRING, &priv, NULL, "private key file to write (PEM, mode 0600)"},
+        {"--public", DP_OPT_STRING, &pub, NULL, "public key file to write (PEM)"},
+    };
+    dp_status st = dp_opts_parse(opts, 2, argc, argv, NULL, 0, NULL, &help);
+    if (st != DP_OK) return dp_cli_fail("keygen", st);
+    if (help) {
+        printf("usage: dpcert keygen --private KEY.pem --public KEY.pub.pem   (Ed25519)\n");
+        dp_opts_print_help(opts, 2);
+        return 0;
+    }
+    if (!priv || !pub) return dp_cli_fail("keygen", dp_error(DP_ERR_USAGE, "--private and --public are required"));
+    st = cert_keygen(priv, pub);
+    return st == DP_OK ? 0 : dp_cli_fail("keygen", st);
+}
+
+int dp_cmd_verify_report(int argc, char **argv) {
+    const char *pub = NULL;
+    int help = 0, npos = 0;
+    char *pos[1];
+    dp_opt opts[] = {{"--pubkey", DP_OPT_STRING, &pub, NULL, "Ed25519 public key (PEM) of the signer (required)"}};
+    dp_status st = dp_opts_parse(opts, 1, argc, argv, pos, 1, &npos, &help);
+    if (st != DP_OK) return dp_cli_fail("verify-report", st);
+    if (help) {
+        printf("usage: dpcert verify-report DIR --pubkey FILE\n"
+               "  exit 0 when the signature, every hash and every recomputed verdict agree, 1 otherwise\n");
+        dp_opts_print_help(opts, 1);
+        return 0;
+    }
+    if (npos != 1 || !pub) return dp_cli_fail("verify-report", dp_error(DP_ERR_USAGE, "expected DIR and --pubkey FILE"));
+    st = cert_verify_bundle(pos[0], pub);
+    if (st == DP_OK) st = dp_stdout_finish("verify-report");
+    if (st == DP_ERR_CHECK_FAILED || st == DP_ERR_FORMAT) {
+        fprintf(stderr, "dpcert verify-report: NOT VERIFIED: %s\n", dp_last_error());
+        return 1;
+    }
+    return st == DP_OK ? 0 : dp_cli_fail("verify-report", st);
+}
