@@ -100,8 +100,7 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
     o->sharding = (opt_sharding)k;
     if (t->seen_dp) DP_TRY(dp_check_range("--dp", (double)t->dp, 1, 1, 65536, 1));
     DP_TRY(dp_check_range("--cp", (double)t->cp, 1, 1, 65536, 1));
-    if (t->cp != 1) return dp_error(DP_ERR_NOT_SUPPORTED, "--cp %lld: context parallelism is not implemented yet "
-                                    "(only --cp 1)", (long long)t->cp);
+    if (algo_dpzo && t->cp != 1) return dp_error(DP_ERR_USAGE, "--cp applies to dpsgd only (got --cp %lld)", (long long)t->cp);
     o->dp = (int)t->dp;
     o->cp = (int)t->cp;
     if (!(t->collective_timeout > 0) || t->collective_timeout > 1e6)
@@ -128,7 +127,7 @@ void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t) {
     opts[(*n)++] = (dp_opt){"--sharding", DP_OPT_STRING, &t->sharding, &t->seen_sharding,
                             "replicated | zero1 | zero2 | zero3 (DP-ZeRO stages, docs/zero.md) (replicated)"};
     opts[(*n)++] = (dp_opt){"--dp", DP_OPT_INT, &t->dp, &t->seen_dp, "data-parallel ranks N (world size / M)"};
-    opts[(*n)++] = (dp_opt){"--cp", DP_OPT_INT, &t->cp, &t->seen_cp, "context-parallel ranks M, N M = world size (1)"};
+    opts[(*n)++] = (dp_opt){"--cp", DP_OPT_INT, &t->cp, &t->seen_cp, "context-parallel ranks M, N M = world size; llama sequence sharding, docs/longshield.md (1)"};
     opts[(*n)++] = (dp_opt){"--collective-timeout", DP_OPT_DOUBLE, &t->collective_timeout, NULL,
                             "seconds a collective waits for the other ranks before the run fails (600)"};
     opts[(*n)++] = (dp_opt){"--memory-report", DP_OPT_FLAG, &t->memory_report, NULL,
