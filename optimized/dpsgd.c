@@ -25,6 +25,8 @@ const opt_shard_strategy *const opt_shard_strategies[] = {OPT_SHARDINGS(OPT_TABL
 #undef OPT_TABLE_
 const char *const opt_mixed_rule_names[] = {"flop", "memory", NULL};
 const char *const opt_noise_mode_names[] = {"single", "shares", NULL};
+const char *const opt_cp_attention_names[] = {"allgather", "ring", NULL};
+const char *const opt_cp_pattern_names[] = {"input", "output", NULL};
 
 void opt_rank_share(int64_t *lo, int64_t *hi, int64_t b, int rank, int size) {
     *lo = b * rank / size;

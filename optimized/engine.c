@@ -376,7 +376,7 @@ static dp_status llama_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, o
         DP_TRY(lin_grad(tp, om, mode, grads, base + 4, y->y, dh1, D, D));
         DP_TRY(lin_bwd_x(be, dy, dh1, W[4], rows, D, D, 0.0));
         if (om->cp) {
-            DP_TRY(opt_cp_attn_bwd(&tp->ar, dq, dk, dv, dy, y->q, y->k, y->v, y->probs, om, B));
+            DP_TRY(opt_cp_attn_bwd(&tp->ar, dq, dk, dv, dy, y->q, y->k, y->v, y->probs, y->y, om, B));
         } else {
             DP_TRY(OPT_CALL(be, attn_bwd, dq, dk, dv, dy, y->q, y->k, y->v, y->probs, B, T, H, hd));
             DP_TRY(OPT_CALL(be, rope_bwd, dq, dq, c->rope_theta, B, T, H, hd));

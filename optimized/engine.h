@@ -50,6 +50,7 @@ typedef struct opt_cp {
     int64_t T;                /* positions per example (global) */
     int64_t t0, Tl;           /* this rank's shard [t0, t0 + Tl) */
     int64_t Tmax;             /* the longest shard: ceil(T / M) */
+    int ring;                 /* 1: --cp-attention ring, 0: allgather */
 } opt_cp;
 
 /* Shard of CP rank r: [floor(T r / M), floor(T (r + 1) / M)). */
@@ -113,16 +114,22 @@ void opt_tape_free(opt_tape *tp);
 dp_status opt_params_use(const opt_model *om, int first, int n, int next_first, int next_n);
 dp_status opt_params_drop(const opt_model *om, int first, int n);
 
-/* Attention of a CP rank (--cp-attention allgather, optimized/engine_cp.c): q, k, v are
- * this rank's rows [B, Tl, H, hd] before RoPE; on return *q, *k, *v point to the whole
- * sequence's [B, T, H, hd] after RoPE and *probs to [B, H, T, T] (arena buffers, kept for
- * the backward), y [B, Tl, D] holds this rank's output rows. */
+/* Attention of a CP rank (optimized/engine_cp.c): q, k, v are this rank's rows
+ * [B, Tl, H, hd] before RoPE; y [B, Tl, D] receives this rank's output rows. allgather:
+ * on return *q, *k, *v point to the whole sequence's [B, T, H, hd] after RoPE and *probs
+ * to [B, H, T, T]; ring (engine_cp_ring.c): *q, *k, *v are the rank's rows after RoPE and
+ * *probs the log-sum-exp [B, H, Tl] (arena buffers, kept for the backward). */
 dp_status opt_cp_attn_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, void **probs, const opt_model *om,
                           int64_t B);
 /* dq, dk, dv [B, Tl, D] (after RoPE's backward) of this rank's rows from dy [B, Tl, D];
- * q, k, v, probs as left by opt_cp_attn_fwd. */
+ * q, k, v, probs as left by opt_cp_attn_fwd, y its output rows. */
 dp_status opt_cp_attn_bwd(opt_arena *ar, void *dq, void *dk, void *dv, const void *dy, const void *q, const void *k,
-                          const void *v, const void *probs, const opt_model *om, int64_t B);
+                          const void *v, const void *probs, const void *y, const opt_model *om, int64_t B);
+/* The ring variants (engine_cp_ring.c), same contracts. */
+dp_status opt_cp_ring_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, void **lse, const opt_model *om,
+                          int64_t B);
+dp_status opt_cp_ring_bwd(opt_arena *ar, void *dq, void *dk, void *dv, const void *dy, const void *q, const void *k,
+                          const void *v, const void *lse, const void *y, const opt_model *om, int64_t B);
 
 /* Call a backend operation, or fail with NOT_SUPPORTED naming it. */
 dp_status opt_unsupported(const opt_backend *be, const char *op);

@@ -47,6 +47,7 @@ static dp_status local_rows(void *local, const void *full, const opt_model *om, 
 
 dp_status opt_cp_attn_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, void **probs, const opt_model *om,
                           int64_t B) {
+    if (om->cp->ring) return opt_cp_ring_fwd(ar, y, q, k, v, probs, om, B);
     opt_backend *be = om->be;
     const dp_model_config *c = &om->cfg;
     const int64_t D = c->dim, H = c->heads, hd = D / H, T = om->cp->T;
@@ -70,7 +71,8 @@ dp_status opt_cp_attn_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, 
 }
 
 dp_status opt_cp_attn_bwd(opt_arena *ar, void *dq, void *dk, void *dv, const void *dy, const void *q, const void *k,
-                          const void *v, const void *probs, const opt_model *om, int64_t B) {
+                          const void *v, const void *probs, const void *y, const opt_model *om, int64_t B) {
+    if (om->cp->ring) return opt_cp_ring_bwd(ar, dq, dk, dv, dy, q, k, v, probs, y, om, B);
     opt_backend *be = om->be;
     const dp_model_config *c = &om->cfg;
     const int64_t D = c->dim, H = c->heads, hd = D / H, T = om->cp->T;

@@ -19,8 +19,10 @@ typedef struct {
     double collective_timeout;  /* --collective-timeout SECONDS */
     int memory_report;          /* --memory-report */
     int seen_sharding, seen_dp, seen_cp;
+    const char *cp_attention, *cp_pattern; /* --cp-attention allgather|ring, --cp-pattern input|output */
+    int seen_cp_attention, seen_cp_pattern;
 } opt_train_cli;
-#define OPT_TRAIN_NOPTS 14
+#define OPT_TRAIN_NOPTS 16
 
 void opt_train_cli_init(opt_train_cli *t);
 void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t);
