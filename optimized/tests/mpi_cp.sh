@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # optimized/tests/mpi_cp.sh — LongShield context parallelism (docs/longshield.md): the
-# layouts --cp refuses exit 2 naming the option, and a --cp 2 run reports its
-# reduce-scatter over the CP group in --memory-report. The element-wise agreement with
+# layouts --cp refuses exit 2 naming the option, a --cp 2 run reports its reduce-scatter
+# over the CP group in --memory-report, and the byte counters of a step equal the
+# communication formulas of docs/longshield.md section 6 (reduce-scatter constant in T). The element-wise agreement with
 # the reference is the conformance cases cp-ci-*, cp4-ci-* and neg-cp-* (conform_ci.sh).
 set -u
 DRV="${DPCERT_BUILD:?}/tests/optimized_test_train_cli"
@@ -34,5 +35,36 @@ timeout 60 mpirun -x ASAN_OPTIONS -n 2 "${TRAIN[@]}" "${LL[@]}" --cp 2 --memory-
 rs=$(awk '$1 == "rank" && $2 == "1:" && $3 == "reduce_scatter_sum" { print $4 }' rep.log)
 if [ "${rs:-0}" -ge 1 ]; then pass "--cp 2 --memory-report: rank 1 made $rs reduce-scatter call(s)"
 else bad "--cp 2 --memory-report: reduce-scatter calls '${rs:-}'"; tail -20 rep.log; fi
+# communication per step = the formulas of docs/longshield.md section 6, from the byte
+# counters of CP rank 1 (one step, --dp 1, no export; every parameter's rows divisible by M
+# so L = P / M): reduce_scatter_sum sends b L e (M - 1) whatever T; allgather sends
+# (4 layers b Tmax D + 4 L) e (M - 1) (q, k, v, dy and parameters + S, Z, private gradient);
+# ring: allgather 4 L e (M - 1) and send (2 (M - 1) + 4 (M - 1) + 2) layers b Tmax D e
+CM=(dpsgd --seed 11 --noise-key 12345 --model llama --vocab 16 --dim 8 --layers 1 --heads 2 --ffn 12 --dataset-size 16 --q 0.25 --steps 1 --clip 1 --sigma 1 --memory-report)
+comm_check() { # M T attention
+  local M=$1 T=$2 att=$3
+  timeout 120 mpirun -x ASAN_OPTIONS -n "$M" "${TRAIN[@]}" "${CM[@]}" --seq "$T" --cp "$M" --cp-attention "$att" >comm.log 2>&1 || { bad "comm run M=$M T=$T $att"; tail -3 comm.log; return; }
+  local b P rs ag sd Tmax L want_rs want_ag want_sd
+  b=$(awk '$1 == "step" && $2 == "1" { print $4 }' comm.log)
+  P=$(awk '$1 == "rank" && $2 == "1:" && $3 == "params" { print $4 / 8 }' comm.log)
+  rs=$(awk '$1 == "rank" && $2 == "1:" && $3 == "reduce_scatter_sum" { print $5 }' comm.log)
+  ag=$(awk '$1 == "rank" && $2 == "1:" && $3 == "allgather" { print $5 }' comm.log)
+  sd=$(awk '$1 == "rank" && $2 == "1:" && $3 == "send" { print $5 }' comm.log)
+  Tmax=$(( (T + M - 1) / M )); L=$(( P / M ))
+  want_rs=$(( b * L * 8 * (M - 1) ))
+  if [ "$att" = ring ]; then want_ag=$(( 4 * L * 8 * (M - 1) )); want_sd=$(( (6 * (M - 1) + 2) * b * Tmax * 8 * 8 ))
+  else want_ag=$(( (4 * b * Tmax * 8 + 4 * L) * 8 * (M - 1) )); want_sd=0; fi
+  if [ "$rs" = "$want_rs" ] && [ "$ag" = "$want_ag" ] && [ "$sd" = "$want_sd" ]; then
+    pass "communication M=$M T=$T $att (batch $b): reduce-scatter $rs, allgather $ag, send $sd bytes = the formulas"
+    echo "$M $att $rs" >>rs.txt
+  else bad "communication M=$M T=$T $att (batch $b, P $P): reduce-scatter $rs (want $want_rs), allgather $ag (want $want_ag), send $sd (want $want_sd)"; fi
+}
+rm -f rs.txt
+for T in 64 256 1024; do comm_check 2 $T allgather; done
+comm_check 4 64 allgather; comm_check 4 1024 allgather; comm_check 4 64 ring; comm_check 4 1024 ring
+# the reduce-scatter bytes do not depend on T (same batch: the sampling does not see T)
+n=$(awk '{ print $1, $3 }' rs.txt 2>/dev/null | sort -u | awk '{ print $1 }' | sort | uniq -d | wc -l)
+if [ -s rs.txt ] && [ "$n" -eq 0 ]; then pass "reduce-scatter bytes constant over T = 64..1024 at M = 2 and 4"
+else bad "reduce-scatter bytes vary with T: $(tr '\n' ';' <rs.txt 2>/dev/null)"; fi
 [ $fail = 0 ] && echo "all context-parallel layout checks passed"
 exit $fail
