@@ -182,12 +182,13 @@ static dp_status K(rmsnorm_bwd)(void *ctx, void *dx_, void *dg_, const void *dy_
 }
 
 /* ---- rotary ---- */
+/* positions t0 + t (t0 = 0 but for ring attention's shards, host_kern_ring.h) */
 static dp_status K(rope_apply)(R *y, const R *x, double theta, int64_t B, int64_t T, int64_t H, int64_t hd,
-                               double sign) {
+                               double sign, int64_t t0) {
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)
             for (int64_t i = 0; i < hd / 2; i++) {
-                double ang = (double)t * pow(theta, -2.0 * (double)i / (double)hd);
+                double ang = (double)(t0 + t) * pow(theta, -2.0 * (double)i / (double)hd);
                 R c = (R)cos(ang), s = (R)(sign * sin(ang));
                 for (int64_t h = 0; h < H; h++) {
                     int64_t o = ((b * T + t) * H + h) * hd + 2 * i;
@@ -201,12 +202,12 @@ static dp_status K(rope_apply)(R *y, const R *x, double theta, int64_t B, int64_
 static dp_status K(rope_fwd)(void *ctx, void *y, const void *x, double theta, int64_t B, int64_t T, int64_t H,
                              int64_t hd) {
     if (hd % 2) return dp_error(DP_ERR_INVALID, "rope: head dim %lld is odd", (long long)hd);
-    return K(rope_apply)(y, x, theta, B, T, H, hd, 1.0);
+    return K(rope_apply)(y, x, theta, B, T, H, hd, 1.0, 0);
 }
 static dp_status K(rope_bwd)(void *ctx, void *dx, const void *dy, double theta, int64_t B, int64_t T, int64_t H,
                              int64_t hd) {
     if (hd % 2) return dp_error(DP_ERR_INVALID, "rope: head dim %lld is odd", (long long)hd);
-    return K(rope_apply)(dx, dy, theta, B, T, H, hd, -1.0);
+    return K(rope_apply)(dx, dy, theta, B, T, H, hd, -1.0, 0);
 }
 
 /* ---- causal attention ---- */

@@ -6,21 +6,7 @@
 static dp_status K(rope_at)(void *ctx, void *y_, const void *x_, double theta, int64_t t0, int sign, int64_t B,
                             int64_t T, int64_t H, int64_t hd) {
     if (hd % 2) return dp_error(DP_ERR_INVALID, "rope: head dim %lld is odd", (long long)hd);
-    R *y = y_;
-    const R *x = x_;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t i = 0; i < hd / 2; i++) {
-                double ang = (double)(t0 + t) * pow(theta, -2.0 * (double)i / (double)hd);
-                R c = (R)cos(ang), s = (R)((sign < 0 ? -1.0 : 1.0) * sin(ang));
-                for (int64_t h = 0; h < H; h++) {
-                    int64_t o = ((b * T + t) * H + h) * hd + 2 * i;
-                    R x0 = x[o], x1 = x[o + 1];
-                    y[o] = x0 * c - x1 * s;
-                    y[o + 1] = x0 * s + x1 * c;
-                }
-            }
-    return DP_OK;
+    return K(rope_apply)(y_, x_, theta, B, T, H, hd, sign < 0 ? -1.0 : 1.0, t0);
 }
 
 typedef struct {
