@@ -30,23 +30,27 @@ static dp_status slice_and_norm(cp_chunk *k, opt_dpsgd *s, opt_tape *tp, int p, 
     const int M = cs->cp.M;
     const int64_t n = om->numel[p], pm = cs->pmax[p];
     const size_t es = opt_backend_esize(be);
-    void *inst, *send, *sqp;
-    DP_TRY(opt_arena_alloc_tag(&tp->ar, &inst, es * (size_t)(Bc * n), OPT_MEM_PER_EXAMPLE));
-    DP_TRY(opt_instantiate(inst, om, tp, p));
-    DP_TRY(opt_arena_alloc_tag(&tp->ar, &send, es * (size_t)(M * Bc * pm), OPT_MEM_COMM));
-    DP_TRY(OPT_CALL(be, zero, send, es * (size_t)(M * Bc * pm)));
+    void *inst = NULL, *send = NULL, *sqp;
+    /* the partial [Bc, numel] and the send buffer live only until the reduce-scatter */
+    dp_status st = opt_mem_alloc(be, &inst, es * (size_t)(Bc * n), OPT_MEM_PER_EXAMPLE);
+    if (st == DP_OK) st = opt_instantiate(inst, om, tp, p);
+    if (st == DP_OK) st = opt_mem_alloc(be, &send, es * (size_t)(M * Bc * pm), OPT_MEM_COMM);
+    if (st == DP_OK) st = OPT_CALL(be, zero, send, es * (size_t)(M * Bc * pm));
     /* block j of send [M, Bc, pm] = the rows of slice j of every example */
-    for (int j = 0; j < M; j++) {
+    for (int j = 0; st == DP_OK && j < M; j++) {
         int64_t a, b;
         opt_cp_slice(&a, &b, s, p, j);
-        for (int64_t e = 0; e < Bc && b > a; e++)
-            DP_TRY(OPT_CALL(be, copy, opt_dev_at(s, send, (j * Bc + e) * pm), opt_dev_at(s, inst, e * n + a),
-                            es * (size_t)(b - a)));
+        for (int64_t e = 0; st == DP_OK && e < Bc && b > a; e++)
+            st = OPT_CALL(be, copy, opt_dev_at(s, send, (j * Bc + e) * pm), opt_dev_at(s, inst, e * n + a),
+                          es * (size_t)(b - a));
     }
-    if (s->hooks->cp_drop_partial && cs->cp.r == M - 1) /* negative control: this rank's partial is lost */
-        DP_TRY(OPT_CALL(be, zero, send, es * (size_t)(M * Bc * pm)));
-    DP_TRY(opt_arena_alloc_tag(&tp->ar, &k->slice[p], es * (size_t)(Bc * pm), OPT_MEM_PER_EXAMPLE));
-    DP_TRY(OPT_CALL(be, reduce_scatter_sum, cs->cp.g, k->slice[p], send, Bc * pm, NULL));
+    opt_mem_free(be, inst);
+    if (st == DP_OK && s->hooks->cp_drop_partial && cs->cp.r == M - 1) /* negative control: this rank's partial is lost */
+        st = OPT_CALL(be, zero, send, es * (size_t)(M * Bc * pm));
+    if (st == DP_OK) st = opt_arena_alloc_tag(&tp->ar, &k->slice[p], es * (size_t)(Bc * pm), OPT_MEM_PER_EXAMPLE);
+    if (st == DP_OK) st = OPT_CALL(be, reduce_scatter_sum, cs->cp.g, k->slice[p], send, Bc * pm, NULL);
+    opt_mem_free(be, send);
+    DP_TRY(st);
     DP_TRY(opt_arena_alloc_tag(&tp->ar, &sqp, es * (size_t)Bc, OPT_MEM_WORKSPACE));
     DP_TRY(OPT_CALL(be, zero, sqp, es * (size_t)Bc));
     DP_TRY(OPT_CALL(be, sqnorm_rows, sqp, k->slice[p], Bc, pm));

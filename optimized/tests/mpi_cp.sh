@@ -57,14 +57,30 @@ comm_check() { # M T attention
   if [ "$rs" = "$want_rs" ] && [ "$ag" = "$want_ag" ] && [ "$sd" = "$want_sd" ]; then
     pass "communication M=$M T=$T $att (batch $b): reduce-scatter $rs, allgather $ag, send $sd bytes = the formulas"
     echo "$M $att $rs" >>rs.txt
+    echo "$M $T $att $(awk '$1 == "rank" && $2 == "1:" && $3 == "activations" { print $5 }' comm.log)" >>mem.txt
   else bad "communication M=$M T=$T $att (batch $b, P $P): reduce-scatter $rs (want $want_rs), allgather $ag (want $want_ag), send $sd (want $want_sd)"; fi
 }
-rm -f rs.txt
-for T in 64 256 1024; do comm_check 2 $T allgather; done
-comm_check 4 64 allgather; comm_check 4 1024 allgather; comm_check 4 64 ring; comm_check 4 1024 ring
+rm -f rs.txt mem.txt
+for T in 64 256 1024; do comm_check 2 $T ring; done
+comm_check 2 256 allgather; comm_check 4 64 allgather; comm_check 4 1024 allgather; comm_check 4 64 ring; comm_check 4 1024 ring
 # the reduce-scatter bytes do not depend on T (same batch: the sampling does not see T)
 n=$(awk '{ print $1, $3 }' rs.txt 2>/dev/null | sort -u | awk '{ print $1 }' | sort | uniq -d | wc -l)
 if [ -s rs.txt ] && [ "$n" -eq 0 ]; then pass "reduce-scatter bytes constant over T = 64..1024 at M = 2 and 4"
 else bad "reduce-scatter bytes vary with T: $(tr '\n' ';' <rs.txt 2>/dev/null)"; fi
+# memory (ring attention): the activation peak of a rank is exactly affine in its shard
+# length T/M, act = a T/M + c (c: the per-example buffers that do not grow with T), over
+# M = 2, 4 and T = 64..1024; the exponents of the fit are reported
+if awk '$3 == "ring" { n++; x[n] = $2 / $1; y[n] = $4; m[n] = $1; t[n] = $2 }
+  END {
+    if (n < 5) { print "only " n " ring points"; exit 1 }
+    lo = 1; hi = 1
+    for (i = 1; i <= n; i++) { if (x[i] < x[lo]) lo = i; if (x[i] > x[hi]) hi = i }
+    if ((y[hi] - y[lo]) % (x[hi] - x[lo]) != 0) { print "slope not an integer"; exit 1 }
+    a = (y[hi] - y[lo]) / (x[hi] - x[lo]); c = y[lo] - a * x[lo]
+    for (i = 1; i <= n; i++) if (a * x[i] + c != y[i]) { print "M=" m[i] " T=" t[i] ": " y[i] " != " a " T/M + " c; exit 1 }
+    for (i = 1; i <= n; i++) { if (m[i] == 2 && t[i] == 64) p64 = y[i]; if (m[i] == 2 && t[i] == 1024) p1k = y[i]; if (m[i] == 4 && t[i] == 1024) q1k = y[i] }
+    printf "act = %d T/M + %d bytes at %d points; exponent in T (M = 2, T = 64..1024) %.4f, in M (T = 1024, M = 2..4) %.4f, worst deviation from proportionality c/act = %.2f%%\n", a, c, n, log(p1k / p64) / log(16), log(q1k / p1k) / log(2), 100 * c / y[lo]
+  }' mem.txt >mem.out; then pass "activation peak per rank proportional to T/M (ring): $(cat mem.out)"
+else bad "activation peak per rank not affine in T/M: $(cat mem.out)"; cat mem.txt; fi
 [ $fail = 0 ] && echo "all context-parallel layout checks passed"
 exit $fail
