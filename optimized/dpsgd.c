@@ -50,6 +50,9 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const dp_dpsgd_config *c
     s->shard = opt_shard_strategies[o->sharding];
     if (o->cp > 1) { DP_TRY(opt_cp_check(cfg, o, m)); s->shard = &opt_shard_cp; }
     s->hooks = opt_bug_hooks(o->bug);
+    if (o->cp <= 1 && (s->hooks->cp_drop_partial || s->hooks->cp_local_norms || s->hooks->cp_full_noise))
+        return dp_error(DP_ERR_USAGE, "--inject-bug %s applies to context parallelism only (--cp M > 1)",
+                        opt_bug_names[o->bug]);
     if (s->shard->shard_states && o->noise_mode == OPT_NOISE_SHARES)
         return dp_error(DP_ERR_USAGE, "--noise-mode shares applies to --sharding replicated only (got --sharding %s)",
                         s->shard->name);

@@ -25,6 +25,10 @@ dp_status opt_cp_check(const dp_dpsgd_config *cfg, const opt_dp_options *o, cons
         return dp_error(DP_ERR_USAGE, "--cp %d: --strategy %s is not supported with context parallelism (the per-example "
                         "gradients are instantiated on row slices: --strategy grad-sample)", o->cp,
                         opt_strategy_names[o->strategy]);
+    if (o->bug == OPT_BUG_CLIP_AFTER_SUM || o->bug == OPT_BUG_ZERO_NOISE_SAME_SEED || o->bug == OPT_BUG_ZERO_WRONG_SLICE ||
+        o->bug == OPT_BUG_ZERO_STALE_PARAMS)
+        return dp_error(DP_ERR_USAGE, "--cp %d: --inject-bug %s has no injection point under context parallelism",
+                        o->cp, opt_bug_names[o->bug]);
     if (o->noise_mode != OPT_NOISE_SINGLE)
         return dp_error(DP_ERR_USAGE, "--cp %d: --noise-mode shares is not supported with context parallelism", o->cp);
     return DP_OK;
