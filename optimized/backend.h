@@ -131,6 +131,18 @@ typedef struct {
      * probs [B, H, T, T] (saved for backward; entries s > t are 0). */ \
     X(ATTN_FWD, attn_fwd, dp_status, (void *ctx, void *out, void *probs, const void *q, const void *k, const void *v, int64_t B, int64_t T, int64_t H, int64_t hd)) \
     X(ATTN_BWD, attn_bwd, dp_status, (void *ctx, void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k, const void *v, const void *probs, int64_t B, int64_t T, int64_t H, int64_t hd)) \
+    /* Ring attention pieces (context parallelism, docs/longshield.md "Ring attention"). \
+     * rope_at: RoPE of x [B, T, H, hd] at the positions t0 + t (sign +1: fwd, -1: bwd). \
+     * attn_block_fwd: online-softmax update of the queries q [B, Tq, H, hd] (global \
+     * positions q0 + i) by the keys/values k, v [B, Tk, H, hd] (positions k0 + j), causal: \
+     * running max m and sum l [B, H, Tq] (start -inf, 0), unnormalised o [B, Tq, H, hd] \
+     * (start 0). attn_block_finish: y = o / l, lse = m + log l. attn_block_bwd: dq, dk, dv \
+     * += the block's gradients from dout, the output out and lse (FlashAttention's \
+     * backward with D = dout . out). */ \
+    X(ROPE_AT, rope_at, dp_status, (void *ctx, void *y, const void *x, double theta, int64_t t0, int sign, int64_t B, int64_t T, int64_t H, int64_t hd)) \
+    X(ATTN_BLOCK_FWD, attn_block_fwd, dp_status, (void *ctx, void *o, void *m, void *l, const void *q, const void *k, const void *v, int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t hd, int64_t q0, int64_t k0)) \
+    X(ATTN_BLOCK_FINISH, attn_block_finish, dp_status, (void *ctx, void *y, void *lse, const void *o, const void *m, const void *l, int64_t B, int64_t Tq, int64_t H, int64_t hd)) \
+    X(ATTN_BLOCK_BWD, attn_block_bwd, dp_status, (void *ctx, void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k, const void *v, const void *out, const void *lse, int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t hd, int64_t q0, int64_t k0)) \
     /* Softmax cross-entropy. loss[r] = w[r] * (logsumexp(z[r,:]) - z[r, y[r]]); rows with \
      * y[r] < 0 give 0. bwd: dz[r, :] = w[r] * (softmax(z[r,:]) - onehot(y[r])) (0 when y < 0). \
      * z, dz [rows, V], y int32 [rows], w [rows] */ \

@@ -25,6 +25,8 @@ const opt_shard_strategy *const opt_shard_strategies[] = {OPT_SHARDINGS(OPT_TABL
 #undef OPT_TABLE_
 const char *const opt_mixed_rule_names[] = {"flop", "memory", NULL};
 const char *const opt_noise_mode_names[] = {"single", "shares", NULL};
+const char *const opt_cp_attention_names[] = {"allgather", "ring", NULL};
+const char *const opt_cp_pattern_names[] = {"input", "output", NULL};
 
 void opt_rank_share(int64_t *lo, int64_t *hi, int64_t b, int rank, int size) {
     *lo = b * rank / size;
@@ -89,7 +91,11 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const dp_dpsgd_config *c
     if (o->sharding < 0 || o->sharding >= OPT_SHARD_COUNT) return dp_error(DP_ERR_USAGE, "--sharding: unknown stage");
     s->norm = opt_norm_strategies[o->strategy];
     s->shard = opt_shard_strategies[o->sharding];
+    if (o->cp > 1) { DP_TRY(opt_cp_check(cfg, o, m)); s->shard = &opt_shard_cp; }
     s->hooks = opt_bug_hooks(o->bug);
+    if (o->cp <= 1 && (s->hooks->cp_drop_partial || s->hooks->cp_local_norms || s->hooks->cp_full_noise))
+        return dp_error(DP_ERR_USAGE, "--inject-bug %s applies to context parallelism only (--cp M > 1)",
+                        opt_bug_names[o->bug]);
     if (s->shard->shard_states && o->noise_mode == OPT_NOISE_SHARES)
         return dp_error(DP_ERR_USAGE, "--noise-mode shares applies to --sharding replicated only (got --sharding %s)",
                         s->shard->name);
@@ -161,7 +167,8 @@ int opt_mixed_pick_ghost(int rule, int64_t T, int64_t d, int64_t p) {
 }
 
 /* out [B, numel] = per-example gradient of parameter pi (linear: G_b^T A_b batched). */
-static dp_status instantiate(void *out, const opt_model *om, const opt_tape *tp, int pi) {
+#define instantiate opt_instantiate
+dp_status opt_instantiate(void *out, const opt_model *om, const opt_tape *tp, int pi) {
     opt_backend *be = om->be;
     int64_t B = tp->B, T = tp->T;
     if (om->src[pi] == OPT_SRC_DIRECT)
@@ -199,13 +206,7 @@ static dp_status zero_inst_row(const opt_model *om, void *const *inst, int64_t b
     return DP_OK;
 }
 
-typedef struct {
-    double *loss;     /* [Bc] */
-    double *gn;       /* [Bc, G + 1] group norms, then the total norm */
-    double *c;        /* [Bc, G] */
-    int *dropped;     /* [Bc] */
-    double **grad;    /* [np] -> [Bc * numel] per-sample gradients, or NULL */
-} chunk_out;
+typedef opt_chunk_out chunk_out;
 
 static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, const int64_t *idx, int64_t Bc) {
     opt_backend *be = s->be;
@@ -437,8 +438,8 @@ done:
 /* Every rank contributes n_local items of `each` bytes; rank 0 (and every rank) gets
  * the concatenation in rank order into *out (malloc'd). */
 static dp_status gather(opt_dpsgd *s, void **out, const void *mine, size_t nbytes) {
-    size_t len = 0;
-    return OPT_CALL(s->be, allgatherv_bytes, out, &len, mine, nbytes);
+    size_t len = 0; /* under CP the ranks of a CP group hold the same examples: its rank 0 gives them */
+    return OPT_CALL(s->be, allgatherv_bytes, out, &len, mine, s->par.cp_rank == 0 ? nbytes : 0);
 }
 
 /* The engine's own check of the downloaded private gradient hp [total] (docs/engine.md
@@ -504,7 +505,7 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
             for (int p = 0; p < np; p++) cg[p] = pgr[p] + clo * om->numel[p];
             cc.grad = cg;
         }
-        st = run_chunk(&cc, s, d, idx + lo + clo, Bc);
+        st = s->par.cp > 1 ? opt_cp_run_chunk(&cc, s, d, idx + lo + clo, Bc) : run_chunk(&cc, s, d, idx + lo + clo, Bc);
     }
     free(cg);
 

@@ -49,6 +49,8 @@ extern const char *const opt_sharding_names[];   /* NULL-terminated, index = opt
 extern const char *const opt_mixed_rule_names[];
 extern const char *const opt_noise_mode_names[];
 extern const char *const opt_bug_names[];        /* "none", "clip-after-sum", ... */
+extern const char *const opt_cp_attention_names[]; /* "allgather", "ring" */
+extern const char *const opt_cp_pattern_names[];   /* "input", "output" */
 
 /* All-zero = grad-sample, replicated, the DP group = the world. */
 typedef struct opt_dp_options {
@@ -59,6 +61,7 @@ typedef struct opt_dp_options {
     int keep_per_sample;   /* 1: fill out->grad with per-sample gradients (exports) */
     opt_sharding sharding; /* --sharding (docs/zero.md) */
     int dp, cp;            /* --dp N --cp M layout (0: dp = world size / cp, cp = 1) */
+    int cp_ring;           /* --cp-attention: 1 ring, 0 allgather (docs/longshield.md) */
 } opt_dp_options;
 
 struct opt_shard_strategy;

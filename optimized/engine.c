@@ -190,17 +190,16 @@ static dp_status upload_batch(opt_tape *tp, const opt_model *om, const dp_datase
         free(hx); free(hy);
         return st;
     }
-    int64_t T = tp->T;
+    /* this rank's positions [t0, t0 + T) of examples of Tg positions (CP: a shard) */
+    const int64_t T = tp->T, Tg = om->cfg.seq, t0 = om->cp ? om->cp->t0 : 0;
     int32_t *ht = malloc(sizeof(int32_t) * (size_t)(B * T + 1));
     if (!ht) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
-    for (int64_t b = 0; b < B; b++) memcpy(ht + b * T, d->tokens + idx[b] * T, sizeof(int32_t) * (size_t)T);
+    for (int64_t b = 0; b < B; b++) memcpy(ht + b * T, d->tokens + idx[b] * Tg + t0, sizeof(int32_t) * (size_t)T);
     dp_status st = opt_arena_alloc(&tp->ar, &tp->x_dev, sizeof(int32_t) * (size_t)(B * T + 1));
     if (st == DP_OK) st = OPT_CALL(be, to_device, tp->x_dev, ht, sizeof(int32_t) * (size_t)(B * T));
     /* targets: next token, -1 at the last position */
-    for (int64_t b = 0; st == DP_OK && b < B; b++) {
-        for (int64_t t = 0; t + 1 < T; t++) ht[b * T + t] = d->tokens[idx[b] * T + t + 1];
-        ht[b * T + T - 1] = -1;
-    }
+    for (int64_t b = 0; st == DP_OK && b < B; b++)
+        for (int64_t t = 0; t < T; t++) ht[b * T + t] = t0 + t + 1 < Tg ? d->tokens[idx[b] * Tg + t0 + t + 1] : -1;
     if (st == DP_OK) st = opt_arena_alloc(&tp->ar, (void **)&tp->y_dev, sizeof(int32_t) * (size_t)(B * T + 1));
     if (st == DP_OK) st = OPT_CALL(be, to_device, tp->y_dev, ht, sizeof(int32_t) * (size_t)(B * T));
     free(ht);
@@ -284,16 +283,21 @@ static dp_status llama_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
         y->hin = h;
         DP_TRY(A_(tp, &y->a, rows * D)); DP_TRY(A_(tp, &y->r1, rows));
         DP_TRY(A_(tp, &y->q, rows * D)); DP_TRY(A_(tp, &y->k, rows * D)); DP_TRY(A_(tp, &y->v, rows * D));
-        DP_TRY(A_(tp, &y->probs, B * H * T * T)); DP_TRY(A_(tp, &y->y, rows * D));
+        if (!om->cp) DP_TRY(A_(tp, &y->probs, B * H * T * T));
+        DP_TRY(A_(tp, &y->y, rows * D));
         DP_TRY(A_(tp, &y->h1, rows * D)); DP_TRY(A_(tp, &y->m, rows * D)); DP_TRY(A_(tp, &y->r2, rows));
         DP_TRY(A_(tp, &y->gt, rows * F)); DP_TRY(A_(tp, &y->up, rows * F)); DP_TRY(A_(tp, &y->act, rows * F));
         DP_TRY(OPT_CALL(be, rmsnorm_fwd, y->a, y->r1, y->hin, W[0], eps, rows, D));
         DP_TRY(lin_fwd(be, y->q, y->a, W[1], rows, D, D));
         DP_TRY(lin_fwd(be, y->k, y->a, W[2], rows, D, D));
         DP_TRY(lin_fwd(be, y->v, y->a, W[3], rows, D, D));
-        DP_TRY(OPT_CALL(be, rope_fwd, y->q, y->q, c->rope_theta, B, T, H, hd));
-        DP_TRY(OPT_CALL(be, rope_fwd, y->k, y->k, c->rope_theta, B, T, H, hd));
-        DP_TRY(OPT_CALL(be, attn_fwd, y->y, y->probs, y->q, y->k, y->v, B, T, H, hd));
+        if (om->cp) { /* q, k, v, probs become the whole sequence's (engine_cp.c) */
+            DP_TRY(opt_cp_attn_fwd(&tp->ar, y->y, &y->q, &y->k, &y->v, &y->probs, om, B));
+        } else {
+            DP_TRY(OPT_CALL(be, rope_fwd, y->q, y->q, c->rope_theta, B, T, H, hd));
+            DP_TRY(OPT_CALL(be, rope_fwd, y->k, y->k, c->rope_theta, B, T, H, hd));
+            DP_TRY(OPT_CALL(be, attn_fwd, y->y, y->probs, y->q, y->k, y->v, B, T, H, hd));
+        }
         DP_TRY(lin_fwd(be, y->h1, y->y, W[4], rows, D, D));
         DP_TRY(OPT_CALL(be, add, y->h1, y->h1, y->hin, rows * D)); /* h1 = hin + y Wo^T */
         DP_TRY(OPT_CALL(be, rmsnorm_fwd, y->m, y->r2, y->h1, W[5], eps, rows, D));
@@ -320,7 +324,7 @@ static dp_status llama_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
     DP_TRY(A_(tp, &f->wrow, rows)); DP_TRY(A_(tp, &f->lrows, rows));
     double *wr = malloc(sizeof(double) * (size_t)(rows + 1));
     if (!wr) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
-    for (int64_t r = 0; r < rows; r++) wr[r] = 1.0 / (double)(T - 1);
+    for (int64_t r = 0; r < rows; r++) wr[r] = 1.0 / (double)(c->seq - 1); /* c->seq = T unless CP */
     dp_status st = OPT_CALL(be, upload_f64, f->wrow, wr, rows);
     free(wr);
     DP_TRY(st);
@@ -371,9 +375,13 @@ static dp_status llama_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, o
         /* attention block: h1 = hin + y Wo^T */
         DP_TRY(lin_grad(tp, om, mode, grads, base + 4, y->y, dh1, D, D));
         DP_TRY(lin_bwd_x(be, dy, dh1, W[4], rows, D, D, 0.0));
-        DP_TRY(OPT_CALL(be, attn_bwd, dq, dk, dv, dy, y->q, y->k, y->v, y->probs, B, T, H, hd));
-        DP_TRY(OPT_CALL(be, rope_bwd, dq, dq, c->rope_theta, B, T, H, hd));
-        DP_TRY(OPT_CALL(be, rope_bwd, dk, dk, c->rope_theta, B, T, H, hd));
+        if (om->cp) {
+            DP_TRY(opt_cp_attn_bwd(&tp->ar, dq, dk, dv, dy, y->q, y->k, y->v, y->probs, y->y, om, B));
+        } else {
+            DP_TRY(OPT_CALL(be, attn_bwd, dq, dk, dv, dy, y->q, y->k, y->v, y->probs, B, T, H, hd));
+            DP_TRY(OPT_CALL(be, rope_bwd, dq, dq, c->rope_theta, B, T, H, hd));
+            DP_TRY(OPT_CALL(be, rope_bwd, dk, dk, c->rope_theta, B, T, H, hd));
+        }
         DP_TRY(lin_grad(tp, om, mode, grads, base + 1, y->a, dq, D, D));
         DP_TRY(lin_grad(tp, om, mode, grads, base + 2, y->a, dk, D, D));
         DP_TRY(lin_grad(tp, om, mode, grads, base + 3, y->a, dv, D, D));
@@ -399,7 +407,7 @@ static dp_status tape_init(opt_tape *tp, const opt_model *om, int64_t B) {
     memset(tp, 0, sizeof *tp);
     tp->ar.be = om->be;
     tp->B = B;
-    tp->T = om->T;
+    tp->T = om->cp ? om->cp->Tl : om->T;
     int np = om->np;
     tp->A = calloc((size_t)np, sizeof *tp->A);
     tp->G = calloc((size_t)np, sizeof *tp->G);
@@ -451,7 +459,7 @@ dp_status opt_backward_weighted(void *const *grads, const opt_model *om, opt_tap
     if (!hc || !hw) { free(hc); free(hw); return dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
     dp_status st = OPT_CALL(be, download_f64, hc, c, B);
     for (int64_t b = 0; st == DP_OK && b < B; b++)
-        for (int64_t t = 0; t < T; t++) hw[b * T + t] = hc[b] / (double)(T - 1);
+        for (int64_t t = 0; t < T; t++) hw[b * T + t] = hc[b] / (double)(om->cfg.seq - 1);
     if (st == DP_OK) st = OPT_CALL(be, upload_f64, w, hw, B * T);
     free(hc); free(hw);
     DP_TRY(st);

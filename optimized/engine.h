@@ -36,7 +36,25 @@ typedef struct {
      * before its forward and its backward, prefetch the next layer's, and release them
      * right after (docs/zero.md). */
     const struct opt_param_fetch *fetch;
+    /* NULL: every position of an example on this rank. Else (--cp M > 1, llama only) the
+     * rank holds the contiguous positions [t0, t0 + Tl) of every example and the passes run
+     * on them; attention reaches the other shards through the CP group
+     * (optimized/engine_cp.c, docs/longshield.md). */
+    const struct opt_cp *cp;
 } opt_model;
+
+/* The sequence shard of a CP rank (docs/longshield.md "Sequence sharding"). */
+typedef struct opt_cp {
+    const opt_group *g;       /* the CP group (size M, this rank's position r) */
+    int M, r;
+    int64_t T;                /* positions per example (global) */
+    int64_t t0, Tl;           /* this rank's shard [t0, t0 + Tl) */
+    int64_t Tmax;             /* the longest shard: ceil(T / M) */
+    int ring;                 /* 1: --cp-attention ring, 0: allgather */
+} opt_cp;
+
+/* Shard of CP rank r: [floor(T r / M), floor(T (r + 1) / M)). */
+void opt_cp_shard(int64_t *t0, int64_t *Tl, int64_t T, int M, int r);
 
 typedef struct opt_param_fetch {
     void *ctx;
@@ -95,6 +113,23 @@ void opt_tape_free(opt_tape *tp);
  * (next_first < 0: none); drop releases them. */
 dp_status opt_params_use(const opt_model *om, int first, int n, int next_first, int next_n);
 dp_status opt_params_drop(const opt_model *om, int first, int n);
+
+/* Attention of a CP rank (optimized/engine_cp.c): q, k, v are this rank's rows
+ * [B, Tl, H, hd] before RoPE; y [B, Tl, D] receives this rank's output rows. allgather:
+ * on return *q, *k, *v point to the whole sequence's [B, T, H, hd] after RoPE and *probs
+ * to [B, H, T, T]; ring (engine_cp_ring.c): *q, *k, *v are the rank's rows after RoPE and
+ * *probs the log-sum-exp [B, H, Tl] (arena buffers, kept for the backward). */
+dp_status opt_cp_attn_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, void **probs, const opt_model *om,
+                          int64_t B);
+/* dq, dk, dv [B, Tl, D] (after RoPE's backward) of this rank's rows from dy [B, Tl, D];
+ * q, k, v, probs as left by opt_cp_attn_fwd, y its output rows. */
+dp_status opt_cp_attn_bwd(opt_arena *ar, void *dq, void *dk, void *dv, const void *dy, const void *q, const void *k,
+                          const void *v, const void *probs, const void *y, const opt_model *om, int64_t B);
+/* The ring variants (engine_cp_ring.c), same contracts. */
+dp_status opt_cp_ring_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, void **lse, const opt_model *om,
+                          int64_t B);
+dp_status opt_cp_ring_bwd(opt_arena *ar, void *dq, void *dk, void *dv, const void *dy, const void *q, const void *k,
+                          const void *v, const void *lse, const void *y, const opt_model *om, int64_t B);
 
 /* Call a backend operation, or fail with NOT_SUPPORTED naming it. */
 dp_status opt_unsupported(const opt_backend *be, const char *op);

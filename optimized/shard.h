@@ -52,11 +52,46 @@ typedef struct opt_step_hooks {
      * its own) */
     int (*update_owner)(const opt_dpsgd *s);
     int skip_param_sync; /* 1: parameters are not re-gathered after the update */
+    /* context parallelism (docs/longshield.md "Negative controls"; correct: all 0) */
+    int cp_drop_partial; /* 1: the last CP rank's partial per-example gradients are left out of the reduce-scatter */
+    int cp_local_norms;  /* 1: per-example norms from the local slice only (no all-reduce over the CP group) */
+    int cp_full_noise;   /* 1: every CP rank adds noise to the whole layer, summed over the CP group */
 } opt_step_hooks;
 
 extern const opt_step_hooks opt_hooks_correct;
 /* The hooks of a bug (OPT_BUG_NONE: opt_hooks_correct). */
 const opt_step_hooks *opt_bug_hooks(opt_bug bug);
+
+/* The per-example outputs of one chunk of Bc examples (host, [b, .] layout as the reference). */
+typedef struct {
+    double *loss;     /* [Bc] */
+    double *gn;       /* [Bc, G + 1] group norms, then the total norm */
+    double *c;        /* [Bc, G] */
+    int *dropped;     /* [Bc] */
+    double **grad;    /* [np] -> [Bc * numel] per-sample gradients, or NULL */
+} opt_chunk_out;
+
+/* out [B, numel] = per-example gradient of parameter pi from the tape (linear: G_b^T A_b
+ * batched; under CP the sum over the rank's positions only). */
+dp_status opt_instantiate(void *out, const opt_model *om, const opt_tape *tp, int pi);
+
+/* ---- context parallelism (optimized/strategies/shard_cp.c, cp_input.c; docs/longshield.md) ----
+ * The CP rank's state: its sequence shard (om.cp points to cp) and the packed layout of
+ * its row slices: parameter p's slice on CP rank j is the rows [R j / M, R (j + 1) / M) of
+ * its R = shape[0] rows (elements [a, b), opt_cp_slice); every rank stores it at packed
+ * offset poff[p] with room pmax[p] = ceil(R / M) * cols (the rest zeros), L in all. */
+typedef struct {
+    opt_cp cp;
+    int64_t *poff, *pmax;
+    int64_t L;
+} opt_cp_state;
+extern const opt_shard_strategy opt_shard_cp;
+/* The layouts --cp M > 1 supports (usage error, exit 2, otherwise): the llama, M <= T,
+ * --sharding replicated, --strategy grad-sample, --noise-mode single. */
+dp_status opt_cp_check(const dp_dpsgd_config *cfg, const opt_dp_options *o, const dp_model *m);
+void opt_cp_slice(int64_t *a, int64_t *b, const opt_dpsgd *s, int p, int j);
+/* One chunk under CP, input-stationary (the norm strategy's instantiation on slices). */
+dp_status opt_cp_run_chunk(opt_chunk_out *co, opt_dpsgd *s, const dp_dataset *d, const int64_t *idx, int64_t Bc);
 
 /* ---- helpers shared by the sharding strategies (optimized/strategies/shard_common.c) ---- */
 void *opt_dev_at(const opt_dpsgd *s, void *base, int64_t elem);

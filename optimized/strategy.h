@@ -27,7 +27,9 @@
 #define OPT_BUGS(X)                                                                                 \
     X(NONE, "none") X(CLIP_AFTER_SUM, "clip-after-sum") X(NOISE_EVERY_RANK, "noise-every-rank")   \
     X(REALIZED_DIVISOR, "realized-batch-divisor") X(ZERO_NOISE_SAME_SEED, "zero-noise-same-seed") \
-    X(ZERO_WRONG_SLICE, "zero-wrong-slice") X(ZERO_STALE_PARAMS, "zero-stale-params")
+    X(ZERO_WRONG_SLICE, "zero-wrong-slice") X(ZERO_STALE_PARAMS, "zero-stale-params")                 \
+    X(CP_DROP_PARTIAL, "cp-drop-partial") X(CP_LOCAL_NORMS, "cp-local-norms")                         \
+    X(CP_FULL_NOISE, "cp-full-noise")
 
 /* How a parameter's norms and clipped sum are computed in a chunk. */
 typedef enum {

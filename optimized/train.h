@@ -20,8 +20,10 @@ typedef struct {
     int memory_report;          /* --memory-report */
     int seen_sharding, seen_dp, seen_cp;
     int seen_threads;  /* without --threads: the cores available to this rank (opt_default_threads) */
+    const char *cp_attention, *cp_pattern; /* --cp-attention allgather|ring, --cp-pattern input|output */
+    int seen_cp_attention, seen_cp_pattern;
 } opt_train_cli;
-#define OPT_TRAIN_NOPTS 14
+#define OPT_TRAIN_NOPTS 16
 
 void opt_train_cli_init(opt_train_cli *t);
 void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t);

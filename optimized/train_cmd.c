@@ -127,10 +127,16 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
     o->sharding = (opt_sharding)k;
     if (t->seen_dp) DP_TRY(dp_check_range("--dp", (double)t->dp, 1, 1, 65536, 1));
     DP_TRY(dp_check_range("--cp", (double)t->cp, 1, 1, 65536, 1));
-    if (t->cp != 1) return dp_error(DP_ERR_NOT_SUPPORTED, "--cp %lld: context parallelism is not implemented yet "
-                                    "(only --cp 1)", (long long)t->cp);
+    if (algo_dpzo && t->cp != 1) return dp_error(DP_ERR_USAGE, "--cp applies to dpsgd only (got --cp %lld)", (long long)t->cp);
     o->dp = (int)t->dp;
     o->cp = (int)t->cp;
+    if ((t->seen_cp_attention || t->seen_cp_pattern) && (algo_dpzo || t->cp == 1))
+        return dp_error(DP_ERR_USAGE, "--cp-attention and --cp-pattern apply to dpsgd with --cp M > 1");
+    DP_TRY(dp_parse_choice(&k, "--cp-attention", t->cp_attention, opt_cp_attention_names));
+    o->cp_ring = k == 1;
+    DP_TRY(dp_parse_choice(&k, "--cp-pattern", t->cp_pattern, opt_cp_pattern_names));
+    if (k != 0) return dp_error(DP_ERR_NOT_SUPPORTED, "--cp-pattern output: the output-stationary pattern is not "
+                                "implemented yet (docs/longshield.md section 10)");
     if (!(t->collective_timeout > 0) || t->collective_timeout > 1e6)
         return dp_error(DP_ERR_USAGE, "--collective-timeout must be in (0, 1e6] seconds (got %g)", t->collective_timeout);
     opt_collective_timeout_ = t->collective_timeout;
@@ -156,7 +162,11 @@ void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t) {
     opts[(*n)++] = (dp_opt){"--sharding", DP_OPT_STRING, &t->sharding, &t->seen_sharding,
                             "replicated | zero1 | zero2 | zero3 (DP-ZeRO stages, docs/zero.md) (replicated)"};
     opts[(*n)++] = (dp_opt){"--dp", DP_OPT_INT, &t->dp, &t->seen_dp, "data-parallel ranks N (world size / M)"};
-    opts[(*n)++] = (dp_opt){"--cp", DP_OPT_INT, &t->cp, &t->seen_cp, "context-parallel ranks M, N M = world size (1)"};
+    opts[(*n)++] = (dp_opt){"--cp", DP_OPT_INT, &t->cp, &t->seen_cp, "context-parallel ranks M, N M = world size; llama sequence sharding, docs/longshield.md (1)"};
+    opts[(*n)++] = (dp_opt){"--cp-attention", DP_OPT_STRING, &t->cp_attention, &t->seen_cp_attention,
+                            "attention across CP shards: allgather | ring (allgather)"};
+    opts[(*n)++] = (dp_opt){"--cp-pattern", DP_OPT_STRING, &t->cp_pattern, &t->seen_cp_pattern,
+                            "per-sample gradients under CP: input (reduce-scatter of partials) | output (not implemented) (input)"};
     opts[(*n)++] = (dp_opt){"--collective-timeout", DP_OPT_DOUBLE, &t->collective_timeout, NULL,
                             "seconds a collective waits for the other ranks before the run fails (600)"};
     opts[(*n)++] = (dp_opt){"--memory-report", DP_OPT_FLAG, &t->memory_report, NULL,
@@ -167,7 +177,7 @@ void opt_train_cli_init(opt_train_cli *t) {
     memset(t, 0, sizeof *t);
     t->impl = "optimized"; t->backend = "host"; t->strategy = "grad-sample"; t->noise_mode = "single";
     t->dtype = "f64"; t->bug = "none"; t->mixed_rule = "flop"; t->threads = 1;
-    t->sharding = "replicated"; t->cp = 1; t->collective_timeout = OPT_COLLECTIVE_TIMEOUT_DEFAULT;
+    t->sharding = "replicated"; t->cp = 1; t->cp_attention = "allgather"; t->cp_pattern = "input"; t->collective_timeout = OPT_COLLECTIVE_TIMEOUT_DEFAULT;
 }
 
 dp_status opt_make_dir(const char *dir) {

@@ -83,11 +83,13 @@ static void *host_scratch(void *ctx, size_t per_thread) {
 #define R double
 #define K(name) name##_f64
 #include "optimized/host/host_kern.h"
+#include "optimized/host/host_kern_ring.h"
 #undef R
 #undef K
 #define R float
 #define K(name) name##_f32
 #include "optimized/host/host_kern.h"
+#include "optimized/host/host_kern_ring.h"
 #undef R
 #undef K
 
@@ -489,6 +491,7 @@ dp_status opt_backend_host_create(opt_backend *be, const opt_backend_config *cfg
     o->alloc = host_alloc; o->free = host_free; o->to_device = host_identity_xfer; o->to_host = host_identity_xfer;
     o->copy = host_copy; o->zero = host_zero;
     if (cfg->dtype == DP_F64) fill_ops_f64(o); else fill_ops_f32(o);
+    if (cfg->dtype == DP_F64) fill_ring_ops_f64(o); else fill_ring_ops_f32(o);
     o->allreduce_sum = host_allreduce; o->reduce_scatter_sum = host_reduce_scatter; o->allgather = host_allgather;
     o->alltoall = host_alltoall; o->broadcast = host_broadcast; o->send = host_send; o->recv = host_recv;
     o->wait = host_wait; o->allgatherv_bytes = host_allgatherv_bytes; o->barrier = host_barrier;

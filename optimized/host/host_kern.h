@@ -131,16 +131,17 @@ static dp_status K(rmsnorm_bwd)(void *ctx, void *dx_, void *dg_, const void *dy_
 }
 
 /* ---- rotary ---- */
-/* The (cos, sin) of every (t, i) are computed once per call (the same expressions as
- * per element, so the same values) and applied to every example and head. */
+/* Positions t0 + t (t0 = 0 but for ring attention's shards, host_kern_ring.h). The
+ * (cos, sin) of every (t, i) are computed once per call (the same expressions as per
+ * element, so the same values) and applied to every example and head. */
 static dp_status K(rope_apply)(R *y, const R *x, double theta, int64_t B, int64_t T, int64_t H, int64_t hd,
-                               double sign) {
+                               double sign, int64_t t0) {
     int64_t hh = hd / 2;
     R *cs = malloc(sizeof(R) * (size_t)(2 * T * hh + 1));
     if (!cs) return dp_error(DP_ERR_NOMEM, "rope: out of memory");
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < hh; i++) {
-            double ang = (double)t * pow(theta, -2.0 * (double)i / (double)hd);
+            double ang = (double)(t0 + t) * pow(theta, -2.0 * (double)i / (double)hd);
             cs[2 * (t * hh + i)] = (R)cos(ang);
             cs[2 * (t * hh + i) + 1] = (R)(sign * sin(ang));
         }
@@ -160,12 +161,12 @@ static dp_status K(rope_apply)(R *y, const R *x, double theta, int64_t B, int64_
 static dp_status K(rope_fwd)(void *ctx, void *y, const void *x, double theta, int64_t B, int64_t T, int64_t H,
                              int64_t hd) {
     if (hd % 2) return dp_error(DP_ERR_INVALID, "rope: head dim %lld is odd", (long long)hd);
-    return K(rope_apply)(y, x, theta, B, T, H, hd, 1.0);
+    return K(rope_apply)(y, x, theta, B, T, H, hd, 1.0, 0);
 }
 static dp_status K(rope_bwd)(void *ctx, void *dx, const void *dy, double theta, int64_t B, int64_t T, int64_t H,
                              int64_t hd) {
     if (hd % 2) return dp_error(DP_ERR_INVALID, "rope: head dim %lld is odd", (long long)hd);
-    return K(rope_apply)(dx, dy, theta, B, T, H, hd, -1.0);
+    return K(rope_apply)(dx, dy, theta, B, T, H, hd, -1.0, 0);
 }
 
 /* ---- causal attention ---- */

@@ -5,6 +5,7 @@
 #     (SIGSTOP) mid-run; rank 0 must fail naming the collective that timed out and the
 #     whole job must end non-zero within the bound (timeout + start-up slack);
 #   - death: rank 1 is killed (SIGKILL) mid-run; the job must end non-zero within the bound;
+#   - cp-stall: the same stall in a `--cp 2 --cp-attention ring` llama run;
 #   - control: the same run without interference finishes with exit 0 (so the test can
 #     tell a timeout from a run that fails anyway).
 # Bound: 3 s timeout + 30 s slack (MPI start-up, abort propagation on 2 shared cores).
@@ -67,5 +68,10 @@ if timeout 120 mpirun -n 2 "${TRAIN[@]}" "${ARGS[@]}" --steps 3 >control.log 2>&
 else bad "control: undisturbed run failed"; tail -5 control.log; fi
 run_disturbed stall STOP
 run_disturbed death KILL
+# context parallelism (docs/longshield.md): a CP rank stalled inside ring attention's
+# send/recv or the CP collectives ends the run the same way
+ARGS=(dpsgd --model llama --vocab 11 --dim 8 --layers 1 --heads 2 --ffn 12 --seq 6 --dataset-size 16 --q 0.3 --clip 1
+      --sigma 1 --seed 4 --noise-key 9 --cp 2 --cp-attention ring --collective-timeout "$TMO")
+run_disturbed cp-stall STOP
 [ $fail = 0 ] && echo "all collective-timeout checks passed"
 exit $fail

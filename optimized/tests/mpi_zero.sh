@@ -2,7 +2,7 @@
 # optimized/tests/mpi_zero.sh — DP-ZeRO on MPI ranks (docs/zero.md):
 #   - the ZeRO memory test (test_zero_memory: ledger peaks = the formulas) at N = 2 and 4;
 #   - bad layouts exit 2 with a message: --dp N with N != world size, more shards than
-#     parameters, --cp other than 1 (not implemented: exit 3);
+#     parameters, --cp 2 with the mlp (no sequence to shard; docs/longshield.md);
 #   - --memory-report prints every rank's ledger and byte counters, and zero2's
 #     optimizer state per rank is half the replicated one at N = 2;
 #   - `train dpsgd --sharding zero3 --dp 4` runs under mpirun -n 4.
@@ -40,7 +40,7 @@ expect_exit 2 "8 shards but the model has only 6 parameters" 8 dpsgd --model mlp
 # zero3 partitions every tensor: a tensor smaller than the shard count is refused
 expect_exit 2 "tensor 'layers.1.bias' has 2 elements, fewer than the 4 shards" 4 dpsgd --model mlp --in 3 --hidden 5 \
   --classes 2 --dataset-size 8 --q 0.5 --steps 1 --clip 1 --sigma 1 --sharding zero3
-expect_exit 3 "context parallelism is not implemented" 2 "${MLP[@]}" --cp 2
+expect_exit 2 "the mlp has no positions and no attention" 2 "${MLP[@]}" --cp 2
 expect_exit 2 "--sharding" 2 "${MLP[@]}" --sharding zero9
 
 # --memory-report: zero2 halves the optimizer state per rank at N = 2 (sgd momentum: P e -> c e)

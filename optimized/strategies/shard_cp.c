@@ -1,0 +1,203 @@
+/* optimized/strategies/shard_cp.c — the state layout of context parallelism
+ * (docs/longshield.md "Sharded state"): each CP rank holds the row slices of every
+ * parameter (opt_cp_slice) for the clipped sums S, the noise Z, the private gradient and
+ * the optimizer states, packed (opt_cp_state); the DP group sums S and Z slice by slice;
+ * the optimizer updates the rank's slices and the parameters are all-gathered over the
+ * CP group for the next forward. Selected by --cp M > 1 (not a --sharding name). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "optimized/ledger.h"
+#include "optimized/shard.h"
+
+dp_status opt_cp_check(const dp_dpsgd_config *cfg, const opt_dp_options *o, const dp_model *m) {
+    (void)cfg;
+    if (m->cfg.kind != DP_LLAMA)
+        return dp_error(DP_ERR_USAGE, "--cp %d: context parallelism shards the sequence of the llama; the mlp has no "
+                        "positions and no attention (use --cp 1)", o->cp);
+    if (o->cp > m->cfg.seq)
+        return dp_error(DP_ERR_USAGE, "--cp %d is larger than --seq %d: every CP rank needs at least one position", o->cp,
+                        m->cfg.seq);
+    if (o->sharding != OPT_SHARD_REPLICATED)
+        return dp_error(DP_ERR_USAGE, "--cp %d: --sharding %s is not supported with context parallelism (the CP state is "
+                        "already sliced; only --sharding replicated)", o->cp, opt_sharding_names[o->sharding]);
+    if (o->strategy != OPT_STRAT_GRAD_SAMPLE)
+        return dp_error(DP_ERR_USAGE, "--cp %d: --strategy %s is not supported with context parallelism (the per-example "
+                        "gradients are instantiated on row slices: --strategy grad-sample)", o->cp,
+                        opt_strategy_names[o->strategy]);
+    if (o->bug == OPT_BUG_CLIP_AFTER_SUM || o->bug == OPT_BUG_ZERO_NOISE_SAME_SEED || o->bug == OPT_BUG_ZERO_WRONG_SLICE ||
+        o->bug == OPT_BUG_ZERO_STALE_PARAMS)
+        return dp_error(DP_ERR_USAGE, "--cp %d: --inject-bug %s has no injection point under context parallelism",
+                        o->cp, opt_bug_names[o->bug]);
+    if (o->noise_mode != OPT_NOISE_SINGLE)
+        return dp_error(DP_ERR_USAGE, "--cp %d: --noise-mode shares is not supported with context parallelism", o->cp);
+    return DP_OK;
+}
+
+static opt_cp_state *state(const opt_dpsgd *s) { return (opt_cp_state *)s->shard_state; }
+
+void opt_cp_slice(int64_t *a, int64_t *b, const opt_dpsgd *s, int p, int j) {
+    const int M = s->par.cp;
+    const int64_t R = s->om.shape[p][0], cols = s->om.numel[p] / R;
+    *a = R * j / M * cols;
+    *b = R * (j + 1) / M * cols;
+}
+
+static dp_status cp_setup(opt_dpsgd *s) {
+    const opt_model *om = &s->om;
+    opt_cp_state *cs = calloc(1, sizeof *cs);
+    if (!cs) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    cs->poff = calloc((size_t)om->np, sizeof *cs->poff);
+    cs->pmax = calloc((size_t)om->np, sizeof *cs->pmax);
+    s->shard_state = cs;
+    if (!cs->poff || !cs->pmax) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    const int M = s->par.cp;
+    cs->cp.g = s->par.cp_group;
+    cs->cp.M = M;
+    cs->cp.r = s->par.cp_rank;
+    cs->cp.T = om->cfg.seq;
+    cs->cp.Tmax = (cs->cp.T + M - 1) / M;
+    cs->cp.ring = s->o.cp_ring;
+    opt_cp_shard(&cs->cp.t0, &cs->cp.Tl, cs->cp.T, M, cs->cp.r);
+    for (int p = 0; p < om->np; p++) {
+        const int64_t R = om->shape[p][0], cols = om->numel[p] / R;
+        cs->poff[p] = cs->L;
+        cs->pmax[p] = (R + M - 1) / M * cols;
+        cs->L += cs->pmax[p];
+    }
+    s->om.cp = &cs->cp;
+    s->chunk = cs->L; /* pgrad, m1, m2 [L]; flat = S [L] | Z [L] */
+    s->lo = 0; s->hi = cs->L;
+    s->zoff = cs->L;
+    s->zlo = 0;
+    return DP_OK;
+}
+
+static void cp_teardown(opt_dpsgd *s) {
+    opt_cp_state *cs = state(s);
+    if (!cs) return;
+    s->om.cp = NULL;
+    free(cs->poff); free(cs->pmax); free(cs);
+    s->shard_state = NULL;
+}
+
+/* Noise of the rank's slices at their global (p, e) stream positions (DP rank 0; the
+ * hooks' noise span otherwise), then S and Z summed over the DP group. */
+static dp_status cp_reduce(opt_dpsgd *s, int64_t step) {
+    opt_backend *be = s->be;
+    const opt_model *om = &s->om;
+    opt_cp_state *cs = state(s);
+    const double std = s->cfg.sigma * s->groups.c_total;
+    const size_t es = opt_backend_esize(be);
+    int64_t lo = 0, hi = s->par.dp_rank == 0 ? s->total : 0;
+    s->hooks->noise_span(s, &lo, &hi);
+    void *Z = opt_dev_at(s, s->flat, s->zoff), *full = NULL;
+    dp_status st = DP_OK;
+    for (int p = 0; st == DP_OK && s->cfg.sigma > 0 && p < om->np; p++) {
+        int64_t a, b;
+        opt_cp_slice(&a, &b, s, p, cs->cp.r);
+        if (s->hooks->cp_full_noise) { /* negative control: the whole layer's noise on every CP rank, summed */
+            st = opt_mem_alloc(be, &full, es * (size_t)om->numel[p], OPT_MEM_WORKSPACE);
+            if (st == DP_OK && hi > lo)
+                st = OPT_CALL(be, noise_add, full, s->cfg.key, (uint32_t)step, (uint32_t)p, std, 0, om->numel[p]);
+            if (st == DP_OK) st = OPT_CALL(be, allreduce_sum, cs->cp.g, full, om->numel[p], NULL);
+            if (st == DP_OK && b > a) st = OPT_CALL(be, copy, opt_dev_at(s, Z, cs->poff[p]), opt_dev_at(s, full, a), es * (size_t)(b - a));
+            opt_mem_free(be, full);
+            full = NULL;
+            continue;
+        }
+        /* the part of [off[p] + a, off[p] + b) inside the span [lo, hi) */
+        int64_t x = s->off[p] + a > lo ? s->off[p] + a : lo, y = s->off[p] + b < hi ? s->off[p] + b : hi;
+        if (x < y)
+            st = OPT_CALL(be, noise_add, opt_dev_at(s, Z, cs->poff[p] + x - s->off[p] - a), s->cfg.key, (uint32_t)step,
+                          (uint32_t)p, std, (uint64_t)(x - s->off[p]), y - x);
+    }
+    if (st != DP_OK) return st;
+    return OPT_CALL(be, allreduce_sum, s->par.dp_group, s->flat, 2 * cs->L, NULL);
+}
+
+/* host [total] (global positions) = every CP rank's packed slices of dev [L]. */
+static dp_status cp_gather_host(opt_dpsgd *s, double *host, const void *dev) {
+    opt_backend *be = s->be;
+    opt_cp_state *cs = state(s);
+    const int M = cs->cp.M;
+    const size_t es = opt_backend_esize(be);
+    void *recv = NULL;
+    double *h = malloc(sizeof(double) * (size_t)(M * cs->L + 1));
+    dp_status st = h ? opt_mem_alloc(be, &recv, es * (size_t)(M * cs->L), OPT_MEM_COMM)
+                     : dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    if (st == DP_OK) st = OPT_CALL(be, allgather, cs->cp.g, recv, dev, cs->L, NULL);
+    if (st == DP_OK) st = OPT_CALL(be, download_f64, h, recv, M * cs->L);
+    for (int j = 0; st == DP_OK && j < M; j++)
+        for (int p = 0; p < s->om.np; p++) {
+            int64_t a, b;
+            opt_cp_slice(&a, &b, s, p, j);
+            memcpy(host + s->off[p] + a, h + j * cs->L + cs->poff[p], sizeof(double) * (size_t)(b - a));
+        }
+    opt_mem_free(be, recv);
+    free(h);
+    return st;
+}
+
+/* Every CP rank's parameter slices into every rank's whole parameters. */
+static dp_status cp_allgather_params(opt_dpsgd *s) {
+    opt_backend *be = s->be;
+    const opt_model *om = &s->om;
+    opt_cp_state *cs = state(s);
+    const int M = cs->cp.M;
+    const size_t es = opt_backend_esize(be);
+    void *send = NULL, *recv = NULL;
+    dp_status st = opt_mem_alloc(be, &send, es * (size_t)cs->L, OPT_MEM_COMM);
+    if (st == DP_OK) st = opt_mem_alloc(be, &recv, es * (size_t)(M * cs->L), OPT_MEM_COMM);
+    for (int p = 0; st == DP_OK && p < om->np; p++) {
+        int64_t a, b;
+        opt_cp_slice(&a, &b, s, p, cs->cp.r);
+        if (b > a) st = OPT_CALL(be, copy, opt_dev_at(s, send, cs->poff[p]), opt_dev_at(s, om->w[p], a), es * (size_t)(b - a));
+    }
+    if (st == DP_OK) st = OPT_CALL(be, allgather, cs->cp.g, recv, send, cs->L, NULL);
+    for (int j = 0; st == DP_OK && j < M; j++)
+        for (int p = 0; st == DP_OK && p < om->np; p++) {
+            int64_t a, b;
+            opt_cp_slice(&a, &b, s, p, j);
+            if (b > a)
+                st = OPT_CALL(be, copy, opt_dev_at(s, om->w[p], a), opt_dev_at(s, recv, j * cs->L + cs->poff[p]),
+                              es * (size_t)(b - a));
+        }
+    opt_mem_free(be, send);
+    opt_mem_free(be, recv);
+    return st;
+}
+
+/* The private gradient (S + Z) / div and the optimizer on the rank's slices, then the
+ * parameters all-gathered over the CP group. */
+static dp_status cp_update(opt_dpsgd *s, double div) {
+    opt_backend *be = s->be;
+    const opt_model *om = &s->om;
+    const dp_dpsgd_config *c = &s->cfg;
+    opt_cp_state *cs = state(s);
+    DP_TRY(OPT_CALL(be, add, s->pgrad, s->flat, opt_dev_at(s, s->flat, s->zoff), cs->L));
+    DP_TRY(OPT_CALL(be, div_scalar, s->pgrad, s->pgrad, div, cs->L));
+    for (int p = 0; p < om->np; p++) {
+        int64_t a, b;
+        opt_cp_slice(&a, &b, s, p, cs->cp.r);
+        if (b <= a) continue;
+        void *w = opt_dev_at(s, om->w[p], a), *g = opt_dev_at(s, s->pgrad, cs->poff[p]), *m1 = opt_dev_at(s, s->m1, cs->poff[p]);
+        if (c->opt == DP_OPT_SGD)
+            DP_TRY(OPT_CALL(be, sgd_momentum, w, m1, g, c->lr, c->momentum, 0.0, s->t, b - a));
+        else
+            DP_TRY(OPT_CALL(be, adamw, w, m1, opt_dev_at(s, s->m2, cs->poff[p]), g, c->lr, c->beta1, c->beta2, c->adam_eps,
+                            c->weight_decay, s->t, b - a));
+    }
+    if (s->hooks->skip_param_sync) return DP_OK;
+    return cp_allgather_params(s);
+}
+
+static dp_status cp_gather_sums(opt_dpsgd *s, double *hS) {
+    DP_TRY(cp_gather_host(s, hS, s->flat));
+    return cp_gather_host(s, hS + s->total, opt_dev_at(s, s->flat, s->zoff));
+}
+
+static dp_status cp_gather_pgrad(opt_dpsgd *s, double *hp) { return cp_gather_host(s, hp, s->pgrad); }
+
+const opt_shard_strategy opt_shard_cp = {"cp", 0, 0, cp_reduce, cp_update, cp_gather_sums, cp_gather_pgrad, cp_setup,
+                                         cp_teardown};

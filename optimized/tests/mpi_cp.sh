@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# optimized/tests/mpi_cp.sh — LongShield context parallelism (docs/longshield.md): the
+# layouts --cp refuses exit 2 naming the option, a --cp 2 run reports its reduce-scatter
+# over the CP group in --memory-report, and the byte counters of a step equal the
+# communication formulas of docs/longshield.md section 6 (reduce-scatter constant in T). The element-wise agreement with
+# the reference is the conformance cases cp-ci-*, cp4-ci-* and neg-cp-* (conform_ci.sh).
+set -u
+DRV="${DPCERT_BUILD:?}/tests/optimized_test_train_cli"
+command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+if [ -n "${DPCERT:-}" ] && "$DPCERT" train --help >/dev/null 2>&1; then TRAIN=("$DPCERT" train)
+else TRAIN=("$DRV" --as-dpcert train); fi
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0"
+fail=0
+pass() { echo "PASS  $*"; }
+bad() { echo "FAIL  $*"; fail=1; }
+LL=(dpsgd --model llama --vocab 11 --dim 8 --layers 1 --heads 2 --ffn 12 --seq 3 --dataset-size 8 --q 0.5 --steps 1 --clip 1 --sigma 1)
+expect_exit() { # want desc ranks args...
+  local want=$1 desc=$2 r=$3; shift 3
+  timeout 60 mpirun -x ASAN_OPTIONS -n "$r" "${TRAIN[@]}" "$@" >bad.log 2>&1; local rc=$?
+  if [ "$rc" -eq "$want" ] && grep -q -- "$desc" bad.log; then pass "exit $want: $desc"
+  else bad "expected exit $want with '$desc', got $rc"; tail -3 bad.log; fi
+}
+expect_exit 2 "the mlp has no positions and no attention" 2 dpsgd --model mlp --in 3 --hidden 4 --classes 2 \
+  --dataset-size 8 --q 0.5 --steps 1 --clip 1 --sigma 1 --cp 2
+expect_exit 2 "--cp 4 is larger than --seq 3" 4 "${LL[@]}" --cp 4
+expect_exit 2 "the layout needs 2 ranks, but the run has 3" 3 "${LL[@]}" --cp 2
+expect_exit 2 "--sharding zero2 is not supported with context parallelism" 2 "${LL[@]}" --cp 2 --sharding zero2
+expect_exit 2 "--strategy ghost is not supported with context parallelism" 2 "${LL[@]}" --cp 2 --strategy ghost
+expect_exit 3 "--cp-pattern output: the output-stationary pattern is not implemented" 2 "${LL[@]}" --cp 2 --cp-pattern output
+expect_exit 2 "--cp-attention and --cp-pattern apply to dpsgd with --cp M > 1" 1 "${LL[@]}" --cp-attention ring
+expect_exit 2 "--cp-attention" 2 "${LL[@]}" --cp 2 --cp-attention rings
+DPCERT_TEST_INJECT=1 expect_exit 2 "--inject-bug cp-local-norms applies to context parallelism only" 1 "${LL[@]}" --inject-bug cp-local-norms
+DPCERT_TEST_INJECT=1 expect_exit 2 "--inject-bug clip-after-sum has no injection point under context parallelism" 2 "${LL[@]}" --cp 2 --inject-bug clip-after-sum
+# the input-stationary reduce-scatter runs over the CP group: rank 1 reports its calls
+timeout 60 mpirun -x ASAN_OPTIONS -n 2 "${TRAIN[@]}" "${LL[@]}" --cp 2 --memory-report >rep.log 2>&1 || { bad "--cp 2 run"; tail -3 rep.log; }
+rs=$(awk '$1 == "rank" && $2 == "1:" && $3 == "reduce_scatter_sum" { print $4 }' rep.log)
+if [ "${rs:-0}" -ge 1 ]; then pass "--cp 2 --memory-report: rank 1 made $rs reduce-scatter call(s)"
+else bad "--cp 2 --memory-report: reduce-scatter calls '${rs:-}'"; tail -20 rep.log; fi
+# communication per step = the formulas of docs/longshield.md section 6, from the byte
+# counters of CP rank 1 (one step, --dp 1, no export; every parameter's rows divisible by M
+# so L = P / M): reduce_scatter_sum sends b L e (M - 1) whatever T; allgather sends
+# (4 layers b Tmax D + 4 L) e (M - 1) (q, k, v, dy and parameters + S, Z, private gradient);
+# ring: allgather 4 L e (M - 1) and send (2 (M - 1) + 4 (M - 1) + 2) layers b Tmax D e
+CM=(dpsgd --seed 11 --noise-key 12345 --model llama --vocab 16 --dim 8 --layers 1 --heads 2 --ffn 12 --dataset-size 16 --q 0.25 --steps 1 --clip 1 --sigma 1 --memory-report)
+comm_check() { # M T attention
+  local M=$1 T=$2 att=$3
+  timeout 120 mpirun -x ASAN_OPTIONS -n "$M" "${TRAIN[@]}" "${CM[@]}" --seq "$T" --cp "$M" --cp-attention "$att" >comm.log 2>&1 || { bad "comm run M=$M T=$T $att"; tail -3 comm.log; return; }
+  local b P rs ag sd Tmax L want_rs want_ag want_sd
+  b=$(awk '$1 == "step" && $2 == "1" { print $4 }' comm.log)
+  P=$(awk '$1 == "rank" && $2 == "1:" && $3 == "params" { print $4 / 8 }' comm.log)
+  rs=$(awk '$1 == "rank" && $2 == "1:" && $3 == "reduce_scatter_sum" { print $5 }' comm.log)
+  ag=$(awk '$1 == "rank" && $2 == "1:" && $3 == "allgather" { print $5 }' comm.log)
+  sd=$(awk '$1 == "rank" && $2 == "1:" && $3 == "send" { print $5 }' comm.log)
+  Tmax=$(( (T + M - 1) / M )); L=$(( P / M ))
+  want_rs=$(( b * L * 8 * (M - 1) ))
+  if [ "$att" = ring ]; then want_ag=$(( 4 * L * 8 * (M - 1) )); want_sd=$(( (6 * (M - 1) + 2) * b * Tmax * 8 * 8 ))
+  else want_ag=$(( (4 * b * Tmax * 8 + 4 * L) * 8 * (M - 1) )); want_sd=0; fi
+  if [ "$rs" = "$want_rs" ] && [ "$ag" = "$want_ag" ] && [ "$sd" = "$want_sd" ]; then
+    pass "communication M=$M T=$T $att (batch $b): reduce-scatter $rs, allgather $ag, send $sd bytes = the formulas"
+    echo "$M $att $rs" >>rs.txt
+    echo "$M $T $att $(awk '$1 == "rank" && $2 == "1:" && $3 == "activations" { print $5 }' comm.log)" >>mem.txt
+  else bad "communication M=$M T=$T $att (batch $b, P $P): reduce-scatter $rs (want $want_rs), allgather $ag (want $want_ag), send $sd (want $want_sd)"; fi
+}
+rm -f rs.txt mem.txt
+for T in 64 256 1024; do comm_check 2 $T ring; done
+comm_check 2 256 allgather; comm_check 4 64 allgather; comm_check 4 1024 allgather; comm_check 4 64 ring; comm_check 4 1024 ring
+# the reduce-scatter bytes do not depend on T (same batch: the sampling does not see T)
+n=$(awk '{ print $1, $3 }' rs.txt 2>/dev/null | sort -u | awk '{ print $1 }' | sort | uniq -d | wc -l)
+if [ -s rs.txt ] && [ "$n" -eq 0 ]; then pass "reduce-scatter bytes constant over T = 64..1024 at M = 2 and 4"
+else bad "reduce-scatter bytes vary with T: $(tr '\n' ';' <rs.txt 2>/dev/null)"; fi
+# memory (ring attention): the activation peak of a rank is exactly affine in its shard
+# length T/M, act = a T/M + c (c: the per-example buffers that do not grow with T), over
+# M = 2, 4 and T = 64..1024; the exponents of the fit are reported
+if awk '$3 == "ring" { n++; x[n] = $2 / $1; y[n] = $4; m[n] = $1; t[n] = $2 }
+  END {
+    if (n < 5) { print "only " n " ring points"; exit 1 }
+    lo = 1; hi = 1
+    for (i = 1; i <= n; i++) { if (x[i] < x[lo]) lo = i; if (x[i] > x[hi]) hi = i }
+    if ((y[hi] - y[lo]) % (x[hi] - x[lo]) != 0) { print "slope not an integer"; exit 1 }
+    a = (y[hi] - y[lo]) / (x[hi] - x[lo]); c = y[lo] - a * x[lo]
+    for (i = 1; i <= n; i++) if (a * x[i] + c != y[i]) { print "M=" m[i] " T=" t[i] ": " y[i] " != " a " T/M + " c; exit 1 }
+    for (i = 1; i <= n; i++) { if (m[i] == 2 && t[i] == 64) p64 = y[i]; if (m[i] == 2 && t[i] == 1024) p1k = y[i]; if (m[i] == 4 && t[i] == 1024) q1k = y[i] }
+    printf "act = %d T/M + %d bytes at %d points; exponent in T (M = 2, T = 64..1024) %.4f, in M (T = 1024, M = 2..4) %.4f, worst deviation from proportionality c/act = %.2f%%\n", a, c, n, log(p1k / p64) / log(16), log(q1k / p1k) / log(2), 100 * c / y[lo]
+  }' mem.txt >mem.out; then pass "activation peak per rank proportional to T/M (ring): $(cat mem.out)"
+else bad "activation peak per rank not affine in T/M: $(cat mem.out)"; cat mem.txt; fi
+[ $fail = 0 ] && echo "all context-parallel layout checks passed"
+exit $fail
