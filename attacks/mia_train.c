@@ -12,6 +12,8 @@
 
 #include "accountant/acct.h"
 #include "attacks/mia.h"
+#include "reference/dpsgd.h"
+#include "reference/dpzo.h"
 #include "optimized/dpsgd.h"
 #include "optimized/dpzo.h"
 
