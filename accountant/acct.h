@@ -59,6 +59,9 @@ double acct_rdp_laplace(double b, double alpha);
 /* Poisson-subsampled Laplace, max over the two directions (quadrature, docs/accounting.md §2) */
 double acct_rdp_laplace_sub(double q, double b, double alpha);
 double acct_rdp_rr(double eps0, double alpha);
+/* 1 when alpha (alpha - 1) / (2 sigma^2) overflows a double: the Gaussian RDP at that order is
+ * then reported as +inf (a correct upper bound; the true value is beyond the double range). */
+int acct_sgm_exponent_overflows(double sigma, double alpha);
 /* Total RDP of a schedule at each order. */
 dp_status acct_rdp_schedule(double *rdp, const acct_schedule *s, const double *orders, size_t n);
 
@@ -99,6 +102,10 @@ typedef struct {
     double lower_fp, upper_fp; /* the interval widened by fp_budget (in delta): rigorous, used for
                                 * audit verdicts */
 } acct_pld_result;
+/* Gaussian sigma the PLD accountant accepts (sigma^2 and 1/sigma^2 normal doubles, with room
+ * for the loss range); outside it refuses (DP_ERR_NOT_SUPPORTED, the RDP accountant answers). */
+#define ACCT_PLD_SIGMA_MIN 1e-150
+#define ACCT_PLD_SIGMA_MAX 1e150
 void acct_pld_default_opts(acct_pld_opts *o);
 /* epsilon interval at delta. */
 dp_status acct_pld_epsilon(acct_pld_result *r, const acct_schedule *s, double delta, const acct_pld_opts *o);
@@ -140,6 +147,8 @@ typedef enum { ACCT_RDP = 0, ACCT_PLD = 1, ACCT_PURE_ACC = 2, ACCT_GDP = 3 } acc
  * to relative precision rel_prec: returns sigma_hi with eps(sigma_hi) <= target
  * verified and eps(sigma_hi / (1 + rel_prec)) > target (or the search bound). The
  * parameter of every segment is scaled by the same factor relative to seg[0]. */
+#define ACCT_CALIB_MIN_PREC 1e-12 /* finest --precision: well above the double spacing (2.2e-16) */
+#define ACCT_CALIB_MAX_ITER 200   /* bisection cap (64 passes suffice from a 1e16 bracket) */
 dp_status acct_calibrate(double *param, double *eps_at, const acct_schedule *s, acct_kind kind, double target_eps,
                          double delta, double rel_prec, const double *orders, size_t n_orders);
 /* epsilon of a schedule by one accountant (PLD: the upper end). */

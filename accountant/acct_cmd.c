@@ -56,6 +56,32 @@ static int report_na(FILE *txt, json_t *res, const char *name, dp_status st, int
     return 1;
 }
 
+/* epsilon at delta = 0: the pure accountant's basic composition is exact (the largest losses add up);
+ * a Gaussian segment has an unbounded privacy loss, so every accountant's answer is +inf, said so;
+ * RDP and GDP give no finite epsilon at delta = 0 for any mechanism (+inf is their correct bound). */
+static int account_delta0(FILE *txt, json_t *res, const acct_schedule *s, const int *want, int json) {
+    double basic = INFINITY;
+    dp_status st = acct_pure_basic(&basic, s);
+    const char *why = st == DP_OK ? NULL : "a Gaussian segment: the privacy loss is unbounded, no finite epsilon at delta = 0";
+    dp_clear_error();
+    static const char *const why_acc[4] = {"RDP gives no finite epsilon at delta = 0",
+                                           "the PLD accountant needs delta > 0; the pure accountant answers",
+                                           NULL, "GDP gives no finite epsilon at delta = 0"};
+    for (int k = 0; k < 4; k++) {
+        if (!want[k]) continue;
+        json_t *o = json_object();
+        double v = (k == 2 || (k == 1 && !why)) ? basic : INFINITY;
+        const char *reason = why ? why : why_acc[k];
+        if (k == 1 && !why) reason = "pure basic composition at delta = 0, an upper bound";
+        json_object_set_new(o, "epsilon", jnum(v));
+        if (reason) json_object_set_new(o, "reason", json_string(reason));
+        json_object_set_new(res, ACC_NAMES[k], o);
+        if (!json) fprintf(txt, "%-5s epsilon = %.10g%s%s%s\n", ACC_NAMES[k], v, reason ? " (" : "", reason ? reason : "",
+                           reason ? ")" : "");
+    }
+    return 0;
+}
+
 int dp_cmd_account(int argc, char **argv) {
     const char *mech_s = "gaussian", *acc_s = "all", *orders_s = "dp-accounting", *sched_path = NULL,
                *conv_s = "balle", *nb_s = "add-remove";
@@ -105,14 +131,19 @@ int dp_cmd_account(int argc, char **argv) {
     if ((st = acct_orders_parse(orders, &norders, orders_s)) != DP_OK) return dp_cli_fail("account", st);
     if (seen_delta + seen_eps != 1)
         return dp_cli_fail("account", dp_error(DP_ERR_USAGE, "give exactly one of --delta and --epsilon"));
-    if (seen_delta && (st = dp_check_range("--delta", delta, 0, 0, 1, 0)) != DP_OK) return dp_cli_fail("account", st);
+    if (seen_delta && (st = dp_check_range("--delta", delta, 0, 1, 1, 0)) != DP_OK) return dp_cli_fail("account", st);
+    if (seen_target && delta == 0)
+        return dp_cli_fail("account", dp_error(DP_ERR_INVALID, "--target-epsilon needs --delta > 0"));
     if (seen_eps && (st = dp_check_min("--epsilon", epsq, 0, 1)) != DP_OK) return dp_cli_fail("account", st);
     if (seen_target && !seen_delta)
         return dp_cli_fail("account", dp_error(DP_ERR_USAGE, "--target-epsilon needs --delta"));
     if (seen_target && !(target > 0 && isfinite(target)))
         return dp_cli_fail("account", dp_error(DP_ERR_INVALID, "--target-epsilon must be > 0 and finite (got %g)", target));
-    if (seen_target && !(prec > 0 && prec < 1))
-        return dp_cli_fail("account", dp_error(DP_ERR_INVALID, "--precision must be in (0, 1) (got %g)", prec));
+    if (seen_target && !(prec >= ACCT_CALIB_MIN_PREC && prec < 1))
+        return dp_cli_fail("account", dp_error(DP_ERR_INVALID, "--precision must be in [%g, 1) (got %g)",
+                                               ACCT_CALIB_MIN_PREC, prec));
+    if (!(pld_h >= 0))
+        return dp_cli_fail("account", dp_error(DP_ERR_INVALID, "--pld-h must be > 0 (or 0 for automatic; got %g)", pld_h));
     if (seen_target && seen_eps)
         return dp_cli_fail("account", dp_error(DP_ERR_USAGE, "--target-epsilon excludes --epsilon"));
     acct_schedule s0, s;
@@ -219,6 +250,10 @@ int dp_cmd_account(int argc, char **argv) {
                              "2012) not covered\n", dstep, dtot, s.seg[0].mech == ACCT_GAUSSIAN ? " per coordinate (times the dimension)" : "");
         } else dp_clear_error();
     }
+    if (seen_delta && delta == 0) { /* only pure DP has a finite epsilon at delta = 0 */
+        rc = account_delta0(txt, res, &s, want, json);
+        goto out;
+    }
     if (want[0]) {
         double v, a;
         st = seen_delta ? acct_rdp_epsilon(&v, &a, &s, orders, norders, delta, (acct_conv)conv_i)
@@ -230,7 +265,10 @@ int dp_cmd_account(int argc, char **argv) {
             json_object_set_new(o, "optimal_order", jnum(a));
             json_object_set_new(o, "orders", json_string(orders_s));
             json_object_set_new(o, "conversion", json_string(conv_s));
-            if (!json) fprintf(txt, "rdp   %s = %.10g (optimal order %g, orders %s, conversion %s)\n", seen_delta ? "epsilon" : "delta", v, a, orders_s, conv_s);
+            if (!json && isinf(v))
+                fprintf(txt, "rdp   %s = inf (no finite bound: the RDP of every order of %s is beyond the double range "
+                             "or too large to convert)\n", seen_delta ? "epsilon" : "delta", orders_s);
+            else if (!json) fprintf(txt, "rdp   %s = %.10g (optimal order %g, orders %s, conversion %s)\n", seen_delta ? "epsilon" : "delta", v, a, orders_s, conv_s);
             if (certified && seen_delta) {
                 double c, ca;
                 st = acct_rdp_epsilon_certified(&c, &ca, &s, orders, norders, delta);
@@ -324,6 +362,21 @@ int dp_cmd_account(int argc, char **argv) {
         }
     }
 out:
+    if (rc == 0) { /* every requested accountant n/a: no answer is not a success (exit 2, reasons named) */
+        const char *k;
+        json_t *v;
+        int answered = 0;
+        char why[1024] = "";
+        json_object_foreach(res, k, v) {
+            json_t *na = json_object_get(v, "not_applicable");
+            if (!na) answered = 1;
+            else {
+                size_t l = strlen(why);
+                snprintf(why + l, sizeof why - l, "%s%s: %s", l ? "; " : "", k, json_string_value(na));
+            }
+        }
+        if (!answered) rc = dp_cli_fail("account", dp_error(DP_ERR_INVALID, "no accountant could answer: %s", why));
+    }
     fclose(txt);
     if (!json && rc == 0) fwrite(tbuf, 1, tlen, stdout);
     free(tbuf);

@@ -80,6 +80,17 @@ dp_status acct_schedule_read_json(acct_schedule *out, const char *path) {
         else if (strcmp(ms, "laplace") == 0) { g->mech = ACCT_LAPLACE; key = "scale"; }
         else if (strcmp(ms, "pure") == 0) { g->mech = ACCT_PURE; key = "epsilon0"; }
         else { st = dp_error(DP_ERR_FORMAT, "%s: segment %d: unknown mechanism '%s'", path, row, ms); goto done; }
+        {   /* strict schema: exactly mechanism, q, steps and the mechanism's own parameter */
+            const char *k;
+            json_t *v;
+            json_object_foreach(o, k, v) {
+                if (strcmp(k, "mechanism") && strcmp(k, "q") && strcmp(k, "steps") && strcmp(k, key)) {
+                    st = dp_error(DP_ERR_FORMAT, "%s: segment %d: field '%s' is not allowed for mechanism %s (expected "
+                                  "mechanism, q, %s, steps)", path, row, k, ms, key);
+                    goto done;
+                }
+            }
+        }
         double steps;
         if ((st = json_num(&g->q, o, "q", row, path)) != DP_OK) goto done;
         if ((st = json_num(&g->param, o, key, row, path)) != DP_OK) goto done;
@@ -220,7 +231,18 @@ static double rr_delta_win(const rrwin *w, double eps0, int64_t T, double eps) {
     return d > 1 ? 1 : d;
 }
 
+/* eps0 > 700: e^-eps0 underflows, the losses (2k - T) eps0 may overflow; all the mass but at most
+ * T e^-eps0 (the atoms below the top, each loss <= (T - 2) eps0) sits on the top atom T eps0. */
+#define RR_HUGE_EPS0 700.0
+
 dp_status acct_rr_delta(double *delta, double eps0, int64_t T, double eps) {
+    if (eps0 > RR_HUGE_EPS0) {
+        /* upper bound: the top atom's contribution plus all the other mass */
+        double d = -expm1(eps - (double)T * eps0);
+        d = (d > 0 ? d : 0) + (double)T * exp(-eps0);
+        *delta = d > 1 ? 1 : d;
+        return DP_OK;
+    }
     rrwin w;
     DP_TRY(rr_pmf(&w, eps0, T));
     *delta = rr_delta_win(&w, eps0, T, eps);
@@ -229,9 +251,15 @@ dp_status acct_rr_delta(double *delta, double eps0, int64_t T, double eps) {
 }
 
 dp_status acct_rr_epsilon(double *eps, double eps0, int64_t T, double delta) {
+    double basic = (double)T * eps0;
+    if (eps0 > RR_HUGE_EPS0) {
+        /* the top atom holds mass >= 1 - T e^-eps0 > delta: epsilon is the top loss T eps0 exactly
+         * (basic composition), +inf when it overflows */
+        *eps = basic;
+        return DP_OK;
+    }
     rrwin w;
     DP_TRY(rr_pmf(&w, eps0, T));
-    double basic = (double)T * eps0;
     /* delta(eps) is decreasing and convex; on (l_{j-1}, l_j] it is s1 - e^eps S2 with the sums over
      * k >= j (compensated); find the first interval from the top whose left end exceeds delta */
     double s1 = 0, c1 = 0, s2 = 0, c2 = 0, ref = NAN, res = 0;
@@ -258,6 +286,7 @@ dp_status acct_rr_epsilon(double *eps, double eps0, int64_t T, double delta) {
         } else if (lo <= 0.0) found = 1;
     }
     free(w.p);
+    if (!found || isnan(res)) res = basic; /* no interval decided (rounding): basic composition is an upper bound */
     *eps = res > basic ? basic : res; /* cannot exceed basic composition; guards rounding at the top atom */
     return DP_OK;
 }

@@ -284,10 +284,19 @@ double acct_rdp_rr(double eps0, double alpha) {
     return (-c + lae((alpha - 1.0) * eps0, -alpha * eps0)) / (alpha - 1.0);
 }
 
+/* The exponent alpha (alpha - 1) / (2 sigma^2) of the largest term of A_alpha overflows a double
+ * (sigma below ~1e-154, or a huge order): the RDP at that order is at least alpha / (2 sigma^2)
+ * + alpha log q / (alpha - 1), beyond the double range, so +inf is its (correct) upper bound.
+ * Without this, sigma^2 underflowing to 0 turns every term into inf - inf = NaN (docs §2). */
+int acct_sgm_exponent_overflows(double sigma, double alpha) {
+    return !isfinite(alpha * (alpha - 1.0) * 0.5 / sigma / sigma);
+}
+
 dp_status acct_rdp_step(double *rdp, const acct_segment *seg, double alpha) {
     if (!(alpha > 1.0)) return dp_error(DP_ERR_INVALID, "RDP order must be > 1 (got %g)", alpha);
     switch (seg->mech) {
     case ACCT_GAUSSIAN: {
+        if (acct_sgm_exponent_overflows(seg->param, alpha)) { *rdp = INFINITY; return DP_OK; }
         double la = acct_rdp_sgm_log_a(seg->q, seg->param, alpha);
         if (isnan(la))
             return dp_error(DP_ERR_NUMERIC, "RDP series for q=%g sigma=%g did not converge at order %g", seg->q,
@@ -324,7 +333,9 @@ dp_status acct_rdp_schedule(double *rdp, const acct_schedule *s, const double *o
         frac_ctx_init(&fc, g->q, g->param);
         for (size_t k = 0; k < n; k++) {
             double r, a = orders[k];
-            if (g->mech == ACCT_GAUSSIAN && g->q < 1.0 && a != floor(a) && a > 1.0) {
+            if (g->mech == ACCT_GAUSSIAN && acct_sgm_exponent_overflows(g->param, a)) {
+                r = INFINITY; /* see acct_sgm_exponent_overflows */
+            } else if (g->mech == ACCT_GAUSSIAN && g->q < 1.0 && a != floor(a) && a > 1.0) {
                 double la = log_a_frac_ctx(&fc, a);
                 if (isnan(la)) { fa[nf] = a; fi[nf] = k; nf++; continue; }
                 r = la / (a - 1.0);
