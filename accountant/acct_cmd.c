@@ -441,6 +441,13 @@ static dp_status claim_bounds(double *lo, double *up, const char **by, json_t *d
             json_object_set_new(detail, "pure_exact_rr_upper", jnum(ex));
             if (ex < upper) { upper = ex; *by = "exact (randomized-response composition, log space)"; }
         } else dp_clear_error();
+        /* q = 1 pure: the accountant's model IS randomized response (docs §5), so its exact composition
+         * is also a lower bound (at delta (1 + 1e-9), the same margin); it stays valid where the PLD
+         * grid cannot resolve eps0 (e.g. eps0 = 1e308, PLD lower 0) */
+        if (c->seg.mech == ACCT_PURE && c->seg.q >= 1.0 && acct_pure_exact(&ex, &s, c->delta * (1.0 + 1e-9)) == DP_OK) {
+            json_object_set_new(detail, "pure_exact_rr_lower", jnum(ex));
+            if (ex > lower) lower = ex;
+        } else dp_clear_error();
     }
     *lo = lower;
     *up = upper;

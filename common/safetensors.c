@@ -1,6 +1,8 @@
 /* common/safetensors.c — safetensors I/O on top of jansson. */
 #include "safetensors.h"
 
+#include "fsutil.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,12 +117,10 @@ dp_status dp_st_write(const char *path, const dp_tensor_set *s) {
     uint8_t *buf;
     size_t len;
     DP_TRY(dp_st_serialize(&buf, &len, s));
-    FILE *f = fopen(path, "wb");
-    if (!f) { free(buf); return dp_error(DP_ERR_IO, "cannot create '%s': %s", path, strerror(errno)); }
-    size_t w = fwrite(buf, 1, len, f);
+    /* temp file in the same directory, fsync, rename: never through a link, never half-written */
+    dp_status st = dp_write_file_atomic("safetensors export", path, buf, len);
     free(buf);
-    if (fclose(f) != 0 || w != len) return dp_error(DP_ERR_IO, "error writing '%s'", path);
-    return DP_OK;
+    return st;
 }
 
 typedef struct { const char *name; uint64_t begin, end; json_t *desc; size_t order; } st_entry;

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# conformance/tests/hostile_inputs.sh — the hostile-input probe of issue 15, kept in `make test`:
+# per subcommand, inputs a hostile or careless user gives (bad numbers, extreme accountant
+# queries, planted symlinks, full devices, malformed files, signals), grouped by the issue's
+# classes; each probe asserts the promised exit code and a message naming the option, file or
+# field (README: exit 2 for bad input, 3 for a lost result; nothing crashes, hangs, is silently
+# clamped or silently lost). Every probe can fail: each asserts an exit code and a message or a
+# file state, and the "control" probes assert that the valid neighbour of a refused input runs.
+# Run through ci/run-tests.sh ($DPCERT, $DPCERT_ROOT; cwd is a fresh temporary folder).
+set -u
+D=${DPCERT:?run through ci/run-tests.sh}
+ROOT=${DPCERT_ROOT:?run through ci/run-tests.sh}
+fails=0; checks=0
+ok()  { checks=$((checks+1)); echo "ok   $*"; }
+bad() { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL $*"; }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+# expect CODE PATTERN ARGS...: exit code CODE and stderr matching PATTERN (grep -E), within 60 s
+expect() {
+  local want=$1 pat=$2; shift 2
+  timeout 60 "$D" "$@" >out.txt 2>err.txt; local rc=$?
+  if [ "$rc" = "$want" ] && grep -Eq -- "$pat" err.txt; then ok "exit $want: dpcert $*"
+  else bad "dpcert $* -> exit $rc (want $want /$pat/), stderr: $(head -c 300 err.txt)"; fi
+}
+# expect_out CODE PATTERN ARGS...: exit code CODE and stdout matching PATTERN
+expect_out() {
+  local want=$1 pat=$2; shift 2
+  timeout 60 "$D" "$@" >out.txt 2>err.txt; local rc=$?
+  if [ "$rc" = "$want" ] && grep -Eq -- "$pat" out.txt; then ok "exit $want, stdout /$pat/: dpcert $*"
+  else bad "dpcert $* -> exit $rc (want $want /$pat/), stdout: $(head -c 300 out.txt) stderr: $(head -c 300 err.txt)"; fi
+}
+ACC="--q 0.01 --steps 10 --delta 1e-5"
+
+echo "--- class 2: accountant answers at the extremes ---"
+expect_out 0 'rdp +epsilon = inf \(no finite bound' account --accountant rdp --sigma 1e-200 $ACC
+expect_out 0 'exact \(randomized-response composition\) inf' account --mechanism pure --epsilon0 1e308 --steps 10 --delta 1e-5 --accountant pure
+expect 2 '--precision must be in \[1e-12' account --target-epsilon 1 --precision 1e-16 $ACC
+expect_out 0 'rdp +epsilon = 0 ' account --sigma 1e200 $ACC --accountant all
+expect_out 0 'pld +n/a: .*sigma=1e\+200 outside the PLD domain' account --sigma 1e200 $ACC --accountant all
+expect_out 0 'rdp +epsilon = inf \(a Gaussian segment: the privacy loss is unbounded' account --sigma 1 --q 0.01 --steps 10 --delta 0
+expect_out 0 'pure +epsilon = 0.0646626' account --mechanism laplace --scale 2 --q 0.01 --steps 10 --delta 0
+expect 2 'no accountant could answer: pld: .*cap' account --sigma 0.01 $ACC --accountant pld
+expect 2 '--pld-h must be > 0' account --sigma 1 $ACC --pld-h -1
+printf '[{"mechanism":"gaussian","q":0.01,"sigma":1,"scale":2,"steps":10}]\n' > both.json
+expect 2 "both.json: segment 1: field 'scale' is not allowed" account --schedule both.json --delta 1e-5
+expect 2 'steps must be <= 1e12' account --sigma 1 --q 0.01 --steps 1000000000001 --delta 1e-5
+printf 'mechanism,q,sigma,steps,delta,epsilon\npure,1,1e308,10,1e-5,1\n' > huge.csv
+timeout 120 "$D" audit-accounting huge.csv >out.txt 2>err.txt; rc=$?
+check "audit-accounting: eps0 = 1e308 claiming epsilon 1 is UNDER-REPORTED (exit $rc)" \
+  bash -c "[ $rc = 1 ] && grep -q 'UNDER-REPORTED' out.txt && ! grep -q ' CONSISTENT' out.txt"
+
+echo "--- class 5: writes never follow a planted link ---"
+mkdir -p exp && echo precious > victim
+ln -s ../victim exp/step-000002.safetensors
+timeout 120 "$D" reference dpsgd --model mlp --dataset-size 8 --q 0.5 --steps 2 --seed 1 --noise-key 2 --export exp >/dev/null 2>err.txt
+check "reference dpsgd --export with a planted link exits 0" [ $? = 0 ]
+check "the link's target is untouched" grep -qx precious victim
+check "the export replaced the link by a regular file" bash -c '[ -f exp/step-000002.safetensors ] && [ ! -L exp/step-000002.safetensors ]'
+check "no temporary file left behind" bash -c '! ls -A exp | grep -q tmp'
+
+echo "--- class 8: a lost result is exit 3 with a message ---"
+lost() { timeout 120 "$D" "$@" >/dev/full 2>err.txt; local rc=$?
+  if [ $rc = 3 ] && grep -q 'cannot write' err.txt; then ok "exit 3 on /dev/full: dpcert $*"
+  else bad "dpcert $* >/dev/full -> exit $rc, stderr: $(head -c 300 err.txt)"; fi; }
+lost rng philox --key 0,0 --counter 0,0,0,0
+lost rng sample --dist gaussian --key 1 --stream 0 --purpose init --count 3
+lost account --sigma 1 $ACC --accountant rdp
+printf 'mechanism,q,sigma,steps,delta,epsilon\ngaussian,0.01,1,10,1e-5,5\n' > claims.csv
+lost audit-accounting claims.csv
+lost reproduce dpzo-tables --json
+"$D" reference dpsgd --model mlp --dataset-size 8 --q 0.5 --steps 1 --seed 1 --noise-key 2 --export ra >/dev/null 2>&1
+lost compare --json ra ra
+
+echo "--- class 10: numeric options ---"
+expect 2 "--sigma: '1e-400' underflows" account --sigma 1e-400 $ACC
+expect 2 "--sigma: '1e400' is not a finite number" account --sigma 1e400 $ACC
+expect 2 "--steps: '99999999999999999999' is out of range" account --sigma 1 --q 0.01 --steps 99999999999999999999 --delta 1e-5
+expect 2 '--micro-batches must be in \[1, 2\^32 - 1\]' reference dpsgd --model mlp --dataset-size 8 --q 0.5 --micro-batches 9223372036854775807
+expect 2 '--noise-ranks must be in \[1, 255\]' compare --noise-shares --noise-ranks 0 ra ra
+expect 2 '--model-k must be in \[1, ' compare --model-k 9223372036854775807 ra ra
+expect_out 0 '^6627e8d5 e169c58d bc57ac4c 9b00dbd8$' rng philox --key 00000000,00000000 --counter 00000000,0,0x0,0
+w=$("$D" rng philox --key 0,0 --counter 0,0,0,0 | tr ' ' ',')
+expect_out 0 '^[0-9a-f]{8} [0-9a-f]{8} [0-9a-f]{8} [0-9a-f]{8}$' rng philox --key 0,0 --counter "$w"
+expect 2 "word 0 '12345678' is ambiguous" rng philox --key 0,0 --counter 12345678,0,0,0
+expect_out 0 '^[0-9a-f]{8} ' rng philox --key 42,0 --counter 2,0,3,0x02000000
+
+echo "$checks checks, $fails failed"
+[ "$checks" -gt 0 ] && [ "$fails" = 0 ]
