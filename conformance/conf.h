@@ -182,6 +182,8 @@ int conf_log_not_supported(int rc, const char *log);
  * 0: not (msg says why); -1: nothing to check (no clip factors exported). */
 int conf_clip_mix_check(char *msg, size_t len, const char *dir);
 dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks, const conf_run_opts *o);
+/* Remove a file or directory tree (links removed, never followed); errors ignored. */
+void conf_rm_rf(const char *path);
 
 dp_status conf_report_json(const char *path, const char *suite, const conf_case_result *r, size_t n);
 dp_status conf_report_junit(const char *path, const char *suite, const conf_case_result *r, size_t n);

@@ -57,6 +57,25 @@ check "the link's target is untouched" grep -qx precious victim
 check "the export replaced the link by a regular file" bash -c '[ -f exp/step-000002.safetensors ] && [ ! -L exp/step-000002.safetensors ]'
 check "no temporary file left behind" bash -c '! ls -A exp | grep -q tmp'
 
+echo "--- class 7: case files, a strict schema ---"
+check "every committed case file loads" bash -c "'$D' conform --suite all --list --cases '$ROOT/conformance/cases' >/dev/null"
+case_probe() { # KEY-JSON PATTERN: one case file with KEY-JSON added; --list must exit 2 naming it
+  rm -rf cs; mkdir cs
+  printf '{"name": "p", "suites": ["x"], "algorithm": "dpsgd", %s, "args": {"model": "mlp"}}\n' "$1" > cs/p.json
+  expect 2 "$2" conform --suite x --cases cs --list
+}
+case_probe '"sigma": -0.5' "'sigma' must be a number in \[0, "
+case_probe '"steps": -5' "'steps' must be an integer in \[1, "
+case_probe '"steps": 2.5' "'steps' must be an integer \(a JSON number"
+case_probe '"dataset_size": 16.7, "steps": 1' "'dataset_size' must be an integer"
+case_probe '"micro_batches": 1e300' "'micro_batches' must be an integer"
+case_probe '"description": 5' "'description' must be a string"
+case_probe '"strategy": "warp-drive"' "'strategy' has an unknown value 'warp-drive'"
+case_probe '"colour": "red"' "unknown key 'colour'"
+case_probe '"clip": 0' "'clip' must be a number in \(0, "
+case_probe '"q2": 1' "unknown key 'q2'"
+# (a long argument value is passed whole: conformance/tests/test_cases.c)
+
 echo "--- class 8: a lost result is exit 3 with a message ---"
 lost() { timeout 120 "$D" "$@" >/dev/full 2>err.txt; local rc=$?
   if [ $rc = 3 ] && grep -q 'cannot write' err.txt; then ok "exit 3 on /dev/full: dpcert $*"
