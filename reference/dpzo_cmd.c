@@ -449,6 +449,7 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg, ref_dpz
                    "is not covered\n", di, (double)hp.steps * di);
         }
     }
+    if (logf && st == DP_OK) st = ref_dpzo_log_end(logf, logaf.tmp, hp.steps);
     if (logf && st == DP_OK) st = dp_afile_commit(&logaf);
     else dp_afile_abort(&logaf);
     ref_dpzo_arrays_free(before, m.nparams);
