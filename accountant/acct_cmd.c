@@ -527,33 +527,57 @@ static int csv_split(char **fields, int maxf, char *line, const char **why) {
     return nf;
 }
 
+/* One CSV line into line[cap] (the '\n' kept): 1 read, 0 end of file, or an error naming the line:
+ * a NUL byte (a CSV file is text) or a line of cap - 2 characters or more. */
+static int csv_line(dp_status *st, char *line, size_t cap, FILE *fp, const char *path, int lineno) {
+    size_t n = 0;
+    int ch;
+    while ((ch = getc(fp)) != EOF) {
+        if (ch == 0) { *st = dp_error(DP_ERR_FORMAT, "%s: line %d: a NUL byte (a claims file is text)", path, lineno); return -1; }
+        if (n + 2 >= cap) { *st = dp_error(DP_ERR_FORMAT, "%s: line %d: longer than %zu characters", path, lineno, cap - 3); return -1; }
+        line[n++] = (char)ch;
+        if (ch == '\n') break;
+    }
+    line[n] = 0;
+    if (ferror(fp)) { *st = dp_error(DP_ERR_IO, "%s: read error", path); return -1; }
+    return n > 0;
+}
+
 static dp_status read_claims_csv(claim_t **out, int *n, FILE *fp, const char *path) {
     char line[4096];
     int cols[7] = {-1, -1, -1, -1, -1, -1, -1}; /* mechanism q param steps delta epsilon label */
     static const char *const NAMES[7] = {"mechanism", "q", "sigma", "steps", "delta", "epsilon", "label"};
-    if (!fgets(line, sizeof line, fp)) return dp_error(DP_ERR_FORMAT, "%s: empty file", path);
+    dp_status rst = DP_OK;
+    int got = csv_line(&rst, line, sizeof line, fp, path, 1);
+    if (got < 0) return rst;
+    if (!got) return dp_error(DP_ERR_FORMAT, "%s: empty file", path);
     trim(line);
     char *hf[64];
     const char *why = NULL;
     int nc = csv_split(hf, 64, line, &why);
     if (nc < 0) return dp_error(DP_ERR_FORMAT, "%s: header (line 1): %s", path, why);
-    if (nc > 64) nc = 64;
+    if (nc > 64) return dp_error(DP_ERR_FORMAT, "%s: header (line 1): more than 64 columns", path);
     for (int i = 0; i < nc; i++) {
         const char *t = hf[i];
-        for (int k = 0; k < 7; k++) if (strcmp(t, NAMES[k]) == 0 || (k == 2 && (strcmp(t, "scale") == 0 || strcmp(t, "epsilon0") == 0 || strcmp(t, "param") == 0)) || (k == 5 && strcmp(t, "claimed_epsilon") == 0)) cols[k] = i;
+        for (int k = 0; k < 7; k++)
+            if (strcmp(t, NAMES[k]) == 0 || (k == 2 && (strcmp(t, "scale") == 0 || strcmp(t, "epsilon0") == 0 || strcmp(t, "param") == 0)) || (k == 5 && strcmp(t, "claimed_epsilon") == 0)) {
+                /* a column named twice (or two names of one column: sigma and scale) is ambiguous */
+                if (cols[k] >= 0)
+                    return dp_error(DP_ERR_FORMAT, "%s: header (line 1): column '%s' (column %d) duplicates '%s' (column %d)",
+                                    path, t, i + 1, hf[cols[k]], cols[k] + 1);
+                cols[k] = i;
+            }
     }
     for (int k = 0; k < 6; k++)
         if (cols[k] < 0) return dp_error(DP_ERR_FORMAT, "%s: header (line 1): missing column '%s'", path, NAMES[k]);
     int cap = 16, m = 0, lineno = 1;
     claim_t *c = dp_calloc((size_t)cap, sizeof *c);
     if (!c) return DP_ERR_NOMEM;
-    while (fgets(line, sizeof line, fp)) {
+    for (;;) {
         lineno++;
-        size_t L = strlen(line);
-        if (L == sizeof line - 1 && line[L - 1] != '\n') {
-            free(c);
-            return dp_error(DP_ERR_FORMAT, "%s: line %d: longer than %zu characters", path, lineno, sizeof line - 2);
-        }
+        got = csv_line(&rst, line, sizeof line, fp, path, lineno);
+        if (got < 0) { free(c); return rst; }
+        if (!got) break;
         trim(line);
         if (!line[0] || line[0] == '#') continue;
         if (m == cap) {
@@ -582,10 +606,12 @@ static dp_status read_claims_csv(claim_t **out, int *n, FILE *fp, const char *pa
                 else x->seg.mech = (acct_mech)mm;
                 continue;
             }
-            char *end;
-            double d = strtod(v, &end);
-            if (!*v || *end || isnan(d) || isinf(d)) {
-                snprintf(x->err, sizeof x->err, "%s: field '%s': '%s' is not a finite number", w, NAMES[k], v);
+            double d; /* the option parser's rules: finite, no ERANGE underflow (1e-400 is not 0) */
+            char fw[40];
+            snprintf(fw, sizeof fw, "field '%s'", NAMES[k]);
+            if (dp_parse_double(&d, fw, v) != DP_OK) {
+                snprintf(x->err, sizeof x->err, "%s: %s", w, dp_last_error());
+                dp_clear_error();
                 bad = 1;
                 break;
             }

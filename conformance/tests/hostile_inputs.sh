@@ -89,6 +89,25 @@ lost reproduce dpzo-tables --json
 "$D" reference dpsgd --model mlp --dataset-size 8 --q 0.5 --steps 1 --seed 1 --noise-key 2 --export ra >/dev/null 2>&1
 lost compare --json ra ra
 
+echo "--- class 9: parsers (claims CSV, DP-ZO update log) ---"
+printf 'mechanism,q,sigma,steps,delta,epsilon,sigma\ngaussian,0.01,1,10,1e-5,5,2\n' > dup.csv
+expect 2 "dup.csv: header \(line 1\): column 'sigma' \(column 7\) duplicates 'sigma' \(column 3\)" audit-accounting dup.csv
+printf 'mechanism,q,sigma,scale,steps,delta,epsilon\ngaussian,0.01,1,1,10,1e-5,5\n' > dup2.csv
+expect 2 "column 'scale' \(column 4\) duplicates 'sigma'" audit-accounting dup2.csv
+printf 'mechanism,q,sigma,steps,delta,epsilon\ngaussian,0.01,1,10,1e-5,5\0junk\n' > nul.csv
+expect 2 'nul.csv: line 2: a NUL byte' audit-accounting nul.csv
+printf 'mechanism,q,sigma,steps,delta,epsilon\ngaussian,0.01,1,10,1e-400,5\n' > uf.csv
+expect 2 "field 'delta': '1e-400' underflows" audit-accounting uf.csv
+expect_out 0 'CONSISTENT' audit-accounting claims.csv
+M="--model mlp --in 4 --hidden 8 --classes 3"
+"$D" reference dpzo $M --dataset-size 24 --q 0.5 --steps 3 --clip 1 --sigma 1 --phi 1e-3 --lr 1e-3 --seed 1 --noise-key 2 --log run.log >/dev/null 2>&1
+expect_out 0 '^theta_T sha256 ' reference dpzo $M --replay run.log
+head -c -5 run.log > cut.log
+expect 2 'cut.log: does not end with a complete line' reference dpzo $M --replay cut.log
+{ cat run.log; printf '\0junk\n'; } > junk.log
+expect 2 'junk.log: a NUL byte at offset' reference dpzo $M --replay junk.log
+lost reference dpzo $M --replay run.log
+
 echo "--- class 10: numeric options ---"
 expect 2 "--sigma: '1e-400' underflows" account --sigma 1e-400 $ACC
 expect 2 "--sigma: '1e400' is not a finite number" account --sigma 1e400 $ACC
