@@ -10,6 +10,7 @@
 
 #include "accountant/acct.h"
 #include "common/cli.h"
+#include "common/fsutil.h"
 
 int dp_cmd_account(int argc, char **argv);
 int dp_cmd_audit_accounting(int argc, char **argv);
@@ -631,9 +632,9 @@ static dp_status read_claims_csv(claim_t **out, int *n, FILE *fp, const char *pa
     return DP_OK;
 }
 
-static dp_status read_claims_json(claim_t **out, int *n, const char *path) {
+static dp_status read_claims_json(claim_t **out, int *n, const char *buf, size_t len, const char *path) {
     json_error_t err;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
     if (!root) return dp_error(DP_ERR_FORMAT, "%s: line %d: %s", path, err.line, err.text);
     json_t *arr = json_is_object(root) ? json_object_get(root, "claims") : root;
     if (!json_is_array(arr)) { json_decref(root); return dp_error(DP_ERR_FORMAT, "%s: expected an array of claims (or {\"claims\": [...]})", path); }
@@ -675,6 +676,31 @@ static dp_status read_claims_json(claim_t **out, int *n, const char *path) {
     return DP_OK;
 }
 
+/* A claims file image: JSON when its first non-blank byte is '[' or '{', else CSV. */
+static dp_status read_claims(claim_t **out, int *n, const char *buf, size_t len, const char *path) {
+    size_t i = 0;
+    while (i < len && isspace((unsigned char)buf[i])) i++;
+    if (i < len && (buf[i] == '[' || buf[i] == '{')) return read_claims_json(out, n, buf, len, path);
+    if (len == 0) return dp_error(DP_ERR_FORMAT, "%s: empty file", path);
+    FILE *fp = fmemopen((void *)buf, len, "r");
+    if (!fp) return dp_error(DP_ERR_NOMEM, "%s: out of memory", path);
+    dp_status st = read_claims_csv(out, n, fp, path);
+    fclose(fp);
+    return st;
+}
+
+dp_status acct_claims_parse(int *nclaims, int *ninvalid, const char *buf, size_t len, const char *name) {
+    claim_t *cl = NULL;
+    int n = 0;
+    DP_TRY(read_claims(&cl, &n, buf, len, name));
+    int bad = 0;
+    for (int i = 0; i < n; i++) bad += cl[i].err[0] != 0;
+    free(cl);
+    *nclaims = n;
+    *ninvalid = bad;
+    return DP_OK;
+}
+
 int dp_cmd_audit_accounting(int argc, char **argv) {
     int json = 0, help = 0, npos = 0;
     char *pos[1];
@@ -686,14 +712,14 @@ int dp_cmd_audit_accounting(int argc, char **argv) {
         return help ? 0 : 2;
     }
     const char *path = pos[0];
-    FILE *fp = fopen(path, "r");
-    if (!fp) return dp_cli_fail("audit-accounting", dp_error(DP_ERR_IO, "%s: cannot open", path));
-    int c0 = fgetc(fp);
-    while (c0 != EOF && isspace(c0)) c0 = fgetc(fp);
+    char *img = NULL;
+    size_t ilen = 0;
     claim_t *cl = NULL;
     int n = 0;
-    if (c0 == '[' || c0 == '{') { fclose(fp); st = read_claims_json(&cl, &n, path); }
-    else { rewind(fp); st = read_claims_csv(&cl, &n, fp, path); fclose(fp); }
+    if ((st = dp_read_file_max(&img, &ilen, "claims file", path, DP_MAX_TEXT_INPUT)) != DP_OK)
+        return dp_cli_fail("audit-accounting", st);
+    st = read_claims(&cl, &n, img, ilen, path);
+    free(img);
     if (st != DP_OK) return dp_cli_fail("audit-accounting", st);
     if (n == 0) { free(cl); return dp_cli_fail("audit-accounting", dp_error(DP_ERR_FORMAT, "%s: no claims", path)); }
     json_t *root = json_object(), *arr = json_array();

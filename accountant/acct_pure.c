@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "accountant/acct.h"
+#include "common/fsutil.h"
 #include "accountant/acct_internal.h"
 #include "common/cli.h"
 
@@ -57,7 +58,11 @@ static dp_status json_num(double *out, json_t *o, const char *key, int row, cons
 
 dp_status acct_schedule_read_json(acct_schedule *out, const char *path) {
     json_error_t err;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    char *img = NULL;
+    size_t ilen = 0;
+    DP_TRY(dp_read_file_max(&img, &ilen, "--schedule", path, DP_MAX_TEXT_INPUT));
+    json_t *root = json_loadb(img, ilen, JSON_REJECT_DUPLICATES, &err);
+    free(img);
     if (!root) return dp_error(DP_ERR_FORMAT, "%s: line %d: %s", path, err.line, err.text);
     dp_status st = DP_OK;
     if (!json_is_array(root)) { st = dp_error(DP_ERR_FORMAT, "%s: expected a JSON array of segments", path); goto done; }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fsutil.h"
 #include "conformance/conf.h"
 #include "optimized/dpsgd.h"
 
@@ -114,8 +115,18 @@ static dp_status push_opt(conf_case *c, const char *opt, const char *val) {
 
 dp_status conf_case_load(conf_case *c, const char *path) {
     memset(c, 0, sizeof *c);
+    char *buf = NULL;
+    size_t len = 0;
+    DP_TRY(dp_read_file_max(&buf, &len, "case file", path, DP_MAX_TEXT_INPUT));
+    dp_status st = conf_case_parse(c, buf, len, path);
+    free(buf);
+    return st;
+}
+
+dp_status conf_case_parse(conf_case *c, const char *buf, size_t len, const char *path) {
+    memset(c, 0, sizeof *c);
     json_error_t err;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
     if (!root) return dp_error(DP_ERR_FORMAT, "case %s: invalid JSON at line %d: %s", path, err.line, err.text);
     dp_status st = DP_OK;
     static const char *const known[] = {"name", "description", "suites", "algorithm", "kind", "strategy", "noise_mode",

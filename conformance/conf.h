@@ -144,6 +144,8 @@ typedef struct {
 void conf_case_free(conf_case *c);
 /* Load one JSON case (schema in docs/conformance.md); unknown keys are errors. */
 dp_status conf_case_load(conf_case *c, const char *path);
+/* The same from the file's bytes buf[0..len) (the fuzz target's entry); `path` for messages. */
+dp_status conf_case_parse(conf_case *c, const char *buf, size_t len, const char *path);
 /* All cases of `dir` (sorted by file name) that belong to `suite` ("all" for every case). */
 dp_status conf_cases_load_suite(conf_case **out, size_t *n, const char *dir, const char *suite);
 

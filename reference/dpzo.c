@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/fsutil.h"
 #include "common/hash.h"
 #include "common/tensor.h"
 
@@ -340,26 +341,8 @@ dp_status ref_dpzo_log_end(FILE *f, const char *written_path, int64_t nsteps) {
 /* Read the whole log (at most LOG_MAX_BYTES, also from a pipe or device) and check its frame:
  * no NUL byte, the last line is the end record and its digest matches the bytes before it.
  * *body_len receives the length of the part before the end record; *end_steps its T. */
-static dp_status log_frame(uint8_t **buf, size_t *body_len, int64_t *end_steps, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return dp_error(DP_ERR_IO, "cannot open update log '%s'", path);
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *p = malloc(cap);
-    dp_status st = p ? DP_OK : dp_error(DP_ERR_NOMEM, "out of memory reading '%s'", path);
-    while (st == DP_OK) {
-        if (n == cap) {
-            if (cap > LOG_MAX_BYTES) { st = dp_error(DP_ERR_FORMAT, "%s: longer than the limit of %zu bytes for an update log", path, LOG_MAX_BYTES); break; }
-            uint8_t *q = realloc(p, cap * 2);
-            if (!q) { st = dp_error(DP_ERR_NOMEM, "out of memory reading '%s'", path); break; }
-            p = q;
-            cap *= 2;
-        }
-        size_t r = fread(p + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    if (st == DP_OK && ferror(f)) st = dp_error(DP_ERR_IO, "reading '%s' failed", path);
-    fclose(f);
+static dp_status log_frame(size_t *body_len, int64_t *end_steps, const uint8_t *p, size_t n, const char *path) {
+    dp_status st = DP_OK;
     const uint8_t *nul = st == DP_OK ? memchr(p, 0, n) : NULL;
     if (st == DP_OK && nul) st = dp_error(DP_ERR_FORMAT, "%s: a NUL byte at offset %zu (an update log is text)", path, (size_t)(nul - p));
     if (st == DP_OK && (n == 0 || p[n - 1] != '\n'))
@@ -382,8 +365,7 @@ static dp_status log_frame(uint8_t **buf, size_t *body_len, int64_t *end_steps, 
                           "changed after it was written)", path, hex, want);
         *end_steps = T;
     }
-    if (st != DP_OK) { free(p); return st; }
-    *buf = p;
+    if (st != DP_OK) return st;
     *body_len = ls;
     return DP_OK;
 }
@@ -404,12 +386,21 @@ void ref_dpzo_log_free(ref_dpzo_log *log) {
 
 dp_status ref_dpzo_log_read(ref_dpzo_log *log, const char *path) {
     memset(log, 0, sizeof *log);
-    uint8_t *img = NULL;
+    char *img = NULL;
+    size_t n = 0;
+    DP_TRY(dp_read_file_max(&img, &n, "update log", path, LOG_MAX_BYTES));
+    dp_status st = ref_dpzo_log_parse(log, (const uint8_t *)img, n, path);
+    free(img);
+    return st;
+}
+
+dp_status ref_dpzo_log_parse(ref_dpzo_log *log, const uint8_t *img, size_t n, const char *path) {
+    memset(log, 0, sizeof *log);
     size_t body = 0;
     int64_t end_steps = 0;
-    DP_TRY(log_frame(&img, &body, &end_steps, path));
-    FILE *f = body ? fmemopen(img, body, "r") : NULL;
-    if (!f) { free(img); return dp_error(DP_ERR_FORMAT, "%s: missing header (5 lines)", path); }
+    DP_TRY(log_frame(&body, &end_steps, img, n, path));
+    FILE *f = body ? fmemopen((void *)img, body, "r") : NULL;
+    if (!f) return dp_error(DP_ERR_FORMAT, "%s: missing header (5 lines)", path);
     char line[65536];
     dp_status st = DP_OK;
     int64_t lineno = 0, cap = 0;
@@ -528,7 +519,6 @@ dp_status ref_dpzo_log_read(ref_dpzo_log *log, const char *path) {
         st = dp_error(DP_ERR_FORMAT, "%s: %" PRId64 " step lines but the end record says %" PRId64, path, log->nsteps,
                       end_steps);
     fclose(f);
-    free(img);
     if (st != DP_OK) ref_dpzo_log_free(log);
     return st;
 }

@@ -147,6 +147,8 @@ typedef struct {
     double *scalar;  /* [nsteps][n_spsa] */
 } ref_dpzo_log;
 dp_status ref_dpzo_log_read(ref_dpzo_log *log, const char *path);
+/* The same from a file image img[0..n) (the fuzz target's entry); `name` for messages. */
+dp_status ref_dpzo_log_parse(ref_dpzo_log *log, const uint8_t *img, size_t n, const char *name);
 void ref_dpzo_log_free(ref_dpzo_log *log);
 
 /* ---- Algorithm 2: in-place perturbation in a low-precision storage dtype ---- */

@@ -48,6 +48,18 @@ timeout 120 "$D" audit-accounting huge.csv >out.txt 2>err.txt; rc=$?
 check "audit-accounting: eps0 = 1e308 claiming epsilon 1 is UNDER-REPORTED (exit $rc)" \
   bash -c "[ $rc = 1 ] && grep -q 'UNDER-REPORTED' out.txt && ! grep -q ' CONSISTENT' out.txt"
 
+echo "--- class 4 (files): read by declared sizes, with limits ---"
+expect 2 '/dev/zero: header of 0 bytes cannot hold a JSON object' inspect /dev/zero
+expect 2 '/dev/urandom: header length [0-9]+ exceeds the limit' inspect /dev/urandom
+# a header declaring 2^60 bytes of data, streamed from a pipe: refused before allocating
+python3 -c 'import struct,sys; h=b"{\"a\":{\"dtype\":\"U8\",\"shape\":[1152921504606846976],\"data_offsets\":[0,1152921504606846976]}}"; sys.stdout.buffer.write(struct.pack("<Q", len(h)) + h)' > big.safetensors
+expect 2 'declares 1.15e\+18 bytes of data, more than this machine' inspect big.safetensors
+expect 2 'claims file /dev/zero: longer than the limit of 67108864 bytes' audit-accounting /dev/zero
+expect 2 -- '--schedule /dev/zero: longer than the limit' account --schedule /dev/zero --delta 1e-5
+expect 2 'update log /dev/zero: longer than the limit|NUL byte' reference dpzo --model mlp --replay /dev/zero
+mkdir -p zc && ln -sf /dev/zero zc/zero.json
+expect 2 'case file zc/zero.json: longer than the limit' conform --suite x --cases zc --list
+
 echo "--- class 5: writes never follow a planted link ---"
 mkdir -p exp && echo precious > victim
 ln -s ../victim exp/step-000002.safetensors
