@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/cli.h"
 #include "common/proc.h"
 #include "common/safetensors.h"
 #include "conformance/conf.h"
@@ -199,7 +200,8 @@ int conf_clip_mix_check(char *msg, size_t len, const char *dir) {
         if (lp && lm && cs && dp_tensor_numel(lp) == dp_tensor_numel(lm)) { /* DP-ZO */
             what = "dpzo";
             applies = 1;
-            double C = atof(cs);
+            double C = 0; /* the export's metadata, parsed by the option rules (a bad value: C = 0, nothing clipped) */
+            if (dp_parse_double(&C, "clip", cs) != DP_OK) { dp_clear_error(); C = 0; }
             int hi = 0, lo = 0;
             for (int64_t k = 0; k < dp_tensor_numel(lp); k++) {
                 double df = fabs(dp_tensor_get(lp, k) - dp_tensor_get(lm, k));

@@ -372,10 +372,9 @@ static dp_status log_frame(size_t *body_len, int64_t *end_steps, const uint8_t *
 
 /* Parse a finite double written by %a (or decimal); the whole token must parse. */
 static int parse_num(double *v, const char *tok) {
-    char *end;
     if (!tok) return 0;
-    *v = strtod(tok, &end);
-    return *end == '\0' && end != tok && isfinite(*v);
+    if (dp_parse_double(v, "log value", tok) != DP_OK) { dp_clear_error(); return 0; } /* finite, no ERANGE */
+    return 1;
 }
 
 void ref_dpzo_log_free(ref_dpzo_log *log) {
