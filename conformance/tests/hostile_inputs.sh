@@ -68,6 +68,17 @@ check "reference dpsgd --export with a planted link exits 0" [ $? = 0 ]
 check "the link's target is untouched" grep -qx precious victim
 check "the export replaced the link by a regular file" bash -c '[ -f exp/step-000002.safetensors ] && [ ! -L exp/step-000002.safetensors ]'
 check "no temporary file left behind" bash -c '! ls -A exp | grep -q tmp'
+mkdir -p exp2 && echo precious > victim2 && ln -s ../victim2 exp2/step-000001.safetensors
+timeout 120 "$D" train dpsgd --impl optimized --backend host --strategy fused --model mlp --dataset-size 8 --q 0.5 \
+  --steps 1 --seed 1 --noise-key 2 --export exp2 >/dev/null 2>err.txt
+trc=$?
+check "train --export with a planted link: exit 0 (got $trc), target untouched, link replaced" \
+  bash -c "[ $trc = 0 ] && grep -qx precious victim2 && [ -f exp2/step-000001.safetensors ] && [ ! -L exp2/step-000001.safetensors ]"
+echo precious > victim3 && ln -s victim3 dz.log
+timeout 120 "$D" reference dpzo --model mlp --dataset-size 8 --q 0.5 --steps 1 --clip 1 --sigma 1 --phi 1e-3 --lr 1e-3 \
+  --seed 1 --noise-key 2 --log dz.log >/dev/null 2>err.txt
+check "reference dpzo --log onto a planted link: target untouched, log written in its place" \
+  bash -c 'grep -qx precious victim3 && [ ! -L dz.log ] && grep -q "^end steps 1 sha256" dz.log'
 
 echo "--- class 7: case files, a strict schema ---"
 check "every committed case file loads" bash -c "'$D' conform --suite all --list --cases '$ROOT/conformance/cases' >/dev/null"
