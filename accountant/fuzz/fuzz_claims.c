@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fuzz/fuzz.h"
 #include "accountant/acct.h"
 
 static int fuzz_check_claims(const uint8_t *data, size_t size) {
@@ -24,10 +25,4 @@ static int fuzz_check_claims(const uint8_t *data, size_t size) {
     return n >= 0 && bad >= 0 && bad <= n && (is_json || !memchr(data, 0, size));
 }
 
-#ifndef DP_FUZZ_NO_MAIN
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!fuzz_check_claims(data, size)) abort();
-    return 0;
-}
-#endif
+DP_FUZZ_TARGET(fuzz_check_claims)

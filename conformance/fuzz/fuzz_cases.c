@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fuzz/fuzz.h"
 #include "conformance/conf.h"
 
 static int fuzz_check_case(const uint8_t *data, size_t size) {
@@ -26,10 +27,4 @@ static int fuzz_check_case(const uint8_t *data, size_t size) {
     return ok;
 }
 
-#ifndef DP_FUZZ_NO_MAIN
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!fuzz_check_case(data, size)) abort();
-    return 0;
-}
-#endif
+DP_FUZZ_TARGET(fuzz_check_case)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fuzz/fuzz.h"
 #include "reference/dpzo.h"
 
 static int fuzz_check_dpzo_log(const uint8_t *data, size_t size) {
@@ -30,10 +31,4 @@ static int fuzz_check_dpzo_log(const uint8_t *data, size_t size) {
     return ok;
 }
 
-#ifndef DP_FUZZ_NO_MAIN
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!fuzz_check_dpzo_log(data, size)) abort();
-    return 0;
-}
-#endif
+DP_FUZZ_TARGET(fuzz_check_dpzo_log)
