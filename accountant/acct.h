@@ -57,7 +57,8 @@ dp_status acct_rdp_step(double *rdp, const acct_segment *seg, double alpha);
 double acct_rdp_sgm_log_a(double q, double sigma, double alpha);
 double acct_rdp_laplace(double b, double alpha);
 /* Poisson-subsampled Laplace, max over the two directions (quadrature, docs/accounting.md §2) */
-double acct_rdp_laplace_sub(double q, double b, double alpha);
+double acct_rdp_laplace_sub(double q, double b, double alpha); /* NaN when its quadrature needs more panels than: */
+#define ACCT_LAPLACE_MAX_PANELS 20000 /* 16 nodes each; then acct_rdp_step uses the RR bound of the amplified eps */
 double acct_rdp_rr(double eps0, double alpha);
 /* 1 when alpha (alpha - 1) / (2 sigma^2) overflows a double: the Gaussian RDP at that order is
  * then reported as +inf (a correct upper bound; the true value is beyond the double range). */

@@ -247,7 +247,7 @@ static double laplace_sub_log_a(double q, double b, double beta) {
     double c = 2.0 * fabs(beta) / b + 1.0 / b;
     long M = (long)ceil(c / 4.0);
     if (M < 4) M = 4;
-    if (M > 1000000) return NAN;
+    if (M > ACCT_LAPLACE_MAX_PANELS) return NAN; /* too costly: the caller falls back to the pure-DP bound */
     double wd = 1.0 / (double)M;
     for (long p = 0; p < M; p++) {
         double x0 = p * wd;
@@ -307,9 +307,14 @@ dp_status acct_rdp_step(double *rdp, const acct_segment *seg, double alpha) {
     }
     case ACCT_LAPLACE:
         *rdp = acct_rdp_laplace_sub(seg->q, seg->param, alpha);
-        if (isnan(*rdp))
-            return dp_error(DP_ERR_NUMERIC, "RDP of the subsampled Laplace mechanism: order %g too large for b=%g", alpha,
-                            seg->param);
+        if (isnan(*rdp)) {
+            /* quadrature too costly (2 alpha / b large): the mechanism is eps'-DP with the amplified
+             * eps' = log(1 + q (e^(1/b) - 1)), and randomized response with eps' dominates every
+             * eps'-DP mechanism, so its RDP is an upper bound (docs/accounting.md §12) */
+            double e0;
+            DP_TRY(acct_pure_step_eps(&e0, seg));
+            *rdp = acct_rdp_rr(e0, alpha);
+        }
         return DP_OK;
     case ACCT_PURE: {
         double e0;

@@ -82,6 +82,22 @@ int main(void) {
         }
     T_CHECK(n_inf > 0 && n_inf < n_rdp, "both +inf (%d) and finite answers expected over the grid (%d)", n_inf, n_rdp);
 
+    /* Laplace: RDP answers (never NaN) across b 1e-300 .. 1e300, also where its quadrature is too
+     * costly (the RR bound of the amplified epsilon takes over), and not below the one-step bound
+     * of q = 1 (Laplace with scale b is exactly (1/b)-DP: the pure lower bound applies) */
+    static const double lb_b[] = {1e-300, 1e-5, 0.05, 1.0, 1e5, 1e300};
+    for (size_t i = 0; i < sizeof lb_b / sizeof lb_b[0]; i++)
+        for (int full = 0; full < 2; full++) {
+            acct_schedule s = {.n = 1};
+            s.seg[0] = (acct_segment){ACCT_LAPLACE, full ? 1.0 : 0.01, lb_b[i], 10};
+            double eps, ord;
+            dp_status st = acct_rdp_epsilon(&eps, &ord, &s, orders, no, delta, ACCT_CONV_BALLE);
+            T_CHECK(st == DP_OK && !isnan(eps), "laplace rdp b=%g q=%g: status %d eps %g", lb_b[i], s.seg[0].q, st, eps);
+            if (full) T_CHECK(eps >= pure_lower(1.0 / lb_b[i], delta) * (1 - 1e-9) || isinf(1.0 / lb_b[i]),
+                              "laplace rdp b=%g q=1: epsilon %g below the pure lower bound %g", lb_b[i], eps,
+                              pure_lower(1.0 / lb_b[i], delta));
+        }
+
     /* PLD: an upper bound not below the lower bound, or a clear refusal (NOT_SUPPORTED) */
     static const double psig[] = {1e-300, 1e-200, 1e-5, 0.5, 1.0, 1e5, 1e160, 1e300};
     for (size_t i = 0; i < sizeof psig / sizeof psig[0]; i++) {
