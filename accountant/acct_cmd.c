@@ -634,6 +634,7 @@ static dp_status read_claims_csv(claim_t **out, int *n, FILE *fp, const char *pa
 
 static dp_status read_claims_json(claim_t **out, int *n, const char *buf, size_t len, const char *path) {
     json_error_t err;
+    DP_TRY(dp_json_numbers_check(buf, len, path));
     json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
     if (!root) return dp_error(DP_ERR_FORMAT, "%s: line %d: %s", path, err.line, err.text);
     json_t *arr = json_is_object(root) ? json_object_get(root, "claims") : root;

@@ -61,8 +61,10 @@ dp_status acct_schedule_read_json(acct_schedule *out, const char *path) {
     char *img = NULL;
     size_t ilen = 0;
     DP_TRY(dp_read_file_max(&img, &ilen, "--schedule", path, DP_MAX_TEXT_INPUT));
-    json_t *root = json_loadb(img, ilen, JSON_REJECT_DUPLICATES, &err);
+    dp_status nst = dp_json_numbers_check(img, ilen, path);
+    json_t *root = nst == DP_OK ? json_loadb(img, ilen, JSON_REJECT_DUPLICATES, &err) : NULL;
     free(img);
+    if (nst != DP_OK) return nst;
     if (!root) return dp_error(DP_ERR_FORMAT, "%s: line %d: %s", path, err.line, err.text);
     dp_status st = DP_OK;
     if (!json_is_array(root)) { st = dp_error(DP_ERR_FORMAT, "%s: expected a JSON array of segments", path); goto done; }

@@ -29,6 +29,35 @@ dp_status dp_parse_double(double *out, const char *what, const char *s) {
     return DP_OK;
 }
 
+dp_status dp_json_numbers_check(const char *buf, size_t len, const char *what) {
+    int in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = buf[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = 0;
+            continue;
+        }
+        if (c == '"') { in_str = 1; continue; }
+        if (c != '-' && !(c >= '0' && c <= '9')) continue;
+        size_t j = i;
+        while (j < len && (buf[j] == '-' || buf[j] == '+' || buf[j] == '.' || buf[j] == 'e' || buf[j] == 'E' ||
+                           (buf[j] >= '0' && buf[j] <= '9')))
+            j++;
+        char tok[64];
+        if (j - i >= sizeof tok) return dp_error(DP_ERR_FORMAT, "%s: a number of %zu characters", what, j - i);
+        memcpy(tok, buf + i, j - i);
+        tok[j - i] = 0;
+        double v;
+        if (strpbrk(tok, ".eE") && dp_parse_double(&v, what, tok) != DP_OK) { /* integers: jansson checks range */
+            dp_status st = dp_error(DP_ERR_FORMAT, "%s", dp_last_error());
+            return st;
+        }
+        i = j - 1;
+    }
+    return DP_OK;
+}
+
 dp_status dp_parse_i64(int64_t *out, const char *what, const char *s) {
     if (!s || !*s) return dp_error(DP_ERR_USAGE, "%s: missing value", what);
     char *end;

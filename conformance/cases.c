@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli.h"
 #include "common/fsutil.h"
 #include "conformance/conf.h"
 #include "optimized/dpsgd.h"
@@ -126,6 +127,11 @@ dp_status conf_case_load(conf_case *c, const char *path) {
 dp_status conf_case_parse(conf_case *c, const char *buf, size_t len, const char *path) {
     memset(c, 0, sizeof *c);
     json_error_t err;
+    {
+        char what[600];
+        snprintf(what, sizeof what, "case %.500s", path);
+        DP_TRY(dp_json_numbers_check(buf, len, what));
+    }
     json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
     if (!root) return dp_error(DP_ERR_FORMAT, "case %s: invalid JSON at line %d: %s", path, err.line, err.text);
     dp_status st = DP_OK;

@@ -97,6 +97,9 @@ case_probe '"strategy": "warp-drive"' "'strategy' has an unknown value 'warp-dri
 case_probe '"colour": "red"' "unknown key 'colour'"
 case_probe '"clip": 0' "'clip' must be a number in \(0, "
 case_probe '"q2": 1' "unknown key 'q2'"
+case_probe '"sigma": 1e-400' "'1e-400' underflows"   # jansson alone would read it as 0: no noise
+printf '[{"mechanism":"gaussian","q":0.01,"sigma":1e-400,"steps":10}]\n' > tiny.json
+expect 2 "tiny.json: '1e-400' underflows" account --schedule tiny.json --delta 1e-5
 # (a long argument value is passed whole: conformance/tests/test_cases.c)
 
 echo "--- class 8: a lost result is exit 3 with a message ---"
