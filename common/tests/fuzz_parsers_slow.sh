@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# conformance/tests/fuzz_parsers_slow.sh — build the libFuzzer targets of the other parsers
-# (issue 15, class 9: case files, DP-ZO update logs, claims CSV/JSON) and run each for
+# common/tests/fuzz_parsers_slow.sh — build the libFuzzer target of every parser (safetensors;
+# issue 15, class 9: case files, DP-ZO update logs, claims CSV/JSON) and run each for
 # FUZZ_SECONDS (default 10) from its seed corpus. Skipped (77) without clang's libFuzzer.
 # A crash or a violated property fails the test; the reproducer is printed in hex (save it
-# as bad_<name> in the target's corpus directory so test_fuzz_corpora replays it from then on).
+# as bad_<name> in the target's corpus directory so test_safetensors_corpus / test_fuzz_corpora
+# replay it from then on).
 set -u
 ROOT=${DPCERT_ROOT:?run through ci/run-tests.sh}
 BUILD=${DPCERT_BUILD:?run through ci/run-tests.sh}
@@ -12,7 +13,8 @@ if ! grep -q '^HAVE_LIBFUZZER := 1' "$BUILD/config.mk" 2>/dev/null; then
   echo "SKIP: clang libFuzzer not available (see $BUILD/banner.txt)"
   exit 77
 fi
-targets="conformance/fuzz/fuzz_cases:conformance/tests/data/cases-corpus
+targets="common/fuzz/fuzz_safetensors:common/tests/data/safetensors-corpus
+conformance/fuzz/fuzz_cases:conformance/tests/data/cases-corpus
 reference/fuzz/fuzz_dpzo_log:reference/tests/data/dpzo-log-corpus
 accountant/fuzz/fuzz_claims:accountant/tests/data/claims-corpus"
 bins=""
