@@ -216,11 +216,18 @@ coverage:
 
 FUZZ_SRC := $(wildcard $(MODULES:%=%/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:%.c=$(BUILD)/fuzz/%)
-FUZZ_LIB_SRC := common/status.c common/tensor.c common/safetensors.c
+FUZZ_LIB_SRC := common/status.c common/tensor.c common/safetensors.c common/fsutil.c
+# Per target: the sources compiled with the fuzzer's instrumentation (FUZZ_CC_name, default
+# FUZZ_LIB_SRC) and prebuilt module libraries linked for what the parser only names (FUZZ_AR_name).
+FUZZ_CC_fuzz_claims := $(common_SRC) $(accountant_SRC)
+FUZZ_CC_fuzz_dpzo_log := $(common_SRC) $(reference_SRC)
+FUZZ_CC_fuzz_cases := $(common_SRC) conformance/cases.c
+FUZZ_AR_fuzz_cases := $(call libfiles,optimized reference)
 fuzz: $(FUZZ_BIN)
-$(BUILD)/fuzz/%: %.c $(wildcard common/*.c common/*.h) | $(CONFIG)
+.SECONDEXPANSION:
+$(BUILD)/fuzz/%: %.c $(wildcard common/*.c common/*.h) $$(FUZZ_CC_$$(notdir $$*)) $$(FUZZ_AR_$$(notdir $$*)) | $(CONFIG)
 	@mkdir -p $(@D)
-	clang -std=c11 -D_GNU_SOURCE -g -O1 -I. -fsanitize=fuzzer,address,undefined $< $(FUZZ_LIB_SRC) -o $@ -ljansson -lcrypto -lm
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -I. $(MPI_CFLAGS) -fsanitize=fuzzer,address,undefined $< $(or $(FUZZ_CC_$(notdir $*)),$(FUZZ_LIB_SRC)) $(FUZZ_AR_$(notdir $*)) -o $@ $(if $(FUZZ_AR_$(notdir $*)),$(CUDA_LIBS)) $(MPI_LIBS) -lmpfr -lgmp -lfftw3 -ljansson -lcrypto -lm -lpthread
 
 clean:
 	rm -rf build build-san build-cov

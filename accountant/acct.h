@@ -58,8 +58,12 @@ dp_status acct_rdp_step(double *rdp, const acct_segment *seg, double alpha);
 double acct_rdp_sgm_log_a(double q, double sigma, double alpha);
 double acct_rdp_laplace(double b, double alpha);
 /* Poisson-subsampled Laplace, max over the two directions (quadrature, docs/accounting.md §2) */
-double acct_rdp_laplace_sub(double q, double b, double alpha);
+double acct_rdp_laplace_sub(double q, double b, double alpha); /* NaN when its quadrature needs more panels than: */
+#define ACCT_LAPLACE_MAX_PANELS 20000 /* 16 nodes each; then acct_rdp_step uses the RR bound of the amplified eps */
 double acct_rdp_rr(double eps0, double alpha);
+/* 1 when alpha (alpha - 1) / (2 sigma^2) overflows a double: the Gaussian RDP at that order is
+ * then reported as +inf (a correct upper bound; the true value is beyond the double range). */
+int acct_sgm_exponent_overflows(double sigma, double alpha);
 /* Total RDP of a schedule at each order. */
 dp_status acct_rdp_schedule(double *rdp, const acct_schedule *s, const double *orders, size_t n);
 
@@ -100,6 +104,10 @@ typedef struct {
     double lower_fp, upper_fp; /* the interval widened by fp_budget (in delta): rigorous, used for
                                 * audit verdicts */
 } acct_pld_result;
+/* Gaussian sigma the PLD accountant accepts (sigma^2 and 1/sigma^2 normal doubles, with room
+ * for the loss range); outside it refuses (DP_ERR_NOT_SUPPORTED, the RDP accountant answers). */
+#define ACCT_PLD_SIGMA_MIN 1e-150
+#define ACCT_PLD_SIGMA_MAX 1e150
 void acct_pld_default_opts(acct_pld_opts *o);
 /* epsilon interval at delta. */
 dp_status acct_pld_epsilon(acct_pld_result *r, const acct_schedule *s, double delta, const acct_pld_opts *o);
@@ -141,6 +149,8 @@ typedef enum { ACCT_RDP = 0, ACCT_PLD = 1, ACCT_PURE_ACC = 2, ACCT_GDP = 3 } acc
  * to relative precision rel_prec: returns sigma_hi with eps(sigma_hi) <= target
  * verified and eps(sigma_hi / (1 + rel_prec)) > target (or the search bound). The
  * parameter of every segment is scaled by the same factor relative to seg[0]. */
+#define ACCT_CALIB_MIN_PREC 1e-12 /* finest --precision: well above the double spacing (2.2e-16) */
+#define ACCT_CALIB_MAX_ITER 200   /* bisection cap (64 passes suffice from a 1e16 bracket) */
 dp_status acct_calibrate(double *param, double *eps_at, const acct_schedule *s, acct_kind kind, double target_eps,
                          double delta, double rel_prec, const double *orders, size_t n_orders);
 /* epsilon of a schedule by one accountant (PLD: the upper end). */
@@ -152,5 +162,8 @@ dp_status acct_epsilon_by(double *eps, const acct_schedule *s, acct_kind kind, d
  * unless NULL. Returns the number of rows not reproduced, or -1 (dp_error set). */
 struct json_t;
 int acct_reproduce_dpzo(struct json_t *root, FILE *txt);
+/* Parse a claims file image (CSV or JSON, docs §8) as `audit-accounting` does, without judging
+ * the claims: *nclaims rows, *ninvalid of them INVALID. The fuzz target's and corpus replay's entry. */
+dp_status acct_claims_parse(int *nclaims, int *ninvalid, const char *buf, size_t len, const char *name);
 
 #endif

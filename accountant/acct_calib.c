@@ -50,7 +50,9 @@ dp_status acct_calibrate(double *param, double *eps_at_out, const acct_schedule 
     DP_TRY(acct_schedule_validate(s));
     if (!(target_eps > 0) || !isfinite(target_eps))
         return dp_error(DP_ERR_INVALID, "--target-epsilon must be > 0 and finite (got %g)", target_eps);
-    if (!(rel_prec > 0 && rel_prec < 1)) return dp_error(DP_ERR_INVALID, "precision must be in (0, 1) (got %g)", rel_prec);
+    if (!(rel_prec >= ACCT_CALIB_MIN_PREC && rel_prec < 1))
+        return dp_error(DP_ERR_INVALID, "--precision must be in [%g, 1) (got %g): a double cannot resolve a finer "
+                        "relative step", ACCT_CALIB_MIN_PREC, rel_prec);
     int pure = s->seg[0].mech == ACCT_PURE; /* epsilon increases with the parameter */
     /* "good" = eps(x) <= target. noise: good is [x*, inf); pure: (0, x*] */
     double x = s->seg[0].param, good = NAN, bad = NAN, e;
@@ -79,8 +81,14 @@ dp_status acct_calibrate(double *param, double *eps_at_out, const acct_schedule 
         *eps_at_out = e;
         return DP_OK;
     }
-    while (fabs(good / bad - 1.0) > rel_prec) {
+    /* bisection in log space: each pass halves log(bad/good) from at most log(1e16), so 64 passes
+     * reach any precision >= ACCT_CALIB_MIN_PREC; the cap and the "no double in between" stop make
+     * the loop end whatever rounding does */
+    for (int it = 0; fabs(good / bad - 1.0) > rel_prec; it++) {
         double m = sqrt(good * bad);
+        if (it >= ACCT_CALIB_MAX_ITER || m == good || m == bad)
+            return dp_error(DP_ERR_NUMERIC, "calibration: precision %g not reached after %d bisections (bracket [%.17g, "
+                            "%.17g])", rel_prec, it, pure ? bad : good, pure ? good : bad);
         DP_TRY(eps_at(&e, s, m, kind, delta, orders, n_orders));
         if (e <= target_eps) good = m; else bad = m;
     }

@@ -11,6 +11,7 @@
 
 #include "accountant/acct.h"
 #include "common/cli.h"
+#include "common/fsutil.h"
 
 int dp_cmd_account(int argc, char **argv);
 int dp_cmd_audit_accounting(int argc, char **argv);
@@ -55,6 +56,32 @@ static int report_na(FILE *txt, json_t *res, const char *name, dp_status st, int
         return 0;
     }
     return 1;
+}
+
+/* epsilon at delta = 0: the pure accountant's basic composition is exact (the largest losses add up);
+ * a Gaussian segment has an unbounded privacy loss, so every accountant's answer is +inf, said so;
+ * RDP and GDP give no finite epsilon at delta = 0 for any mechanism (+inf is their correct bound). */
+static int account_delta0(FILE *txt, json_t *res, const acct_schedule *s, const int *want, int json) {
+    double basic = INFINITY;
+    dp_status st = acct_pure_basic(&basic, s);
+    const char *why = st == DP_OK ? NULL : "a Gaussian segment: the privacy loss is unbounded, no finite epsilon at delta = 0";
+    dp_clear_error();
+    static const char *const why_acc[4] = {"RDP gives no finite epsilon at delta = 0",
+                                           "the PLD accountant needs delta > 0; the pure accountant answers",
+                                           NULL, "GDP gives no finite epsilon at delta = 0"};
+    for (int k = 0; k < 4; k++) {
+        if (!want[k]) continue;
+        json_t *o = json_object();
+        double v = (k == 2 || (k == 1 && !why)) ? basic : INFINITY;
+        const char *reason = why ? why : why_acc[k];
+        if (k == 1 && !why) reason = "pure basic composition at delta = 0, an upper bound";
+        json_object_set_new(o, "epsilon", jnum(v));
+        if (reason) json_object_set_new(o, "reason", json_string(reason));
+        json_object_set_new(res, ACC_NAMES[k], o);
+        if (!json) fprintf(txt, "%-5s epsilon = %.10g%s%s%s\n", ACC_NAMES[k], v, reason ? " (" : "", reason ? reason : "",
+                           reason ? ")" : "");
+    }
+    return 0;
 }
 
 int dp_cmd_account(int argc, char **argv) {
@@ -106,14 +133,19 @@ int dp_cmd_account(int argc, char **argv) {
     if ((st = acct_orders_parse(orders, &norders, orders_s)) != DP_OK) return dp_cli_fail("account", st);
     if (seen_delta + seen_eps != 1)
         return dp_cli_fail("account", dp_error(DP_ERR_USAGE, "give exactly one of --delta and --epsilon"));
-    if (seen_delta && (st = dp_check_range("--delta", delta, 0, 0, 1, 0)) != DP_OK) return dp_cli_fail("account", st);
+    if (seen_delta && (st = dp_check_range("--delta", delta, 0, 1, 1, 0)) != DP_OK) return dp_cli_fail("account", st);
+    if (seen_target && delta == 0)
+        return dp_cli_fail("account", dp_error(DP_ERR_INVALID, "--target-epsilon needs --delta > 0"));
     if (seen_eps && (st = dp_check_min("--epsilon", epsq, 0, 1)) != DP_OK) return dp_cli_fail("account", st);
     if (seen_target && !seen_delta)
         return dp_cli_fail("account", dp_error(DP_ERR_USAGE, "--target-epsilon needs --delta"));
     if (seen_target && !(target > 0 && isfinite(target)))
         return dp_cli_fail("account", dp_error(DP_ERR_INVALID, "--target-epsilon must be > 0 and finite (got %g)", target));
-    if (seen_target && !(prec > 0 && prec < 1))
-        return dp_cli_fail("account", dp_error(DP_ERR_INVALID, "--precision must be in (0, 1) (got %g)", prec));
+    if (seen_target && !(prec >= ACCT_CALIB_MIN_PREC && prec < 1))
+        return dp_cli_fail("account", dp_error(DP_ERR_INVALID, "--precision must be in [%g, 1) (got %g)",
+                                               ACCT_CALIB_MIN_PREC, prec));
+    if (!(pld_h >= 0))
+        return dp_cli_fail("account", dp_error(DP_ERR_INVALID, "--pld-h must be > 0 (or 0 for automatic; got %g)", pld_h));
     if (seen_target && seen_eps)
         return dp_cli_fail("account", dp_error(DP_ERR_USAGE, "--target-epsilon excludes --epsilon"));
     acct_schedule s0, s;
@@ -220,6 +252,10 @@ int dp_cmd_account(int argc, char **argv) {
                              "2012) not covered\n", dstep, dtot, s.seg[0].mech == ACCT_GAUSSIAN ? " per coordinate (times the dimension)" : "");
         } else dp_clear_error();
     }
+    if (seen_delta && delta == 0) { /* only pure DP has a finite epsilon at delta = 0 */
+        rc = account_delta0(txt, res, &s, want, json);
+        goto out;
+    }
     if (want[0]) {
         double v, a;
         st = seen_delta ? acct_rdp_epsilon(&v, &a, &s, orders, norders, delta, (acct_conv)conv_i)
@@ -231,7 +267,10 @@ int dp_cmd_account(int argc, char **argv) {
             json_object_set_new(o, "optimal_order", jnum(a));
             json_object_set_new(o, "orders", json_string(orders_s));
             json_object_set_new(o, "conversion", json_string(conv_s));
-            if (!json) fprintf(txt, "rdp   %s = %.10g (optimal order %g, orders %s, conversion %s)\n", seen_delta ? "epsilon" : "delta", v, a, orders_s, conv_s);
+            if (!json && isinf(v))
+                fprintf(txt, "rdp   %s = inf (no finite bound: the RDP of every order of %s is beyond the double range "
+                             "or too large to convert)\n", seen_delta ? "epsilon" : "delta", orders_s);
+            else if (!json) fprintf(txt, "rdp   %s = %.10g (optimal order %g, orders %s, conversion %s)\n", seen_delta ? "epsilon" : "delta", v, a, orders_s, conv_s);
             if (certified && seen_delta) {
                 double c, ca;
                 st = acct_rdp_epsilon_certified(&c, &ca, &s, orders, norders, delta);
@@ -325,6 +364,21 @@ int dp_cmd_account(int argc, char **argv) {
         }
     }
 out:
+    if (rc == 0) { /* every requested accountant n/a: no answer is not a success (exit 2, reasons named) */
+        const char *k;
+        json_t *v;
+        int answered = 0;
+        char why[1024] = "";
+        json_object_foreach(res, k, v) {
+            json_t *na = json_object_get(v, "not_applicable");
+            if (!na) answered = 1;
+            else {
+                size_t l = strlen(why);
+                snprintf(why + l, sizeof why - l, "%s%s: %s", l ? "; " : "", k, json_string_value(na));
+            }
+        }
+        if (!answered) rc = dp_cli_fail("account", dp_error(DP_ERR_INVALID, "no accountant could answer: %s", why));
+    }
     fclose(txt);
     if (!json && rc == 0) fwrite(tbuf, 1, tlen, stdout);
     free(tbuf);
@@ -388,6 +442,13 @@ static dp_status claim_bounds(double *lo, double *up, const char **by, json_t *d
         if (acct_pure_exact(&ex, &s, c->delta * (1.0 - 1e-9)) == DP_OK) {
             json_object_set_new(detail, "pure_exact_rr_upper", jnum(ex));
             if (ex < upper) { upper = ex; *by = "exact (randomized-response composition, log space)"; }
+        } else dp_clear_error();
+        /* q = 1 pure: the accountant's model IS randomized response (docs §5), so its exact composition
+         * is also a lower bound (at delta (1 + 1e-9), the same margin); it stays valid where the PLD
+         * grid cannot resolve eps0 (e.g. eps0 = 1e308, PLD lower 0) */
+        if (c->seg.mech == ACCT_PURE && c->seg.q >= 1.0 && acct_pure_exact(&ex, &s, c->delta * (1.0 + 1e-9)) == DP_OK) {
+            json_object_set_new(detail, "pure_exact_rr_lower", jnum(ex));
+            if (ex > lower) lower = ex;
         } else dp_clear_error();
     }
     *lo = lower;
@@ -468,33 +529,57 @@ static int csv_split(char **fields, int maxf, char *line, const char **why) {
     return nf;
 }
 
+/* One CSV line into line[cap] (the '\n' kept): 1 read, 0 end of file, or an error naming the line:
+ * a NUL byte (a CSV file is text) or a line of cap - 2 characters or more. */
+static int csv_line(dp_status *st, char *line, size_t cap, FILE *fp, const char *path, int lineno) {
+    size_t n = 0;
+    int ch;
+    while ((ch = getc(fp)) != EOF) {
+        if (ch == 0) { *st = dp_error(DP_ERR_FORMAT, "%s: line %d: a NUL byte (a claims file is text)", path, lineno); return -1; }
+        if (n + 2 >= cap) { *st = dp_error(DP_ERR_FORMAT, "%s: line %d: longer than %zu characters", path, lineno, cap - 3); return -1; }
+        line[n++] = (char)ch;
+        if (ch == '\n') break;
+    }
+    line[n] = 0;
+    if (ferror(fp)) { *st = dp_error(DP_ERR_IO, "%s: read error", path); return -1; }
+    return n > 0;
+}
+
 static dp_status read_claims_csv(claim_t **out, int *n, FILE *fp, const char *path) {
     char line[4096];
     int cols[7] = {-1, -1, -1, -1, -1, -1, -1}; /* mechanism q param steps delta epsilon label */
     static const char *const NAMES[7] = {"mechanism", "q", "sigma", "steps", "delta", "epsilon", "label"};
-    if (!fgets(line, sizeof line, fp)) return dp_error(DP_ERR_FORMAT, "%s: empty file", path);
+    dp_status rst = DP_OK;
+    int got = csv_line(&rst, line, sizeof line, fp, path, 1);
+    if (got < 0) return rst;
+    if (!got) return dp_error(DP_ERR_FORMAT, "%s: empty file", path);
     trim(line);
     char *hf[64];
     const char *why = NULL;
     int nc = csv_split(hf, 64, line, &why);
     if (nc < 0) return dp_error(DP_ERR_FORMAT, "%s: header (line 1): %s", path, why);
-    if (nc > 64) nc = 64;
+    if (nc > 64) return dp_error(DP_ERR_FORMAT, "%s: header (line 1): more than 64 columns", path);
     for (int i = 0; i < nc; i++) {
         const char *t = hf[i];
-        for (int k = 0; k < 7; k++) if (strcmp(t, NAMES[k]) == 0 || (k == 2 && (strcmp(t, "scale") == 0 || strcmp(t, "epsilon0") == 0 || strcmp(t, "param") == 0)) || (k == 5 && strcmp(t, "claimed_epsilon") == 0)) cols[k] = i;
+        for (int k = 0; k < 7; k++)
+            if (strcmp(t, NAMES[k]) == 0 || (k == 2 && (strcmp(t, "scale") == 0 || strcmp(t, "epsilon0") == 0 || strcmp(t, "param") == 0)) || (k == 5 && strcmp(t, "claimed_epsilon") == 0)) {
+                /* a column named twice (or two names of one column: sigma and scale) is ambiguous */
+                if (cols[k] >= 0)
+                    return dp_error(DP_ERR_FORMAT, "%s: header (line 1): column '%s' (column %d) duplicates '%s' (column %d)",
+                                    path, t, i + 1, hf[cols[k]], cols[k] + 1);
+                cols[k] = i;
+            }
     }
     for (int k = 0; k < 6; k++)
         if (cols[k] < 0) return dp_error(DP_ERR_FORMAT, "%s: header (line 1): missing column '%s'", path, NAMES[k]);
     int cap = 16, m = 0, lineno = 1;
     claim_t *c = dp_calloc((size_t)cap, sizeof *c);
     if (!c) return DP_ERR_NOMEM;
-    while (fgets(line, sizeof line, fp)) {
+    for (;;) {
         lineno++;
-        size_t L = strlen(line);
-        if (L == sizeof line - 1 && line[L - 1] != '\n') {
-            free(c);
-            return dp_error(DP_ERR_FORMAT, "%s: line %d: longer than %zu characters", path, lineno, sizeof line - 2);
-        }
+        got = csv_line(&rst, line, sizeof line, fp, path, lineno);
+        if (got < 0) { free(c); return rst; }
+        if (!got) break;
         trim(line);
         if (!line[0] || line[0] == '#') continue;
         if (m == cap) {
@@ -523,10 +608,12 @@ static dp_status read_claims_csv(claim_t **out, int *n, FILE *fp, const char *pa
                 else x->seg.mech = (acct_mech)mm;
                 continue;
             }
-            char *end;
-            double d = strtod(v, &end);
-            if (!*v || *end || isnan(d) || isinf(d)) {
-                snprintf(x->err, sizeof x->err, "%s: field '%s': '%s' is not a finite number", w, NAMES[k], v);
+            double d; /* the option parser's rules: finite, no ERANGE underflow (1e-400 is not 0) */
+            char fw[40];
+            snprintf(fw, sizeof fw, "field '%s'", NAMES[k]);
+            if (dp_parse_double(&d, fw, v) != DP_OK) {
+                snprintf(x->err, sizeof x->err, "%s: %s", w, dp_last_error());
+                dp_clear_error();
                 bad = 1;
                 break;
             }
@@ -546,9 +633,10 @@ static dp_status read_claims_csv(claim_t **out, int *n, FILE *fp, const char *pa
     return DP_OK;
 }
 
-static dp_status read_claims_json(claim_t **out, int *n, const char *path) {
+static dp_status read_claims_json(claim_t **out, int *n, const char *buf, size_t len, const char *path) {
     json_error_t err;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    DP_TRY(dp_json_numbers_check(buf, len, path));
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
     if (!root) return dp_error(DP_ERR_FORMAT, "%s: line %d: %s", path, err.line, err.text);
     json_t *arr = json_is_object(root) ? json_object_get(root, "claims") : root;
     if (!json_is_array(arr)) { json_decref(root); return dp_error(DP_ERR_FORMAT, "%s: expected an array of claims (or {\"claims\": [...]})", path); }
@@ -590,6 +678,31 @@ static dp_status read_claims_json(claim_t **out, int *n, const char *path) {
     return DP_OK;
 }
 
+/* A claims file image: JSON when its first non-blank byte is '[' or '{', else CSV. */
+static dp_status read_claims(claim_t **out, int *n, const char *buf, size_t len, const char *path) {
+    size_t i = 0;
+    while (i < len && isspace((unsigned char)buf[i])) i++;
+    if (i < len && (buf[i] == '[' || buf[i] == '{')) return read_claims_json(out, n, buf, len, path);
+    if (len == 0) return dp_error(DP_ERR_FORMAT, "%s: empty file", path);
+    FILE *fp = fmemopen((void *)buf, len, "r");
+    if (!fp) return dp_error(DP_ERR_NOMEM, "%s: out of memory", path);
+    dp_status st = read_claims_csv(out, n, fp, path);
+    fclose(fp);
+    return st;
+}
+
+dp_status acct_claims_parse(int *nclaims, int *ninvalid, const char *buf, size_t len, const char *name) {
+    claim_t *cl = NULL;
+    int n = 0;
+    DP_TRY(read_claims(&cl, &n, buf, len, name));
+    int bad = 0;
+    for (int i = 0; i < n; i++) bad += cl[i].err[0] != 0;
+    free(cl);
+    *nclaims = n;
+    *ninvalid = bad;
+    return DP_OK;
+}
+
 int dp_cmd_audit_accounting(int argc, char **argv) {
     int json = 0, help = 0, npos = 0;
     char *pos[1];
@@ -601,14 +714,14 @@ int dp_cmd_audit_accounting(int argc, char **argv) {
         return help ? 0 : 2;
     }
     const char *path = pos[0];
-    FILE *fp = fopen(path, "r");
-    if (!fp) return dp_cli_fail("audit-accounting", dp_error(DP_ERR_IO, "%s: cannot open", path));
-    int c0 = fgetc(fp);
-    while (c0 != EOF && isspace(c0)) c0 = fgetc(fp);
+    char *img = NULL;
+    size_t ilen = 0;
     claim_t *cl = NULL;
     int n = 0;
-    if (c0 == '[' || c0 == '{') { fclose(fp); st = read_claims_json(&cl, &n, path); }
-    else { rewind(fp); st = read_claims_csv(&cl, &n, fp, path); fclose(fp); }
+    if ((st = dp_read_file_max(&img, &ilen, "claims file", path, DP_MAX_TEXT_INPUT)) != DP_OK)
+        return dp_cli_fail("audit-accounting", st);
+    st = read_claims(&cl, &n, img, ilen, path);
+    free(img);
     if (st != DP_OK) return dp_cli_fail("audit-accounting", st);
     if (n == 0) { free(cl); return dp_cli_fail("audit-accounting", dp_error(DP_ERR_FORMAT, "%s: no claims", path)); }
     json_t *root = json_object(), *arr = json_array();

@@ -522,6 +522,12 @@ static dp_status build_segs(segdef *sd, int *nsd, const acct_schedule *s, int di
     double g_prec = 0; /* sum T / sigma^2 of q = 1 Gaussian segments */
     for (int i = 0; i < s->n; i++) {
         const acct_segment *g = &s->seg[i];
+        /* sigma^2 must be a normal double for the loss (2z - 1) / (2 sigma^2) and its range
+         * (docs/accounting.md §4, domain): outside, a clear refusal (the RDP accountant answers) */
+        if (g->mech == ACCT_GAUSSIAN && !(g->param >= ACCT_PLD_SIGMA_MIN && g->param <= ACCT_PLD_SIGMA_MAX))
+            return dp_error(DP_ERR_NOT_SUPPORTED, "PLD: segment %d: sigma=%g outside the PLD domain [%g, %g] (sigma^2 "
+                            "must be a normal double); use --accountant rdp", i + 1, g->param, ACCT_PLD_SIGMA_MIN,
+                            ACCT_PLD_SIGMA_MAX);
         if (g->mech == ACCT_GAUSSIAN && g->q >= 1.0) { g_prec += (double)g->steps / (g->param * g->param); continue; }
         lossdef d = {g->mech, g->q, g->param, dir};
         if (g->mech == ACCT_PURE) { DP_TRY(acct_pure_step_eps(&d.par, g)); d.q = 1.0; }

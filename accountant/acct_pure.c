@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "accountant/acct.h"
+#include "common/fsutil.h"
 #include "accountant/acct_internal.h"
 #include "common/cli.h"
 
@@ -57,7 +58,13 @@ static dp_status json_num(double *out, json_t *o, const char *key, int row, cons
 
 dp_status acct_schedule_read_json(acct_schedule *out, const char *path) {
     json_error_t err;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    char *img = NULL;
+    size_t ilen = 0;
+    DP_TRY(dp_read_file_max(&img, &ilen, "--schedule", path, DP_MAX_TEXT_INPUT));
+    dp_status nst = dp_json_numbers_check(img, ilen, path);
+    json_t *root = nst == DP_OK ? json_loadb(img, ilen, JSON_REJECT_DUPLICATES, &err) : NULL;
+    free(img);
+    if (nst != DP_OK) return nst;
     if (!root) return dp_error(DP_ERR_FORMAT, "%s: line %d: %s", path, err.line, err.text);
     dp_status st = DP_OK;
     if (!json_is_array(root)) { st = dp_error(DP_ERR_FORMAT, "%s: expected a JSON array of segments", path); goto done; }
@@ -80,6 +87,17 @@ dp_status acct_schedule_read_json(acct_schedule *out, const char *path) {
         else if (strcmp(ms, "laplace") == 0) { g->mech = ACCT_LAPLACE; key = "scale"; }
         else if (strcmp(ms, "pure") == 0) { g->mech = ACCT_PURE; key = "epsilon0"; }
         else { st = dp_error(DP_ERR_FORMAT, "%s: segment %d: unknown mechanism '%s'", path, row, ms); goto done; }
+        {   /* strict schema: exactly mechanism, q, steps and the mechanism's own parameter */
+            const char *k;
+            json_t *v;
+            json_object_foreach(o, k, v) {
+                if (strcmp(k, "mechanism") && strcmp(k, "q") && strcmp(k, "steps") && strcmp(k, key)) {
+                    st = dp_error(DP_ERR_FORMAT, "%s: segment %d: field '%s' is not allowed for mechanism %s (expected "
+                                  "mechanism, q, %s, steps)", path, row, k, ms, key);
+                    goto done;
+                }
+            }
+        }
         double steps;
         if ((st = json_num(&g->q, o, "q", row, path)) != DP_OK) goto done;
         if ((st = json_num(&g->param, o, key, row, path)) != DP_OK) goto done;
@@ -220,7 +238,18 @@ static double rr_delta_win(const rrwin *w, double eps0, int64_t T, double eps) {
     return d > 1 ? 1 : d;
 }
 
+/* eps0 > 700: e^-eps0 underflows, the losses (2k - T) eps0 may overflow; all the mass but at most
+ * T e^-eps0 (the atoms below the top, each loss <= (T - 2) eps0) sits on the top atom T eps0. */
+#define RR_HUGE_EPS0 700.0
+
 dp_status acct_rr_delta(double *delta, double eps0, int64_t T, double eps) {
+    if (eps0 > RR_HUGE_EPS0) {
+        /* upper bound: the top atom's contribution plus all the other mass */
+        double d = -expm1(eps - (double)T * eps0);
+        d = (d > 0 ? d : 0) + (double)T * exp(-eps0);
+        *delta = d > 1 ? 1 : d;
+        return DP_OK;
+    }
     rrwin w;
     DP_TRY(rr_pmf(&w, eps0, T));
     *delta = rr_delta_win(&w, eps0, T, eps);
@@ -229,9 +258,15 @@ dp_status acct_rr_delta(double *delta, double eps0, int64_t T, double eps) {
 }
 
 dp_status acct_rr_epsilon(double *eps, double eps0, int64_t T, double delta) {
+    double basic = (double)T * eps0;
+    if (eps0 > RR_HUGE_EPS0) {
+        /* the top atom holds mass >= 1 - T e^-eps0 > delta: epsilon is the top loss T eps0 exactly
+         * (basic composition), +inf when it overflows */
+        *eps = basic;
+        return DP_OK;
+    }
     rrwin w;
     DP_TRY(rr_pmf(&w, eps0, T));
-    double basic = (double)T * eps0;
     /* delta(eps) is decreasing and convex; on (l_{j-1}, l_j] it is s1 - e^eps S2 with the sums over
      * k >= j (compensated); find the first interval from the top whose left end exceeds delta */
     double s1 = 0, c1 = 0, s2 = 0, c2 = 0, ref = NAN, res = 0;
@@ -258,6 +293,7 @@ dp_status acct_rr_epsilon(double *eps, double eps0, int64_t T, double delta) {
         } else if (lo <= 0.0) found = 1;
     }
     free(w.p);
+    if (!found || isnan(res)) res = basic; /* no interval decided (rounding): basic composition is an upper bound */
     *eps = res > basic ? basic : res; /* cannot exceed basic composition; guards rounding at the top atom */
     return DP_OK;
 }

@@ -247,7 +247,7 @@ static double laplace_sub_log_a(double q, double b, double beta) {
     double c = 2.0 * fabs(beta) / b + 1.0 / b;
     long M = (long)ceil(c / 4.0);
     if (M < 4) M = 4;
-    if (M > 1000000) return NAN;
+    if (M > ACCT_LAPLACE_MAX_PANELS) return NAN; /* too costly: the caller falls back to the pure-DP bound */
     double wd = 1.0 / (double)M;
     for (long p = 0; p < M; p++) {
         double x0 = p * wd;
@@ -284,10 +284,19 @@ double acct_rdp_rr(double eps0, double alpha) {
     return (-c + lae((alpha - 1.0) * eps0, -alpha * eps0)) / (alpha - 1.0);
 }
 
+/* The exponent alpha (alpha - 1) / (2 sigma^2) of the largest term of A_alpha overflows a double
+ * (sigma below ~1e-154, or a huge order): the RDP at that order is at least alpha / (2 sigma^2)
+ * + alpha log q / (alpha - 1), beyond the double range, so +inf is its (correct) upper bound.
+ * Without this, sigma^2 underflowing to 0 turns every term into inf - inf = NaN (docs §2). */
+int acct_sgm_exponent_overflows(double sigma, double alpha) {
+    return !isfinite(alpha * (alpha - 1.0) * 0.5 / sigma / sigma);
+}
+
 dp_status acct_rdp_step(double *rdp, const acct_segment *seg, double alpha) {
     if (!(alpha > 1.0)) return dp_error(DP_ERR_INVALID, "RDP order must be > 1 (got %g)", alpha);
     switch (seg->mech) {
     case ACCT_GAUSSIAN: {
+        if (acct_sgm_exponent_overflows(seg->param, alpha)) { *rdp = INFINITY; return DP_OK; }
         double la = acct_rdp_sgm_log_a(seg->q, seg->param, alpha);
         if (isnan(la))
             return dp_error(DP_ERR_NUMERIC, "RDP series for q=%g sigma=%g did not converge at order %g", seg->q,
@@ -298,9 +307,14 @@ dp_status acct_rdp_step(double *rdp, const acct_segment *seg, double alpha) {
     }
     case ACCT_LAPLACE:
         *rdp = acct_rdp_laplace_sub(seg->q, seg->param, alpha);
-        if (isnan(*rdp))
-            return dp_error(DP_ERR_NUMERIC, "RDP of the subsampled Laplace mechanism: order %g too large for b=%g", alpha,
-                            seg->param);
+        if (isnan(*rdp)) {
+            /* quadrature too costly (2 alpha / b large): the mechanism is eps'-DP with the amplified
+             * eps' = log(1 + q (e^(1/b) - 1)), and randomized response with eps' dominates every
+             * eps'-DP mechanism, so its RDP is an upper bound (docs/accounting.md §12) */
+            double e0;
+            DP_TRY(acct_pure_step_eps(&e0, seg));
+            *rdp = acct_rdp_rr(e0, alpha);
+        }
         return DP_OK;
     case ACCT_PURE: {
         double e0;
@@ -324,7 +338,9 @@ dp_status acct_rdp_schedule(double *rdp, const acct_schedule *s, const double *o
         frac_ctx_init(&fc, g->q, g->param);
         for (size_t k = 0; k < n; k++) {
             double r, a = orders[k];
-            if (g->mech == ACCT_GAUSSIAN && g->q < 1.0 && a != floor(a) && a > 1.0) {
+            if (g->mech == ACCT_GAUSSIAN && acct_sgm_exponent_overflows(g->param, a)) {
+                r = INFINITY; /* see acct_sgm_exponent_overflows */
+            } else if (g->mech == ACCT_GAUSSIAN && g->q < 1.0 && a != floor(a) && a > 1.0) {
                 double la = log_a_frac_ctx(&fc, a);
                 if (isnan(la)) { fa[nf] = a; fi[nf] = k; nf++; continue; }
                 r = la / (a - 1.0);

@@ -1,7 +1,9 @@
 /* common/cli.c — option parsing and validation. */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +17,44 @@ dp_status dp_parse_double(double *out, const char *what, const char *s) {
     if (*end) return dp_error(DP_ERR_INVALID, "%s: '%s' is not a number", what, s);
     if (isnan(v)) return dp_error(DP_ERR_INVALID, "%s: NaN is not allowed", what);
     if (isinf(v) || (errno == ERANGE && fabs(v) > 1.0))
-        return dp_error(DP_ERR_INVALID, "%s: '%s' is not a finite number", what, s);
+        return dp_error(DP_ERR_INVALID, "%s: '%s' is not a finite number (overflows a double)", what, s);
+    /* Underflow: strtod returns 0 or a subnormal with ERANGE ("1e-400" would silently
+     * become 0, e.g. no noise). Only an exact zero spelled as zero is zero. */
+    if (errno == ERANGE || (v != 0.0 && !isnormal(v)))
+        return dp_error(DP_ERR_INVALID, "%s: '%s' underflows a double (magnitude below %g is not representable exactly)",
+                        what, s, DBL_MIN);
+    if (end == s || isspace((unsigned char)s[0]))
+        return dp_error(DP_ERR_INVALID, "%s: '%s' is not a number", what, s);
     *out = v;
+    return DP_OK;
+}
+
+dp_status dp_json_numbers_check(const char *buf, size_t len, const char *what) {
+    int in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = buf[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = 0;
+            continue;
+        }
+        if (c == '"') { in_str = 1; continue; }
+        if (c != '-' && !(c >= '0' && c <= '9')) continue;
+        size_t j = i;
+        while (j < len && (buf[j] == '-' || buf[j] == '+' || buf[j] == '.' || buf[j] == 'e' || buf[j] == 'E' ||
+                           (buf[j] >= '0' && buf[j] <= '9')))
+            j++;
+        char tok[64];
+        if (j - i >= sizeof tok) return dp_error(DP_ERR_FORMAT, "%s: a number of %zu characters", what, j - i);
+        memcpy(tok, buf + i, j - i);
+        tok[j - i] = 0;
+        double v;
+        if (strpbrk(tok, ".eE") && dp_parse_double(&v, what, tok) != DP_OK) { /* integers: jansson checks range */
+            dp_status st = dp_error(DP_ERR_FORMAT, "%s", dp_last_error());
+            return st;
+        }
+        i = j - 1;
+    }
     return DP_OK;
 }
 
@@ -25,8 +63,11 @@ dp_status dp_parse_i64(int64_t *out, const char *what, const char *s) {
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (*end) return dp_error(DP_ERR_INVALID, "%s: '%s' is not an integer", what, s);
-    if (errno == ERANGE) return dp_error(DP_ERR_INVALID, "%s: '%s' is out of range", what, s);
+    if (*end || end == s || isspace((unsigned char)s[0]))
+        return dp_error(DP_ERR_INVALID, "%s: '%s' is not an integer", what, s);
+    if (errno == ERANGE)
+        return dp_error(DP_ERR_INVALID, "%s: '%s' is out of range (a 64-bit integer is in [%lld, %lld])", what, s,
+                        (long long)INT64_MIN, (long long)INT64_MAX);
     *out = v;
     return DP_OK;
 }

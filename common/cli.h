@@ -38,6 +38,10 @@ dp_status dp_opts_parse(const dp_opt *opts, size_t nopts, int argc, char **argv,
 void dp_opts_print_help(const dp_opt *opts, size_t nopts);
 
 dp_status dp_parse_double(double *out, const char *what, const char *s);
+/* Every number token of the JSON text buf[0..len) (outside strings) must satisfy dp_parse_double's
+ * rules: jansson reads 1e-400 as 0 without a word, so JSON inputs are checked by this first.
+ * DP_ERR_FORMAT "WHAT: number '1e-400' underflows ..." otherwise; malformed JSON is left to jansson. */
+dp_status dp_json_numbers_check(const char *buf, size_t len, const char *what);
 dp_status dp_parse_i64(int64_t *out, const char *what, const char *s);
 dp_status dp_parse_u64(uint64_t *out, const char *what, const char *s);
 /* Comma-separated lists; *n receives the count (at most max). */

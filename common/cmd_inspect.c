@@ -43,7 +43,7 @@ int dp_cmd_inspect(int argc, char **argv) {
     const char *path = pos[0];
     uint8_t *buf;
     size_t len;
-    if ((st = dp_read_file(&buf, &len, path)) != DP_OK) return dp_cli_fail("inspect", st);
+    if ((st = dp_st_read_image(&buf, &len, path)) != DP_OK) return dp_cli_fail("inspect", st);
     dp_tensor_set set;
     st = dp_st_parse(&set, buf, len);
     char hex[DP_SHA256_HEX_LEN];

@@ -22,11 +22,30 @@ static void rng_usage(FILE *f) {
             "usage: dpcert rng philox --key K0,K1 --counter C0,C1,C2,C3\n"
             "       dpcert rng sample --dist gaussian|laplace|uniform --key K --stream N --purpose NAME\n"
             "                         --count M [--offset I] [--lane L]\n"
-            "Numbers are decimal or 0x-prefixed hex. Purposes: data init dpzo-dir attack-data test (public,\n"
+            "Numbers are decimal or 0x-prefixed hex; philox words may also be the 8-digit hex it prints. Purposes: data init dpzo-dir attack-data test (public,\n"
             "K is the seed) and noise sampling dpzo-noise audit-noise (secret, K is the noise key).\n");
 }
 
-/* Comma-separated list of exactly n unsigned words < 2^32 (decimal or 0x hex). */
+/* One word as `rng philox` accepts it: 0x-prefixed hex; exactly 8 hex digits (the form
+ * it prints, %08x) when the word has a letter a-f or a leading 0; otherwise decimal.
+ * Eight decimal digits without a leading 0 could be either and are refused. */
+static dp_status parse_word(uint64_t *v, const char *what, size_t k, const char *p) {
+    size_t len = strlen(p), nhex = strspn(p, "0123456789abcdefABCDEF"), ndec = strspn(p, "0123456789");
+    if (len == 8 && nhex == 8 && (ndec < 8 || p[0] == '0')) {
+        char buf[16];
+        snprintf(buf, sizeof buf, "0x%s", p);
+        return dp_parse_u64(v, what, buf);
+    }
+    if (len == 8 && ndec == 8)
+        return dp_error(DP_ERR_INVALID,
+                        "%s: word %zu '%s' is ambiguous (8 digits is the printed hex form): write 0x%s for hex, "
+                        "or the decimal value in hex with 0x",
+                        what, k, p, p);
+    return dp_parse_u64(v, what, p);
+}
+
+/* Comma-separated list of exactly n unsigned words < 2^32 (decimal, 0x hex, or the 8-digit
+ * hex words `rng philox` prints). */
 static dp_status parse_words(uint32_t *out, size_t n, const char *what, const char *s) {
     char buf[256];
     if (strlen(s) >= sizeof buf) return dp_error(DP_ERR_INVALID, "%s: value too long", what);
@@ -39,7 +58,7 @@ static dp_status parse_words(uint32_t *out, size_t n, const char *what, const ch
         if (k >= n) return dp_error(DP_ERR_INVALID, "%s: expected %zu comma-separated words, got more", what, n);
         uint64_t v;
         if (!*p) return dp_error(DP_ERR_INVALID, "%s: empty word %zu in '%s'", what, k, s);
-        DP_TRY(dp_parse_u64(&v, what, p));
+        DP_TRY(parse_word(&v, what, k, p));
         if (v > UINT32_MAX) return dp_error(DP_ERR_INVALID, "%s: word %zu (%s) does not fit in 32 bits", what, k, p);
         out[k++] = (uint32_t)v;
         if (!comma) break;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -132,5 +133,42 @@ dp_status dp_stdout_finish(const char *what) {
     if (fflush(stdout) != 0 || ferror(stdout))
         return dp_error(DP_ERR_IO, "%s: cannot write the result to standard output: %s", what,
                         strerror(errno ? errno : EIO));
+    return DP_OK;
+}
+
+dp_status dp_read_file_max(char **buf, size_t *len, const char *what, const char *path, size_t max) {
+    *buf = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return dp_error(DP_ERR_IO, "%s %s: cannot open: %s", what, path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > (uint64_t)max) {
+        fclose(f);
+        return dp_error(DP_ERR_FORMAT, "%s %s: %lld bytes, longer than the limit of %zu bytes", what, path,
+                        (long long)sb.st_size, max);
+    }
+    size_t cap = 4096, n = 0;
+    char *p = malloc(cap + 1);
+    dp_status st = p ? DP_OK : dp_error(DP_ERR_NOMEM, "%s %s: out of memory", what, path);
+    while (st == DP_OK) {
+        if (n == cap) {
+            size_t nc = cap > max / 2 ? max + 1 : cap * 2; /* at most max + 1 bytes are ever read */
+            if (n > max) { st = dp_error(DP_ERR_FORMAT, "%s %s: longer than the limit of %zu bytes", what, path, max); break; }
+            char *q = realloc(p, nc + 1);
+            if (!q) { st = dp_error(DP_ERR_NOMEM, "%s %s: out of memory", what, path); break; }
+            p = q;
+            cap = nc;
+        }
+        size_t r = fread(p + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) break;
+    }
+    if (st == DP_OK && n > max) st = dp_error(DP_ERR_FORMAT, "%s %s: longer than the limit of %zu bytes", what, path, max);
+    if (st == DP_OK && ferror(f)) st = dp_error(DP_ERR_IO, "%s %s: read error", what, path);
+    fclose(f);
+    if (st != DP_OK) { free(p); return st; }
+    p[n] = 0;
+    *buf = p;
+    *len = n;
     return DP_OK;
 }

@@ -34,6 +34,14 @@ void dp_afile_abort(dp_afile *af);
 /* Whole file at once. */
 dp_status dp_write_file_atomic(const char *what, const char *path, const void *data, size_t n);
 
+/* Bounded reading. Read the whole of `path` (also a pipe or a device: never trusted to end)
+ * into a malloc'd buffer with a NUL byte after it (not counted in *len). More than `max` bytes
+ * is DP_ERR_FORMAT "WHAT PATH: longer than the limit of MAX bytes", found after reading at most
+ * max + 1 bytes; a regular file's size is checked before reading. `what` names the option. */
+dp_status dp_read_file_max(char **buf, size_t *len, const char *what, const char *path, size_t max);
+/* Limits of the text inputs (docs/development.md, I/O rules). */
+#define DP_MAX_TEXT_INPUT ((size_t)64 << 20) /* case files, schedules, claims files: 64 MiB */
+
 /* Flush stdout and report a lost result (full device, closed pipe) as DP_ERR_IO naming
  * `what`; commands call it before returning success. */
 dp_status dp_stdout_finish(const char *what);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/fsutil.h"
 
 #ifndef DPCERT_VERSION
 #define DPCERT_VERSION "0.0.0"
@@ -114,7 +115,14 @@ int main(int argc, char **argv) {
             fprintf(stderr, "dpcert %s: not built into this binary\n", c);
             return 3;
         }
-        return dp_commands[i].fn(argc - 2, argv + 2);
+        int rc = dp_commands[i].fn(argc - 2, argv + 2);
+        /* every command's result on stdout: a failed write or final flush (full device, closed
+         * pipe) is a lost result, exit 3 with a message, whatever the command returned */
+        if (dp_stdout_finish(c) != DP_OK) {
+            fprintf(stderr, "dpcert %s\n", dp_last_error()); /* "COMMAND: cannot write ..." */
+            return 3;
+        }
+        return rc;
     }
     fprintf(stderr, "dpcert: unknown command '%s'\n\n", c);
     usage(stderr);

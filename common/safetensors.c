@@ -1,10 +1,13 @@
 /* common/safetensors.c — safetensors I/O on top of jansson. */
 #include "safetensors.h"
 
+#include "fsutil.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -115,12 +118,10 @@ dp_status dp_st_write(const char *path, const dp_tensor_set *s) {
     uint8_t *buf;
     size_t len;
     DP_TRY(dp_st_serialize(&buf, &len, s));
-    FILE *f = fopen(path, "wb");
-    if (!f) { free(buf); return dp_error(DP_ERR_IO, "cannot create '%s': %s", path, strerror(errno)); }
-    size_t w = fwrite(buf, 1, len, f);
+    /* temp file in the same directory, fsync, rename: never through a link, never half-written */
+    dp_status st = dp_write_file_atomic("safetensors export", path, buf, len);
     free(buf);
-    if (fclose(f) != 0 || w != len) return dp_error(DP_ERR_IO, "error writing '%s'", path);
-    return DP_OK;
+    return st;
 }
 
 typedef struct { const char *name; uint64_t begin, end; json_t *desc; size_t order; } st_entry;
@@ -250,11 +251,91 @@ fail:
     return st;
 }
 
+/* fread up to n bytes at p[*len..], growing nothing (the caller sized p); returns bytes read */
+static size_t st_fill(uint8_t *p, size_t n, FILE *f) {
+    size_t got = 0, r;
+    while (got < n && (r = fread(p + got, 1, n - got, f)) > 0) got += r;
+    return got;
+}
+
+/* The data length a header declares: the largest data_offsets end (0 when the JSON does not
+ * parse or has no usable offsets: dp_st_parse then says what is wrong). */
+static uint64_t st_declared_data(const uint8_t *hdr, size_t hl) {
+    json_t *root = json_loadb((const char *)hdr, hl, 0, NULL);
+    uint64_t end = 0;
+    const char *k;
+    json_t *v;
+    if (root && json_is_object(root))
+        json_object_foreach(root, k, v) {
+            json_t *e = json_array_get(json_object_get(v, "data_offsets"), 1);
+            if (json_is_integer(e) && json_integer_value(e) > 0 && (uint64_t)json_integer_value(e) > end)
+                end = (uint64_t)json_integer_value(e);
+        }
+    json_decref(root);
+    return end;
+}
+
+dp_status dp_st_read_image(uint8_t **buf, size_t *len, const char *path) {
+    *buf = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return dp_error(DP_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    uint8_t h8[8];
+    size_t n8 = st_fill(h8, 8, f);
+    uint64_t hl = 0;
+    for (size_t i = 0; i < n8; i++) hl |= (uint64_t)h8[i] << (8 * i);
+    dp_status st = DP_OK;
+    /* the first 8 bytes already decide these (an endless /dev/zero declares a 0-byte header) */
+    if (n8 == 8 && hl > DP_ST_MAX_HEADER)
+        st = dp_error(DP_ERR_FORMAT, "%s: header length %llu exceeds the limit of %u bytes", path,
+                      (unsigned long long)hl, DP_ST_MAX_HEADER);
+    else if (n8 == 8 && hl < 2)
+        st = dp_error(DP_ERR_FORMAT, "%s: header of %llu bytes cannot hold a JSON object", path, (unsigned long long)hl);
+    uint8_t *p = NULL;
+    size_t n = n8;
+    if (st == DP_OK && n8 == 8) {
+        p = malloc(8 + (size_t)hl + 1);
+        if (!p) st = dp_error(DP_ERR_NOMEM, "%s: out of memory for a %llu-byte header", path, (unsigned long long)hl);
+        else {
+            memcpy(p, h8, 8);
+            n += st_fill(p + 8, (size_t)hl, f);
+        }
+    }
+    if (st == DP_OK && n == 8 + hl) {
+        /* the data: exactly what the header declares, then one probe byte (a longer file is
+         * rejected by dp_st_parse, which sees the extra byte); refused before allocating when it
+         * exceeds the physical memory */
+        uint64_t dl = st_declared_data(p + 8, (size_t)hl);
+        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        double phys = pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
+        if (phys > 0 && (double)dl > phys)
+            st = dp_error(DP_ERR_INVALID, "%s: the header declares %.3g bytes of data, more than this machine's memory "
+                          "(%.3g bytes)", path, (double)dl, phys);
+        uint8_t *q = st == DP_OK ? realloc(p, 8 + (size_t)hl + (size_t)dl + 1) : NULL;
+        if (st == DP_OK && !q) st = dp_error(DP_ERR_NOMEM, "%s: out of memory for %.3g bytes of data", path, (double)dl);
+        if (q) {
+            p = q;
+            n += st_fill(p + n, (size_t)dl + 1, f);
+        }
+    }
+    if (st == DP_OK && ferror(f)) st = dp_error(DP_ERR_IO, "error reading '%s'", path);
+    fclose(f);
+    if (st == DP_OK && !p) { /* shorter than 8 bytes: dp_st_parse names it */
+        p = malloc(8);
+        if (!p) st = dp_error(DP_ERR_NOMEM, "out of memory");
+        else memcpy(p, h8, n8);
+    }
+    if (st != DP_OK) { free(p); return st; }
+    *buf = p;
+    *len = n;
+    return DP_OK;
+}
+
 dp_status dp_st_read(dp_tensor_set *out, const char *path) {
     uint8_t *buf;
     size_t len;
     dp_tset_init(out);
-    DP_TRY(dp_read_file(&buf, &len, path));
+    DP_TRY(dp_st_read_image(&buf, &len, path));
     dp_status st = dp_st_parse(out, buf, len);
     free(buf);
     if (st != DP_OK) return dp_error_context(st, "%s", path);

@@ -31,6 +31,12 @@ dp_status dp_st_write(const char *path, const dp_tensor_set *s);
 dp_status dp_st_parse(dp_tensor_set *out, const uint8_t *buf, size_t len);
 dp_status dp_st_read(dp_tensor_set *out, const char *path);
 
+/* Read a safetensors file by its declared sizes: 8 bytes, the header (refused at once when its
+ * length is < 2 or > DP_ST_MAX_HEADER: `inspect /dev/zero` stops after 8 bytes), then exactly
+ * the data the header declares plus one probe byte (so a longer file is seen by dp_st_parse);
+ * a declared data size above the physical memory is refused before allocating. The image is
+ * then validated by dp_st_parse. */
+dp_status dp_st_read_image(uint8_t **buf, size_t *len, const char *path);
 /* Read a whole file into memory (shared helper). */
 dp_status dp_read_file(uint8_t **buf, size_t *len, const char *path);
 

@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli.h"
+#include "common/fsutil.h"
 #include "conformance/conf.h"
+#include "optimized/dpsgd.h"
 
 static void free_argv(char **v, size_t n) {
     for (size_t i = 0; i < n; i++) free(v[i]);
@@ -40,17 +43,20 @@ static dp_status obj_to_argv(char ***v, size_t *n, json_t *o, const char *path, 
     const char *k;
     json_t *val;
     json_object_foreach(o, k, val) {
-        char opt[128], buf[64];
+        char opt[128], num[40]; /* a name is at most 100 characters (checked); a number at most 24 */
         if (!k[0] || strlen(k) > 100 || k[0] == '-') return FERR("'%s': bad option name '%s' (write it without --)", key, k);
         snprintf(opt, sizeof opt, "--%s", k);
         if (json_is_true(val)) { DP_TRY(push_arg(v, n, opt)); continue; }
         if (json_is_false(val)) continue;
-        if (json_is_string(val)) snprintf(buf, sizeof buf, "%s", json_string_value(val));
-        else if (json_is_integer(val)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(val));
-        else if (json_is_real(val)) snprintf(buf, sizeof buf, "%.17g", json_real_value(val));
+        const char *arg = num; /* a string value is passed whole, whatever its length (no cut) */
+        if (json_is_string(val)) {
+            arg = json_string_value(val);
+            if (strlen(arg) != json_string_length(val)) return FERR("'%s.%s' contains a NUL character", key, k);
+        } else if (json_is_integer(val)) snprintf(num, sizeof num, "%lld", (long long)json_integer_value(val));
+        else if (json_is_real(val)) snprintf(num, sizeof num, "%.17g", json_real_value(val));
         else return FERR("'%s.%s' must be a string, number or boolean", key, k);
         DP_TRY(push_arg(v, n, opt));
-        DP_TRY(push_arg(v, n, buf));
+        DP_TRY(push_arg(v, n, arg));
     }
     return DP_OK;
 }
@@ -74,19 +80,59 @@ static dp_status get_str(char *out, size_t len, json_t *root, const char *key, c
     return DP_OK;
 }
 
-static dp_status get_num(double *out, json_t *root, const char *key, double dflt, const char *path) {
+/* An optional number in [lo, hi] (lo_open: lo excluded). Absent: *present = 0 and *out = dflt;
+ * absence is never encoded in the value (a negative value is an error, not "absent"). */
+static dp_status get_num(double *out, int *present, json_t *root, const char *key, double dflt, double lo, int lo_open,
+                         double hi, const char *path) {
     json_t *v = json_object_get(root, key);
+    if (present) *present = v != NULL;
     if (!v) { *out = dflt; return DP_OK; }
     if (!json_is_number(v)) return FERR("'%s' must be a number", key);
     *out = json_number_value(v);
-    if (!isfinite(*out)) return FERR("'%s' must be finite", key);
+    if (!isfinite(*out) || (lo_open ? !(*out > lo) : !(*out >= lo)) || !(*out <= hi))
+        return FERR("'%s' must be a number in %c%g, %g] (got %.17g)", key, lo_open ? '(' : '[', lo, hi, *out);
     return DP_OK;
+}
+
+/* An optional JSON integer (not 2.5, not 1e300, not "16") in [lo, hi]. */
+static dp_status get_int(int64_t *out, int *present, json_t *root, const char *key, int64_t dflt, int64_t lo,
+                         int64_t hi, const char *path) {
+    json_t *v = json_object_get(root, key);
+    if (present) *present = v != NULL;
+    if (!v) { *out = dflt; return DP_OK; }
+    if (!json_is_integer(v)) return FERR("'%s' must be an integer (a JSON number without fraction or exponent)", key);
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi) return FERR("'%s' must be an integer in [%lld, %lld] (got %lld)", key, (long long)lo,
+                                      (long long)hi, (long long)x);
+    *out = (int64_t)x;
+    return DP_OK;
+}
+
+/* append a value to the argument list of both sides as "--opt value" */
+static dp_status push_opt(conf_case *c, const char *opt, const char *val) {
+    DP_TRY(push_arg(&c->args, &c->nargs, opt));
+    return push_arg(&c->args, &c->nargs, val);
 }
 
 dp_status conf_case_load(conf_case *c, const char *path) {
     memset(c, 0, sizeof *c);
+    char *buf = NULL;
+    size_t len = 0;
+    DP_TRY(dp_read_file_max(&buf, &len, "case file", path, DP_MAX_TEXT_INPUT));
+    dp_status st = conf_case_parse(c, buf, len, path);
+    free(buf);
+    return st;
+}
+
+dp_status conf_case_parse(conf_case *c, const char *buf, size_t len, const char *path) {
+    memset(c, 0, sizeof *c);
     json_error_t err;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    {
+        char what[600];
+        snprintf(what, sizeof what, "case %.500s", path);
+        DP_TRY(dp_json_numbers_check(buf, len, what));
+    }
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
     if (!root) return dp_error(DP_ERR_FORMAT, "case %s: invalid JSON at line %d: %s", path, err.line, err.text);
     dp_status st = DP_OK;
     static const char *const known[] = {"name", "description", "suites", "algorithm", "kind", "strategy", "noise_mode",
@@ -126,6 +172,10 @@ dp_status conf_case_load(conf_case *c, const char *path) {
         json_array_foreach(s, i, v) {
             if (!json_is_string(v)) { st = FERR("'suites' entries must be strings"); goto out; }
             size_t l = strlen(c->suites);
+            if (l + 1 + strlen(json_string_value(v)) >= sizeof c->suites) {
+                st = FERR("'suites' is longer than %zu characters in all", sizeof c->suites - 1);
+                goto out;
+            }
             snprintf(c->suites + l, sizeof c->suites - l, "%s%s", l ? "," : "", json_string_value(v));
         }
     }
@@ -148,34 +198,44 @@ dp_status conf_case_load(conf_case *c, const char *path) {
             }
         }
     }
-    double d;
-    if ((st = get_num(&d, root, "micro_batches", 1, path)) != DP_OK) goto out;
-    if (d < 1 || d != floor(d)) { st = FERR("'micro_batches' must be an integer >= 1"); goto out; }
-    c->micro_batches = (int64_t)d;
-    if ((st = get_num(&c->sigma, root, "sigma", -1, path)) != DP_OK) goto out;
-    if ((st = get_num(&c->clip, root, "clip", -1, path)) != DP_OK) goto out;
-    if ((st = get_num(&c->q, root, "q", -1, path)) != DP_OK) goto out;
-    if ((st = get_num(&d, root, "dataset_size", -1, path)) != DP_OK) goto out;
-    c->n_data = (int64_t)d;
-    if ((st = get_num(&d, root, "steps", -1, path)) != DP_OK) goto out;
-    c->steps = (int64_t)d;
-    if ((st = get_num(&c->alpha, root, "alpha", 1e-6, path)) != DP_OK) goto out;
-    if (!(c->alpha > 0 && c->alpha < 0.5)) { st = FERR("'alpha' must be in (0, 0.5)"); goto out; }
-    if (strcmp(c->kind, "stat-noise") == 0 && !(c->sigma > 0 && c->clip > 0)) {
+    {
+        json_t *ds = json_object_get(root, "description");
+        if (ds && !json_is_string(ds)) { st = FERR("'description' must be a string"); goto out; }
+        int known_strategy = 0;
+        for (const char *const *q = opt_strategy_names; *q; q++) known_strategy |= strcmp(*q, c->strategy) == 0;
+        if (!known_strategy) { st = FERR("'strategy' has an unknown value '%s'", c->strategy); goto out; }
+    }
+    /* the statistical and run-size keys: typed, exact and in range; each is also passed to both
+     * sides as an option when present (docs/conformance.md) */
+    const int64_t u32max = 4294967295LL;
+    int has_sigma, has_clip, has_q, has_n, has_steps;
+    if ((st = get_int(&c->micro_batches, NULL, root, "micro_batches", 1, 1, u32max, path)) != DP_OK) goto out;
+    if ((st = get_num(&c->sigma, &has_sigma, root, "sigma", -1, 0, 0, 1e300, path)) != DP_OK) goto out;
+    if ((st = get_num(&c->clip, &has_clip, root, "clip", -1, 0, 1, 1e300, path)) != DP_OK) goto out;
+    if ((st = get_num(&c->q, &has_q, root, "q", -1, 0, 1, 1, path)) != DP_OK) goto out;
+    if ((st = get_int(&c->n_data, &has_n, root, "dataset_size", -1, 1, u32max, path)) != DP_OK) goto out;
+    if ((st = get_int(&c->steps, &has_steps, root, "steps", -1, 1, u32max, path)) != DP_OK) goto out;
+    if ((st = get_num(&c->alpha, NULL, root, "alpha", 1e-6, 0, 1, 0.5, path)) != DP_OK) goto out;
+    if (c->alpha >= 0.5) { st = FERR("'alpha' must be in (0, 0.5)"); goto out; }
+    if (strcmp(c->kind, "stat-noise") == 0 && !(has_sigma && c->sigma > 0 && has_clip)) {
         st = FERR("a stat-noise case needs 'sigma' > 0 and 'clip' > 0 (the variance under test)");
         goto out;
     }
-    if (strcmp(c->kind, "stat-poisson") == 0 && !(c->q > 0 && c->q <= 1 && c->n_data >= 1)) {
+    if (strcmp(c->kind, "stat-poisson") == 0 && !(has_q && has_n)) {
         st = FERR("a stat-poisson case needs 'q' in (0, 1] and 'dataset_size' >= 1");
         goto out;
     }
-    /* the statistical keys double as options of both sides */
-    if (c->sigma >= 0) { char b[64]; snprintf(b, sizeof b, "%.17g", c->sigma); if ((st = push_arg(&c->args, &c->nargs, "--sigma")) || (st = push_arg(&c->args, &c->nargs, b))) goto out; }
-    if (c->clip >= 0) { char b[64]; snprintf(b, sizeof b, "%.17g", c->clip); if ((st = push_arg(&c->args, &c->nargs, "--clip")) || (st = push_arg(&c->args, &c->nargs, b))) goto out; }
-    if (c->q >= 0) { char b[64]; snprintf(b, sizeof b, "%.17g", c->q); if ((st = push_arg(&c->args, &c->nargs, "--q")) || (st = push_arg(&c->args, &c->nargs, b))) goto out; }
-    if (c->n_data >= 0) { char b[64]; snprintf(b, sizeof b, "%lld", (long long)c->n_data); if ((st = push_arg(&c->args, &c->nargs, "--dataset-size")) || (st = push_arg(&c->args, &c->nargs, b))) goto out; }
-    if (c->steps >= 0) { char b[64]; snprintf(b, sizeof b, "%lld", (long long)c->steps); if ((st = push_arg(&c->args, &c->nargs, "--steps")) || (st = push_arg(&c->args, &c->nargs, b))) goto out; }
-    if (c->micro_batches > 1) { char b[64]; snprintf(b, sizeof b, "%lld", (long long)c->micro_batches); if ((st = push_arg(&c->args, &c->nargs, "--micro-batches")) || (st = push_arg(&c->args, &c->nargs, b))) goto out; }
+    {
+        char b[40];
+        if (has_sigma && (snprintf(b, sizeof b, "%.17g", c->sigma), (st = push_opt(c, "--sigma", b)))) goto out;
+        if (has_clip && (snprintf(b, sizeof b, "%.17g", c->clip), (st = push_opt(c, "--clip", b)))) goto out;
+        if (has_q && (snprintf(b, sizeof b, "%.17g", c->q), (st = push_opt(c, "--q", b)))) goto out;
+        if (has_n && (snprintf(b, sizeof b, "%lld", (long long)c->n_data), (st = push_opt(c, "--dataset-size", b)))) goto out;
+        if (has_steps && (snprintf(b, sizeof b, "%lld", (long long)c->steps), (st = push_opt(c, "--steps", b)))) goto out;
+        if (c->micro_batches > 1 &&
+            (snprintf(b, sizeof b, "%lld", (long long)c->micro_batches), (st = push_opt(c, "--micro-batches", b))))
+            goto out;
+    }
     json_t *a;
     if ((a = json_object_get(root, "args")) && (st = obj_to_argv(&c->args, &c->nargs, a, path, "args")) != DP_OK) goto out;
     if ((a = json_object_get(root, "reference_args")) &&
@@ -190,6 +250,10 @@ dp_status conf_case_load(conf_case *c, const char *path) {
             goto out;
         }
         c->expect_fail = 1;
+        if (t && strlen(json_string_value(t)) >= sizeof c->expect_tensor) {
+            st = FERR("'expect.tensor' is longer than %zu characters", sizeof c->expect_tensor - 1);
+            goto out;
+        }
         if (t) snprintf(c->expect_tensor, sizeof c->expect_tensor, "%s", json_string_value(t));
     }
     {

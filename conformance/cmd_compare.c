@@ -1,6 +1,7 @@
 /* conformance/cmd_compare.c — `dpcert compare A B`: compare a candidate export B with
  * a reference export A (files or step directories) under the derived tolerances. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,7 +12,7 @@ json_t *conf_cmp_json(const conf_cmp_result *r);
 
 int dp_cmd_compare(int argc, char **argv) {
     const char *dtype = "f64";
-    int json = 0, help = 0, verbose = 0, shares = 0, dtype_seen = 0;
+    int json = 0, help = 0, verbose = 0, shares = 0, dtype_seen = 0, model_k_seen = 0, noise_ranks_seen = 0;
     double warn = 0.5;
     int64_t model_k = 0, noise_ranks = 0;
     dp_opt opts[] = {
@@ -20,9 +21,9 @@ int dp_cmd_compare(int argc, char **argv) {
         {"--warn", DP_OPT_DOUBLE, &warn, NULL, "MARGINAL above this fraction of the budget (default 0.5)"},
         {"--noise-shares", DP_OPT_FLAG, &shares, NULL,
          "the candidate's noise is independent per-rank shares: recomputed from the reference's noise_key"},
-        {"--noise-ranks", DP_OPT_INT, &noise_ranks, NULL,
+        {"--noise-ranks", DP_OPT_INT, &noise_ranks, &noise_ranks_seen,
          "R of --noise-shares when the candidate's metadata lacks 'ranks' (1..255)"},
-        {"--model-k", DP_OPT_INT, &model_k, NULL, "reduction length K of the model (default: from the export)"},
+        {"--model-k", DP_OPT_INT, &model_k, &model_k_seen, "reduction length K of the model (default: from the export)"},
         {"--verbose", DP_OPT_FLAG, &verbose, NULL, "also list skipped tensors"},
     };
     const size_t nopts = sizeof opts / sizeof opts[0];
@@ -47,12 +48,21 @@ int dp_cmd_compare(int argc, char **argv) {
     if ((st = dp_parse_choice(&di, "--dtype", dtype, dts)) != DP_OK) return dp_cli_fail("compare", st);
     o.cand_dtype = dtv[di];
     if ((st = dp_check_range("--warn", warn, 0, 0, 1, 0)) != DP_OK) return dp_cli_fail("compare", st);
-    if ((st = dp_check_min("--model-k", (double)model_k, 0, 1)) != DP_OK) return dp_cli_fail("compare", st);
+    /* --model-k K enters gamma_K = K u / (1 - K u) (docs/tolerances.md), defined for K u < 1
+     * with u = u_cand + u_f64: a larger K has no finite bound, so it is refused here. */
+    if (model_k_seen) {
+        double u = conf_unit_roundoff(o.cand_dtype) + conf_unit_roundoff(DP_F64);
+        double kmax = floor(nextafter(1.0 / u, 0.0));
+        if (model_k < 1 || (double)model_k > kmax)
+            return dp_cli_fail("compare", dp_error(DP_ERR_INVALID,
+                                                   "--model-k must be in [1, %.0f] for --dtype %s (K u < 1, "
+                                                   "docs/tolerances.md; got %lld)",
+                                                   kmax, dtype, (long long)model_k));
+    }
     o.warn = warn;
     o.model_k = model_k;
     o.noise_statistical = shares;
-    if ((st = dp_check_min("--noise-ranks", (double)noise_ranks, 0, 1)) != DP_OK) return dp_cli_fail("compare", st);
-    if (noise_ranks > 255) return dp_cli_fail("compare", dp_error(DP_ERR_INVALID, "--noise-ranks must be in [1, 255], got %lld", (long long)noise_ranks));
+    if (noise_ranks_seen && (noise_ranks < 1 || noise_ranks > 255)) return dp_cli_fail("compare", dp_error(DP_ERR_INVALID, "--noise-ranks must be in [1, 255], got %lld", (long long)noise_ranks));
     if (noise_ranks && !shares) return dp_cli_fail("compare", dp_error(DP_ERR_USAGE, "--noise-ranks needs --noise-shares"));
     o.noise_ranks = noise_ranks;
     (void)dtype_seen;

@@ -11,6 +11,7 @@
 
 #include "common/fsutil.h"
 #include "common/cli.h"
+#include "common/proc.h"
 #include "conformance/conf.h"
 #include "conformance/html.h"
 
@@ -45,7 +46,7 @@ static void find_cases_dir(char *out, size_t len, const char *exe) {
 int dp_cmd_conform(int argc, char **argv) {
     const char *suite = NULL, *backend = "host", *ranks_s = NULL, *filter = NULL, *report = NULL, *dpcert = NULL,
                *cases = NULL, *work = NULL;
-    int help = 0, keep = 0, list = 0, seen_suite = 0;
+    int help = 0, keep = 0, list = 0, seen_suite = 0, require_all = 0;
     dp_opt opts[] = {
         {"--suite", DP_OPT_STRING, &suite, &seen_suite, "default | ci | full | all (cases list their suites)"},
         {"--backend", DP_OPT_STRING, &backend, NULL, "host (default) | cuda"},
@@ -57,6 +58,7 @@ int dp_cmd_conform(int argc, char **argv) {
         {"--work", DP_OPT_STRING, &work, NULL, "DIR for the exports (default: a fresh temporary directory)"},
         {"--keep", DP_OPT_FLAG, &keep, NULL, "keep the exports and logs of every case"},
         {"--list", DP_OPT_FLAG, &list, NULL, "list the selected cases and exit"},
+        {"--require-all", DP_OPT_FLAG, &require_all, NULL, "a NOT_SUPPORTED run is a failure (exit 1; for gating jobs)"},
     };
     const size_t nopts = sizeof opts / sizeof opts[0];
     dp_status st = dp_opts_parse(opts, nopts, argc, argv, NULL, 0, NULL, &help);
@@ -64,11 +66,20 @@ int dp_cmd_conform(int argc, char **argv) {
     if (help) {
         printf("usage: dpcert conform --suite NAME [--backend host|cuda] [--ranks LIST] [--filter REGEX] [--report DIR]\n"
                "Runs the reference and the optimized engine on each case and compares them tensor by tensor\n"
-               "(docs/conformance.md). Exit 0 all PASS/MARGINAL/NOT_SUPPORTED/SKIPPED, 1 a case FAILs, 2 bad usage.\n");
+               "(docs/conformance.md). Exit 0 all PASS/MARGINAL/NOT_SUPPORTED/SKIPPED with at least one run compared,\n"
+               "1 a case FAILs (or NOT_SUPPORTED with --require-all), 2 bad usage, 77 no run could run (e.g. the\n"
+               "backend is unavailable), 130/143 interrupted (children stopped, temporary directory removed).\n");
         dp_opts_print_help(opts, nopts);
         return 0;
     }
     if (!seen_suite) return dp_cli_fail(CMD, dp_error(DP_ERR_USAGE, "--suite is required (default, ci, full or all)"));
+    /* conform launches its own ranks (mpirun -n R dpcert train): started as an MPI rank itself,
+     * every rank would race on the same directories */
+    static const char *const mpi_env[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", NULL};
+    for (const char *const *e = mpi_env; *e; e++)
+        if (getenv(*e))
+            return dp_cli_fail(CMD, dp_error(DP_ERR_USAGE, "do not run conform under mpirun (%s is set): it launches "
+                                                           "its own ranks (--ranks)", *e));
     static const char *const backends[] = {"host", "cuda", NULL};
     int bi;
     if ((st = dp_parse_choice(&bi, "--backend", backend, backends)) != DP_OK) return dp_cli_fail(CMD, st);
@@ -157,14 +168,17 @@ int dp_cmd_conform(int argc, char **argv) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
     setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+    if ((st = dp_proc_install_signal_forwarding()) != DP_OK) goto out;
     conf_run_opts ro = {dpcert, backend, casedir, tmpl, keep, 0};
     printf("dpcert conform: suite %s, backend %s, %zu runs (%s)\n", suite, backend, nrun, casedir);
     printf("%-8s %-52s %-13s %12s %8s\n", "", "case", "status", "budget used", "time(s)");
     fflush(stdout);
     size_t counts[5] = {0};
     double total = 0;
-    for (size_t i = 0; i < nrun; i++) {
+    size_t ndone = 0;
+    for (size_t i = 0; i < nrun && !dp_proc_interrupted(); i++) {
         const conf_case *c = &cs[runs[i].ci];
+        ndone = i + 1;
         if ((st = conf_run_case(&res[i], c, runs[i].r, &ro)) != DP_OK) {
             /* the runner itself failed (disk, memory): record and go on */
             res[i].status = CONF_FAIL;
@@ -186,10 +200,27 @@ int dp_cmd_conform(int argc, char **argv) {
         printf("\n");
         fflush(stdout);
     }
+    if (dp_proc_interrupted()) { /* the children's groups got the signal and were waited for */
+        int sig = dp_proc_interrupted();
+        if (!work) conf_rm_rf(tmpl);
+        fprintf(stderr, "dpcert conform: interrupted by signal %d after %zu of %zu runs; children stopped%s\n", sig,
+                ndone, nrun, work ? "" : ", temporary directory removed");
+        rc = 128 + sig;
+        goto out;
+    }
     printf("%zu runs: %zu PASS, %zu MARGINAL, %zu FAIL, %zu NOT_SUPPORTED, %zu SKIPPED (%.1f s)\n", nrun,
            counts[CONF_PASS], counts[CONF_MARGINAL], counts[CONF_FAIL], counts[CONF_NOT_SUPPORTED], counts[CONF_SKIPPED],
            total);
     rc = counts[CONF_FAIL] ? 1 : 0;
+    if (require_all && counts[CONF_NOT_SUPPORTED]) {
+        fprintf(stderr, "dpcert conform: %zu runs NOT_SUPPORTED and --require-all is given\n", counts[CONF_NOT_SUPPORTED]);
+        rc = 1;
+    } else if (!rc && counts[CONF_PASS] + counts[CONF_MARGINAL] == 0) {
+        /* never a pass by omission: nothing was compared (backend unavailable, every run skipped) */
+        fprintf(stderr, "dpcert conform: no run was compared (%zu NOT_SUPPORTED, %zu SKIPPED): exit 77 (skipped)\n",
+                counts[CONF_NOT_SUPPORTED], counts[CONF_SKIPPED]);
+        rc = 77;
+    }
     if (report) {
         char p[4200];
         snprintf(p, sizeof p, "%s/report.json", report);
@@ -203,7 +234,7 @@ int dp_cmd_conform(int argc, char **argv) {
         if (st == DP_OK && snprintf(p, sizeof p, "%s/report.html", report) > 0) st = conf_report_html(p, suite, res, nrun);
         if (st == DP_OK) printf("reports: %s/report.json, %s/junit.xml, %s/report.md\n", report, report, report);
     }
-    if (!work && !keep) rmdir(tmpl);
+    if (!work && !keep) conf_rm_rf(tmpl);
     else if (keep) printf("exports and logs kept in %s\n", tmpl);
 out:
     if (res)

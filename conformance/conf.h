@@ -169,6 +169,8 @@ typedef struct {
 void conf_case_free(conf_case *c);
 /* Load one JSON case (schema in docs/conformance.md); unknown keys are errors. */
 dp_status conf_case_load(conf_case *c, const char *path);
+/* The same from the file's bytes buf[0..len) (the fuzz target's entry); `path` for messages. */
+dp_status conf_case_parse(conf_case *c, const char *buf, size_t len, const char *path);
 /* All cases of `dir` (sorted by file name) that belong to `suite` ("all" for every case). */
 dp_status conf_cases_load_suite(conf_case **out, size_t *n, const char *dir, const char *suite);
 
@@ -207,6 +209,8 @@ int conf_log_not_supported(int rc, const char *log);
  * 0: not (msg says why); -1: nothing to check (no clip factors exported). */
 int conf_clip_mix_check(char *msg, size_t len, const char *dir);
 dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks, const conf_run_opts *o);
+/* Remove a file or directory tree (links removed, never followed); errors ignored. */
+void conf_rm_rf(const char *path);
 
 dp_status conf_report_json(const char *path, const char *suite, const conf_case_result *r, size_t n);
 dp_status conf_report_junit(const char *path, const char *suite, const conf_case_result *r, size_t n);

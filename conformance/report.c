@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/fsutil.h"
 #include "conformance/conf.h"
 
 /* JSON has no infinity: budgets that are not finite are written as null. */
@@ -67,10 +68,16 @@ dp_status conf_report_json(const char *path, const char *suite, const conf_case_
     for (int s = 0; s < 5; s++) json_object_set_new(sum, conf_status_name((conf_status)s), json_integer((json_int_t)counts[s]));
     json_object_set_new(root, "summary", sum);
     json_object_set_new(root, "cases", cases);
-    int rc = json_dump_file(root, path, JSON_INDENT(1) | JSON_ENSURE_ASCII);
+    dp_afile af;
+    dp_status st = dp_afile_open(&af, "report.json", path);
+    if (st == DP_OK) {
+        if (json_dumpf(root, af.f, JSON_INDENT(1) | JSON_ENSURE_ASCII) != 0) {
+            dp_afile_abort(&af);
+            st = dp_error(DP_ERR_IO, "cannot write %s", path);
+        } else st = dp_afile_commit(&af);
+    }
     json_decref(root);
-    if (rc != 0) return dp_error(DP_ERR_IO, "cannot write %s", path);
-    return DP_OK;
+    return st;
 }
 
 /* Length of the valid UTF-8 sequence at s that encodes an XML 1.0 Char (0 when invalid:
@@ -125,8 +132,9 @@ void conf_xml_escape(char *buf, size_t len, const char *s) {
 }
 
 dp_status conf_report_junit(const char *path, const char *suite, const conf_case_result *r, size_t n) {
-    FILE *f = fopen(path, "w");
-    if (!f) return dp_error(DP_ERR_IO, "cannot write %s", path);
+    dp_afile af;
+    DP_TRY(dp_afile_open(&af, "junit.xml", path));
+    FILE *f = af.f;
     size_t fails = 0, skips = 0;
     double total = 0;
     for (size_t i = 0; i < n; i++) {
@@ -163,8 +171,7 @@ dp_status conf_report_junit(const char *path, const char *suite, const conf_case
         fprintf(f, "</testcase>\n");
     }
     fprintf(f, "  </testsuite>\n</testsuites>\n");
-    if (fclose(f) != 0) return dp_error(DP_ERR_IO, "cannot write %s", path);
-    return DP_OK;
+    return dp_afile_commit(&af); /* any failed write above is seen on the stream: DP_ERR_IO */
 }
 
 /* Markdown: pipes in free text would break the table, so they are replaced. */
@@ -175,8 +182,9 @@ static void md_clean(char *buf, size_t len, const char *s) {
 }
 
 dp_status conf_report_md(const char *path, const char *suite, const conf_case_result *r, size_t n) {
-    FILE *f = fopen(path, "w");
-    if (!f) return dp_error(DP_ERR_IO, "cannot write %s", path);
+    dp_afile af;
+    DP_TRY(dp_afile_open(&af, "report.md", path));
+    FILE *f = af.f;
     size_t counts[5] = {0};
     for (size_t i = 0; i < n; i++) counts[r[i].status]++;
     fprintf(f, "# dpcert conformance report: suite `%s`\n\n", suite);
@@ -208,6 +216,5 @@ dp_status conf_report_md(const char *path, const char *suite, const conf_case_re
                     x->max_abs_err, m);
         }
     }
-    if (fclose(f) != 0) return dp_error(DP_ERR_IO, "cannot write %s", path);
-    return DP_OK;
+    return dp_afile_commit(&af); /* any failed write above is seen on the stream: DP_ERR_IO */
 }

@@ -7,15 +7,15 @@
 #include <fcntl.h>
 #include <math.h>
 #include <regex.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "common/cli.h"
+#include "common/proc.h"
 #include "common/safetensors.h"
 #include "conformance/conf.h"
 
@@ -27,40 +27,23 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Runs argv with stdout+stderr into `log`; returns the exit code (128+signal, 124 on timeout).
- * `inject` 1: DPCERT_TEST_INJECT=1 in the child's environment (negative controls use the
- * test-only `dpcert train --inject-bug`, which refuses to run without it); 0: removed, so a
- * normal case can never run an injected bug. */
+/* Runs argv with stdout+stderr into `log` through common/proc.h (own process group, time
+ * limit: SIGTERM then SIGKILL to the whole group; SIGINT/SIGTERM/SIGHUP received by conform
+ * are forwarded to the group); returns the exit code (128+signal, 124 on timeout, 127 not
+ * executable, -1 not started). `inject` 1: DPCERT_TEST_INJECT=1 in the child's environment
+ * (negative controls use the test-only `dpcert train --inject-bug`, which refuses to run
+ * without it); 0: removed, so a normal case can never run an injected bug. */
 static int run_proc(char *const *argv, const char *log, int timeout_s, int inject) {
-    pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        setpgid(0, 0);
-        if (inject) setenv("DPCERT_TEST_INJECT", "1", 1);
-        else unsetenv("DPCERT_TEST_INJECT");
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
-        execvp(argv[0], argv);
-        fprintf(stderr, "cannot execute %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    double t0 = now_s();
-    int status = 0;
-    for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) break;
-        if (r < 0 && errno != EINTR) return -1;
-        if (now_s() - t0 > timeout_s) {
-            kill(-pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            return 124;
-        }
-        struct timespec ts = {0, 5 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    if (WIFEXITED(status)) return WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-    return -1;
+    static const char *const set_inject[] = {"DPCERT_TEST_INJECT=1", NULL};
+    static const char *const unset_inject[] = {"DPCERT_TEST_INJECT", NULL};
+    dp_proc_opts o = {0};
+    o.timeout_s = timeout_s;
+    o.log_path = log;
+    o.env_set = inject ? set_inject : NULL;
+    o.env_unset = inject ? NULL : unset_inject;
+    dp_proc_result r;
+    if (dp_proc_run(&r, argv, &o) != DP_OK) return -1;
+    return r.exit_code;
 }
 
 /* The line of a log that best says what went wrong, for the report: the last line
@@ -126,7 +109,11 @@ static int have_in_path(const char *prog) {
     return 0;
 }
 
-static void rm_rf(const char *path) {
+/* Remove a file or a directory tree; a symbolic link is removed, never followed. */
+void conf_rm_rf(const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return;
+    if (!S_ISDIR(sb.st_mode)) { unlink(path); return; }
     DIR *d = opendir(path);
     if (d) {
         struct dirent *e;
@@ -134,13 +121,11 @@ static void rm_rf(const char *path) {
             if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
             char p[4096];
             snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-            rm_rf(p);
+            conf_rm_rf(p);
         }
         closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
     }
+    rmdir(path);
 }
 
 typedef struct { char **v; size_t n, cap; } argvec;
@@ -215,7 +200,8 @@ int conf_clip_mix_check(char *msg, size_t len, const char *dir) {
         if (lp && lm && cs && dp_tensor_numel(lp) == dp_tensor_numel(lm)) { /* DP-ZO */
             what = "dpzo";
             applies = 1;
-            double C = atof(cs);
+            double C = 0; /* the export's metadata, parsed by the option rules (a bad value: C = 0, nothing clipped) */
+            if (dp_parse_double(&C, "clip", cs) != DP_OK) { dp_clear_error(); C = 0; }
             int hi = 0, lo = 0;
             for (int64_t k = 0; k < dp_tensor_numel(lp); k++) {
                 double df = fabs(dp_tensor_get(lp, k) - dp_tensor_get(lm, k));
@@ -274,7 +260,7 @@ dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks
     char wd[2048], refdir[2100], canddir[2100], reflog[2100], candlog[2100];
     if (strlen(o->work_dir) > 1800) return dp_error(DP_ERR_INVALID, "work directory name too long");
     snprintf(wd, sizeof wd, "%.1800s/%s", o->work_dir, res->name);
-    rm_rf(wd);
+    conf_rm_rf(wd);
     if (mkdir(wd, 0755) != 0) return dp_error(DP_ERR_IO, "cannot create %s", wd);
     snprintf(refdir, sizeof refdir, "%s/ref", wd);
     snprintf(canddir, sizeof canddir, "%s/cand", wd);
@@ -306,6 +292,11 @@ dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks
             snprintf(res->detail, sizeof res->detail, "reference exited %d: %s", rc, tail);
             goto finish;
         }
+    }
+    if (dp_proc_interrupted()) { /* conform was interrupted: start nothing more */
+        res->status = CONF_FAIL;
+        snprintf(res->detail, sizeof res->detail, "interrupted by signal %d", dp_proc_interrupted());
+        goto finish;
     }
     /* candidate */
     if (ranks > 1) {
@@ -405,6 +396,6 @@ finish:
     res->seconds = now_s() - t0;
     free(ra.v);
     free(ca.v);
-    if (!o->keep && st == DP_OK) rm_rf(wd);
+    if (!o->keep && st == DP_OK) conf_rm_rf(wd);
     return st;
 }

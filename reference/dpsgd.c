@@ -36,7 +36,7 @@ dp_status ref_dpsgd_config_check(const ref_dpsgd_config *c) {
     DP_TRY(dp_check_min("--gamma", c->gamma, 0.0, 0));
     if (!isfinite(c->gamma)) return dp_error(DP_ERR_INVALID, "--gamma must be finite");
     if (c->micro_batches < 1 || c->micro_batches > (int64_t)UINT32_MAX)
-        return dp_error(DP_ERR_INVALID, "--micro-batches must be >= 1 (got %lld)", (long long)c->micro_batches);
+        return dp_error(DP_ERR_INVALID, "--micro-batches must be in [1, 2^32 - 1] (got %lld)", (long long)c->micro_batches);
     if ((unsigned)c->opt > REF_OPT_ADAMW) return dp_error(DP_ERR_INVALID, "unknown optimizer");
     DP_TRY(dp_check_min("--lr", c->lr, 0.0, 1));
     DP_TRY(dp_check_range("--momentum", c->momentum, 0.0, 1, 1.0, 0));

@@ -5,10 +5,12 @@
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/fsutil.h"
 #include "common/hash.h"
 #include "common/tensor.h"
 
@@ -258,7 +260,8 @@ dp_status ref_dpzo_step(ref_dpzo_step_out *out, ref_dpzo_problem *pb, const ref_
 }
 
 /* ---- update log ---- */
-#define LOG_MAGIC "# dpcert dpzo update log v2"
+#define LOG_MAGIC "# dpcert dpzo update log v3"
+#define LOG_MAX_BYTES ((size_t)1 << 30) /* an update log longer than 1 GiB is refused before reading on */
 
 dp_status ref_dpzo_model_desc(char *buf, size_t cap, const ref_model_config *c) {
     int r;
@@ -298,12 +301,54 @@ dp_status ref_dpzo_log_step(FILE *f, const ref_dpzo_hparams *hp, int64_t step, c
     return DP_OK;
 }
 
+/* The end record: "end steps T sha256 H\n", H = SHA-256 of every byte before this line. The
+ * writer's stream must be flushed to `written_path` (the log's temporary file) first. */
+dp_status ref_dpzo_log_end(FILE *f, const char *written_path, int64_t nsteps) {
+    char hex[DP_SHA256_HEX_LEN];
+    if (fflush(f) != 0 || ferror(f)) return dp_error(DP_ERR_IO, "writing the update log failed");
+    DP_TRY(dp_sha256_file_hex(hex, written_path));
+    if (fprintf(f, "end steps %" PRId64 " sha256 %s\n", nsteps, hex) < 0 || fflush(f) != 0)
+        return dp_error(DP_ERR_IO, "writing the update log failed");
+    return DP_OK;
+}
+
+/* Read the whole log (at most LOG_MAX_BYTES, also from a pipe or device) and check its frame:
+ * no NUL byte, the last line is the end record and its digest matches the bytes before it.
+ * *body_len receives the length of the part before the end record; *end_steps its T. */
+static dp_status log_frame(size_t *body_len, int64_t *end_steps, const uint8_t *p, size_t n, const char *path) {
+    dp_status st = DP_OK;
+    const uint8_t *nul = st == DP_OK ? memchr(p, 0, n) : NULL;
+    if (st == DP_OK && nul) st = dp_error(DP_ERR_FORMAT, "%s: a NUL byte at offset %zu (an update log is text)", path, (size_t)(nul - p));
+    if (st == DP_OK && (n == 0 || p[n - 1] != '\n'))
+        st = dp_error(DP_ERR_FORMAT, "%s: does not end with a complete line (cut short?)", path);
+    size_t ls = 0;
+    if (st == DP_OK) {
+        ls = n - 1;
+        while (ls > 0 && p[ls - 1] != '\n') ls--;
+        char line[160], hex[DP_SHA256_HEX_LEN], want[DP_SHA256_HEX_LEN];
+        size_t ll = n - 1 - ls;
+        long long T = -1;
+        int used = 0;
+        if (ll < sizeof line) { memcpy(line, p + ls, ll); line[ll] = 0; }
+        if (ll >= sizeof line || sscanf(line, "end steps %lld sha256 %64[0-9a-f]%n", &T, want, &used) != 2 ||
+            (size_t)used != ll || strlen(want) != 64 || T < 0)
+            st = dp_error(DP_ERR_FORMAT, "%s: the last line is not the end record 'end steps T sha256 <64 hex digits>' "
+                          "(cut short, or bytes appended?)", path);
+        else if ((st = dp_sha256_buf_hex(hex, p, ls)) == DP_OK && strcmp(hex, want) != 0)
+            st = dp_error(DP_ERR_FORMAT, "%s: content digest %s differs from the end record's %s (the log was "
+                          "changed after it was written)", path, hex, want);
+        *end_steps = T;
+    }
+    if (st != DP_OK) return st;
+    *body_len = ls;
+    return DP_OK;
+}
+
 /* Parse a finite double written by %a (or decimal); the whole token must parse. */
 static int parse_num(double *v, const char *tok) {
-    char *end;
     if (!tok) return 0;
-    *v = strtod(tok, &end);
-    return *end == '\0' && end != tok && isfinite(*v);
+    if (dp_parse_double(v, "log value", tok) != DP_OK) { dp_clear_error(); return 0; } /* finite, no ERANGE */
+    return 1;
 }
 
 void ref_dpzo_log_free(ref_dpzo_log *log) {
@@ -314,8 +359,21 @@ void ref_dpzo_log_free(ref_dpzo_log *log) {
 
 dp_status ref_dpzo_log_read(ref_dpzo_log *log, const char *path) {
     memset(log, 0, sizeof *log);
-    FILE *f = fopen(path, "r");
-    if (!f) return dp_error(DP_ERR_IO, "cannot open update log '%s'", path);
+    char *img = NULL;
+    size_t n = 0;
+    DP_TRY(dp_read_file_max(&img, &n, "update log", path, LOG_MAX_BYTES));
+    dp_status st = ref_dpzo_log_parse(log, (const uint8_t *)img, n, path);
+    free(img);
+    return st;
+}
+
+dp_status ref_dpzo_log_parse(ref_dpzo_log *log, const uint8_t *img, size_t n, const char *path) {
+    memset(log, 0, sizeof *log);
+    size_t body = 0;
+    int64_t end_steps = 0;
+    DP_TRY(log_frame(&body, &end_steps, img, n, path));
+    FILE *f = body ? fmemopen((void *)img, body, "r") : NULL;
+    if (!f) return dp_error(DP_ERR_FORMAT, "%s: missing header (5 lines)", path);
     char line[65536];
     dp_status st = DP_OK;
     int64_t lineno = 0, cap = 0;
@@ -430,6 +488,9 @@ dp_status ref_dpzo_log_read(ref_dpzo_log *log, const char *path) {
     }
     if (st == DP_OK && ferror(f)) st = dp_error(DP_ERR_IO, "reading '%s' failed", path);
     if (st == DP_OK && lineno < 5) st = dp_error(DP_ERR_FORMAT, "%s: missing header (5 lines)", path);
+    if (st == DP_OK && log->nsteps != end_steps)
+        st = dp_error(DP_ERR_FORMAT, "%s: %" PRId64 " step lines but the end record says %" PRId64, path, log->nsteps,
+                      end_steps);
     fclose(f);
     if (st != DP_OK) ref_dpzo_log_free(log);
     return st;

@@ -113,6 +113,9 @@ dp_status ref_dpzo_model_desc(char *buf, size_t cap, const ref_model_config *mc)
 dp_status ref_dpzo_log_header(FILE *f, const ref_dpzo_hparams *hp, const ref_model_config *mc, const char *theta0_hex,
                               int64_t total_params);
 dp_status ref_dpzo_log_step(FILE *f, const ref_dpzo_hparams *hp, int64_t step, const double *scalar);
+/* The end record "end steps T sha256 H" (H: SHA-256 of all bytes before it, read back from
+ * `written_path`, where f writes); a log without it, or whose bytes do not match it, is refused. */
+dp_status ref_dpzo_log_end(FILE *f, const char *written_path, int64_t nsteps);
 typedef struct {
     dp_seed seed;
     int n_spsa;
@@ -128,6 +131,8 @@ typedef struct {
     double *scalar;  /* [nsteps][n_spsa] */
 } ref_dpzo_log;
 dp_status ref_dpzo_log_read(ref_dpzo_log *log, const char *path);
+/* The same from a file image img[0..n) (the fuzz target's entry); `name` for messages. */
+dp_status ref_dpzo_log_parse(ref_dpzo_log *log, const uint8_t *img, size_t n, const char *name);
 void ref_dpzo_log_free(ref_dpzo_log *log);
 
 /* ---- Algorithm 2: in-place perturbation in a low-precision storage dtype ---- */

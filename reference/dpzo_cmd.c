@@ -177,6 +177,7 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg, ref_dpz
     ref_dpzo_inplace ip;
     memset(&ip, 0, sizeof ip);
     FILE *logf = NULL;
+    dp_afile logaf = {0}; /* the update log is written atomically (temp + rename) */
     double **before = NULL;
     if (st == DP_OK) st = ref_dpzo_problem_model(&pb, &ctx, &m, &d);
     if (st == DP_OK) st = ref_dpzo_step_out_alloc(&out, hp.n_data, hp.n_spsa);
@@ -187,8 +188,8 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg, ref_dpz
         if (st == DP_OK && !(before = ref_dpzo_arrays_alloc(pb.numel, pb.nparams))) st = DP_ERR_NOMEM;
     }
     if (st == DP_OK && o->log) {
-        logf = fopen(o->log, "w");
-        if (!logf) st = dp_error(DP_ERR_IO, "--log: cannot open '%s' for writing", o->log);
+        st = dp_afile_open(&logaf, "--log", o->log);
+        logf = logaf.f;
         char hex0[65];
         if (st == DP_OK) st = ref_dpzo_theta_sha256(hex0, pb.theta, pb.numel, pb.nparams);
         if (st == DP_OK) st = ref_dpzo_log_header(logf, &hp, cfg, hex0, m.total);
@@ -236,7 +237,9 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg, ref_dpz
                    "is not covered\n", di, (double)hp.steps * di);
         }
     }
-    if (logf && fclose(logf) != 0 && st == DP_OK) st = dp_error(DP_ERR_IO, "--log: writing '%s' failed", o->log);
+    if (logf && st == DP_OK) st = ref_dpzo_log_end(logf, logaf.tmp, hp.steps);
+    if (logf && st == DP_OK) st = dp_afile_commit(&logaf);
+    else dp_afile_abort(&logaf);
     ref_dpzo_arrays_free(before, m.nparams);
     ref_dpzo_inplace_free(&ip);
     ref_dpzo_step_out_free(&out);

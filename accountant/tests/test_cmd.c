@@ -130,7 +130,7 @@ int main(void) {
     /* bad input: exit 2 and the message names the option */
     struct { const char *opt, *val, *name; } bad[] = {
         {"--q", "0", "--q"}, {"--q", "1.5", "--q"}, {"--sigma", "-1", "--sigma"}, {"--sigma", "nan", "--sigma"},
-        {"--delta", "1", "--delta"}, {"--delta", "0", "--delta"}, {"--steps", "0", "--steps"}, {"--orders", "0.5,2", "--orders"},
+        {"--delta", "1", "--delta"}, {"--delta", "-0.1", "--delta"}, {"--steps", "0", "--steps"}, {"--pld-h", "-1", "--pld-h"}, {"--sigma", "1e-400", "--sigma"}, {"--orders", "0.5,2", "--orders"},
         {"--accountant", "foo", "--accountant"}, {"--bogus", "1", "--bogus"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {

@@ -36,6 +36,7 @@ case \$name in
   9) echo "dpcert train: not supported: backend 'host' does not support operation 'x'" >&2; exit 1 ;;
   10) [ -n "\${DPCERT_TEST_INJECT:-}" ] && { echo "dpcert train: DPCERT_TEST_INJECT leaked into a normal case" >&2; exit 2; }
       cp -r "\$ref" "\$out" ;;
+  14) echo \$\$ > "$W/child.pid"; sleep 120 ;;                     # a candidate that hangs (signal test)
   11) [ "\${DPCERT_TEST_INJECT:-}" = 1 ] || { echo "dpcert train: --inject-bug needs DPCERT_TEST_INJECT=1" >&2; exit 2; }
       cp -r "\$ref" "\$out"; python3 "$W/perturb.py" "\$out/step-000001.safetensors" ;;
 esac
@@ -69,6 +70,10 @@ done
 cat > cases/c13.json <<J
 {"name": "fake-13", "suites": ["fake"], "algorithm": "dpsgd", "ranks": [1], "dataset_size": 16, "q": 0.25, "steps": 2, "clip": 1.8,
  "args": {"model": "llama", "vocab": 11, "dim": 8, "layers": 1, "heads": 2, "ffn": 12, "seq": 5, "seed": 13, "noise-key": 12345}}
+J
+cat > cases/c14.json <<J
+{"name": "fake-14", "suites": ["sleepy"], "algorithm": "dpsgd", "ranks": [1], "dataset_size": 8, "q": 0.5, "steps": 2, "clip_mix": false,
+ "args": {"model": "mlp", "in": 3, "hidden": "2", "classes": 2, "seed": 14, "noise-key": 5}}
 J
 fail=0
 expect() { # case status [detail-regex]
@@ -109,5 +114,29 @@ $D conform --suite fake --cases cases --ranks 2 --list --filter 'fake-11$' > /de
 [ "$($D conform --suite fake --cases cases --list --ranks 1,2 --filter 'fake-1[01]$' | tr '\n' ' ')" = "fake-10@r1 fake-10@r2 fake-11@r1 " ] || { echo "FAIL: --ranks 1,2 mixed selection"; fail=1; }
 grep -q '"NOT_SUPPORTED": 2' rep/report.json || { echo "FAIL: report.json summary"; fail=1; }
 grep -q '<skipped message="NOT_SUPPORTED' rep/junit.xml || { echo "FAIL: junit skipped element"; fail=1; }
+# issue 15 class 11: a run in which nothing was compared is not a pass (77), --require-all gates
+$D conform --suite fake --cases cases --dpcert "$W/fake.sh" --filter 'fake-(2|8)$' > ns.out 2>&1; rc=$?
+[ $rc -eq 77 ] && grep -q 'no run was compared' ns.out || { echo "FAIL: only NOT_SUPPORTED exited $rc, expected 77"; cat ns.out; fail=1; }
+$D conform --suite fake --cases cases --dpcert "$W/fake.sh" --filter 'fake-(1|2)$' --require-all > ra.out 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q 'NOT_SUPPORTED and --require-all' ra.out || { echo "FAIL: --require-all with NOT_SUPPORTED exited $rc, expected 1"; fail=1; }
+# class 6: conform under mpirun is refused; SIGTERM/SIGINT stop the children's groups, remove
+# the temporary directory and exit 128 + signal
+OMPI_COMM_WORLD_SIZE=2 $D conform --suite fake --cases cases --dpcert "$W/fake.sh" > mpi.out 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q 'do not run conform under mpirun' mpi.out || { echo "FAIL: conform under mpirun exited $rc"; fail=1; }
+for sig in TERM INT; do
+  rm -f child.pid; rm -rf tmp; mkdir tmp
+  TMPDIR=$W/tmp setsid $D conform --suite sleepy --cases cases --dpcert "$W/fake.sh" > sig.out 2>&1 &
+  cpid=$!
+  for _ in $(seq 1 600); do [ -s child.pid ] && break; sleep 0.1; done
+  t0=$(date +%s); kill -$sig $cpid; wait $cpid; rc=$?; t1=$(date +%s)
+  want=$([ $sig = TERM ] && echo 143 || echo 130)
+  child=$(cat child.pid 2>/dev/null)
+  [ -n "$child" ] && [ $rc -eq $want ] && [ $((t1 - t0)) -le 10 ] || { echo "FAIL: SIG$sig: conform exited $rc (want $want) after $((t1 - t0)) s"; cat sig.out; fail=1; }
+  sleep 0.2
+  if [ -n "$child" ] && kill -0 "$child" 2>/dev/null; then echo "FAIL: SIG$sig: the candidate $child is still running"; kill -KILL "$child"; fail=1; fi
+  [ -z "$(ls -A tmp)" ] || { echo "FAIL: SIG$sig: temporary directory left behind: $(ls -A tmp)"; fail=1; }
+  grep -q 'interrupted by signal' sig.out || { echo "FAIL: SIG$sig: no message"; fail=1; }
+  echo "ok: SIG$sig -> exit $rc, children stopped, temporary directory removed"
+done
 [ $fail -eq 0 ] && echo "PASS: runner verdicts"
 exit $fail

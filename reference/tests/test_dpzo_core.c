@@ -7,10 +7,12 @@
  * fail. */
 #include <math.h>
 #include <mpfr.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "common/hash.h"
 #include "common/test.h"
 #include "reference/dpsgd.h"
 #include "reference/dpzo.h"
@@ -204,6 +206,30 @@ static void test_streams_and_determinism(uint64_t seed) {
 }
 
 /* ---- replay ---- */
+/* Write body + the end record (steps = number of "step " lines, SHA-256 of body), then damage it:
+ * mode 0 none, 1 cut inside the last scalar line (no end record), 2 junk line appended, 3 a NUL and
+ * junk appended, 4 one byte of the body changed, 5 the end record's step count off by one. */
+static void write_framed(const char *path, const char *body, int mode) {
+    char hex[DP_SHA256_HEX_LEN];
+    size_t n = strlen(body);
+    int steps = 0;
+    for (const char *p = body; (p = strstr(p, "\nstep ")); p++) steps++;
+    dp_sha256_buf_hex(hex, body, n);
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    if (mode == 1) { fwrite(body, 1, n - 3, f); fclose(f); return; }
+    if (mode == 4) {
+        char *c = strdup(body);
+        c[n - 2] = c[n - 2] == '0' ? '1' : '0';
+        fputs(c, f);
+        free(c);
+    } else fputs(body, f);
+    fprintf(f, "end steps %d sha256 %s\n", mode == 5 ? steps + 1 : steps, hex);
+    if (mode == 2) fputs("step 2 seed 1 s 0x1p+0\n", f);
+    if (mode == 3) fwrite("\0junk\n", 1, 6, f);
+    fclose(f);
+}
+
 static void test_replay(uint64_t seed) {
     char path[4096];
     const char *tmp = getenv("TMPDIR");
@@ -232,6 +258,7 @@ static void test_replay(uint64_t seed) {
         T_OK(ref_dpzo_step(&o, &pb, &hp, t));
         T_OK(ref_dpzo_log_step(f, &hp, t, o.scalar));
     }
+    T_OK(ref_dpzo_log_end(f, path, 6));
     fclose(f);
     ref_dpzo_log log;
     T_OK(ref_dpzo_log_read(&log, path));
@@ -267,30 +294,38 @@ static void test_replay(uint64_t seed) {
     /* malformed logs are format errors */
 #define Z64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
     const char *bad[] = {"garbage\n",
-                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 2 seed 1 s 0x1p+0\n",
-                         "# dpcert dpzo update log v2\nseed 1 n_spsa 2 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 1 s 0x1p+0\n",
-                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 2 s 0x1p+0\n",
-                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 1 s nan\n",
-                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr -1 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n",
+                         "# dpcert dpzo update log v3\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 2 seed 1 s 0x1p+0\n",
+                         "# dpcert dpzo update log v3\nseed 1 n_spsa 2 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 1 s 0x1p+0\n",
+                         "# dpcert dpzo update log v3\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 2 s 0x1p+0\n",
+                         "# dpcert dpzo update log v3\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 1 s nan\n",
+                         "# dpcert dpzo update log v3\nseed 1 n_spsa 1 lr -1 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n",
                          /* overflowing lr |s| (the replay would end with an infinite theta) */
-                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 1 s 1e308\n",
-                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 1e308 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 1 s 0x1p+0\n",
-                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 1 s inf\n",
+                         "# dpcert dpzo update log v3\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 1 s 1e308\n",
+                         "# dpcert dpzo update log v3\nseed 1 n_spsa 1 lr 1e308 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 1 s 0x1p+0\n",
+                         "# dpcert dpzo update log v3\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 1 s inf\n",
                          /* v1 header, bad digest, missing model, malformed record */
                          "# dpcert dpzo update log v1\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\nstep 1 seed 1 s 0x1p+0\n",
-                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 XYZ\n",
-                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nstep 1 seed 1 s 0x1p+0\n",
-                         "# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp\nrecord q nan\n"};
-    /* control: the well-formed v2 log these are made from is accepted */
-    f = fopen(path, "w");
-    fputs("# dpcert dpzo update log v2\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 1 s 0x1p+0\n", f);
-    fclose(f);
+                         "# dpcert dpzo update log v3\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 XYZ\n",
+                         "# dpcert dpzo update log v3\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nstep 1 seed 1 s 0x1p+0\n",
+                         "# dpcert dpzo update log v3\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp\nrecord q nan\n"};
+    /* control: the well-formed v3 log these are made from is accepted (framed: end record + digest) */
+    write_framed(path, "# dpcert dpzo update log v3\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\n" "step 1 seed 1 s 0x1p+0\n", 0);
+    T_OK(ref_dpzo_log_read(&log, path));
+    ref_dpzo_log_free(&log);
+    /* issue 15 class 9: the frame. A cut log, junk or a NUL appended, a changed byte, a wrong
+     * step count in the end record: each refused (the control above is the same log framed right) */
+    static const char *const good = "# dpcert dpzo update log v3\nseed 1 n_spsa 1 lr 0x1p-3 weight_decay 0 params 5\ntheta0_sha256 " Z64 "\nmodel mlp in 2 hidden none classes 2\nrecord q 0x1p-1 clip 0x1p+0 sigma 0x1p+0 noise gaussian phi 0x1p-3 dataset_size 4\nstep 1 seed 1 s 0x1p+0\n";
+    for (int mode = 1; mode <= 5; mode++) {
+        write_framed(path, good, mode);
+        dp_status st = ref_dpzo_log_read(&log, path);
+        T_CHECK(st == DP_ERR_FORMAT, "framing damage %d accepted (status %d)", mode, st);
+        dp_clear_error();
+    }
+    write_framed(path, good, 0);
     T_OK(ref_dpzo_log_read(&log, path));
     ref_dpzo_log_free(&log);
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        f = fopen(path, "w");
-        fputs(bad[k], f);
-        fclose(f);
+        write_framed(path, bad[k], 0); /* framed right: the content itself must be refused */
         int st = ref_dpzo_log_read(&log, path);
         T_CHECK(st == DP_ERR_FORMAT, "malformed log %zu accepted (status %d)", k, st);
     }

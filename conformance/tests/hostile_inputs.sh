@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# conformance/tests/hostile_inputs.sh — the hostile-input probe of issue 15, kept in `make test`:
+# per subcommand, inputs a hostile or careless user gives (bad numbers, extreme accountant
+# queries, planted symlinks, full devices, malformed files, signals), grouped by the issue's
+# classes; each probe asserts the promised exit code and a message naming the option, file or
+# field (README: exit 2 for bad input, 3 for a lost result; nothing crashes, hangs, is silently
+# clamped or silently lost). Every probe can fail: each asserts an exit code and a message or a
+# file state, and the "control" probes assert that the valid neighbour of a refused input runs.
+# Run through ci/run-tests.sh ($DPCERT, $DPCERT_ROOT; cwd is a fresh temporary folder).
+set -u
+D=${DPCERT:?run through ci/run-tests.sh}
+ROOT=${DPCERT_ROOT:?run through ci/run-tests.sh}
+fails=0; checks=0
+ok()  { checks=$((checks+1)); echo "ok   $*"; }
+bad() { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL $*"; }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+# expect CODE PATTERN ARGS...: exit code CODE and stderr matching PATTERN (grep -E), within 60 s
+expect() {
+  local want=$1 pat=$2; shift 2
+  timeout 60 "$D" "$@" >out.txt 2>err.txt; local rc=$?
+  if [ "$rc" = "$want" ] && grep -Eq -- "$pat" err.txt; then ok "exit $want: dpcert $*"
+  else bad "dpcert $* -> exit $rc (want $want /$pat/), stderr: $(head -c 300 err.txt)"; fi
+}
+# expect_out CODE PATTERN ARGS...: exit code CODE and stdout matching PATTERN
+expect_out() {
+  local want=$1 pat=$2; shift 2
+  timeout 60 "$D" "$@" >out.txt 2>err.txt; local rc=$?
+  if [ "$rc" = "$want" ] && grep -Eq -- "$pat" out.txt; then ok "exit $want, stdout /$pat/: dpcert $*"
+  else bad "dpcert $* -> exit $rc (want $want /$pat/), stdout: $(head -c 300 out.txt) stderr: $(head -c 300 err.txt)"; fi
+}
+ACC="--q 0.01 --steps 10 --delta 1e-5"
+
+echo "--- class 2: accountant answers at the extremes ---"
+expect_out 0 'rdp +epsilon = inf \(no finite bound' account --accountant rdp --sigma 1e-200 $ACC
+expect_out 0 'exact \(randomized-response composition\) inf' account --mechanism pure --epsilon0 1e308 --steps 10 --delta 1e-5 --accountant pure
+expect 2 '--precision must be in \[1e-12' account --target-epsilon 1 --precision 1e-16 $ACC
+expect_out 0 'rdp +epsilon = 0 ' account --sigma 1e200 $ACC --accountant all
+expect_out 0 'pld +n/a: .*sigma=1e\+200 outside the PLD domain' account --sigma 1e200 $ACC --accountant all
+expect_out 0 'rdp +epsilon = inf \(a Gaussian segment: the privacy loss is unbounded' account --sigma 1 --q 0.01 --steps 10 --delta 0
+expect_out 0 'pure +epsilon = 0.0646626' account --mechanism laplace --scale 2 --q 0.01 --steps 10 --delta 0
+expect 2 'no accountant could answer: pld: .*cap' account --sigma 0.01 $ACC --accountant pld
+expect 2 '--pld-h must be > 0' account --sigma 1 $ACC --pld-h -1
+printf '[{"mechanism":"gaussian","q":0.01,"sigma":1,"scale":2,"steps":10}]\n' > both.json
+expect 2 "both.json: segment 1: field 'scale' is not allowed" account --schedule both.json --delta 1e-5
+expect 2 'steps must be <= 1e12' account --sigma 1 --q 0.01 --steps 1000000000001 --delta 1e-5
+printf 'mechanism,q,sigma,steps,delta,epsilon\npure,1,1e308,10,1e-5,1\n' > huge.csv
+timeout 120 "$D" audit-accounting huge.csv >out.txt 2>err.txt; rc=$?
+check "audit-accounting: eps0 = 1e308 claiming epsilon 1 is UNDER-REPORTED (exit $rc)" \
+  bash -c "[ $rc = 1 ] && grep -q 'UNDER-REPORTED' out.txt && ! grep -q ' CONSISTENT' out.txt"
+
+echo "--- class 4 (files): read by declared sizes, with limits ---"
+expect 2 '/dev/zero: header of 0 bytes cannot hold a JSON object' inspect /dev/zero
+expect 2 '/dev/urandom: header length [0-9]+ exceeds the limit' inspect /dev/urandom
+# a header declaring 2^60 bytes of data, streamed from a pipe: refused before allocating
+python3 -c 'import struct,sys; h=b"{\"a\":{\"dtype\":\"U8\",\"shape\":[1152921504606846976],\"data_offsets\":[0,1152921504606846976]}}"; sys.stdout.buffer.write(struct.pack("<Q", len(h)) + h)' > big.safetensors
+expect 2 'declares 1.15e\+18 bytes of data, more than this machine' inspect big.safetensors
+expect 2 'claims file /dev/zero: longer than the limit of 67108864 bytes' audit-accounting /dev/zero
+expect 2 -- '--schedule /dev/zero: longer than the limit' account --schedule /dev/zero --delta 1e-5
+expect 2 'update log /dev/zero: longer than the limit|NUL byte' reference dpzo --model mlp --replay /dev/zero
+mkdir -p zc && ln -sf /dev/zero zc/zero.json
+expect 2 'case file zc/zero.json: longer than the limit' conform --suite x --cases zc --list
+
+echo "--- class 5: writes never follow a planted link ---"
+mkdir -p exp && echo precious > victim
+ln -s ../victim exp/step-000002.safetensors
+timeout 120 "$D" reference dpsgd --model mlp --dataset-size 8 --q 0.5 --steps 2 --seed 1 --noise-key 2 --export exp >/dev/null 2>err.txt
+check "reference dpsgd --export with a planted link exits 0" [ $? = 0 ]
+check "the link's target is untouched" grep -qx precious victim
+check "the export replaced the link by a regular file" bash -c '[ -f exp/step-000002.safetensors ] && [ ! -L exp/step-000002.safetensors ]'
+check "no temporary file left behind" bash -c '! ls -A exp | grep -q tmp'
+mkdir -p exp2 && echo precious > victim2 && ln -s ../victim2 exp2/step-000001.safetensors
+timeout 120 "$D" train dpsgd --impl optimized --backend host --strategy fused --model mlp --dataset-size 8 --q 0.5 \
+  --steps 1 --seed 1 --noise-key 2 --export exp2 >/dev/null 2>err.txt
+trc=$?
+check "train --export with a planted link: exit 0 (got $trc), target untouched, link replaced" \
+  bash -c "[ $trc = 0 ] && grep -qx precious victim2 && [ -f exp2/step-000001.safetensors ] && [ ! -L exp2/step-000001.safetensors ]"
+echo precious > victim3 && ln -s victim3 dz.log
+timeout 120 "$D" reference dpzo --model mlp --dataset-size 8 --q 0.5 --steps 1 --clip 1 --sigma 1 --phi 1e-3 --lr 1e-3 \
+  --seed 1 --noise-key 2 --log dz.log >/dev/null 2>err.txt
+check "reference dpzo --log onto a planted link: target untouched, log written in its place" \
+  bash -c 'grep -qx precious victim3 && [ ! -L dz.log ] && grep -q "^end steps 1 sha256" dz.log'
+
+echo "--- class 7: case files, a strict schema ---"
+check "every committed case file loads" bash -c "'$D' conform --suite all --list --cases '$ROOT/conformance/cases' >/dev/null"
+case_probe() { # KEY-JSON PATTERN: one case file with KEY-JSON added; --list must exit 2 naming it
+  rm -rf cs; mkdir cs
+  printf '{"name": "p", "suites": ["x"], "algorithm": "dpsgd", %s, "args": {"model": "mlp"}}\n' "$1" > cs/p.json
+  expect 2 "$2" conform --suite x --cases cs --list
+}
+case_probe '"sigma": -0.5' "'sigma' must be a number in \[0, "
+case_probe '"steps": -5' "'steps' must be an integer in \[1, "
+case_probe '"steps": 2.5' "'steps' must be an integer \(a JSON number"
+case_probe '"dataset_size": 16.7, "steps": 1' "'dataset_size' must be an integer"
+case_probe '"micro_batches": 1e300' "'micro_batches' must be an integer"
+case_probe '"description": 5' "'description' must be a string"
+case_probe '"strategy": "warp-drive"' "'strategy' has an unknown value 'warp-drive'"
+case_probe '"colour": "red"' "unknown key 'colour'"
+case_probe '"clip": 0' "'clip' must be a number in \(0, "
+case_probe '"q2": 1' "unknown key 'q2'"
+case_probe '"sigma": 1e-400' "'1e-400' underflows"   # jansson alone would read it as 0: no noise
+printf '[{"mechanism":"gaussian","q":0.01,"sigma":1e-400,"steps":10}]\n' > tiny.json
+expect 2 "tiny.json: '1e-400' underflows" account --schedule tiny.json --delta 1e-5
+# (a long argument value is passed whole: conformance/tests/test_cases.c)
+
+echo "--- class 8: a lost result is exit 3 with a message ---"
+lost() { timeout 120 "$D" "$@" >/dev/full 2>err.txt; local rc=$?
+  if [ $rc = 3 ] && grep -q 'cannot write' err.txt; then ok "exit 3 on /dev/full: dpcert $*"
+  else bad "dpcert $* >/dev/full -> exit $rc, stderr: $(head -c 300 err.txt)"; fi; }
+lost rng philox --key 0,0 --counter 0,0,0,0
+lost rng sample --dist gaussian --key 1 --stream 0 --purpose init --count 3
+lost account --sigma 1 $ACC --accountant rdp
+printf 'mechanism,q,sigma,steps,delta,epsilon\ngaussian,0.01,1,10,1e-5,5\n' > claims.csv
+lost audit-accounting claims.csv
+lost reproduce dpzo-tables --json
+"$D" reference dpsgd --model mlp --dataset-size 8 --q 0.5 --steps 1 --seed 1 --noise-key 2 --export ra >/dev/null 2>&1
+lost compare --json ra ra
+
+echo "--- class 9: parsers (claims CSV, DP-ZO update log) ---"
+printf 'mechanism,q,sigma,steps,delta,epsilon,sigma\ngaussian,0.01,1,10,1e-5,5,2\n' > dup.csv
+expect 2 "dup.csv: header \(line 1\): column 'sigma' \(column 7\) duplicates 'sigma' \(column 3\)" audit-accounting dup.csv
+printf 'mechanism,q,sigma,scale,steps,delta,epsilon\ngaussian,0.01,1,1,10,1e-5,5\n' > dup2.csv
+expect 2 "column 'scale' \(column 4\) duplicates 'sigma'" audit-accounting dup2.csv
+printf 'mechanism,q,sigma,steps,delta,epsilon\ngaussian,0.01,1,10,1e-5,5\0junk\n' > nul.csv
+expect 2 'nul.csv: line 2: a NUL byte' audit-accounting nul.csv
+printf 'mechanism,q,sigma,steps,delta,epsilon\ngaussian,0.01,1,10,1e-400,5\n' > uf.csv
+expect 2 "field 'delta': '1e-400' underflows" audit-accounting uf.csv
+expect_out 0 'CONSISTENT' audit-accounting claims.csv
+M="--model mlp --in 4 --hidden 8 --classes 3"
+"$D" reference dpzo $M --dataset-size 24 --q 0.5 --steps 3 --clip 1 --sigma 1 --phi 1e-3 --lr 1e-3 --seed 1 --noise-key 2 --log run.log >/dev/null 2>&1
+expect_out 0 '^theta_T sha256 ' reference dpzo $M --replay run.log
+head -c -5 run.log > cut.log
+expect 2 'cut.log: does not end with a complete line' reference dpzo $M --replay cut.log
+{ cat run.log; printf '\0junk\n'; } > junk.log
+expect 2 'junk.log: a NUL byte at offset' reference dpzo $M --replay junk.log
+lost reference dpzo $M --replay run.log
+
+echo "--- class 10: numeric options ---"
+expect 2 "--sigma: '1e-400' underflows" account --sigma 1e-400 $ACC
+expect 2 "--sigma: '1e400' is not a finite number" account --sigma 1e400 $ACC
+expect 2 "--steps: '99999999999999999999' is out of range" account --sigma 1 --q 0.01 --steps 99999999999999999999 --delta 1e-5
+expect 2 '--micro-batches must be in \[1, 2\^32 - 1\]' reference dpsgd --model mlp --dataset-size 8 --q 0.5 --micro-batches 9223372036854775807
+expect 2 '--noise-ranks must be in \[1, 255\]' compare --noise-shares --noise-ranks 0 ra ra
+expect 2 '--model-k must be in \[1, ' compare --model-k 9223372036854775807 ra ra
+expect_out 0 '^6627e8d5 e169c58d bc57ac4c 9b00dbd8$' rng philox --key 00000000,00000000 --counter 00000000,0,0x0,0
+w=$("$D" rng philox --key 0,0 --counter 0,0,0,0 | tr ' ' ',')
+expect_out 0 '^[0-9a-f]{8} [0-9a-f]{8} [0-9a-f]{8} [0-9a-f]{8}$' rng philox --key 0,0 --counter "$w"
+expect 2 "word 0 '12345678' is ambiguous" rng philox --key 0,0 --counter 12345678,0,0,0
+expect_out 0 '^[0-9a-f]{8} ' rng philox --key 42,0 --counter 2,0,3,0x02000000
+
+echo "$checks checks, $fails failed"
+[ "$checks" -gt 0 ] && [ "$fails" = 0 ]
