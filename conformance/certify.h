@@ -99,6 +99,8 @@ typedef struct {
     double alpha;           /* per test */
     double timeout_s;
     const char *candidate;  /* the command */
+    const char *filter;     /* NULL, or a POSIX extended regex on vector names: a partial run,
+                               whose verdict is at best INCOMPLETE */
 } cert_opts;
 /* Alpha per test and the repeats needed for the suite's power claim. */
 void cert_suite_defaults(cert_opts *o);

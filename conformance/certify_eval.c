@@ -53,18 +53,25 @@ static dp_status deterministic(cert_result *r, const cert_vecref *ref, const dp_
     dp_tset_init(&C);
     dp_status st = DP_OK;
     for (size_t i = 0; i < out->n && st == DP_OK; i++) st = dp_tset_add(&C, out->items[i].name, &out->items[i].t);
-    for (int p = 0; p < ref->m.nparams && st == DP_OK; p++) { /* noise exported: check G - Z/qN against S_ref/qN */
+    for (int p = 0; p < ref->m.nparams && st == DP_OK; p++) { /* noise exported: G - Z/qN against S_ref/qN */
         char nz[200], pg[200];
         snprintf(nz, sizeof nz, "step.noise.%s", ref->m.params[p].name);
         snprintf(pg, sizeof pg, "step.private_grad.%s", ref->m.params[p].name);
         if (!dp_tset_find(out, nz)) continue;
+        /* the reference side holds the candidate's own noise: (S_ref + Z_cand) / qN is what the
+           private gradient must be (compare's noise-substitution rule) */
         const ref_param *P = &ref->m.params[p];
-        double *zero = dp_calloc((size_t)P->numel, sizeof *zero), *g = dp_malloc((size_t)P->numel * sizeof *g);
-        if (!zero || !g) { free(zero); free(g); st = DP_ERR_NOMEM; break; }
-        for (int64_t e = 0; e < P->numel; e++) g[e] = ref->sum[p][e] / ref->qn;
-        st = dp_tset_add_f64(&R, nz, zero, P->ndim, P->shape);
+        const dp_tensor *cz = dp_tset_find(out, nz);
+        if (dp_tensor_numel(cz) != P->numel) continue;
+        double *z = dp_malloc((size_t)P->numel * sizeof *z), *g = dp_malloc((size_t)P->numel * sizeof *g);
+        if (!z || !g) { free(z); free(g); st = DP_ERR_NOMEM; break; }
+        for (int64_t e = 0; e < P->numel; e++) {
+            z[e] = dp_tensor_get(cz, e);
+            g[e] = (ref->sum[p][e] + z[e]) / ref->qn;
+        }
+        st = dp_tset_add_f64(&R, nz, z, P->ndim, P->shape);
         if (st == DP_OK) st = dp_tset_add_f64(&R, pg, g, P->ndim, P->shape);
-        free(zero);
+        free(z);
         free(g);
     }
     /* what the candidate does not export is copied from the reference (so the bounds can be

@@ -138,6 +138,7 @@ dp_status cert_report_write(const char *bundle, const cert_result *r, const cert
     json_object_set_new(root, "command", json_string(command ? command : ""));
     json_object_set_new(root, "candidate", json_string(o->candidate ? o->candidate : ""));
     json_object_set_new(root, "suite", json_string(cert_suite_name(o->suite)));
+    json_object_set_new(root, "filter", o->filter ? json_string(o->filter) : json_null());
     json_object_set_new(root, "repeats", json_integer(o->repeats));
     json_object_set_new(root, "alpha_per_test", json_real(o->alpha));
     json_object_set_new(root, "alpha_union_bound", json_real(alpha_sum(r)));

@@ -1,5 +1,6 @@
 /* conformance/cmd_certify.c — `dpcert vectors`, `dpcert certify`, `dpcert keygen`,
  * `dpcert verify-report` (docs/certification.md). */
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +66,7 @@ static dp_status noise_per_repeat(int64_t *n, const char *dir) {
 }
 
 int dp_cmd_certify(int argc, char **argv) {
-    const char *suite = "ci", *cand = NULL, *report = NULL, *sign = NULL;
+    const char *suite = "ci", *cand = NULL, *report = NULL, *sign = NULL, *filter = NULL;
     int64_t repeats = 0;
     double timeout = 120, alpha = 0;
     int help = 0, verbose = 0, rep_seen = 0;
@@ -78,6 +79,7 @@ int dp_cmd_certify(int argc, char **argv) {
         {"--timeout", DP_OPT_DOUBLE, &timeout, NULL, "seconds per candidate run (default 120)"},
         {"--alpha", DP_OPT_DOUBLE, &alpha, NULL, "false-reject bound per test (default: ci 1e-6, certify 1e-9)"},
         {"--verbose", DP_OPT_FLAG, &verbose, NULL, "one line per candidate run, every check"},
+        {"--filter", DP_OPT_STRING, &filter, NULL, "only the vectors matching this regex (verdict at best INCOMPLETE)"},
     };
     const size_t no = sizeof opts / sizeof opts[0];
     dp_status st = dp_opts_parse(opts, no, argc, argv, NULL, 0, NULL, &help);
@@ -99,7 +101,11 @@ int dp_cmd_certify(int argc, char **argv) {
     o.alpha = alpha;
     o.timeout_s = timeout;
     o.candidate = cand;
+    o.filter = filter;
     cert_suite_defaults(&o);
+    regex_t re;
+    if (filter && regcomp(&re, filter, REG_EXTENDED | REG_NOSUB) != 0)
+        return dp_cli_fail("certify", dp_error(DP_ERR_INVALID, "--filter: invalid regular expression '%s'", filter));
     char tmpl[4096];
     if (!report) {
         const char *td = getenv("TMPDIR");
@@ -111,6 +117,21 @@ int dp_cmd_certify(int argc, char **argv) {
     snprintf(vd, sizeof vd, "%s/vectors", report);
     if ((st = dp_mkdir_p("--report", report)) != DP_OK || (st = cert_vectors_write(vd, o.suite, NULL, NULL)) != DP_OK)
         return dp_cli_fail("certify", st);
+    if (filter) { /* drop the vectors that do not match */
+        char **names = NULL;
+        size_t nv = 0, kept = 0;
+        if ((st = cert_list_vector_files(&names, &nv, vd)) != DP_OK) { regfree(&re); return dp_cli_fail("certify", st); }
+        for (size_t i = 0; i < nv; i++) {
+            char p[4200];
+            snprintf(p, sizeof p, "%.3000s/%.1000s.safetensors", vd, names[i]);
+            if (regexec(&re, names[i], 0, NULL, 0) != 0) remove(p);
+            else kept++;
+            free(names[i]);
+        }
+        free(names);
+        regfree(&re);
+        if (!kept) return dp_cli_fail("certify", dp_error(DP_ERR_INVALID, "--filter '%s' matches no vector", filter));
+    }
     if (o.suite == CERT_SUITE_CERTIFY) { /* the power claim: std <= 0.97 of the claim caught with power >= 0.999 */
         int64_t per = 0, need = 1;
         if ((st = noise_per_repeat(&per, vd)) != DP_OK) return dp_cli_fail("certify", st);
