@@ -129,6 +129,8 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o);
 /* ---- reports and signatures (certify_report.c) ---- */
 /* report.json (hashes of every vector and output, every check, verdict), report.md, junit.xml. */
 dp_status cert_report_write(const char *bundle, const cert_result *r, const cert_opts *o, const char *command);
+/* RDP epsilon of the reference run (q 0.01, 1000 steps, delta 1e-5) at noise multiplier sigma. */
+double cert_implied_epsilon(double sigma);
 /* Ed25519 key pair (PEM, private key mode 0600). */
 dp_status cert_keygen(const char *priv_path, const char *pub_path);
 /* BUNDLE/report.json.sig = Ed25519(report.json bytes). */
