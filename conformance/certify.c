@@ -253,15 +253,6 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
     int64_t prevn = 0;
     dp_status st = DP_OK;
     if (nv == 0) st = dp_error(DP_ERR_FORMAT, "no vectors in %s/vectors", bundle);
-    if (st == DP_OK && o->filter) { /* a partial run certifies nothing */
-        cert_check k;
-        memset(&k, 0, sizeof k);
-        k.status = CERT_INCOMPLETE;
-        snprintf(k.name, sizeof k.name, "coverage");
-        snprintf(k.scope, sizeof k.scope, "%zu vectors", nv);
-        snprintf(k.msg, sizeof k.msg, "vectors filtered by '%.200s': not every vector of the suite was run", o->filter);
-        st = cert_result_push(r, &k);
-    }
     for (size_t i = 0; i < nv && st == DP_OK; i++) {
         char vp[4096], hex[65];
         snprintf(vp, sizeof vp, "%s/vectors/%s.safetensors", bundle, names[i]);
@@ -323,6 +314,15 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
             }
             st = cert_result_push(r, &k);
         }
+    }
+    if (st == DP_OK && o->filter) { /* a partial run certifies nothing (last: the first reason stays the real one) */
+        cert_check k;
+        memset(&k, 0, sizeof k);
+        k.status = CERT_INCOMPLETE;
+        snprintf(k.name, sizeof k.name, "coverage");
+        snprintf(k.scope, sizeof k.scope, "%zu vectors", nv);
+        snprintf(k.msg, sizeof k.msg, "vectors filtered by '%.200s': not every vector of the suite was run", o->filter);
+        st = cert_result_push(r, &k);
     }
     cert_pool_free(&all); cert_pool_free(&coord); cert_pool_free(&rep); cert_pool_free(&across);
     free_names(names, nv);
