@@ -9,16 +9,6 @@
 #include "common/hash.h"
 #include "conformance/certify_int.h"
 
-static int meta_d(const dp_tensor_set *v, const char *key, double *x) {
-    const char *m = dp_tset_meta(v, key);
-    if (!m) return 0;
-    char *end;
-    double t = strtod(m, &end);
-    if (end == m || *end || !isfinite(t)) return 0;
-    *x = t;
-    return 1;
-}
-
 static dp_status push(cert_result *r, int status, const char *name, const char *scope, const char *msg) {
     cert_check k;
     memset(&k, 0, sizeof k);
@@ -123,7 +113,7 @@ static dp_status deterministic(cert_result *r, const cert_vecref *ref, const dp_
 dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_pool *rep, double ***zs_out, int64_t *zn,
                          const char *bundle, const char *name, const dp_tensor_set *v, const cert_opts *o) {
     double sigma = 0, ctot = 0;
-    if (!meta_d(v, "sigma", &sigma) || !meta_d(v, "c_total", &ctot) || !(sigma * ctot > 0))
+    if (!conf_meta_double(v, "sigma", &sigma) || !conf_meta_double(v, "c_total", &ctot) || !(sigma * ctot > 0))
         return dp_error(DP_ERR_FORMAT, "vector %s: sigma and c_total must be positive", name);
     double **zs = dp_calloc((size_t)o->repeats, sizeof *zs);
     char (*dig)[65] = dp_calloc((size_t)o->repeats, sizeof *dig);
@@ -148,7 +138,7 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
         conf_clip_conv cv;
         dp_dtype dt = DP_F64;
         int ok = conf_clip_conv_parse(&cv, "output metadata clip_fn", clip_fn) == DP_OK;
-        if (ok && !dp_tset_meta(&out, "clip_fn") && cv.automatic) meta_d(v, "gamma", &cv.eps);
+        if (ok && !dp_tset_meta(&out, "clip_fn") && cv.automatic) conf_meta_double(v, "gamma", &cv.eps);
         if (ok && dts) ok = (strcmp(dts, "f64") == 0 && (dt = DP_F64, 1)) || (strcmp(dts, "f32") == 0 && (dt = DP_F32, 1)) ||
                             (strcmp(dts, "bf16") == 0 && (dt = DP_BF16, 1));
         if (!ok) {
@@ -223,7 +213,7 @@ dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *nam
                              const cert_opts *o) {
     const dp_tensor *sh = dp_tset_find(v, "sampling.shape");
     double q = 0;
-    if (!sh || dp_tensor_numel(sh) != 2 || !meta_d(v, "q", &q) || !(q > 0 && q < 1))
+    if (!sh || dp_tensor_numel(sh) != 2 || !conf_meta_double(v, "q", &q) || !(q > 0 && q < 1))
         return dp_error(DP_ERR_FORMAT, "sampling vector %s: sampling.shape and q in (0, 1) required", name);
     int64_t K = (int64_t)dp_tensor_get(sh, 0), N = (int64_t)dp_tensor_get(sh, 1);
     if (K < 2 || N < 2 || K > (1 << 20) || N > (1 << 24)) return dp_error(DP_ERR_FORMAT, "sampling vector %s: bad shape", name);
