@@ -102,6 +102,14 @@ typedef struct {
     const char *filter;     /* NULL, or a POSIX extended regex on vector names: a partial run,
                                whose verdict is at best INCOMPLETE */
 } cert_opts;
+/* The certify level's power claim: noise std <= CERT_CERTIFY_STD of the claim is caught with
+ * probability >= CERT_CERTIFY_POWER (variance test, guaranteed lower bound). */
+#define CERT_CERTIFY_STD 0.97
+#define CERT_CERTIFY_POWER 0.999
+/* Noise draws per repeat: the parameters of the step vectors in `dir`. */
+dp_status cert_noise_draws(int64_t *n, const char *dir);
+/* The smallest repeats >= 2 meeting the power claim at alpha (capped at 1000). */
+int64_t cert_repeats_needed(int64_t per_repeat, double alpha);
 /* Alpha per test and the repeats needed for the suite's power claim. */
 void cert_suite_defaults(cert_opts *o);
 

@@ -43,28 +43,6 @@ int dp_cmd_vectors(int argc, char **argv) {
     return st == DP_OK ? 0 : dp_cli_fail("vectors", st);
 }
 
-/* noise coordinates per repeat of the suite's step vectors (for the power requirement) */
-static dp_status noise_per_repeat(int64_t *n, const char *dir) {
-    *n = 0;
-    char **names = NULL;
-    size_t nv = 0;
-    dp_status st = DP_OK;
-    DP_TRY(cert_list_vector_files(&names, &nv, dir));
-    for (size_t i = 0; i < nv && st == DP_OK; i++) {
-        char p[4200];
-        snprintf(p, sizeof p, "%.3000s/%.1000s.safetensors", dir, names[i]);
-        dp_tensor_set v;
-        if ((st = dp_st_read(&v, p)) != DP_OK) break;
-        const char *k = dp_tset_meta(&v, "kind");
-        for (size_t j = 0; k && strcmp(k, "step") == 0 && j < v.n; j++)
-            if (strncmp(v.items[j].name, "params.", 7) == 0) *n += dp_tensor_numel(&v.items[j].t);
-        dp_tset_free(&v);
-    }
-    for (size_t i = 0; i < nv; i++) free(names[i]);
-    free(names);
-    return st;
-}
-
 int dp_cmd_certify(int argc, char **argv) {
     const char *suite = "ci", *cand = NULL, *report = NULL, *sign = NULL, *filter = NULL;
     int64_t repeats = 0;
@@ -133,10 +111,9 @@ int dp_cmd_certify(int argc, char **argv) {
         if (!kept) return dp_cli_fail("certify", dp_error(DP_ERR_INVALID, "--filter '%s' matches no vector", filter));
     }
     if (o.suite == CERT_SUITE_CERTIFY) { /* the power claim: std <= 0.97 of the claim caught with power >= 0.999 */
-        int64_t per = 0, need = 1;
-        if ((st = noise_per_repeat(&per, vd)) != DP_OK) return dp_cli_fail("certify", st);
-        while (need < 1000 && cert_power_variance(per * need, o.alpha, 0.97) < 0.999) need++;
-        if (need < 2) need = 2;
+        int64_t per = 0;
+        if ((st = cert_noise_draws(&per, vd)) != DP_OK) return dp_cli_fail("certify", st);
+        int64_t need = cert_repeats_needed(per, o.alpha);
         if (rep_seen && repeats < need)
             return dp_cli_fail("certify", dp_error(DP_ERR_INVALID, "--repeats %lld is below the %lld the certify level needs "
                                                                    "(power 0.999 against std 0.97 at alpha %.0e)",

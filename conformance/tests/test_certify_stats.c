@@ -28,23 +28,10 @@ static double unif(void) { return dp_rng_uniform(&g_st, g_k++); }
 
 /* noise draws per repeat of a suite: the parameters of its step vectors */
 static int64_t per_repeat(cert_suite s, const char *dir) {
-    char **names = NULL;
-    size_t n = 0;
-    T_OK(cert_vectors_write(dir, s, &names, &n));
-    int64_t tot = 0;
-    for (size_t i = 0; i < n; i++) {
-        char p[512];
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        dp_tensor_set v;
-        T_OK(dp_st_read(&v, p));
-        const char *k = dp_tset_meta(&v, "kind");
-        for (size_t j = 0; k && strcmp(k, "step") == 0 && j < v.n; j++)
-            if (strncmp(v.items[j].name, "params.", 7) == 0) tot += dp_tensor_numel(&v.items[j].t);
-        dp_tset_free(&v);
-        free(names[i]);
-    }
-    free(names);
-    return tot;
+    T_OK(cert_vectors_write(dir, s, NULL, NULL));
+    int64_t n = 0;
+    T_OK(cert_noise_draws(&n, dir));
+    return n;
 }
 
 static void null_rates(void) {
@@ -156,10 +143,8 @@ int main(void) {
     T_CHECK(k.status == CERT_PASS, "Poisson batch sizes rejected by the dispersion test (%s)", k.msg);
 
     /* certify level */
-    int64_t per = per_repeat(CERT_SUITE_CERTIFY, "vcert"), R = 1;
     double ac = 1e-9;
-    while (R < 1000 && cert_power_variance(per * R, ac, 0.97) < 0.999) R++;
-    if (R < 2) R = 2;
+    int64_t per = per_repeat(CERT_SUITE_CERTIFY, "vcert"), R = cert_repeats_needed(per, ac);
     int64_t ncert = per * R;
     double pc = cert_power_variance(ncert, ac, 0.97);
     printf("certify: %lld draws per repeat, %lld repeats, %lld draws; power >= %.6f against std 0.97 at alpha 1e-9\n",

@@ -41,9 +41,12 @@ def step(v, out, declare):
     batch = {k: torch.from_numpy(np.ascontiguousarray(a)) for k, a in v.batch.items()}
     B = next(iter(batch.values())).shape[0]
     keep = torch.ones(B, dtype=torch.bool)
+    losses = np.zeros(B)
     if B:
         with torch.no_grad():
-            keep = torch.isfinite(model.per_example_loss(batch))
+            lo = model.per_example_loss(batch)
+        keep = torch.isfinite(lo)
+        losses = lo.cpu().numpy().astype(np.float64)
         batch = {k: a[keep] for k, a in batch.items()}
     gsm = GradSampleModule(model)
     params = [p for p in gsm.parameters() if p.requires_grad]
@@ -67,7 +70,7 @@ def step(v, out, declare):
         for p in params:
             p.grad_sample = torch.zeros((0,) + tuple(p.shape), dtype=p.dtype)
     opt.pre_step()
-    res = {}
+    res = {"per_sample.loss": losses}
     for n, p in zip(names, params):
         g = p.grad.detach().cpu().numpy().astype(np.float64)
         res[f"step.private_grad.{n}"] = g
