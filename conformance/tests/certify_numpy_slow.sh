@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# conformance/tests/certify_numpy.sh — `dpcert certify` end to end on the numpy candidate
+# conformance/tests/certify_numpy_slow.sh — `dpcert certify` end to end on the numpy candidate
 # (conformance/adapters/python/examples/numpy_candidate.py): the correct candidate is
 # CERTIFIED (ci suite) and its signed bundle verifies (the mutants and a filtered run:
 # certify_mutants_slow.sh); tampering with an output, the
