@@ -25,6 +25,19 @@ static dp_status output_failed(cert_result *r, const dp_cand_result *cr, const c
     return push(r, dp_cand_outcome_incomplete(cr->outcome) ? CERT_INCOMPLETE : CERT_FAIL, "candidate output", scope, m);
 }
 
+/* Repeat k's output of vector `name`: 1 with *out holding it when the run produced a valid
+ * output; 0 when it did not (the failure is recorded as a check; *st carries errors). */
+static int read_repeat(cert_result *r, dp_status *st, dp_tensor_set *out, char *sc, size_t sclen, const char *bundle,
+                       const char *name, int64_t k, const dp_tensor_set *v) {
+    snprintf(sc, sclen, "%s r%lld", name, (long long)k);
+    dp_cand_result cr;
+    if ((*st = cert_read_output(&cr, out, bundle, name, k, v)) != DP_OK) return 0;
+    if (cr.outcome == DP_CAND_OK) return 1;
+    *st = output_failed(r, &cr, sc);
+    dp_tset_free(out);
+    return 0;
+}
+
 static void note_convention(cert_result *r, const char *vec, const char *clip_fn, const char *dtype) {
     char c[160];
     snprintf(c, sizeof c, "clip_fn=%s dtype=%s", clip_fn, dtype);
@@ -124,15 +137,8 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
     dp_status st = DP_OK;
     for (int64_t k = 1; k <= o->repeats && st == DP_OK; k++) {
         char sc[160];
-        snprintf(sc, sizeof sc, "%s r%lld", name, (long long)k);
-        dp_cand_result cr;
         dp_tensor_set out;
-        if ((st = cert_read_output(&cr, &out, bundle, name, k, v)) != DP_OK) break;
-        if (cr.outcome != DP_CAND_OK) {
-            st = output_failed(r, &cr, sc);
-            dp_tset_free(&out);
-            continue;
-        }
+        if (!read_repeat(r, &st, &out, sc, sizeof sc, bundle, name, k, v)) continue;
         const char *clip_fn = dp_tset_meta(&out, "clip_fn"), *dts = dp_tset_meta(&out, "dtype");
         if (!clip_fn) clip_fn = dp_tset_meta(v, "clip_fn");
         conf_clip_conv cv;
@@ -222,11 +228,8 @@ dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *nam
     dp_status st = (!cs || !ce) ? DP_ERR_NOMEM : DP_OK;
     for (int64_t k = 1; k <= o->repeats && st == DP_OK; k++) {
         char sc[160];
-        snprintf(sc, sizeof sc, "%s r%lld", name, (long long)k);
-        dp_cand_result cr;
         dp_tensor_set out;
-        if ((st = cert_read_output(&cr, &out, bundle, name, k, v)) != DP_OK) break;
-        if (cr.outcome != DP_CAND_OK) { st = output_failed(r, &cr, sc); dp_tset_free(&out); continue; }
+        if (!read_repeat(r, &st, &out, sc, sizeof sc, bundle, name, k, v)) continue;
         const dp_tensor *m = dp_tset_find(&out, "sampling.mask");
         free(cur);
         cur = dp_malloc((size_t)(K * N));
