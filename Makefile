@@ -9,6 +9,7 @@
 #   make bench      CPU benchmarks (ratios measured side by side)
 #   make bench-peers  dpcert against PyTorch/Opacus on the same llama (installs torch, opacus into build/)
 #   make fuzz       libFuzzer targets (clang), build/fuzz/
+#   make test-peers certify Opacus (installs torch, opacus, safetensors from PyPI into build/peers-venv)
 #   make clean
 #
 # Sources are found by directory: every module's *.c goes into its static
@@ -120,7 +121,7 @@ endef
 $(foreach s,$(TEST_SRC),$(eval $(call TEST_RULE,$(firstword $(subst /, ,$(s))),tests,$(s))))
 $(foreach s,$(BENCH_SRC),$(eval $(call TEST_RULE,$(firstword $(subst /, ,$(s))),bench,$(s))))
 
-.PHONY: all run test test-fast test-gpu coverage bench bench-gpu fuzz clean deps config banner check-config
+.PHONY: all run test test-fast test-gpu coverage bench bench-gpu fuzz clean deps config banner check-config test-peers
 all: banner $(DPCERT) $(TEST_BIN) $(BENCH_BIN)
 
 banner: | $(CONFIG)
@@ -195,6 +196,12 @@ test-gpu: deps
 run: deps
 	@$(MAKE) --no-print-directory all
 	@ci/main-job.sh $(BUILD)
+
+# Third-party peers (not part of `make test`): torch, opacus and safetensors from PyPI into
+# $(BUILD)/peers-venv; Opacus certified on the certify suite (docs/certification.md).
+test-peers: deps
+	@$(MAKE) --no-print-directory all
+	@conformance/adapters/python/peers.sh $(BUILD)
 
 bench: deps
 	@$(MAKE) --no-print-directory all

@@ -42,6 +42,8 @@ int main(int c,char**v){(void)c;(void)v; return MPI_VERSION < 3;}' $MPI_CFLAGS $
   command -v lcov >/dev/null 2>&1 && command -v genhtml >/dev/null 2>&1 && HAVE_LCOV=1
   HAVE_CHROMIUM=0
   command -v chromium >/dev/null 2>&1 && chromium --version >"$T/chromium.log" 2>&1 && HAVE_CHROMIUM=1
+  HAVE_PY_NUMPY=0 # optional: the certify tests' numpy candidate (conformance/adapters/python)
+  for py in python3 /usr/bin/python3; do "$py" -c 'import numpy' >/dev/null 2>&1 && HAVE_PY_NUMPY=1 && break; done
   NVCC=""
   if [ -x "$CUDA_HOME/bin/nvcc" ]; then NVCC=$CUDA_HOME/bin/nvcc; elif command -v nvcc >/dev/null 2>&1; then NVCC=$(command -v nvcc); fi
   if [ -n "$NVCC" ]; then
@@ -61,6 +63,10 @@ if [ "$REQUIRED_OK" = 0 ] && [ "$INSTALL" = 1 ]; then
   bash "$(dirname "$0")/install-deps.sh" || { echo "configure: ci/install-deps.sh failed" >&2; exit 1; }
   run_probes
   REQUIRED_OK=$(( HAVE_MPFR && HAVE_SSL && HAVE_FFTW && HAVE_JANSSON && HAVE_MPI ))
+fi
+if [ "$HAVE_PY_NUMPY" = 0 ] && [ "$INSTALL" = 1 ] && [ "$REQUIRED_OK" = 1 ]; then # optional: never fails the build
+  bash "$(dirname "$0")/install-deps.sh" >/dev/null 2>&1 || echo "configure: could not install python3-numpy (certify tests will be skipped)"
+  run_probes
 fi
 HAVE_CUDA=$(( HAVE_NVCC && HAVE_CUBLAS && HAVE_NCCL ))
 GIT_REV=$(git -C "$(dirname "$0")/.." rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
@@ -96,6 +102,7 @@ echo " required  Open MPI (host collectives)      $(yn $HAVE_MPI)"
 echo " optional  clang libFuzzer (make fuzz)      $(yn $HAVE_LIBFUZZER)"
 echo " optional  lcov (make coverage)             $(yn $HAVE_LCOV)"
 echo " optional  chromium (HTML report test)      $(yn $HAVE_CHROMIUM)"
+echo " optional  python3 + numpy (certify tests)  $(yn $HAVE_PY_NUMPY)"
 echo " optional  nvcc sm_90 ($CUDA_HOME)     $(yn $HAVE_NVCC)"
 echo " optional  cuBLAS / NCCL                    $(yn $HAVE_CUBLAS) / $(yn $HAVE_NCCL)"
 echo " will build: dpcert (host backend$( [ "$HAVE_CUDA" = 1 ] && echo ', cuda backend: sm_90 SASS + compute_90 PTX')), tests$( [ "$HAVE_LIBFUZZER" = 1 ] && echo ', fuzzers')"

@@ -315,7 +315,43 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
             st = cert_result_push(r, &k);
         }
     }
+    if (st == DP_OK && o->filter) { /* a partial run certifies nothing (last: the first reason stays the real one) */
+        cert_check k;
+        memset(&k, 0, sizeof k);
+        k.status = CERT_INCOMPLETE;
+        snprintf(k.name, sizeof k.name, "coverage");
+        snprintf(k.scope, sizeof k.scope, "%zu vectors", nv);
+        snprintf(k.msg, sizeof k.msg, "vectors filtered by '%.200s': not every vector of the suite was run", o->filter);
+        st = cert_result_push(r, &k);
+    }
     cert_pool_free(&all); cert_pool_free(&coord); cert_pool_free(&rep); cert_pool_free(&across);
     free_names(names, nv);
     return st;
+}
+
+dp_status cert_noise_draws(int64_t *n, const char *dir) {
+    *n = 0;
+    char **names = NULL;
+    size_t nv = 0;
+    dp_status st = DP_OK;
+    DP_TRY(cert_list_vector_files(&names, &nv, dir));
+    for (size_t i = 0; i < nv && st == DP_OK; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%.3000s/%.1000s.safetensors", dir, names[i]);
+        dp_tensor_set v;
+        if ((st = dp_st_read(&v, p)) != DP_OK) break;
+        const char *k = dp_tset_meta(&v, "kind");
+        for (size_t j = 0; k && strcmp(k, "step") == 0 && j < v.n; j++)
+            if (strncmp(v.items[j].name, "params.", 7) == 0) *n += dp_tensor_numel(&v.items[j].t);
+        dp_tset_free(&v);
+    }
+    for (size_t i = 0; i < nv; i++) free(names[i]);
+    free(names);
+    return st;
+}
+
+int64_t cert_repeats_needed(int64_t per_repeat, double alpha) {
+    int64_t need = 1;
+    while (need < 1000 && cert_power_variance(per_repeat * need, alpha, CERT_CERTIFY_STD) < CERT_CERTIFY_POWER) need++;
+    return need < 2 ? 2 : need;
 }

@@ -99,7 +99,17 @@ typedef struct {
     double alpha;           /* per test */
     double timeout_s;
     const char *candidate;  /* the command */
+    const char *filter;     /* NULL, or a POSIX extended regex on vector names: a partial run,
+                               whose verdict is at best INCOMPLETE */
 } cert_opts;
+/* The certify level's power claim: noise std <= CERT_CERTIFY_STD of the claim is caught with
+ * probability >= CERT_CERTIFY_POWER (variance test, guaranteed lower bound). */
+#define CERT_CERTIFY_STD 0.97
+#define CERT_CERTIFY_POWER 0.999
+/* Noise draws per repeat: the parameters of the step vectors in `dir`. */
+dp_status cert_noise_draws(int64_t *n, const char *dir);
+/* The smallest repeats >= 2 meeting the power claim at alpha (capped at 1000). */
+int64_t cert_repeats_needed(int64_t per_repeat, double alpha);
 /* Alpha per test and the repeats needed for the suite's power claim. */
 void cert_suite_defaults(cert_opts *o);
 
@@ -127,6 +137,8 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o);
 /* ---- reports and signatures (certify_report.c) ---- */
 /* report.json (hashes of every vector and output, every check, verdict), report.md, junit.xml. */
 dp_status cert_report_write(const char *bundle, const cert_result *r, const cert_opts *o, const char *command);
+/* RDP epsilon of the reference run (q 0.01, 1000 steps, delta 1e-5) at noise multiplier sigma. */
+double cert_implied_epsilon(double sigma);
 /* Ed25519 key pair (PEM, private key mode 0600). */
 dp_status cert_keygen(const char *priv_path, const char *pub_path);
 /* BUNDLE/report.json.sig = Ed25519(report.json bytes). */

@@ -9,16 +9,6 @@
 #include "common/hash.h"
 #include "conformance/certify_int.h"
 
-static int meta_d(const dp_tensor_set *v, const char *key, double *x) {
-    const char *m = dp_tset_meta(v, key);
-    if (!m) return 0;
-    char *end;
-    double t = strtod(m, &end);
-    if (end == m || *end || !isfinite(t)) return 0;
-    *x = t;
-    return 1;
-}
-
 static dp_status push(cert_result *r, int status, const char *name, const char *scope, const char *msg) {
     cert_check k;
     memset(&k, 0, sizeof k);
@@ -33,6 +23,19 @@ static dp_status output_failed(cert_result *r, const dp_cand_result *cr, const c
     char m[600];
     snprintf(m, sizeof m, "%s: %s", dp_cand_outcome_name(cr->outcome), cr->msg);
     return push(r, dp_cand_outcome_incomplete(cr->outcome) ? CERT_INCOMPLETE : CERT_FAIL, "candidate output", scope, m);
+}
+
+/* Repeat k's output of vector `name`: 1 with *out holding it when the run produced a valid
+ * output; 0 when it did not (the failure is recorded as a check; *st carries errors). */
+static int read_repeat(cert_result *r, dp_status *st, dp_tensor_set *out, char *sc, size_t sclen, const char *bundle,
+                       const char *name, int64_t k, const dp_tensor_set *v) {
+    snprintf(sc, sclen, "%s r%lld", name, (long long)k);
+    dp_cand_result cr;
+    if ((*st = cert_read_output(&cr, out, bundle, name, k, v)) != DP_OK) return 0;
+    if (cr.outcome == DP_CAND_OK) return 1;
+    *st = output_failed(r, &cr, sc);
+    dp_tset_free(out);
+    return 0;
 }
 
 static void note_convention(cert_result *r, const char *vec, const char *clip_fn, const char *dtype) {
@@ -53,18 +56,25 @@ static dp_status deterministic(cert_result *r, const cert_vecref *ref, const dp_
     dp_tset_init(&C);
     dp_status st = DP_OK;
     for (size_t i = 0; i < out->n && st == DP_OK; i++) st = dp_tset_add(&C, out->items[i].name, &out->items[i].t);
-    for (int p = 0; p < ref->m.nparams && st == DP_OK; p++) { /* noise exported: check G - Z/qN against S_ref/qN */
+    for (int p = 0; p < ref->m.nparams && st == DP_OK; p++) { /* noise exported: G - Z/qN against S_ref/qN */
         char nz[200], pg[200];
         snprintf(nz, sizeof nz, "step.noise.%s", ref->m.params[p].name);
         snprintf(pg, sizeof pg, "step.private_grad.%s", ref->m.params[p].name);
         if (!dp_tset_find(out, nz)) continue;
+        /* the reference side holds the candidate's own noise: (S_ref + Z_cand) / qN is what the
+           private gradient must be (compare's noise-substitution rule) */
         const ref_param *P = &ref->m.params[p];
-        double *zero = dp_calloc((size_t)P->numel, sizeof *zero), *g = dp_malloc((size_t)P->numel * sizeof *g);
-        if (!zero || !g) { free(zero); free(g); st = DP_ERR_NOMEM; break; }
-        for (int64_t e = 0; e < P->numel; e++) g[e] = ref->sum[p][e] / ref->qn;
-        st = dp_tset_add_f64(&R, nz, zero, P->ndim, P->shape);
+        const dp_tensor *cz = dp_tset_find(out, nz);
+        if (dp_tensor_numel(cz) != P->numel) continue;
+        double *z = dp_malloc((size_t)P->numel * sizeof *z), *g = dp_malloc((size_t)P->numel * sizeof *g);
+        if (!z || !g) { free(z); free(g); st = DP_ERR_NOMEM; break; }
+        for (int64_t e = 0; e < P->numel; e++) {
+            z[e] = dp_tensor_get(cz, e);
+            g[e] = (ref->sum[p][e] + z[e]) / ref->qn;
+        }
+        st = dp_tset_add_f64(&R, nz, z, P->ndim, P->shape);
         if (st == DP_OK) st = dp_tset_add_f64(&R, pg, g, P->ndim, P->shape);
-        free(zero);
+        free(z);
         free(g);
     }
     /* what the candidate does not export is copied from the reference (so the bounds can be
@@ -116,7 +126,7 @@ static dp_status deterministic(cert_result *r, const cert_vecref *ref, const dp_
 dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_pool *rep, double ***zs_out, int64_t *zn,
                          const char *bundle, const char *name, const dp_tensor_set *v, const cert_opts *o) {
     double sigma = 0, ctot = 0;
-    if (!meta_d(v, "sigma", &sigma) || !meta_d(v, "c_total", &ctot) || !(sigma * ctot > 0))
+    if (!conf_meta_double(v, "sigma", &sigma) || !conf_meta_double(v, "c_total", &ctot) || !(sigma * ctot > 0))
         return dp_error(DP_ERR_FORMAT, "vector %s: sigma and c_total must be positive", name);
     double **zs = dp_calloc((size_t)o->repeats, sizeof *zs);
     char (*dig)[65] = dp_calloc((size_t)o->repeats, sizeof *dig);
@@ -127,21 +137,14 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
     dp_status st = DP_OK;
     for (int64_t k = 1; k <= o->repeats && st == DP_OK; k++) {
         char sc[160];
-        snprintf(sc, sizeof sc, "%s r%lld", name, (long long)k);
-        dp_cand_result cr;
         dp_tensor_set out;
-        if ((st = cert_read_output(&cr, &out, bundle, name, k, v)) != DP_OK) break;
-        if (cr.outcome != DP_CAND_OK) {
-            st = output_failed(r, &cr, sc);
-            dp_tset_free(&out);
-            continue;
-        }
+        if (!read_repeat(r, &st, &out, sc, sizeof sc, bundle, name, k, v)) continue;
         const char *clip_fn = dp_tset_meta(&out, "clip_fn"), *dts = dp_tset_meta(&out, "dtype");
         if (!clip_fn) clip_fn = dp_tset_meta(v, "clip_fn");
         conf_clip_conv cv;
         dp_dtype dt = DP_F64;
         int ok = conf_clip_conv_parse(&cv, "output metadata clip_fn", clip_fn) == DP_OK;
-        if (ok && !dp_tset_meta(&out, "clip_fn") && cv.automatic) meta_d(v, "gamma", &cv.eps);
+        if (ok && !dp_tset_meta(&out, "clip_fn") && cv.automatic) conf_meta_double(v, "gamma", &cv.eps);
         if (ok && dts) ok = (strcmp(dts, "f64") == 0 && (dt = DP_F64, 1)) || (strcmp(dts, "f32") == 0 && (dt = DP_F32, 1)) ||
                             (strcmp(dts, "bf16") == 0 && (dt = DP_BF16, 1));
         if (!ok) {
@@ -216,7 +219,7 @@ dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *nam
                              const cert_opts *o) {
     const dp_tensor *sh = dp_tset_find(v, "sampling.shape");
     double q = 0;
-    if (!sh || dp_tensor_numel(sh) != 2 || !meta_d(v, "q", &q) || !(q > 0 && q < 1))
+    if (!sh || dp_tensor_numel(sh) != 2 || !conf_meta_double(v, "q", &q) || !(q > 0 && q < 1))
         return dp_error(DP_ERR_FORMAT, "sampling vector %s: sampling.shape and q in (0, 1) required", name);
     int64_t K = (int64_t)dp_tensor_get(sh, 0), N = (int64_t)dp_tensor_get(sh, 1);
     if (K < 2 || N < 2 || K > (1 << 20) || N > (1 << 24)) return dp_error(DP_ERR_FORMAT, "sampling vector %s: bad shape", name);
@@ -225,11 +228,8 @@ dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *nam
     dp_status st = (!cs || !ce) ? DP_ERR_NOMEM : DP_OK;
     for (int64_t k = 1; k <= o->repeats && st == DP_OK; k++) {
         char sc[160];
-        snprintf(sc, sizeof sc, "%s r%lld", name, (long long)k);
-        dp_cand_result cr;
         dp_tensor_set out;
-        if ((st = cert_read_output(&cr, &out, bundle, name, k, v)) != DP_OK) break;
-        if (cr.outcome != DP_CAND_OK) { st = output_failed(r, &cr, sc); dp_tset_free(&out); continue; }
+        if (!read_repeat(r, &st, &out, sc, sizeof sc, bundle, name, k, v)) continue;
         const dp_tensor *m = dp_tset_find(&out, "sampling.mask");
         free(cur);
         cur = dp_malloc((size_t)(K * N));

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "accountant/acct.h"
 #include "common/fsutil.h"
 #include "common/hash.h"
 #include "common/safetensors.h"
@@ -87,6 +88,27 @@ static double alpha_sum(const cert_result *r) {
     return s;
 }
 
+/* What the measured noise implies (docs/certification.md "What a verdict implies"): the
+ * RDP epsilon of a reference training run (q 0.01, 1000 steps, delta 1e-5) at the claimed noise
+ * multiplier 1 and at 1 x the lower end of the measured std ratio's 99.9 % interval. */
+#define CERT_ACCT_Q 0.01
+#define CERT_ACCT_STEPS 1000
+#define CERT_ACCT_DELTA 1e-5
+double cert_implied_epsilon(double sigma) {
+    if (!(sigma > 0)) return INFINITY;
+    acct_schedule s;
+    memset(&s, 0, sizeof s);
+    s.n = 1;
+    s.seg[0].mech = ACCT_GAUSSIAN;
+    s.seg[0].q = CERT_ACCT_Q;
+    s.seg[0].param = sigma;
+    s.seg[0].steps = CERT_ACCT_STEPS;
+    double orders[ACCT_MAX_ORDERS], eps = INFINITY, ord;
+    size_t n = acct_orders_grid(orders, ACCT_GRID_DEFAULT);
+    if (acct_rdp_epsilon(&eps, &ord, &s, orders, n, CERT_ACCT_DELTA, ACCT_CONV_BALLE) != DP_OK) return INFINITY;
+    return eps;
+}
+
 static dp_status write_md(const char *path, const cert_result *r, const cert_opts *o) {
     dp_afile af;
     DP_TRY(dp_afile_open(&af, "--report", path));
@@ -98,6 +120,10 @@ static dp_status write_md(const char *path, const cert_result *r, const cert_opt
     if (r->noise_n)
         fprintf(f, "- measured noise std / claimed: %.5f (99.9%% interval [%.5f, %.5f], %lld draws)\n", r->sigma_eff_ratio,
                 r->ratio_lo, r->ratio_hi, (long long)r->noise_n);
+    if (r->noise_n)
+        fprintf(f, "- implied: a run claimed at noise multiplier 1 (q 0.01, 1000 steps, delta 1e-5) has epsilon %.4g; "
+                   "the measured noise (multiplier >= %.5f at 99.9%%) supports epsilon %.4g\n",
+                cert_implied_epsilon(1.0), r->ratio_lo, cert_implied_epsilon(r->ratio_lo));
     fprintf(f, "- declared conventions: %s\n\n", r->conventions[0] ? r->conventions : "(none)");
     fprintf(f, "| check | scope | status | statistic | accept | alpha | detail |\n|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < r->n; i++) {
@@ -138,6 +164,7 @@ dp_status cert_report_write(const char *bundle, const cert_result *r, const cert
     json_object_set_new(root, "command", json_string(command ? command : ""));
     json_object_set_new(root, "candidate", json_string(o->candidate ? o->candidate : ""));
     json_object_set_new(root, "suite", json_string(cert_suite_name(o->suite)));
+    json_object_set_new(root, "filter", o->filter ? json_string(o->filter) : json_null());
     json_object_set_new(root, "repeats", json_integer(o->repeats));
     json_object_set_new(root, "alpha_per_test", json_real(o->alpha));
     json_object_set_new(root, "alpha_union_bound", json_real(alpha_sum(r)));
@@ -150,6 +177,14 @@ dp_status cert_report_write(const char *bundle, const cert_result *r, const cert
     json_object_set_new(nz, "std_ratio", num_or_null(r->sigma_eff_ratio));
     json_object_set_new(nz, "std_ratio_lo_999", num_or_null(r->ratio_lo));
     json_object_set_new(nz, "std_ratio_hi_999", num_or_null(r->ratio_hi));
+    json_t *im = json_object();
+    json_object_set_new(im, "reference_run", json_string("Poisson q 0.01, 1000 steps, delta 1e-5, RDP (Balle et al. conversion)"));
+    json_object_set_new(im, "claimed_noise_multiplier", json_real(1.0));
+    json_object_set_new(im, "epsilon_claimed", num_or_null(cert_implied_epsilon(1.0)));
+    json_object_set_new(im, "effective_noise_multiplier", num_or_null(r->noise_n ? r->sigma_eff_ratio : NAN));
+    json_object_set_new(im, "effective_noise_multiplier_lo_999", num_or_null(r->noise_n ? r->ratio_lo : NAN));
+    json_object_set_new(im, "epsilon_supported", num_or_null(r->noise_n ? cert_implied_epsilon(r->ratio_lo) : NAN));
+    json_object_set_new(nz, "implied", im);
     json_object_set_new(root, "noise", nz);
     json_t *pw = json_object();
     if (r->noise_n) {

@@ -55,6 +55,7 @@ dp_status cert_verify_bundle(const char *bundle, const char *pubkey) {
     o.repeats = json_integer_value(json_object_get(root, "repeats"));
     o.alpha = json_number_value(json_object_get(root, "alpha_per_test"));
     o.candidate = json_string_value(json_object_get(root, "candidate"));
+    o.filter = json_string_value(json_object_get(root, "filter")); /* NULL when null */
     if (st == DP_OK && (o.repeats < 1 || !(o.alpha > 0 && o.alpha < 1)))
         st = bad("report.json: repeats or alpha_per_test invalid%s%s", "", "");
     cert_result r;

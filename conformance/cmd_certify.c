@@ -1,5 +1,6 @@
 /* conformance/cmd_certify.c — `dpcert vectors`, `dpcert certify`, `dpcert keygen`,
  * `dpcert verify-report` (docs/certification.md). */
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,30 +43,8 @@ int dp_cmd_vectors(int argc, char **argv) {
     return st == DP_OK ? 0 : dp_cli_fail("vectors", st);
 }
 
-/* noise coordinates per repeat of the suite's step vectors (for the power requirement) */
-static dp_status noise_per_repeat(int64_t *n, const char *dir) {
-    *n = 0;
-    char **names = NULL;
-    size_t nv = 0;
-    dp_status st = DP_OK;
-    DP_TRY(cert_list_vector_files(&names, &nv, dir));
-    for (size_t i = 0; i < nv && st == DP_OK; i++) {
-        char p[4200];
-        snprintf(p, sizeof p, "%.3000s/%.1000s.safetensors", dir, names[i]);
-        dp_tensor_set v;
-        if ((st = dp_st_read(&v, p)) != DP_OK) break;
-        const char *k = dp_tset_meta(&v, "kind");
-        for (size_t j = 0; k && strcmp(k, "step") == 0 && j < v.n; j++)
-            if (strncmp(v.items[j].name, "params.", 7) == 0) *n += dp_tensor_numel(&v.items[j].t);
-        dp_tset_free(&v);
-    }
-    for (size_t i = 0; i < nv; i++) free(names[i]);
-    free(names);
-    return st;
-}
-
 int dp_cmd_certify(int argc, char **argv) {
-    const char *suite = "ci", *cand = NULL, *report = NULL, *sign = NULL;
+    const char *suite = "ci", *cand = NULL, *report = NULL, *sign = NULL, *filter = NULL;
     int64_t repeats = 0;
     double timeout = 120, alpha = 0;
     int help = 0, verbose = 0, rep_seen = 0;
@@ -78,6 +57,7 @@ int dp_cmd_certify(int argc, char **argv) {
         {"--timeout", DP_OPT_DOUBLE, &timeout, NULL, "seconds per candidate run (default 120)"},
         {"--alpha", DP_OPT_DOUBLE, &alpha, NULL, "false-reject bound per test (default: ci 1e-6, certify 1e-9)"},
         {"--verbose", DP_OPT_FLAG, &verbose, NULL, "one line per candidate run, every check"},
+        {"--filter", DP_OPT_STRING, &filter, NULL, "only the vectors matching this regex (verdict at best INCOMPLETE)"},
     };
     const size_t no = sizeof opts / sizeof opts[0];
     dp_status st = dp_opts_parse(opts, no, argc, argv, NULL, 0, NULL, &help);
@@ -99,7 +79,11 @@ int dp_cmd_certify(int argc, char **argv) {
     o.alpha = alpha;
     o.timeout_s = timeout;
     o.candidate = cand;
+    o.filter = filter;
     cert_suite_defaults(&o);
+    regex_t re;
+    if (filter && regcomp(&re, filter, REG_EXTENDED | REG_NOSUB) != 0)
+        return dp_cli_fail("certify", dp_error(DP_ERR_INVALID, "--filter: invalid regular expression '%s'", filter));
     char tmpl[4096];
     if (!report) {
         const char *td = getenv("TMPDIR");
@@ -111,11 +95,25 @@ int dp_cmd_certify(int argc, char **argv) {
     snprintf(vd, sizeof vd, "%s/vectors", report);
     if ((st = dp_mkdir_p("--report", report)) != DP_OK || (st = cert_vectors_write(vd, o.suite, NULL, NULL)) != DP_OK)
         return dp_cli_fail("certify", st);
+    if (filter) { /* drop the vectors that do not match */
+        char **names = NULL;
+        size_t nv = 0, kept = 0;
+        if ((st = cert_list_vector_files(&names, &nv, vd)) != DP_OK) { regfree(&re); return dp_cli_fail("certify", st); }
+        for (size_t i = 0; i < nv; i++) {
+            char p[4200];
+            snprintf(p, sizeof p, "%.3000s/%.1000s.safetensors", vd, names[i]);
+            if (regexec(&re, names[i], 0, NULL, 0) != 0) remove(p);
+            else kept++;
+            free(names[i]);
+        }
+        free(names);
+        regfree(&re);
+        if (!kept) return dp_cli_fail("certify", dp_error(DP_ERR_INVALID, "--filter '%s' matches no vector", filter));
+    }
     if (o.suite == CERT_SUITE_CERTIFY) { /* the power claim: std <= 0.97 of the claim caught with power >= 0.999 */
-        int64_t per = 0, need = 1;
-        if ((st = noise_per_repeat(&per, vd)) != DP_OK) return dp_cli_fail("certify", st);
-        while (need < 1000 && cert_power_variance(per * need, o.alpha, 0.97) < 0.999) need++;
-        if (need < 2) need = 2;
+        int64_t per = 0;
+        if ((st = cert_noise_draws(&per, vd)) != DP_OK) return dp_cli_fail("certify", st);
+        int64_t need = cert_repeats_needed(per, o.alpha);
         if (rep_seen && repeats < need)
             return dp_cli_fail("certify", dp_error(DP_ERR_INVALID, "--repeats %lld is below the %lld the certify level needs "
                                                                    "(power 0.999 against std 0.97 at alpha %.0e)",
@@ -149,6 +147,10 @@ int dp_cmd_certify(int argc, char **argv) {
     if (r.noise_n)
         printf("noise: measured std / claimed %.5f (99.9%% interval [%.5f, %.5f]) over %lld draws\n", r.sigma_eff_ratio,
                r.ratio_lo, r.ratio_hi, (long long)r.noise_n);
+    if (r.noise_n)
+        printf("implied: claimed noise multiplier 1 (q 0.01, 1000 steps, delta 1e-5) gives epsilon %.4g; the measured "
+               "noise (multiplier >= %.5f at 99.9%%) supports epsilon %.4g\n",
+               cert_implied_epsilon(1.0), r.ratio_lo, cert_implied_epsilon(r.ratio_lo));
     printf("declared conventions: %s\n", r.conventions[0] ? r.conventions : "(none)");
     printf("%zu checks, false-reject bound (union) %.3g\n", r.n, asum);
     printf("verdict: %s%s%s\nreport: %s/report.json%s\n", cert_verdict_name(r.verdict), r.first[0] ? " -- " : "", r.first,

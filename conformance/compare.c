@@ -14,6 +14,7 @@
 
 #include "common/philox.h"
 #include "common/safetensors.h"
+#include "conformance/compare_int.h"
 #include "conformance/conf.h"
 
 void conf_cmp_opts_default(conf_cmp_opts *o) {
@@ -76,7 +77,7 @@ static double *as_f64(const dp_tensor *t) {
     return v;
 }
 
-static dp_status push_missing(conf_cmp_result *out, const char *prefix, const char *name, const char *side) {
+dp_status conf_cmp_push_missing(conf_cmp_result *out, const char *prefix, const char *name, const char *side) {
     conf_tensor_result t;
     tr_init(&t, prefix, name);
     t.status = CONF_FAIL;
@@ -85,7 +86,7 @@ static dp_status push_missing(conf_cmp_result *out, const char *prefix, const ch
     return conf_cmp_result_push(out, &t);
 }
 
-static dp_status push_skip(conf_cmp_result *out, const char *prefix, const char *name, conf_status st,
+dp_status conf_cmp_push_skip(conf_cmp_result *out, const char *prefix, const char *name, conf_status st,
                            const char *why) {
     conf_tensor_result t;
     tr_init(&t, prefix, name);
@@ -97,7 +98,7 @@ static dp_status push_skip(conf_cmp_result *out, const char *prefix, const char 
 /* Element-wise comparison of cand against ref under bound[] (bound == NULL: exact).
  * `ref_vals` overrides the reference values (used when the candidate's noise is
  * substituted); NULL uses ref. */
-static dp_status compare_elems(conf_cmp_result *out, const char *prefix, const char *name, const dp_tensor *ref,
+dp_status conf_cmp_elems(conf_cmp_result *out, const char *prefix, const char *name, const dp_tensor *ref,
                                const dp_tensor *cand, const double *ref_vals, const double *bound, double warn) {
     conf_tensor_result t;
     tr_init(&t, prefix, name);
@@ -147,7 +148,7 @@ static dp_status compare_elems(conf_cmp_result *out, const char *prefix, const c
 }
 
 /* Looks up a numeric metadata entry under any of the given keys. */
-static int meta_num(const dp_tensor_set *s, double *v, const char *const *keys) {
+int conf_meta_num(const dp_tensor_set *s, double *v, const char *const *keys) {
     for (; *keys; keys++) {
         const char *m = dp_tset_meta(s, *keys);
         if (!m) continue;
@@ -180,15 +181,6 @@ static void model_consts(const dp_tensor_set *ref, int64_t k_opt, double *K, dou
 }
 
 /* ---- the step comparison ---- */
-typedef struct {
-    double u;        /* u_cand + u_ref */
-    double uc;       /* u_cand */
-    double K, P;
-    double gK;       /* gamma_K */
-    double rho;      /* relative norm bound */
-    double bz;       /* |dz| bound of one standard draw (Box-Muller or Laplace) */
-} conf_consts;
-
 static double noise_draw_bound(double u_ref) {
     double bm = conf_bound_boxmuller(u_ref);
     /* Laplace by inversion: x = -sgn(d) ln(1 - 2|d|), 1-2|d| exact, |x| <= 36.04:
@@ -197,20 +189,15 @@ static double noise_draw_bound(double u_ref) {
     return bm > lap ? bm : lap;
 }
 
-/* Per-element bounds kept during one step (clipped sums, noise, private gradients,
- * updated parameters) so that later stages propagate the earlier ones. */
-enum { BS_CS = 0, BS_NOISE, BS_PG, BS_PA, BS_M1, BS_DM1, BS_M2, BS_DM2, BS_EN, BS_Z };
-typedef struct { char name[160]; int kind; int64_t n; double *b; } bstore_item;
-typedef struct { bstore_item *it; size_t n, cap; } bstore;
-static double *bstore_new(bstore *s, const char *name, int kind, int64_t n) {
+double *conf_bstore_new(conf_bstore *s, const char *name, int kind, int64_t n) {
     if (s->n == s->cap) {
         size_t nc = s->cap ? 2 * s->cap : 16;
-        bstore_item *p = realloc(s->it, nc * sizeof *p);
+        conf_bstore_item *p = realloc(s->it, nc * sizeof *p);
         if (!p) return NULL;
         s->it = p;
         s->cap = nc;
     }
-    bstore_item *x = &s->it[s->n];
+    conf_bstore_item *x = &s->it[s->n];
     x->b = dp_calloc((size_t)(n ? n : 1), sizeof *x->b);
     if (!x->b) return NULL;
     snprintf(x->name, sizeof x->name, "%s", name);
@@ -219,146 +206,18 @@ static double *bstore_new(bstore *s, const char *name, int kind, int64_t n) {
     s->n++;
     return x->b;
 }
-static const double *bstore_get(const bstore *s, const char *name, int kind, int64_t n) {
+const double *conf_bstore_get(const conf_bstore *s, const char *name, int kind, int64_t n) {
     for (size_t i = 0; i < s->n; i++)
         if (s->it[i].kind == kind && s->it[i].n == n && strcmp(s->it[i].name, name) == 0) return s->it[i].b;
     return NULL;
 }
-static void bstore_free(bstore *s) {
+void conf_bstore_free(conf_bstore *s) {
     for (size_t i = 0; i < s->n; i++) free(s->it[i].b);
     free(s->it);
     memset(s, 0, sizeof *s);
 }
 
 
-
-/* DP-ZO step: z, clipped differences, noise, released scalars, update, losses. */
-static dp_status compare_dpzo(conf_cmp_result *out, const dp_tensor_set *ref, const dp_tensor_set *cand,
-                              const conf_cmp_opts *o, const char *prefix, const conf_consts *k, bstore *bs) {
-    dp_status st = DP_OK;
-    double nsp = 1, sigma = 0, clip = 0, den = NAN, lr = NAN, wd = 0;
-    static const char *const kn[] = {"n_spsa", NULL}, *const ks[] = {"sigma", NULL}, *const kc[] = {"clip", NULL},
-                             *const kd[] = {"denominator", NULL}, *const klr[] = {"lr", NULL},
-                             *const kwd[] = {"weight_decay", NULL};
-    meta_num(ref, &nsp, kn);
-    meta_num(ref, &sigma, ks);
-    meta_num(ref, &clip, kc);
-    meta_num(ref, &den, kd);
-    meta_num(ref, &lr, klr);
-    meta_num(ref, &wd, kwd);
-    int64_t n = (int64_t)nsp;
-    const dp_tensor *lp = dp_tset_find(ref, "per_sample.loss_plus"), *lm = dp_tset_find(ref, "per_sample.loss_minus");
-    const dp_tensor *dc = dp_tset_find(ref, "per_sample.diff_clipped"), *nz = dp_tset_find(ref, "step.noise");
-    const dp_tensor *sc = dp_tset_find(ref, "step.scalar");
-    int64_t nb = dc ? dp_tensor_numel(dc) : 0, b = n > 0 ? nb / n : 0;
-    if (!lp || !lm || !dc || !nz || n < 1 || dp_tensor_numel(lp) != nb || dp_tensor_numel(lm) != nb ||
-        dp_tensor_numel(nz) != n || dp_tensor_numel(sc) != n || !(den > 0) || isnan(lr))
-        return dp_error(DP_ERR_FORMAT, "DP-ZO reference export is incomplete (losses, diff_clipped, noise, scalar, "
-                                       "n_spsa, denominator, lr)");
-    double *bl = dp_malloc((size_t)(nb ? nb : 1) * 2 * sizeof *bl), *bd = dp_malloc((size_t)(nb ? nb : 1) * sizeof *bd);
-    double *bz = dp_malloc((size_t)n * sizeof *bz), *bs_ = dp_malloc((size_t)n * sizeof *bs_), *tmp = NULL;
-    if (!bl || !bd || !bz || !bs_) { st = DP_ERR_NOMEM; goto out; }
-    double gl = conf_gamma(k->K + 2, k->u), lnP = log(k->P > 1 ? k->P : 1);
-    /* directions: |dz| <= bz (Box-Muller in double) + u_c |z| */
-    for (size_t i = 0; i < ref->n; i++) {
-        const char *nm = ref->items[i].name;
-        if (strncmp(nm, "dpzo.z.", 7) != 0) continue;
-        const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
-        int64_t m = dp_tensor_numel(r);
-        double *x = bstore_new(bs, nm + 7, BS_Z, m);
-        if (!x) { st = DP_ERR_NOMEM; goto out; }
-        for (int64_t e = 0; e < m; e++) x[e] = k->bz + k->uc * fabs(dp_tensor_get(r, e));
-        if (!c) { if ((st = push_missing(out, prefix, nm, "candidate")) != DP_OK) goto out; continue; }
-        if ((st = compare_elems(out, prefix, nm, r, c, NULL, x, o->warn)) != DP_OK) goto out;
-    }
-    /* losses at theta +- phi z: gamma_{K+2} (|l| + ln P + 1) */
-    for (int64_t e = 0; e < nb; e++) {
-        bl[e] = gl * (fabs(dp_tensor_get(lp, e)) + lnP + 1);
-        bl[nb + e] = gl * (fabs(dp_tensor_get(lm, e)) + lnP + 1);
-    }
-    /* clipped differences: clip is 1-Lipschitz: |dd| <= |dl+| + |dl-| + u |d| */
-    for (int64_t e = 0; e < nb; e++) bd[e] = bl[e] + bl[nb + e] + k->u * fabs(dp_tensor_get(dc, e));
-    {
-        const dp_tensor *c = dp_tset_find(cand, "per_sample.diff_clipped");
-        if (!c) st = push_missing(out, prefix, "per_sample.diff_clipped", "candidate");
-        else st = compare_elems(out, prefix, "per_sample.diff_clipped", dc, c, NULL, bd, o->warn);
-        if (st != DP_OK) goto out;
-    }
-    /* noise: sigma C sqrt(n) g (Gaussian) or sigma C n l (Laplace): scale <= sigma C n */
-    for (int64_t j = 0; j < n; j++) {
-        double a = fabs(dp_tensor_get(nz, j));
-        bz[j] = fabs(sigma * clip) * (double)n * k->bz + conf_gamma(3, k->u) * a + k->uc * a;
-    }
-    {
-        const dp_tensor *c = dp_tset_find(cand, "step.noise");
-        if (!c) st = push_missing(out, prefix, "step.noise", "candidate");
-        else st = compare_elems(out, prefix, "step.noise", nz, c, NULL, bz, o->warn);
-        if (st != DP_OK) goto out;
-    }
-    /* released scalars: s_j = (sum_i d_ij + Z_j) / den */
-    for (int64_t j = 0; j < n; j++) {
-        double sabs = 0, sd = 0;
-        for (int64_t i = 0; i < b; i++) { sabs += fabs(dp_tensor_get(dc, j * b + i)); sd += bd[j * b + i]; }
-        double s = fabs(dp_tensor_get(sc, j));
-        bs_[j] = (sd + conf_bound_sum((double)b + 1, sabs + fabs(dp_tensor_get(nz, j)), k->u) + bz[j]) / den
-               + conf_gamma(2, k->u) * s + k->uc * s;
-    }
-    {
-        const dp_tensor *c = dp_tset_find(cand, "step.scalar");
-        if (!c) st = push_missing(out, prefix, "step.scalar", "candidate");
-        else st = compare_elems(out, prefix, "step.scalar", sc, c, NULL, bs_, o->warn);
-        if (st != DP_OK) goto out;
-    }
-    /* update: theta' = theta - lr ((sum_j s_j z_j) / n + wd theta) */
-    for (size_t i = 0; i < ref->n; i++) {
-        const char *nm = ref->items[i].name;
-        if (strncmp(nm, "params_after.", 13) != 0) continue;
-        const char *pname = nm + 13;
-        const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
-        char pn[200], zn[200];
-        snprintf(pn, sizeof pn, "params.%s", pname);
-        snprintf(zn, sizeof zn, "dpzo.z.%s", pname);
-        const dp_tensor *rp = dp_tset_find(ref, pn), *cp = dp_tset_find(cand, pn), *rz = dp_tset_find(ref, zn);
-        int64_t m = dp_tensor_numel(r);
-        const double *dz = bstore_get(bs, zn + 7, BS_Z, m * n);
-        if (!c) { if ((st = push_missing(out, prefix, nm, "candidate")) != DP_OK) goto out; continue; }
-        if (!rp || !rz || !dz || dp_tensor_numel(rp) != m || dp_tensor_numel(rz) != m * n) {
-            if ((st = push_skip(out, prefix, nm, CONF_SKIPPED, "no update error model without params and dpzo.z of this tensor")) != DP_OK)
-                goto out;
-            continue;
-        }
-        double *x = bstore_new(bs, pname, BS_PA, m);
-        if (!x) { st = DP_ERR_NOMEM; goto out; }
-        double gn = conf_gamma((double)n + 3, k->u);
-        for (int64_t e = 0; e < m; e++) {
-            double p = dp_tensor_get(rp, e), prop = 0, sz = 0;
-            for (int64_t j = 0; j < n; j++) {
-                double zj = dp_tensor_get(rz, j * m + e), sj = dp_tensor_get(sc, j);
-                prop += bs_[j] * fabs(zj) + fabs(sj) * dz[j * m + e];
-                sz += fabs(sj * zj);
-            }
-            double dp_in = cp && dp_tensor_numel(cp) == m ? fabs(dp_tensor_get(cp, e) - p) : k->uc * fabs(p);
-            if (!isfinite(dp_in)) dp_in = INFINITY;
-            x[e] = dp_in * (1 + fabs(lr * wd)) + fabs(lr) / (double)n * prop
-                 + gn * (fabs(p) + fabs(lr) / (double)n * sz + fabs(lr * wd * p)) + k->uc * fabs(dp_tensor_get(r, e));
-        }
-        if ((st = compare_elems(out, prefix, nm, r, c, NULL, x, o->warn)) != DP_OK) goto out;
-    }
-    /* losses last (the order) */
-    {
-        const dp_tensor *c = dp_tset_find(cand, "per_sample.loss_plus");
-        if (!c) st = push_missing(out, prefix, "per_sample.loss_plus", "candidate");
-        else st = compare_elems(out, prefix, "per_sample.loss_plus", lp, c, NULL, bl, o->warn);
-        if (st != DP_OK) goto out;
-        c = dp_tset_find(cand, "per_sample.loss_minus");
-        if (!c) st = push_missing(out, prefix, "per_sample.loss_minus", "candidate");
-        else st = compare_elems(out, prefix, "per_sample.loss_minus", lm, c, NULL, bl + nb, o->warn);
-    }
-out:
-
-    free(bl); free(bd); free(bz); free(bs_); free(tmp);
-    return st;
-}
 
 /* The reference values with every element where both sides are non-finite replaced by the
  * candidate's (a dropped example: its norm and loss are NaN or inf on both sides, in whatever
@@ -388,7 +247,7 @@ const char *conf_cmp_overall(const conf_cmp_result *r) {
 }
 
 static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *ref, const dp_tensor_set *cand,
-                                   const conf_cmp_opts *o, const char *prefix, const bstore *carry_in, bstore *carry_out) {
+                                   const conf_cmp_opts *o, const char *prefix, const conf_bstore *carry_in, conf_bstore *carry_out) {
     if (o->cand_dtype != DP_F64 && o->cand_dtype != DP_F32 && o->cand_dtype != DP_BF16 && o->cand_dtype != DP_F16)
         return dp_error(DP_ERR_INVALID, "--dtype must be f64, f32, bf16 or f16");
     if (!(o->warn > 0 && o->warn < 1)) return dp_error(DP_ERR_INVALID, "warn fraction must be in (0, 1), got %g", o->warn);
@@ -401,13 +260,13 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
     k.rho = k.gK + (conf_gamma(k.P, k.u) / 2 + k.u) * (1 + k.gK);
     k.bz = noise_draw_bound(conf_unit_roundoff(DP_F64));
     dp_status st = DP_OK;
-    bstore bs = {0};
+    conf_bstore bs = {0};
     double *bnd = NULL, *tmp = NULL, *nrm = NULL, *kap = NULL, *rhoi = NULL;
     int64_t B = -1;
     double step_no = 1;
     {
         static const char *const kst[] = {"step", NULL};
-        meta_num(ref, &step_no, kst);
+        conf_meta_num(ref, &step_no, kst);
     }
 
     /* 1. batch (exact) and data; input parameters. */
@@ -415,8 +274,8 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
     for (int i = 0; exact_names[i]; i++) {
         const dp_tensor *r = dp_tset_find(ref, exact_names[i]), *c = dp_tset_find(cand, exact_names[i]);
         if (!r) continue;
-        if (!c) { DP_TRY(push_missing(out, prefix, exact_names[i], "candidate")); continue; }
-        DP_TRY(compare_elems(out, prefix, exact_names[i], r, c, NULL, NULL, o->warn));
+        if (!c) { DP_TRY(conf_cmp_push_missing(out, prefix, exact_names[i], "candidate")); continue; }
+        DP_TRY(conf_cmp_elems(out, prefix, exact_names[i], r, c, NULL, NULL, o->warn));
     }
     const dp_tensor *bi = dp_tset_find(ref, "batch.indices");
     if (bi) B = bi->ndim >= 1 ? bi->shape[0] : 0;
@@ -445,27 +304,27 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         const char *nm = ref->items[i].name;
         if (strcmp(nm, "batch.x") != 0 && strncmp(nm, "params.", 7) != 0) continue;
         const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
-        if (!c) { DP_TRY(push_missing(out, prefix, nm, "candidate")); continue; }
+        if (!c) { DP_TRY(conf_cmp_push_missing(out, prefix, nm, "candidate")); continue; }
         int64_t n = dp_tensor_numel(r);
         free(bnd);
         bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
         if (!bnd) { st = DP_ERR_NOMEM; goto done; }
         /* later steps: the candidate's parameters are its previous update, whose bound is carried */
-        const double *carried = carry_in && strncmp(nm, "params.", 7) == 0 ? bstore_get(carry_in, nm + 7, BS_PA, n) : NULL;
+        const double *carried = carry_in && strncmp(nm, "params.", 7) == 0 ? conf_bstore_get(carry_in, nm + 7, CONF_BS_PA, n) : NULL;
         if (strncmp(nm, "params.", 7) == 0 && !carry_in && step_no > 1) {
-            if ((st = push_skip(out, prefix, nm, CONF_SKIPPED,
+            if ((st = conf_cmp_push_skip(out, prefix, nm, CONF_SKIPPED,
                                 "input parameters of a later step: compared in directory mode (bound carried from the previous step)")) != DP_OK)
                 goto done;
             continue;
         }
         for (int64_t e = 0; e < n; e++) bnd[e] = carried ? carried[e] : k.uc * fabs(dp_tensor_get(r, e));
         /* one rounding may use its whole budget: no MARGINAL for stored inputs */
-        if ((st = compare_elems(out, prefix, nm, r, c, NULL, bnd, carried ? o->warn : 1.0)) != DP_OK) goto done;
+        if ((st = conf_cmp_elems(out, prefix, nm, r, c, NULL, bnd, carried ? o->warn : 1.0)) != DP_OK) goto done;
     }
 
     /* DP-ZO (docs/dpzo.md; bounds in docs/tolerances.md, "DP-ZO"). */
     if (dp_tset_find(ref, "step.scalar")) {
-        st = compare_dpzo(out, ref, cand, o, prefix, &k, &bs);
+        st = conf_compare_dpzo(out, ref, cand, o, prefix, &k, &bs);
         goto done;
     }
 
@@ -479,7 +338,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         const char *nm = ref->items[i].name;
         if (strncmp(nm, "per_sample.norm", 15) != 0 || (nm[15] != '\0' && nm[15] != '.')) continue;
         const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
-        if (!c) { DP_TRY(push_missing(out, prefix, nm, "candidate")); continue; }
+        if (!c) { DP_TRY(conf_cmp_push_missing(out, prefix, nm, "candidate")); continue; }
         int64_t n = dp_tensor_numel(r);
         free(bnd);
         bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
@@ -487,7 +346,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         for (int64_t e = 0; e < n; e++) bnd[e] = (n == B ? rhoi[e] : k.rho) * fabs(dp_tensor_get(r, e));
         free(tmp);
         tmp = nonfinite_agree(r, c);
-        if ((st = compare_elems(out, prefix, nm, r, c, tmp, bnd, o->warn)) != DP_OK) goto done;
+        if ((st = conf_cmp_elems(out, prefix, nm, r, c, tmp, bnd, o->warn)) != DP_OK) goto done;
     }
 
     /* 3. clip factors (flat: per_sample.clip_factor [B]; per-layer/group:
@@ -518,8 +377,8 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
                 for (int64_t b = 0; b < B; b++) cmax[b] = any_cf ? fmax(cmax[b], fabs(dp_tensor_get(r, b))) : fabs(dp_tensor_get(r, b));
                 any_cf = 1;
             }
-            if (!c) st = push_missing(out, prefix, nm, "candidate");
-            else st = compare_elems(out, prefix, nm, r, c, NULL, bnd, o->warn);
+            if (!c) st = conf_cmp_push_missing(out, prefix, nm, "candidate");
+            else st = conf_cmp_elems(out, prefix, nm, r, c, NULL, bnd, o->warn);
         }
         for (int64_t b = 0; b < B; b++) {
             if (!any_cf) cmax[b] = 1.0;
@@ -539,7 +398,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
     double ctot = -1;
     {
         static const char *const kc[] = {"c_total", "clip", NULL};
-        if (!meta_num(ref, &ctot, kc) || !(ctot > 0)) ctot = -1;
+        if (!conf_meta_num(ref, &ctot, kc) || !(ctot > 0)) ctot = -1;
     }
     const double cap = ctot > 0 ? ctot * (2 + conf_gamma(k.P + 4, k.u)) : INFINITY;
     for (size_t i = 0; i < ref->n; i++) {
@@ -552,7 +411,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         const dp_tensor *g = dp_tset_find(ref, gname);
         int64_t n = dp_tensor_numel(r);
         if (g && (g->ndim < 1 || g->shape[0] != B || dp_tensor_numel(g) != B * n)) g = NULL;
-        double *bd = bstore_new(&bs, pname, BS_CS, n);
+        double *bd = conf_bstore_new(&bs, pname, CONF_BS_CS, n);
         if (!bd) { st = DP_ERR_NOMEM; break; }
         for (int64_t e = 0; e < n; e++) {
             double sabs = 0, prop = 0;
@@ -565,8 +424,8 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
             }
             bd[e] = prop + conf_gamma((double)B, k.u) * sabs;
         }
-        if (!c) { if ((st = push_missing(out, prefix, nm, "candidate")) != DP_OK) break; continue; }
-        if ((st = compare_elems(out, prefix, nm, r, c, NULL, bd, o->warn)) != DP_OK) break;
+        if (!c) { if ((st = conf_cmp_push_missing(out, prefix, nm, "candidate")) != DP_OK) break; continue; }
+        if ((st = conf_cmp_elems(out, prefix, nm, r, c, NULL, bd, o->warn)) != DP_OK) break;
     }
     free(cmax); free(dcv); free(dg); free(nv);
     if (st != DP_OK) goto done;
@@ -578,7 +437,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         static const char *const ks[] = {"sigma", "noise_multiplier", NULL};
         static const char *const kc[] = {"c_total", "clip", "max_grad_norm", "C", NULL};
         double s, c;
-        if (meta_num(ref, &s, ks) && meta_num(ref, &c, kc)) sc = fabs(s * c);
+        if (conf_meta_num(ref, &s, ks) && conf_meta_num(ref, &c, kc)) sc = fabs(s * c);
     }
     for (size_t i = 0; i < ref->n; i++) {
         const char *nm = ref->items[i].name;
@@ -592,13 +451,13 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
             for (int64_t e = 0; e < n; e++) ss += dp_tensor_get(r, e) * dp_tensor_get(r, e);
             scale = n ? 4 * sqrt(ss / (double)n) : 0;
         }
-        double *bd = bstore_new(&bs, pname, BS_NOISE, n);
+        double *bd = conf_bstore_new(&bs, pname, CONF_BS_NOISE, n);
         if (!bd) { st = DP_ERR_NOMEM; goto done; }
         for (int64_t e = 0; e < n; e++) {
             double a = fabs(dp_tensor_get(r, e));
             bd[e] = scale * k.bz + conf_gamma(4, k.u) * a + k.uc * a;
         }
-        if (!c) { if ((st = push_missing(out, prefix, nm, "candidate")) != DP_OK) goto done; continue; }
+        if (!c) { if ((st = conf_cmp_push_missing(out, prefix, nm, "candidate")) != DP_OK) goto done; continue; }
         if (o->noise_statistical) {
             /* noise shares (docs/tolerances.md "Noise shares"): rank r adds
                (sigma C_total / sqrt(R)) N(key, NOISE, step, lane p | (r+1) << 16, e); the sum over
@@ -610,10 +469,10 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
             double R = (double)o->noise_ranks;
             if (R <= 0) {
                 static const char *const kr[] = {"ranks", NULL};
-                if (!meta_num(cand, &R, kr)) R = 0;
+                if (!conf_meta_num(cand, &R, kr)) R = 0;
             }
             if (!have_key || sc < 0) {
-                if ((st = push_skip(out, prefix, nm, CONF_SKIPPED,
+                if ((st = conf_cmp_push_skip(out, prefix, nm, CONF_SKIPPED,
                                     "noise shares without noise_key/sigma/c_total in the reference metadata: "
                                     "not recomputable, needs a statistical check (INCOMPLETE)")) != DP_OK)
                     goto done;
@@ -638,13 +497,13 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
                 if (fabs(z - dp_tensor_get(r, 0)) <= bd[0]) { lane = p; break; }
             }
             if (n > 0 && lane < 0) {
-                if ((st = push_skip(out, prefix, nm, CONF_SKIPPED,
+                if ((st = conf_cmp_push_skip(out, prefix, nm, CONF_SKIPPED,
                                     "noise shares: the reference noise matches no lane of its noise_key (INCOMPLETE)")) != DP_OK)
                     goto done;
                 mark_incomplete(out, prefix, nm, "the reference noise matches no lane of its noise_key");
                 continue;
             }
-            double *en = bstore_new(&bs, pname, BS_EN, n);
+            double *en = conf_bstore_new(&bs, pname, CONF_BS_EN, n);
             if (!en) { st = DP_ERR_NOMEM; goto done; }
             double sd = sc / sqrt(R), gs = conf_gamma(R + 7, k.u);
             for (int64_t e = 0; e < n; e++) {
@@ -661,10 +520,10 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
                    stored in the candidate's dtype */
                 bd[e] = R * sd * k.bz + (gs + 2 * k.uc) * sabs + k.uc * fabs(sum);
             }
-            if ((st = compare_elems(out, prefix, nm, r, c, en, bd, o->warn)) != DP_OK) goto done;
+            if ((st = conf_cmp_elems(out, prefix, nm, r, c, en, bd, o->warn)) != DP_OK) goto done;
             continue;
         }
-        if ((st = compare_elems(out, prefix, nm, r, c, NULL, bd, o->warn)) != DP_OK) goto done;
+        if ((st = conf_cmp_elems(out, prefix, nm, r, c, NULL, bd, o->warn)) != DP_OK) goto done;
     }
 
     /* 6. private gradients: pg = (cs + noise) / d: |d pg| <= (|d cs| + |d noise|) / d + gamma_3 |pg|;
@@ -680,9 +539,9 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         snprintf(nzn, sizeof nzn, "step.noise.%s", pname);
         const dp_tensor *rcs = dp_tset_find(ref, csn), *rnz = dp_tset_find(ref, nzn), *cnz = dp_tset_find(cand, nzn);
         int64_t n = dp_tensor_numel(r);
-        const double *dcs = bstore_get(&bs, pname, BS_CS, n), *dnz = bstore_get(&bs, pname, BS_NOISE, n);
+        const double *dcs = conf_bstore_get(&bs, pname, CONF_BS_CS, n), *dnz = conf_bstore_get(&bs, pname, CONF_BS_NOISE, n);
         if (!rcs || !rnz || !dcs || !dnz || dp_tensor_numel(rcs) != n || dp_tensor_numel(rnz) != n) {
-            if ((st = push_skip(out, prefix, nm, CONF_SKIPPED,
+            if ((st = conf_cmp_push_skip(out, prefix, nm, CONF_SKIPPED,
                                 "reference lacks the clipped sum or the noise of this tensor: no error model")) != DP_OK)
                 goto done;
             continue;
@@ -694,9 +553,9 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         }
         /* noise shares: with the recomputed summed shares (en) the expected value is
            (cs_ref + en) / d with en's bound; without them the candidate's noise is substituted */
-        const double *en = o->noise_statistical ? bstore_get(&bs, pname, BS_EN, n) : NULL;
+        const double *en = o->noise_statistical ? conf_bstore_get(&bs, pname, CONF_BS_EN, n) : NULL;
         int subst = o->noise_statistical && !en && cnz && dp_tensor_numel(cnz) == n;
-        double *bd = bstore_new(&bs, pname, BS_PG, n);
+        double *bd = conf_bstore_new(&bs, pname, CONF_BS_PG, n);
         free(tmp);
         tmp = dp_malloc((size_t)(n ? n : 1) * sizeof *tmp);
         if (!bd || !tmp) { st = DP_ERR_NOMEM; goto done; }
@@ -706,8 +565,8 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
             bd[e] = (dcs[e] + (subst ? 0 : dnz[e])) * fabs(inv_d) + conf_gamma(3, k.u) * fabs(tmp[e])
                   + k.uc * fabs(tmp[e]);
         }
-        if (!c) { if ((st = push_missing(out, prefix, nm, "candidate")) != DP_OK) goto done; continue; }
-        if ((st = compare_elems(out, prefix, nm, r, c, (subst || en) ? tmp : NULL, bd, o->warn)) != DP_OK) goto done;
+        if (!c) { if ((st = conf_cmp_push_missing(out, prefix, nm, "candidate")) != DP_OK) goto done; continue; }
+        if ((st = conf_cmp_elems(out, prefix, nm, r, c, (subst || en) ? tmp : NULL, bd, o->warn)) != DP_OK) goto done;
     }
 
     /* 7. updated parameters (docs/tolerances.md, "Optimizer"): the reference's optimizer
@@ -725,12 +584,12 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         static const char *const klr[] = {"lr", "learning_rate", NULL}, *const kmu[] = {"momentum", NULL},
                                  *const kwd[] = {"weight_decay", NULL}, *const kb1[] = {"beta1", NULL},
                                  *const kb2[] = {"beta2", NULL}, *const keps[] = {"adam_eps", NULL};
-        meta_num(ref, &lr, klr);
-        meta_num(ref, &mu, kmu);
-        meta_num(ref, &wd, kwd);
-        meta_num(ref, &b1, kb1);
-        meta_num(ref, &b2, kb2);
-        meta_num(ref, &eps, keps);
+        conf_meta_num(ref, &lr, klr);
+        conf_meta_num(ref, &mu, kmu);
+        conf_meta_num(ref, &wd, kwd);
+        conf_meta_num(ref, &b1, kb1);
+        conf_meta_num(ref, &b2, kb2);
+        conf_meta_num(ref, &eps, keps);
         int adam = strcmp(opt, "adamw") == 0, known = adam || strcmp(opt, "sgd") == 0;
         /* the optimizer state before this step is known at step 1 (zero) or when carried */
         for (size_t i = 0; i < ref->n; i++) {
@@ -738,18 +597,18 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
             if (strncmp(nm, "params_after.", 13) != 0) continue;
             const char *pname = nm + 13;
             const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
-            if (!c) { DP_TRY(push_missing(out, prefix, nm, "candidate")); continue; }
+            if (!c) { DP_TRY(conf_cmp_push_missing(out, prefix, nm, "candidate")); continue; }
             char pn[200], pgn[200];
             snprintf(pn, sizeof pn, "params.%s", pname);
             snprintf(pgn, sizeof pgn, "step.private_grad.%s", pname);
             const dp_tensor *rp = dp_tset_find(ref, pn), *cp = dp_tset_find(cand, pn), *rpg = dp_tset_find(ref, pgn);
             const dp_tensor *cpg = dp_tset_find(cand, pgn);
             int64_t n = dp_tensor_numel(r);
-            const double *dpg = bstore_get(&bs, pname, BS_PG, n);
-            const double *m1 = carry_in ? bstore_get(carry_in, pname, BS_M1, n) : NULL;
-            const double *dm1 = carry_in ? bstore_get(carry_in, pname, BS_DM1, n) : NULL;
-            const double *m2 = carry_in ? bstore_get(carry_in, pname, BS_M2, n) : NULL;
-            const double *dm2 = carry_in ? bstore_get(carry_in, pname, BS_DM2, n) : NULL;
+            const double *dpg = conf_bstore_get(&bs, pname, CONF_BS_PG, n);
+            const double *m1 = carry_in ? conf_bstore_get(carry_in, pname, CONF_BS_M1, n) : NULL;
+            const double *dm1 = carry_in ? conf_bstore_get(carry_in, pname, CONF_BS_DM1, n) : NULL;
+            const double *m2 = carry_in ? conf_bstore_get(carry_in, pname, CONF_BS_M2, n) : NULL;
+            const double *dm2 = carry_in ? conf_bstore_get(carry_in, pname, CONF_BS_DM2, n) : NULL;
             int state_known = step_no <= 1 || (m1 && dm1 && (!adam || (m2 && dm2))) || (!adam && mu == 0);
             const char *why = !known ? "unknown optimizer in the metadata: no update error model"
                             : isnan(lr) ? "no lr in the reference metadata: no update error model"
@@ -757,11 +616,11 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
                                 ? "no update error model without params and step.private_grad of this tensor"
                             : !state_known ? "optimizer state of a later step unknown: compare the export directory"
                             : NULL;
-            if (why) { DP_TRY(push_skip(out, prefix, nm, CONF_SKIPPED, why)); continue; }
+            if (why) { DP_TRY(conf_cmp_push_skip(out, prefix, nm, CONF_SKIPPED, why)); continue; }
             int subst = o->noise_statistical && cpg && dp_tensor_numel(cpg) == n;
-            double *bd = bstore_new(&bs, pname, BS_PA, n), *nm1 = bstore_new(&bs, pname, BS_M1, n);
-            double *ndm1 = bstore_new(&bs, pname, BS_DM1, n);
-            double *nm2 = adam ? bstore_new(&bs, pname, BS_M2, n) : NULL, *ndm2 = adam ? bstore_new(&bs, pname, BS_DM2, n) : NULL;
+            double *bd = conf_bstore_new(&bs, pname, CONF_BS_PA, n), *nm1 = conf_bstore_new(&bs, pname, CONF_BS_M1, n);
+            double *ndm1 = conf_bstore_new(&bs, pname, CONF_BS_DM1, n);
+            double *nm2 = adam ? conf_bstore_new(&bs, pname, CONF_BS_M2, n) : NULL, *ndm2 = adam ? conf_bstore_new(&bs, pname, CONF_BS_DM2, n) : NULL;
             free(tmp);
             tmp = dp_malloc((size_t)(n ? n : 1) * sizeof *tmp);
             if (!bd || !nm1 || !ndm1 || (adam && (!nm2 || !ndm2)) || !tmp) { st = DP_ERR_NOMEM; goto done; }
@@ -797,7 +656,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
                 tmp[e] = subst ? pnew : dp_tensor_get(r, e);
                 bd[e] = b + k.uc * fabs(tmp[e]);
             }
-            if ((st = compare_elems(out, prefix, nm, r, c, subst ? tmp : NULL, bd, o->warn)) != DP_OK) goto done;
+            if ((st = conf_cmp_elems(out, prefix, nm, r, c, subst ? tmp : NULL, bd, o->warn)) != DP_OK) goto done;
         }
     }
 
@@ -806,7 +665,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
     for (int li = 0; loss_names[li]; li++) {
         const dp_tensor *r = dp_tset_find(ref, loss_names[li]), *c = dp_tset_find(cand, loss_names[li]);
         if (!r) continue;
-        if (!c) { DP_TRY(push_missing(out, prefix, loss_names[li], "candidate")); continue; }
+        if (!c) { DP_TRY(conf_cmp_push_missing(out, prefix, loss_names[li], "candidate")); continue; }
         int64_t n = dp_tensor_numel(r);
         free(bnd);
         bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
@@ -815,7 +674,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
             bnd[e] = conf_gamma(k.K + 2, k.u) * (fabs(dp_tensor_get(r, e)) + log(k.P > 1 ? k.P : 1) + 1);
         free(tmp);
         tmp = nonfinite_agree(r, c);
-        if ((st = compare_elems(out, prefix, loss_names[li], r, c, tmp, bnd, o->warn)) != DP_OK) goto done;
+        if ((st = conf_cmp_elems(out, prefix, loss_names[li], r, c, tmp, bnd, o->warn)) != DP_OK) goto done;
     }
     (void)T;
 
@@ -824,7 +683,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         if (!dp_tset_find(ref, cand->items[i].name) && strncmp(cand->items[i].name, "per_sample.grad.", 16) != 0) {
             char why[200];
             snprintf(why, sizeof why, "only in the candidate export: not compared");
-            DP_TRY(push_skip(out, prefix, cand->items[i].name, CONF_SKIPPED, why));
+            DP_TRY(conf_cmp_push_skip(out, prefix, cand->items[i].name, CONF_SKIPPED, why));
         }
 done:
     /* reference tensors no rule above compared: listed, so nothing disappears silently */
@@ -834,17 +693,17 @@ done:
         int seen = 0;
         for (size_t j = 0; j < out->n && !seen; j++) seen = strcmp(out->items[j].name, full) == 0;
         if (seen) continue;
-        st = push_skip(out, prefix, ref->items[i].name, CONF_SKIPPED,
+        st = conf_cmp_push_skip(out, prefix, ref->items[i].name, CONF_SKIPPED,
                        strncmp(ref->items[i].name, "per_sample.grad.", 16) == 0
                            ? "per-example gradient: an input of the clipped sum, compared through it"
                            : "no error model for this tensor: not compared");
     }
     if (st == DP_OK && carry_out) { /* hand the update bounds to the next step */
-        bstore_free(carry_out);
+        conf_bstore_free(carry_out);
         *carry_out = bs;
         memset(&bs, 0, sizeof bs);
     }
-    bstore_free(&bs);
+    conf_bstore_free(&bs);
     free(bnd);
     free(tmp);
     free(nrm);
@@ -857,7 +716,7 @@ done:
  * abadi_eps:1e-6) is compared with the reference re-clipped under that convention
  * (conf_ref_reclip, conformance/convention.c). */
 static dp_status compare_step(conf_cmp_result *out, const dp_tensor_set *ref, const dp_tensor_set *cand,
-                              const conf_cmp_opts *o, const char *prefix, const bstore *carry_in, bstore *carry_out) {
+                              const conf_cmp_opts *o, const char *prefix, const conf_bstore *carry_in, conf_bstore *carry_out) {
     if (!prefix) prefix = "";
     const char *cfn = dp_tset_meta(cand, "clip_fn"), *rfn = dp_tset_meta(ref, "clip_fn");
     if (!cfn || !rfn || strcmp(cfn, rfn) == 0 || dp_tset_find(ref, "step.scalar"))
@@ -945,7 +804,7 @@ dp_status conf_compare_paths(conf_cmp_result *out, const char *ref_path, const c
     DP_TRY(list_steps(&names, &n, ref_path));
     dp_status st = DP_OK;
     if (n == 0) st = dp_error(DP_ERR_FORMAT, "no step-*.safetensors in the reference export %s", ref_path);
-    bstore carry = {0};
+    conf_bstore carry = {0};
     for (size_t i = 0; i < n && st == DP_OK; i++) {
         char rp[4096], cp[4096], pfx[64];
         snprintf(rp, sizeof rp, "%s/%s", ref_path, names[i]);
@@ -968,7 +827,7 @@ dp_status conf_compare_paths(conf_cmp_result *out, const char *ref_path, const c
         dp_tset_free(&rs);
         dp_tset_free(&cs);
     }
-    bstore_free(&carry);
+    conf_bstore_free(&carry);
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
     return st;

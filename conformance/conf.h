@@ -53,6 +53,8 @@ double conf_cancel_factor(double loss);
  * "abadi" min(1, R/n); "abadi_eps:E" min(1, R/(n + E)) (Opacus: E = 1e-6);
  * "automatic" / "automatic:G" R/(n + G) (G default 0.01). */
 typedef struct { int automatic; double eps; } conf_clip_conv;
+/* 1 and *v when metadata `key` of s is a complete finite number, else 0 (*v untouched). */
+int conf_meta_double(const dp_tensor_set *s, const char *key, double *v);
 /* Parses a clip_fn string; DP_ERR_INVALID naming `what` on anything else. */
 dp_status conf_clip_conv_parse(conf_clip_conv *c, const char *what, const char *s);
 double conf_clip_conv_factor(const conf_clip_conv *c, double norm, double thresh);

@@ -17,7 +17,7 @@ typedef struct {
     double *cnew;           /* [B] re-clipped factors */
 } rc_group;
 
-static int meta_double(const dp_tensor_set *s, const char *key, double *v) {
+int conf_meta_double(const dp_tensor_set *s, const char *key, double *v) {
     const char *m = dp_tset_meta(s, key);
     if (!m) return 0;
     char *end;
@@ -64,7 +64,7 @@ dp_status conf_ref_reclip(dp_tensor_set *out, char *why, size_t whylen, const dp
         g->cf = &ref->items[i].t;
         g->norm = dp_tset_find(ref, nn);
         if (B < 0 && g->cf->ndim == 1) B = g->cf->shape[0];
-        int ok = g->name[0] ? (gspec && group_thresh(gspec, g->name, &g->thresh)) : meta_double(ref, "clip", &g->thresh);
+        int ok = g->name[0] ? (gspec && group_thresh(gspec, g->name, &g->thresh)) : conf_meta_double(ref, "clip", &g->thresh);
         if (!ok || !g->norm || dp_tensor_numel(g->norm) != B || dp_tensor_numel(g->cf) != B) {
             snprintf(why, whylen, "cannot re-clip group '%s': threshold or norms missing in the reference",
                      g->name[0] ? g->name : "all");
@@ -79,13 +79,13 @@ dp_status conf_ref_reclip(dp_tensor_set *out, char *why, size_t whylen, const dp
         }
     }
     double d = NAN, lr = NAN, mu = 0, step = 1;
-    if (!meta_double(ref, "expected_batch_size", &d)) {
+    if (!conf_meta_double(ref, "expected_batch_size", &d)) {
         double q, n;
-        if (meta_double(ref, "q", &q) && meta_double(ref, "dataset_size", &n)) d = q * n;
+        if (conf_meta_double(ref, "q", &q) && conf_meta_double(ref, "dataset_size", &n)) d = q * n;
     }
-    meta_double(ref, "lr", &lr);
-    meta_double(ref, "momentum", &mu);
-    meta_double(ref, "step", &step);
+    conf_meta_double(ref, "lr", &lr);
+    conf_meta_double(ref, "momentum", &mu);
+    conf_meta_double(ref, "step", &step);
     const char *opt = dp_tset_meta(ref, "optimizer");
     int sgd_plain = opt && strcmp(opt, "sgd") == 0 && (mu == 0 || step <= 1) && isfinite(lr);
     if (st == DP_OK && !why[0] && (ng == 0 || B < 0)) snprintf(why, whylen, "the reference exports no clip factors");

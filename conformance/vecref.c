@@ -10,18 +10,8 @@
 #include "common/safetensors.h"
 #include "conformance/certify.h"
 
-static int meta_d(const dp_tensor_set *v, const char *key, double *x) {
-    const char *m = dp_tset_meta(v, key);
-    if (!m) return 0;
-    char *end;
-    double t = strtod(m, &end);
-    if (end == m || *end || !isfinite(t)) return 0;
-    *x = t;
-    return 1;
-}
-
 static dp_status need_d(const dp_tensor_set *v, const char *key, double *x) {
-    if (!meta_d(v, key, x)) return dp_error(DP_ERR_FORMAT, "vector metadata '%s' missing or not a finite number", key);
+    if (!conf_meta_double(v, key, x)) return dp_error(DP_ERR_FORMAT, "vector metadata '%s' missing or not a finite number", key);
     return DP_OK;
 }
 

@@ -41,4 +41,11 @@ check 2 "conform unknown backend" $D conform --suite ci --backend tpu
 check 2 "conform bad regex" $D conform --suite ci --filter '('
 check 2 "conform bad ranks" $D conform --suite ci --ranks 0
 check 2 "conform no matching case" $D conform --suite ci --filter 'no-such-case-xyz'
+# issue 13: a candidate that adds no noise, compared as noise shares against a reference without
+# its noise key (q = 1: the same batch whatever the key), is INCOMPLETE (exit 1), never PASS
+nb="--model mlp --in 5 --hidden 4 --classes 3 --dataset-size 6 --q 1 --steps 1 --seed 3 --clip 0.5"
+$D reference dpsgd $nb --sigma 1 --export nokey >/dev/null && $D reference dpsgd $nb --sigma 0 --noise-key 5 --export quiet >/dev/null \
+  || { echo "FAIL: reference runs for the no-noise case"; fail=1; }
+check 1 "no-noise candidate under --noise-shares" $D compare nokey quiet --noise-shares --noise-ranks 1
+grep -q "overall: INCOMPLETE" out.txt || { echo "FAIL: no-noise candidate not INCOMPLETE"; fail=1; }
 exit $fail

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""A DP-SGD candidate in plain numpy for `dpcert certify` (docs/certification.md):
+
+    dpcert certify --candidate 'python3 examples/numpy_candidate.py' --suite ci
+
+Run as `numpy_candidate.py [--mutant M] IN OUT`. Step vectors (mlp only): per-example
+gradients of dpcert's mlp (docs/models.md), per-example clipping (flat / per-layer / group,
+abadi or automatic), sum, Gaussian noise sigma * C_total * N(0, 1) from OS entropy (fresh in
+every run), division by the expected batch size. Sampling vectors: Poisson masks.
+
+Deliberate mutants (tests that `certify` catches them): no-noise, clip-after-sum,
+noise-scale:F (under- or over-noised by F), fixed-noise (the same noise every run),
+shuffle (fixed-size batches from a shuffled epoch), wrong-q:F (rate F q).
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from dpcert_adapter import Vector, write_output  # noqa: E402
+
+
+def mlp_per_example(v):
+    """Per-example losses [B] and gradients {name: [B, ...]} of dpcert's mlp."""
+    nin, hidden, classes = v.mlp_sizes()
+    x = v.batch["x"].astype(np.float64)
+    y = v.batch["y"].astype(np.int64)
+    B = x.shape[0]
+    nl = len(hidden) + 1
+    W = [v.params[f"layers.{i}.weight"] for i in range(nl)]
+    b = [v.params[f"layers.{i}.bias"] for i in range(nl)]
+    hs = [x]
+    with np.errstate(all="ignore"):
+        for i in range(nl - 1):
+            hs.append(np.tanh(hs[-1] @ W[i].T + b[i]))
+        z = hs[-1] @ W[-1].T + b[-1]                       # [B, classes]
+        m = np.max(z, axis=1, keepdims=True)
+        e = np.exp(z - m)
+        s = e.sum(axis=1, keepdims=True)
+        loss = (m[:, 0] + np.log(s[:, 0])) - z[np.arange(B), y]
+        d = e / s
+        d[np.arange(B), y] -= 1.0                          # p - e_y  [B, classes]
+        grads = {}
+        for i in range(nl - 1, -1, -1):
+            grads[f"layers.{i}.weight"] = np.einsum("bo,bi->boi", d, hs[i])
+            grads[f"layers.{i}.bias"] = d.copy()
+            if i:
+                d = (d @ W[i]) * (1.0 - hs[i] * hs[i])
+    return loss, grads
+
+
+def rows(a):
+    """[B, ...] -> [B, prod(...)] (also for B = 0)."""
+    return a.reshape(a.shape[0], int(np.prod(a.shape[1:])))
+
+
+def step(v, out, mutant, rng):
+    if v.meta.get("model") != "mlp":
+        sys.exit(f"numpy_candidate: model {v.meta.get('model')} not implemented (mlp only)")
+    loss, grads = mlp_per_example(v)
+    names = list(v.params.keys())
+    B = loss.shape[0]
+    finite = np.isfinite(loss)
+    for n in names:
+        finite &= np.all(np.isfinite(rows(grads[n])), axis=1)
+    pg, th = v.groups()
+    groups = list(th.keys())
+    gnorm = {}
+    with np.errstate(all="ignore"):
+        for g in groups:
+            sq = np.zeros(B)
+            for n in names:
+                if pg[n] == g:
+                    sq += np.sum(rows(grads[n]) ** 2, axis=1)
+            gnorm[g] = np.sqrt(sq)
+        total = np.sqrt(sum(gnorm[g] ** 2 for g in groups))
+    fn = v.meta["clip_fn"]
+    cf = {}
+    for g in groups:
+        R, nr = th[g], gnorm[g]
+        with np.errstate(all="ignore"):
+            if fn == "automatic":
+                c = R / (nr + float(v.meta["gamma"]))
+            else:
+                c = np.where(nr <= R, 1.0, R / nr)
+        cf[g] = np.where(finite, c, 0.0)
+    sums = {}
+    for n in names:
+        gi = np.where(finite.reshape((B,) + (1,) * (grads[n].ndim - 1)), grads[n], 0.0)
+        if mutant == "clip-after-sum":
+            sums[n] = gi.sum(axis=0)
+        else:
+            sums[n] = np.tensordot(cf[pg[n]], gi, axes=(0, 0)) if B else np.zeros(v.params[n].shape)
+    if mutant == "clip-after-sum":
+        tot = np.sqrt(sum(np.sum(s * s) for s in sums.values()))
+        f = 1.0 if tot <= v.clip else v.clip / tot
+        sums = {n: s * f for n, s in sums.items()}
+    scale = v.sigma * v.c_total
+    if mutant == "no-noise":
+        scale = 0.0
+    elif mutant.startswith("noise-scale:"):
+        scale *= float(mutant.split(":", 1)[1])
+    res = {}
+    qn = v.expected_batch_size
+    for n in names:
+        z = scale * rng.standard_normal(v.params[n].shape)
+        res[f"step.noise.{n}"] = z
+        res[f"step.clipped_sum.{n}"] = sums[n]
+        res[f"step.private_grad.{n}"] = (sums[n] + z) / qn
+    with np.errstate(all="ignore"):
+        res["per_sample.norm"] = np.where(finite, total, np.nan)
+    if len(groups) == 1:
+        res["per_sample.clip_factor"] = cf[groups[0]]
+    else:
+        for g in groups:
+            res[f"per_sample.clip_factor.{g}"] = cf[g]
+            res[f"per_sample.norm.{g}"] = np.where(finite, gnorm[g], np.nan)
+    clip_fn = fn if fn != "automatic" else "automatic:" + v.meta["gamma"]
+    write_output(out, res, {"dtype": "f64", "clip_fn": clip_fn, "candidate": "numpy_candidate.py " + mutant})
+
+
+def sampling(v, out, mutant, rng):
+    K, N = (int(t) for t in v.tensors["sampling.shape"])
+    q = v.num("q")
+    if mutant.startswith("wrong-q:"):
+        q *= float(mutant.split(":", 1)[1])
+    if mutant == "shuffle":  # fixed-size batches of q N from a shuffled epoch
+        bs = max(1, int(round(q * N)))
+        mask = np.zeros((K, N), dtype=np.int32)
+        perm = rng.permutation(N)
+        pos = 0
+        for k in range(K):
+            if pos + bs > N:
+                perm, pos = rng.permutation(N), 0
+            mask[k, perm[pos:pos + bs]] = 1
+            pos += bs
+    else:
+        mask = (rng.random((K, N)) < q).astype(np.int32)
+    write_output(out, {"sampling.mask": mask}, {"candidate": "numpy_candidate.py " + mutant})
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mutant", default="none")
+    ap.add_argument("inp")
+    ap.add_argument("out")
+    a = ap.parse_args()
+    # secret randomness: OS entropy, never a fixed or public seed (except the fixed-noise mutant)
+    rng = np.random.default_rng(12345 if a.mutant == "fixed-noise" else None)
+    v = Vector.load(a.inp)
+    if v.kind == "sampling":
+        sampling(v, a.out, a.mutant, rng)
+    else:
+        step(v, a.out, a.mutant, rng)
+
+
+if __name__ == "__main__":
+    main()

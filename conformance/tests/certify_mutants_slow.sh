@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# conformance/tests/certify_mutants_slow.sh — `dpcert certify` FAILs each deliberate mutant of the numpy candidate
+# (conformance/adapters/python/examples/numpy_candidate.py), naming the check that caught it:
+# no noise, clip after summing, noise 0.9 of the claim, the same noise every run, shuffled
+# fixed-size batches, a wrong q. Each run is filtered to the vectors that matter (about 60 s
+# in all). Skipped (77) without python3 + numpy (Debian: python3-numpy).
+set -u
+. "${DPCERT_ROOT:?}/conformance/tests/certify_lib.bash"
+mut() { # mutant filter pattern
+  run 1 "mutant $1" $D certify --candidate "$PY $CAND --mutant $1" --suite ci --filter "$2" --report "m-$1"
+  expect "^verdict: FAILED -- $3" "mutant $1 caught by $3"
+}
+mut no-noise 'step-mlp-batch1' "(noise|deterministic)"
+mut clip-after-sum 'step-mlp-flat-abadi' "deterministic"
+mut noise-scale:0.9 'step-mlp-flat-abadi' "noise variance"
+mut fixed-noise 'step-mlp-flat-' "noise"
+mut shuffle 'sampling' "batch sizes"
+mut wrong-q:1.3 'sampling' "sampling rate"
+# the correct candidate on a filtered run is at best INCOMPLETE
+run 1 "filtered run" $D certify --candidate "$PY $CAND" --suite ci --filter sampling --report part
+expect "^verdict: INCOMPLETE" "a partial run is INCOMPLETE"
+expect "^INCOMPLETE coverage" "the coverage check says why"
+
+exit $fail
