@@ -33,7 +33,7 @@ static dp_status parse_word(uint64_t *v, const char *what, size_t k, const char 
     size_t len = strlen(p), nhex = strspn(p, "0123456789abcdefABCDEF"), ndec = strspn(p, "0123456789");
     if (len == 8 && nhex == 8 && (ndec < 8 || p[0] == '0')) {
         char buf[16];
-        snprintf(buf, sizeof buf, "0x%s", p);
+        snprintf(buf, sizeof buf, "0x%.8s", p); /* len == 8; the bound keeps -O1 -Wformat-truncation quiet */
         return dp_parse_u64(v, what, buf);
     }
     if (len == 8 && ndec == 8)
