@@ -10,13 +10,7 @@
 
 #include "common/cli.h"
 #include "common/fsutil.h"
-
-#ifndef DPCERT_VERSION
-#define DPCERT_VERSION "0.0.0"
-#endif
-#ifndef DPCERT_GIT_REV
-#define DPCERT_GIT_REV "unknown"
-#endif
+#include "common/version.h"
 
 typedef int (*dp_cmd_fn)(int argc, char **argv);
 

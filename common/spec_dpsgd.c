@@ -14,10 +14,7 @@
 
 #include "common/fsutil.h"
 #include "common/safetensors.h"
-
-#ifndef DPCERT_VERSION
-#define DPCERT_VERSION "0.0.0"
-#endif
+#include "common/version.h"
 
 /* ---------------------------------------------------------------- config and step output */
 

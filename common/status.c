@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,4 +81,21 @@ void *dp_calloc(size_t count, size_t size) {
     void *p = calloc(count ? count : 1, size ? size : 1);
     if (!p) dp_error(DP_ERR_NOMEM, "out of memory allocating %zu x %zu bytes", count, size);
     return p;
+}
+
+dp_status dp_grow_(void *arrp, size_t *cap, size_t need, size_t esize, size_t first, const char *what) {
+    if (need <= *cap) return DP_OK;
+    size_t nc = *cap ? *cap : (first ? first : 1);
+    while (nc < need) {
+        if (nc > SIZE_MAX / 2) return dp_error(DP_ERR_NOMEM, "out of memory (%s): %zu elements", what, need);
+        nc *= 2;
+    }
+    if (esize && nc > SIZE_MAX / esize) return dp_error(DP_ERR_NOMEM, "out of memory (%s): %zu elements", what, nc);
+    void *old;
+    memcpy(&old, arrp, sizeof old); /* arrp is the address of a T * variable */
+    void *p = realloc(old, nc * esize);
+    if (!p) return dp_error(DP_ERR_NOMEM, "out of memory (%s): %zu elements of %zu bytes", what, nc, esize);
+    memcpy(arrp, &p, sizeof p);
+    *cap = nc;
+    return DP_OK;
 }

@@ -49,4 +49,10 @@ int dp_status_exit_code(dp_status st);
 void *dp_malloc(size_t n);
 void *dp_calloc(size_t count, size_t size);
 
+/* Growable arrays: make the array `arr` (a pointer variable, *cap elements allocated) hold
+ * at least `need` elements, doubling from `first`; on failure the array is untouched and
+ * the message names `what`. Example: DP_TRY(DP_GROW(r->items, r->cap, r->n + 1, 32, "results")); */
+#define DP_GROW(arr, cap, need, first, what) dp_grow_((void *)&(arr), &(cap), (need), sizeof *(arr), (first), (what))
+dp_status dp_grow_(void *arrp, size_t *cap, size_t need, size_t esize, size_t first, const char *what);
+
 #endif

@@ -222,13 +222,7 @@ dp_status dp_tset_add(dp_tensor_set *s, const char *name, const dp_tensor *t) {
     if (!name[0]) return dp_error(DP_ERR_INVALID, "empty tensor name");
     if (strcmp(name, "__metadata__") == 0) return dp_error(DP_ERR_INVALID, "tensor name '__metadata__' is reserved");
     if (dp_tset_find(s, name)) return dp_error(DP_ERR_INVALID, "duplicate tensor name '%s'", name);
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 16;
-        dp_named_tensor *p = realloc(s->items, cap * sizeof *p);
-        if (!p) return dp_error(DP_ERR_NOMEM, "out of memory growing a tensor set");
-        s->items = p;
-        s->cap = cap;
-    }
+    DP_TRY(DP_GROW(s->items, s->cap, s->n + 1, 16, "tensor set"));
     dp_named_tensor *it = &s->items[s->n];
     it->name = dp_strdup(name);
     if (!it->name) return DP_ERR_NOMEM;
@@ -263,13 +257,7 @@ dp_status dp_tset_set_meta(dp_tensor_set *s, const char *key, const char *value)
             s->meta[i].value = v;
             return DP_OK;
         }
-    if (s->nmeta == s->metacap) {
-        size_t cap = s->metacap ? 2 * s->metacap : 16;
-        dp_meta_entry *p = realloc(s->meta, cap * sizeof *p);
-        if (!p) return dp_error(DP_ERR_NOMEM, "out of memory growing metadata");
-        s->meta = p;
-        s->metacap = cap;
-    }
+    DP_TRY(DP_GROW(s->meta, s->metacap, s->nmeta + 1, 16, "metadata"));
     char *k = dp_strdup(key), *v = dp_strdup(value);
     if (!k || !v) { free(k); free(v); return DP_ERR_NOMEM; }
     s->meta[s->nmeta].key = k;

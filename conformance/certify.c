@@ -31,13 +31,7 @@ void cert_suite_defaults(cert_opts *o) {
 void cert_result_init(cert_result *r) { memset(r, 0, sizeof *r); }
 void cert_result_free(cert_result *r) { free(r->items); memset(r, 0, sizeof *r); }
 dp_status cert_result_push(cert_result *r, const cert_check *k) {
-    if (r->n == r->cap) {
-        size_t nc = r->cap ? 2 * r->cap : 64;
-        cert_check *p = realloc(r->items, nc * sizeof *p);
-        if (!p) return dp_error(DP_ERR_NOMEM, "out of memory (checks)");
-        r->items = p;
-        r->cap = nc;
-    }
+    DP_TRY(DP_GROW(r->items, r->cap, r->n + 1, 64, "checks"));
     r->items[r->n++] = *k;
     if (k->status > r->verdict) {
         r->verdict = k->status;
@@ -58,12 +52,7 @@ dp_status cert_list_vector_files(char ***names, size_t *n, const char *dir) {
     while ((e = readdir(d)) && st == DP_OK) {
         size_t l = strlen(e->d_name);
         if (l < 13 || strcmp(e->d_name + l - 12, ".safetensors") != 0 || e->d_name[0] == '.') continue;
-        if (k == cap) {
-            cap = cap ? 2 * cap : 16;
-            char **p = realloc(v, cap * sizeof *p);
-            if (!p) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
-            v = p;
-        }
+        if ((st = DP_GROW(v, cap, k + 1, 16, "vector list")) != DP_OK) break;
         if (!(v[k] = strndup(e->d_name, l - 12))) st = dp_error(DP_ERR_NOMEM, "out of memory");
         else k++;
     }

@@ -17,13 +17,7 @@
 #include "common/hash.h"
 #include "common/safetensors.h"
 #include "conformance/certify.h"
-
-#ifndef DPCERT_VERSION
-#define DPCERT_VERSION "0.0.0"
-#endif
-#ifndef DPCERT_GIT_REV
-#define DPCERT_GIT_REV "unknown"
-#endif
+#include "common/version.h"
 
 static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 

@@ -130,12 +130,7 @@ int dp_cmd_conform(int argc, char **argv) {
             int ok = !nrsel || force;
             for (size_t j = 0; !ok && j < nrsel; j++) ok |= rsel[j] == r;
             if (!ok) continue;
-            if (nrun == cap) {
-                cap = cap ? 2 * cap : 32;
-                struct run *p = realloc(runs, cap * sizeof *p);
-                if (!p) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
-                runs = p;
-            }
+            if ((st = DP_GROW(runs, cap, nrun + 1, 32, "runs")) != DP_OK) break;
             runs[nrun].ci = i;
             runs[nrun++].r = r;
         }

@@ -32,13 +32,7 @@ void conf_cmp_result_free(conf_cmp_result *r) {
 }
 
 dp_status conf_cmp_result_push(conf_cmp_result *r, const conf_tensor_result *t) {
-    if (r->n == r->cap) {
-        size_t nc = r->cap ? 2 * r->cap : 32;
-        conf_tensor_result *p = realloc(r->items, nc * sizeof *p);
-        if (!p) return dp_error(DP_ERR_NOMEM, "out of memory (comparison results)");
-        r->items = p;
-        r->cap = nc;
-    }
+    DP_TRY(DP_GROW(r->items, r->cap, r->n + 1, 32, "comparison results"));
     r->items[r->n++] = *t;
     /* Case status: FAIL > MARGINAL > PASS over compared tensors; SKIPPED and
      * NOT_SUPPORTED tensors only decide when nothing was compared. */
@@ -190,13 +184,7 @@ static double noise_draw_bound(double u_ref) {
 }
 
 double *conf_bstore_new(conf_bstore *s, const char *name, int kind, int64_t n) {
-    if (s->n == s->cap) {
-        size_t nc = s->cap ? 2 * s->cap : 16;
-        conf_bstore_item *p = realloc(s->it, nc * sizeof *p);
-        if (!p) return NULL;
-        s->it = p;
-        s->cap = nc;
-    }
+    if (DP_GROW(s->it, s->cap, s->n + 1, 16, "bound store") != DP_OK) return NULL;
     conf_bstore_item *x = &s->it[s->n];
     x->b = dp_calloc((size_t)(n ? n : 1), sizeof *x->b);
     if (!x->b) return NULL;
@@ -761,12 +749,7 @@ static dp_status list_steps(char ***names, size_t *n, const char *dir) {
     while ((e = readdir(d))) {
         size_t l = strlen(e->d_name);
         if (strncmp(e->d_name, "step-", 5) != 0 || l < 17 || strcmp(e->d_name + l - 12, ".safetensors") != 0) continue;
-        if (k == cap) {
-            cap = cap ? 2 * cap : 16;
-            char **p = realloc(v, cap * sizeof *p);
-            if (!p) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
-            v = p;
-        }
+        if ((st = DP_GROW(v, cap, k + 1, 16, "step list")) != DP_OK) break;
         v[k] = strdup(e->d_name);
         if (!v[k]) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
         k++;

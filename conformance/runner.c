@@ -130,13 +130,7 @@ void conf_rm_rf(const char *path) {
 
 typedef struct { char **v; size_t n, cap; } argvec;
 static int av_push(argvec *a, const char *s) {
-    if (a->n + 2 > a->cap) {
-        size_t nc = a->cap ? 2 * a->cap : 64;
-        char **p = realloc(a->v, nc * sizeof *p);
-        if (!p) return -1;
-        a->v = p;
-        a->cap = nc;
-    }
+    if (DP_GROW(a->v, a->cap, a->n + 2, 64, "argument vector") != DP_OK) return -1;
     a->v[a->n++] = (char *)s;
     a->v[a->n] = NULL;
     return 0;

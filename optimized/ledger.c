@@ -64,12 +64,7 @@ dp_status opt_mem_alloc(opt_backend *be, void **out, size_t nbytes, opt_mem_tag 
     if (tag < 0 || tag >= OPT_MEM_TAG_COUNT) return dp_error(DP_ERR_INTERNAL, "memory ledger: bad tag %d", (int)tag);
     if (!be->ops.alloc) return opt_backend_require(be, (const opt_op[]){OPT_OP_ALLOC}, 1);
     opt_ledger *l = be->ledger;
-    if (l && l->nrec == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        opt_mem_rec *r = realloc(l->rec, cap * sizeof *r);
-        if (!r) return dp_error(DP_ERR_NOMEM, "memory ledger: out of memory");
-        l->rec = r; l->cap = cap;
-    }
+    if (l) DP_TRY(DP_GROW(l->rec, l->cap, l->nrec + 1, 64, "memory ledger"));
     DP_TRY(be->ops.alloc(be->ctx, out, nbytes));
     if (l) {
         l->rec[l->nrec++] = (opt_mem_rec){*out, nbytes, (int)tag};

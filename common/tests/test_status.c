@@ -1,6 +1,8 @@
 /* common/tests/test_status.c — status codes, exit-code mapping and messages,
  * including a message built from the previous one (dp_error reading
  * dp_last_error()), context prefixes, and the CLI number parsers' rejections. */
+#include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "common/cli.h"
@@ -73,6 +75,21 @@ int main(void) {
             T_CHECK(rc == 3 && strcmp(line, want[k]) == 0, "dp_cli_fail(%s) printed '%s' rc %d",
                     dp_status_name(sts[k]), line, rc);
         }
+    }
+    /* DP_GROW: doubling from `first`, contents kept, overflow refused with the array untouched */
+    {
+        int *a = NULL;
+        size_t cap = 0;
+        T_CHECK(DP_GROW(a, cap, 1, 4, "ints") == DP_OK && cap == 4 && a, "first growth: cap %zu", cap);
+        for (int i = 0; i < 4; i++) a[i] = i * 7;
+        T_CHECK(DP_GROW(a, cap, 4, 4, "ints") == DP_OK && cap == 4, "no growth needed: cap %zu", cap);
+        T_CHECK(DP_GROW(a, cap, 9, 4, "ints") == DP_OK && cap == 16, "doubling to 16: cap %zu", cap);
+        T_CHECK(a[3] == 21, "contents kept: %d", a[3]);
+        int *before = a;
+        T_CHECK(DP_GROW(a, cap, SIZE_MAX / 2, 4, "ints") == DP_ERR_NOMEM, "an overflowing size is refused");
+        T_CHECK(a == before && cap == 16, "a failed growth leaves the array as it was");
+        T_CHECK(strstr(dp_last_error(), "ints") != NULL, "the message names the array: %s", dp_last_error());
+        free(a);
     }
     return t_finish();
 }

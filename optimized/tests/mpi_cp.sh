@@ -5,15 +5,7 @@
 # communication formulas of docs/longshield.md section 6 (reduce-scatter constant in T). The element-wise agreement with
 # the reference is the conformance cases cp-ci-*, cp4-ci-* and neg-cp-* (conform_ci.sh).
 set -u
-DRV="${DPCERT_BUILD:?}/tests/optimized_test_train_cli"
-command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found"; exit 77; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-if [ -n "${DPCERT:-}" ] && "$DPCERT" train --help >/dev/null 2>&1; then TRAIN=("$DPCERT" train)
-else TRAIN=("$DRV" --as-dpcert train); fi
-export ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0"
-fail=0
-pass() { echo "PASS  $*"; }
-bad() { echo "FAIL  $*"; fail=1; }
+source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.bash"
 LL=(dpsgd --model llama --vocab 11 --dim 8 --layers 1 --heads 2 --ffn 12 --seq 3 --dataset-size 8 --q 0.5 --steps 1 --clip 1 --sigma 1)
 expect_exit() { # want desc ranks args...
   local want=$1 desc=$2 r=$3; shift 3

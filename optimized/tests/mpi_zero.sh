@@ -9,17 +9,9 @@
 # The element-wise agreement with the reference is the conformance cases zero*-ci-* and
 # neg-zero-* (conform_ci.sh) and the default/full suites.
 set -u
-DRV="${DPCERT_BUILD:?}/tests/optimized_test_train_cli"
+source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.bash"
 MEM="$DPCERT_BUILD/tests/optimized_test_zero_memory"
-command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found"; exit 77; }
 [ -x "$MEM" ] || { echo "SKIP: $MEM not built"; exit 77; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-if [ -n "${DPCERT:-}" ] && "$DPCERT" train --help >/dev/null 2>&1; then TRAIN=("$DPCERT" train)
-else TRAIN=("$DRV" --as-dpcert train); fi
-export ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0"
-fail=0
-pass() { echo "PASS  $*"; }
-bad() { echo "FAIL  $*"; fail=1; }
 
 for r in 2 4; do
   if timeout 120 mpirun -x ASAN_OPTIONS -n $r "$MEM" >mem$r.log 2>&1; then pass "ZeRO memory formulas at N=$r"; grep "adamw f64" mem$r.log
