@@ -314,7 +314,8 @@ dp_status dp_svg_roc(FILE *f, const dp_svg_axes *ax, const dp_svg_series *curves
         dp_svg_series bs = {NULL, bx, by, 101, 0};
         polyline(f, &fr, &bs, "#000", " stroke-dasharray=\"8 3\"", 0);
     }
-    for (size_t i = 0; i < n; i++) polyline(f, &fr, &curves[i], PALETTE[i], "", 0);
+    for (size_t i = 0; i < n; i++)
+        polyline(f, &fr, &curves[i], PALETTE[i], curves[i].dashed ? " stroke-dasharray=\"7 4\"" : "", 0);
     legend(f, &fr, names, cols, nl);
     return frame_close(f);
 }

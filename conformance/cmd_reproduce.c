@@ -67,50 +67,13 @@ void conf_repro_caveat(conf_repro *r, const char *text) {
     json_array_append_new(json_object_get(r->root, "caveats"), json_string(text));
 }
 
-json_t *conf_plot_new(json_t *plots, const char *kind, const char *title, const char *xlabel, const char *ylabel,
-                      int xlog, int ylog) {
-    json_t *p = json_object();
-    json_object_set_new(p, "kind", json_string(kind));
-    json_object_set_new(p, "title", json_string(title));
-    json_object_set_new(p, "xlabel", json_string(xlabel));
-    json_object_set_new(p, "ylabel", json_string(ylabel));
-    json_object_set_new(p, "xlog", json_integer(xlog));
-    json_object_set_new(p, "ylog", json_integer(ylog));
-    json_object_set_new(p, "series", json_array());
-    json_array_append_new(plots, p);
-    return p;
-}
-
-static json_t *num_array(const double *v, size_t n) {
-    json_t *a = json_array();
-    for (size_t i = 0; i < n; i++) json_array_append_new(a, isfinite(v[i]) ? json_real(v[i]) : json_null());
-    return a;
-}
-
-static void plot_series(json_t *plot, const char *name, const double *x, const double *y, size_t n, int dashed) {
-    json_t *s = json_object();
-    json_object_set_new(s, "name", json_string(name));
-    json_object_set_new(s, "x", num_array(x, n));
-    json_object_set_new(s, "y", num_array(y, n));
-    if (dashed) json_object_set_new(s, "dashed", json_true());
-    json_array_append_new(json_object_get(plot, "series"), s);
-}
-
-void conf_plot_series(json_t *plot, const char *name, const double *x, const double *y, size_t n) {
-    plot_series(plot, name, x, y, n, 0);
-}
-
-void conf_plot_series_dashed(json_t *plot, const char *name, const double *x, const double *y, size_t n) {
-    plot_series(plot, name, x, y, n, 1);
-}
-
 /* ------------------------------------------------------- accounting target ---- */
 dp_status conf_repro_dpzo_tables(conf_repro *r, FILE *txt) {
     int bad = acct_reproduce_dpzo(r->root, txt);
     if (bad < 0) return DP_ERR_INTERNAL;
     r->not_reproduced += bad;
     /* epsilon versus steps (RDP, the orders grid of the table) for the sigmas of Tables 12/13 */
-    json_t *p = conf_plot_new(json_object_get(r->root, "plots"), "line",
+    json_t *p = dp_html_plot_new(json_object_get(r->root, "plots"), "line",
                               "DP-ZO Gaussian, q = 0.016, delta = 1e-5: epsilon vs steps (RDP)", "steps",
                               "epsilon", 10, 10);
     const double sig[3] = {30.9, 16.4, 4.8};
@@ -126,7 +89,7 @@ dp_status conf_repro_dpzo_tables(conf_repro *r, FILE *txt) {
         }
         char name[32];
         snprintf(name, sizeof name, "sigma = %g", sig[k]);
-        conf_plot_series(p, name, xs, ys, 9);
+        dp_html_plot_series(p, name, xs, ys, 9, 0);
     }
     if (!json_object_get(r->root, "caveats")) json_object_set_new(r->root, "caveats", json_array());
     conf_repro_caveat(r, "Table 11 row: |D| = 1000 and delta = 1e-5 assumed as in Tables 12 and 13 (Table 11 does "

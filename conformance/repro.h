@@ -2,7 +2,7 @@
  *
  * A target fills a JSON object: "columns" (the keys of a row, in print order), "rows"
  * (objects with those keys, a "verdict" and, when it differs, a "reason"), "plots"
- * (specifications that conf_html_plot renders), "caveats"; the command prints the
+ * (specifications that dp_html_plot renders, common/html.h), "caveats"; the command prints the
  * side-by-side table, the JSON or the report from that object. */
 #ifndef CONF_REPRO_H
 #define CONF_REPRO_H
@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <stdio.h>
 
+#include "common/html.h"
 #include "common/status.h"
 
 typedef struct {
@@ -23,13 +24,6 @@ void conf_repro_columns(conf_repro *r, const char *const *keys);
  * verdict starting with "differs" counts as not reproduced and needs a reason. */
 json_t *conf_repro_row(conf_repro *r, const char *verdict, const char *reason);
 void conf_repro_caveat(conf_repro *r, const char *text);
-
-/* Plot specifications (format in conformance/html.h) appended to `plots`. */
-json_t *conf_plot_new(json_t *plots, const char *kind, const char *title, const char *xlabel, const char *ylabel,
-                      int xlog, int ylog);
-void conf_plot_series(json_t *plot, const char *name, const double *x, const double *y, size_t n);
-/* the same, drawn dashed without markers (a paper's values over the model's) */
-void conf_plot_series_dashed(json_t *plot, const char *name, const double *x, const double *y, size_t n);
 
 /* The targets (conformance/repro_memory.c, conformance/repro_accounting.c): each returns
  * DP_OK having filled r, or an error status with dp_error set. */

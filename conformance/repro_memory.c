@@ -82,11 +82,11 @@ dp_status conf_repro_longshield_table2(conf_repro *r, FILE *txt) {
         }
         char title[96];
         snprintf(title, sizeof title, "%s under ZeRO-DP+: largest power-of-two T (model vs paper)", LS_MODELS[m]->name);
-        json_t *p = conf_plot_new(plots, "line", title, "micro-batch size", "max sequence length T", 2, 2);
+        json_t *p = dp_html_plot_new(plots, "line", title, "micro-batch size", "max sequence length T", 2, 2);
         const char *names[3] = {"model, 1 GPU", "model, 4 GPUs", "model, inf GPUs"};
         const char *pnames[3] = {"paper, 1 GPU", "paper, 4 GPUs", "paper, inf GPUs"};
-        for (int g = 0; g < 3; g++) conf_plot_series(p, names[g], xs, ys[g], 4);
-        for (int g = 0; g < 3; g++) conf_plot_series_dashed(p, pnames[g], xs, yp[g], 4);
+        for (int g = 0; g < 3; g++) dp_html_plot_series(p, names[g], xs, ys[g], 4, 0);
+        for (int g = 0; g < 3; g++) dp_html_plot_series(p, pnames[g], xs, yp[g], 4, 1);
     }
     conf_repro_caveat(r, LS_SETUP_NOTE);
     conf_repro_caveat(r, "ZeRO-DP+ modelled as FSDP (ZeRO stage 3, two gathered units), book-keeping with fastDP's "
@@ -184,7 +184,7 @@ dp_status conf_repro_longshield_memory(conf_repro *r, FILE *txt) {
         json_object_set_new(o, "model_over_paper", json_real(ratio / 4));
     }
     /* memory versus sequence length per strategy: Llama 3.2 1B, MBS 1, 4 GPUs */
-    json_t *p = conf_plot_new(json_object_get(r->root, "plots"), "line",
+    json_t *p = dp_html_plot_new(json_object_get(r->root, "plots"), "line",
                               "Llama 3.2 1B, MBS 1, 4 GPUs: peak memory per GPU vs sequence length (model)",
                               "sequence length T", "peak memory per GPU (GB)", 2, 10);
     const char *variants[5] = {"non-DP", "V1", "V2", "V3", "ZeRO-DP+"};
@@ -198,9 +198,9 @@ dp_status conf_repro_longshield_memory(conf_repro *r, FILE *txt) {
             ys[k] = pk.total / GB;
             cap[k] = CAPACITY_80GB / GB;
         }
-        conf_plot_series(p, v == 4 ? "ZeRO-DP+ (no CP)" : variants[v], xs, ys, 9);
+        dp_html_plot_series(p, v == 4 ? "ZeRO-DP+ (no CP)" : variants[v], xs, ys, 9, 0);
     }
-    conf_plot_series(p, "80 GB", xs, cap, 9);
+    dp_html_plot_series(p, "80 GB", xs, cap, 9, 0);
     conf_repro_caveat(r, LS_SETUP_NOTE);
     conf_repro_caveat(r, "the paper reports PyTorch's peak reserved memory (allocator fragmentation included, "
                          "e.g. 61.9 vs 75.3 GB for 58.9 GB active in Table 5b); the model counts live tensors only, "
@@ -265,7 +265,7 @@ dp_status conf_repro_dp_zero_memory(conf_repro *r, FILE *txt) {
                    NULL);
         }
     {   /* model states per GPU vs GPUs, per stage (7B, mixed AdamW) */
-        json_t *p = conf_plot_new(json_object_get(r->root, "plots"), "line",
+        json_t *p = dp_html_plot_new(json_object_get(r->root, "plots"), "line",
                                   "7B parameters, bf16 + f32 AdamW: model states per GPU vs GPUs (model)", "GPUs",
                                   "model states per GPU (GB)", 2, 10);
         static const char *const nm[4] = {"data parallel (DP-ZeRO0)", "DP-ZeRO1", "DP-ZeRO2", "DP-ZeRO3"};
@@ -275,7 +275,7 @@ dp_status conf_repro_dp_zero_memory(conf_repro *r, FILE *txt) {
                 xs[k] = (double)(1 << k);
                 ys[k] = 7 * opt_cost_states_per_param(mx, st, xs[k]);
             }
-            conf_plot_series(p, nm[st], xs, ys, 9);
+            dp_html_plot_series(p, nm[st], xs, ys, 9, 0);
         }
     }
     dz_row(r, "DP-ZeRO adds no model state over ZeRO (per-example buffers are batch-related)", "same as ZeRO",
@@ -361,7 +361,7 @@ dp_status conf_repro_flashdp_memory(conf_repro *r, FILE *txt) {
             }
     }
     /* per-example memory versus sequence length per strategy (GPT2-small, B = 1) */
-    json_t *p = conf_plot_new(json_object_get(r->root, "plots"), "line",
+    json_t *p = dp_html_plot_new(json_object_get(r->root, "plots"), "line",
                               "GPT2-small, B = 1: per-example buffers vs sequence length (model)", "sequence length T",
                               "per-example buffers (MB)", 2, 10);
     int n = gpt2_linears(lin, &GPT2[0]);
@@ -373,7 +373,7 @@ dp_status conf_repro_flashdp_memory(conf_repro *r, FILE *txt) {
             DP_TRY(opt_cost_per_example(&pe, (opt_cost_strategy)s, OPT_COST_RULE_MEMORY, lin, n, 1, 256 << k, 4, 1));
             ys[k] = pe.total / 1e6;
         }
-        conf_plot_series(p, opt_cost_strategy_name((opt_cost_strategy)s), xs, ys, 8);
+        dp_html_plot_series(p, opt_cost_strategy_name((opt_cost_strategy)s), xs, ys, 8, 0);
     }
     conf_repro_caveat(r, "paper_overhead_mb = (method - NonDP) of Table 1's memory columns (A100 80GB, T = 1024, "
                          "f32); resolution 100 MB (printed to 0.01 x 1e4 MB)");
