@@ -29,7 +29,7 @@ void cert_suite_defaults(cert_opts *o) {
 }
 
 void cert_result_init(cert_result *r) { memset(r, 0, sizeof *r); }
-void cert_result_free(cert_result *r) { free(r->items); memset(r, 0, sizeof *r); }
+void cert_result_free(cert_result *r) { free(r->items); cert_figs_free(&r->figs); memset(r, 0, sizeof *r); }
 dp_status cert_result_push(cert_result *r, const cert_check *k) {
     DP_TRY(DP_GROW(r->items, r->cap, r->n + 1, 64, "checks"));
     r->items[r->n++] = *k;
@@ -272,6 +272,7 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
             cert_test_variance(&k, all.z, all.n, o->alpha);
             scope(&k, "%s", "all step vectors and repeats");
             r->noise_n = all.n;
+            cert_figs_residuals(&r->figs, all.z, all.n);
             r->sigma_eff_ratio = sqrt(k.statistic);
             /* 1 - 1e-3 interval for the std ratio: invert the Laurent-Massart region */
             double t = log(2 / 1e-3), dn = (double)all.n, S = k.statistic * dn;

@@ -10,6 +10,7 @@
 
 #include "common/status.h"
 #include "common/tensor.h"
+#include "conformance/certify_figs.h"
 #include "conformance/conf.h"
 #include "reference/dpsgd.h"
 
@@ -121,6 +122,7 @@ typedef struct {
     double sigma_eff_ratio, ratio_lo, ratio_hi; /* measured noise std / claimed, with a 1 - 1e-3 interval */
     int64_t noise_n;
     char conventions[512];  /* declared conventions of the candidate (dtype, clip_fn) */
+    cert_figs figs;         /* the data of the report's plots (certify_figs.h) */
 } cert_result;
 void cert_result_init(cert_result *r);
 void cert_result_free(cert_result *r);

@@ -254,6 +254,7 @@ dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *nam
             }
         for (int64_t i = 1; i < N; i++)
             if (fabs((double)ce[i] - (double)K * q) > fabs((double)ce[worst] - (double)K * q)) worst = i;
+        if ((st = cert_figs_batches(&r->figs, name, cs, K, N, q)) != DP_OK) break;
         cert_check c;
         cert_test_count(&c, tot, K * N, q, o->alpha);
         snprintf(c.name, sizeof c.name, "sampling rate q");

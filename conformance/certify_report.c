@@ -17,6 +17,7 @@
 #include "common/hash.h"
 #include "common/safetensors.h"
 #include "conformance/certify.h"
+#include "conformance/certify_html.h"
 #include "common/version.h"
 
 static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
@@ -47,7 +48,7 @@ json_t *cert_report_files(const char *bundle) {
         json_decref(files);
         return NULL;
     }
-    static const char *const extra[] = {"report.md", "junit.xml", NULL};
+    static const char *const extra[] = {"report.md", "junit.xml", "report.html", NULL};
     for (int i = 0; extra[i]; i++) {
         char p[4400], hex[65];
         snprintf(p, sizeof p, "%s/%s", bundle, extra[i]);
@@ -150,8 +151,11 @@ dp_status cert_report_write(const char *bundle, const cert_result *r, const cert
     DP_TRY(write_md(p, r, o));
     snprintf(p, sizeof p, "%s/junit.xml", bundle);
     DP_TRY(write_junit(p, r, cert_suite_name(o->suite)));
-    json_t *root = json_object(), *files = cert_report_files(bundle);
-    if (!files) { json_decref(root); return dp_error(DP_ERR_IO, "cannot hash the bundle %s", bundle); }
+    json_t *plots = cert_plots_json(r); /* report.html before the hashes: the signed files list covers it */
+    dp_status hs = plots ? cert_report_html(bundle, r, o, plots) : DP_ERR_NOMEM;
+    json_t *root = json_object(), *files = hs == DP_OK ? cert_report_files(bundle) : NULL;
+    if (!files) { json_decref(root); json_decref(plots); return hs != DP_OK ? hs : dp_error(DP_ERR_IO, "cannot hash the bundle %s", bundle); }
+    json_object_set_new(root, "plots", plots);
     json_object_set_new(root, "format", json_string(CERT_REPORT_FORMAT));
     json_object_set_new(root, "dpcert_version", json_string(DPCERT_VERSION));
     json_object_set_new(root, "git_revision", json_string(DPCERT_GIT_REV));
