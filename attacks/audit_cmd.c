@@ -8,6 +8,7 @@
 
 #include "attacks/audit.h"
 #include "attacks/audit_candidate.h"
+#include "attacks/audit_html.h"
 #include "attacks/audit_report.h"
 #include "common/cli.h"
 #include "common/fsutil.h"
@@ -317,6 +318,7 @@ static int audit_main(audit_cli *ap) {
     if (a.report) {
         json_t *root = report_json(&c, &r, &o, onerun, v);
         st = audit_write_json(a.report, "report.json", root);
+        if (st == DP_OK) st = audit_report_html(a.report, root);
         json_decref(root);
         audit_curve cv = {"white-box statistic (evaluation trials)", r.roc_fpr, r.roc_tpr, r.roc_n};
         if (st == DP_OK) st = audit_write_roc_svg(a.report, "roc.svg", "dpcert audit: ROC of the canary test", &cv, 1);

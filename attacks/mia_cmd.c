@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attacks/audit_html.h"
 #include "attacks/audit_report.h"
 #include "attacks/mia.h"
 #include "common/cli.h"
@@ -189,6 +190,7 @@ int dp_cmd_mia(int argc, char **argv) {
     if (report) {
         json_t *root = report_json(&c, &r);
         st = audit_write_json(report, "report.json", root);
+        if (st == DP_OK) st = mia_report_html(report, root);
         json_decref(root);
         audit_curve cv[MIA_MAX_EPS + 2];
         char labels[MIA_MAX_EPS + 2][160];

@@ -174,7 +174,8 @@ dp_status dp_html_plot(FILE *f, const json_t *plot) {
         else if (st == DP_OK && kind[0] == 'h') st = plot_histogram(f, &ax, s, ns, plot);
         else if (st == DP_OK) {
             const json_t *e = json_object_get(plot, "epsilon"), *d = json_object_get(plot, "delta");
-            ax.width = ax.height = 480; /* the unit square */
+            ax.width = 820; /* the unit square beside a legend */
+            ax.height = 500;
             st = dp_svg_roc(f, &ax, s, ns, json_is_number(e) ? json_number_value(e) : -1,
                             json_is_number(d) ? json_number_value(d) : 0);
         }
