@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# conformance/tests/report_html_chromium_slow.sh — every kind of report.html (conform, and
-# reproduce: dpzo-tables and longshield-memory; every available target's page gets the static
-# checks) opens in headless Chromium (Debian's `chromium`), which takes a screenshot; the test
-# checks that it rendered:
+# conformance/tests/report_html_chromium_slow.sh — every kind of report.html (conform, certify,
+# audit, mia, and reproduce: dpzo-tables and longshield-memory; every available target's page
+# gets the static checks) opens in headless Chromium (Debian's `chromium`), which takes a
+# screenshot; the test checks that it rendered:
 #   - Chromium exits 0 and writes a PNG of exactly the window size (1200 x 1600);
 #   - non-blank: the screenshot has more non-white pixels than the same page cut after
 #     its summary verdict (title + verdict only), i.e. the body (plots, tables) drew;
 #   - no console message at all (our pages have no scripts; a CSP violation, a failed
 #     load or a script error is logged as one);
-#   - the page holds one inline <svg> per plot of its report.json and no external reference.
+#   - the page holds one inline <svg> per plot of its report.json (audit: its one ROC; mia:
+#     one ROC per run) and no external reference.
 # Negative controls that must be caught: a blank page (non-blank check), a page whose
 # inline script throws and one that loads an external image (console check).
 # Exit 77 only when Chromium is not installed (ci/install-deps.sh installs it).
@@ -44,15 +45,31 @@ for t in $("$D" reproduce --list | awk '/^[a-z]/ {print $1}'); do
   check "reproduce $t --report: exit 0/1 and report.html" '[ $rc -le 1 ] && [ -s rep-$t/report.html ]'
   pages+=("rep-$t")
 done
+# certify: the numpy candidate when python3 has numpy (residual and batch-size histograms),
+# else the vector copied back as output (INCOMPLETE: no residuals; the epsilon plot only)
+PY=""; for p in ${DPCERT_PYTHON:-} python3 /usr/bin/python3; do
+  command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy' >/dev/null 2>&1 && { PY=$(command -v "$p"); break; }; done
+if [ -n "$PY" ]; then cand="$PY ${DPCERT_ROOT:?}/conformance/adapters/python/examples/numpy_candidate.py"
+else cand="sh -c 'cp \"\$1\" \"\$2\"' x"; echo "note: no python3 with numpy: certify page without histograms"; fi
+"$D" certify --candidate "$cand" --suite ci --filter 'sampling|step-mlp-flat-abadi' --repeats 2 --report cert >cert.txt 2>&1
+check "certify --report writes report.html" '[ -s cert/report.html ]'
+"$D" audit --level custom --trials 1000 --in 8 --hidden 16 --classes 4 --dataset-size 8 --onerun-canaries 200 --quiet \
+  --noise-key 4 --report audit >audit.txt 2>&1
+check "audit --report writes report.html" '[ -s audit/report.html ]'
+"$D" mia --population 64 --models 4 --steps 100 --epsilons 8 --zo-steps 50 --quiet --noise-key 2 --report mia >mia.txt 2>&1
+check "mia --report writes report.html" '[ -s mia/report.html ]'
+pages+=(cert audit mia)
 
 # every page: static checks; rendered: the conform page and two reproduce pages (one per
 # page writer and plot mix; a Chromium start costs seconds on a shared 2-core machine)
-rendered=(conf rep-dpzo-tables rep-longshield-memory)
+rendered=(conf cert audit mia rep-dpzo-tables rep-longshield-memory)
 for p in "${pages[@]}"; do
   cp "$p/report.html" "$p.html"
   sed '/<h2>/,$d' "$p/report.html" > "$p-head.html"; echo '</body></html>' >> "$p-head.html"
-  nplots=$(grep -o '"kind": *"\(line\|bars\)"' "$p/report.json" | wc -l)
+  nplots=$(grep -o '"kind": *"\(line\|bars\|histogram\|roc\)"' "$p/report.json" | wc -l)
   [ "$p" = conf ] && nplots=1
+  [ "$p" = audit ] && nplots=1
+  [ "$p" = mia ] && nplots=$(grep -c '"kind": *"\(non-dp\|dpsgd\|dpzo\)"' mia/report.json)
   check "$p: one inline <svg> per plot ($nplots)" '[ "$(grep -c "<svg " "$p.html")" -eq "$nplots" ]'
   check "$p: no script and no external reference" \
     '! grep -Eiq "<script|<link|<iframe|src=|href=|url\(|@import" "$p.html" && [ -z "$(grep -o "http[s]*://[^\" ]*" "$p.html" | grep -v "^http://www.w3.org/2000/svg$")" ]'
