@@ -249,7 +249,7 @@ int dp_cmd_audit(int argc, char **argv) {
         {"--onerun-canaries", DP_OPT_INT, &a.onerun_m, NULL, "one-run audit: m canaries, 0 = off (default 1000)"},
         {"--onerun-guesses", DP_OPT_INT, &a.onerun_r, NULL, "one-run audit: r guesses (default 200)"},
         {"--onerun-steps", DP_OPT_INT, &a.onerun_k, NULL, "one-run audit: K training steps (default 1)"},
-        {"--report", DP_OPT_STRING, &a.report, NULL, "DIR: report.json and roc.svg"},
+        {"--report", DP_OPT_STRING, &a.report, NULL, "DIR: report.json, report.html and roc.svg"},
         {"--quiet", DP_OPT_FLAG, &a.quiet, NULL, "no progress lines"},
     };
     for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) opts[n++] = mine[i];

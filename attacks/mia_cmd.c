@@ -115,7 +115,7 @@ int dp_cmd_mia(int argc, char **argv) {
         {"--noise-key", DP_OPT_U64, &key, &seen_key, "secret key: membership, noise (default: fresh)"},
         {"--threads", DP_OPT_INT, &threads, NULL, "threads across models (default 2)"},
         {"--plant", DP_OPT_STRING, &plant, NULL, "test-only: no-noise (needs DPCERT_TEST_INJECT=1)"},
-        {"--report", DP_OPT_STRING, &report, NULL, "DIR: report.json and roc.svg"},
+        {"--report", DP_OPT_STRING, &report, NULL, "DIR: report.json, report.html and roc.svg"},
         {"--quiet", DP_OPT_FLAG, &quiet, NULL, "no progress lines"},
     };
     size_t n = sizeof opts / sizeof opts[0];

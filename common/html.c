@@ -32,25 +32,24 @@ void dp_html_begin(FILE *f, const char *title, const char *verdict, int ok) {
 
 void dp_html_end(FILE *f) { fputs("</body>\n</html>\n", f); }
 
-void dp_html_heading(FILE *f, const char *text) {
-    fputs("<h2>", f);
+/* <tag>text</tag>, the text escaped, then `after` */
+static void element(FILE *f, const char *tag, const char *text, const char *after) {
+    fprintf(f, "<%s>", tag);
     esc(f, text);
-    fputs("</h2>\n", f);
+    fprintf(f, "</%s>%s", tag, after);
 }
 
-void dp_html_para(FILE *f, const char *text) {
-    fputs("<p>", f);
-    esc(f, text);
-    fputs("</p>\n", f);
+void dp_html_heading(FILE *f, const char *text) { element(f, "h2", text, "\n"); }
+void dp_html_para(FILE *f, const char *text) { element(f, "p", text, "\n"); }
+
+/* every string of a JSON array as an element */
+static void elements(FILE *f, const char *tag, const json_t *a, const char *after) {
+    for (size_t i = 0; i < json_array_size(a); i++) element(f, tag, json_string_value(json_array_get(a, i)), after);
 }
 
 void dp_html_list(FILE *f, const json_t *items) {
     fputs("<ul>\n", f);
-    for (size_t i = 0; i < json_array_size(items); i++) {
-        fputs("<li>", f);
-        esc(f, json_string_value(json_array_get(items, i)));
-        fputs("</li>\n", f);
-    }
+    elements(f, "li", items, "\n");
     fputs("</ul>\n", f);
 }
 
@@ -66,11 +65,7 @@ static void cell(FILE *f, const json_t *v) {
 
 void dp_html_table(FILE *f, const json_t *columns, const json_t *rows) {
     fputs("<table>\n<tr>", f);
-    for (size_t c = 0; c < json_array_size(columns); c++) {
-        fputs("<th>", f);
-        esc(f, json_string_value(json_array_get(columns, c)));
-        fputs("</th>", f);
-    }
+    elements(f, "th", columns, "");
     fputs("</tr>\n", f);
     for (size_t i = 0; i < json_array_size(rows); i++) {
         const json_t *o = json_array_get(rows, i);

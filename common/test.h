@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int t_checks_ = 0, t_failures_ = 0;
 
@@ -47,6 +48,21 @@ static inline uint64_t t_seed(uint64_t dflt) {
     uint64_t s = e && *e ? strtoull(e, NULL, 0) : dflt;
     printf("seed: %" PRIu64 " (set DPCERT_TEST_SEED to replay another)\n", s);
     return s;
+}
+
+/* Occurrences of needle in hay (checks of generated text). */
+static inline size_t t_count(const char *hay, const char *needle) {
+    size_t n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p++) n++;
+    return n;
+}
+
+/* A fresh in-memory stream (open_memstream) over *buf, *len; the previous buffer is freed. */
+static inline FILE *t_memstream(char **buf, size_t *len) {
+    free(*buf);
+    *buf = NULL;
+    *len = 0;
+    return open_memstream(buf, len);
 }
 
 static inline int t_skip(const char *why) {

@@ -11,18 +11,8 @@
 static char *buf;
 static size_t len;
 
-static FILE *open_buf(void) {
-    free(buf);
-    buf = NULL;
-    len = 0;
-    return open_memstream(&buf, &len);
-}
-
-static size_t count(const char *hay, const char *needle) {
-    size_t n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)); p++) n++;
-    return n;
-}
+static FILE *open_buf(void) { return t_memstream(&buf, &len); }
+#define count t_count
 
 /* renders spec text; returns the status, buf holds the output */
 static dp_status render(const char *spec) {
