@@ -14,6 +14,7 @@ static double num(const json_t *o, const char *k) {
     const json_t *v = jget(o, k);
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
+static long long ival(const json_t *o, const char *k) { return (long long)json_integer_value(jget(o, k)); }
 static const char *str(const json_t *o, const char *k) {
     const char *s = json_string_value(jget(o, k));
     return s ? s : "";
@@ -68,10 +69,9 @@ dp_status audit_report_html(const char *dir, const json_t *report) {
     const double eps = num(wb, "epsilon_claimed"), delta = num(cfg, "delta"), mu = num(wb, "mu_claimed");
     snprintf(t, sizeof t, "canary %s (scale %g), plant %s; |D| %lld, q %g, clip %g, sigma %g, %lld steps, delta %g; "
                           "%lld trials per side (%lld for calibration), confidence %g",
-             str(cfg, "canary"), num(cfg, "canary_scale"), str(cfg, "plant"), (long long)json_integer_value(jget(cfg, "dataset_size")),
-             num(cfg, "q"), num(cfg, "clip"), num(cfg, "sigma"), (long long)json_integer_value(jget(cfg, "steps")), delta,
-             (long long)json_integer_value(jget(cfg, "trials_per_side")),
-             (long long)json_integer_value(jget(wb, "calibration_trials_per_side")), num(cfg, "confidence"));
+             str(cfg, "canary"), num(cfg, "canary_scale"), str(cfg, "plant"), ival(cfg, "dataset_size"), num(cfg, "q"),
+             num(cfg, "clip"), num(cfg, "sigma"), ival(cfg, "steps"), delta, ival(cfg, "trials_per_side"),
+             ival(wb, "calibration_trials_per_side"), num(cfg, "confidence"));
     dp_html_para(f, t);
     /* the ROC of the white-box statistic, the (eps, delta) bound of the claim, and the claimed
        Gaussian trade-off TPR = Phi(Phi^-1(FPR) + mu) (dashed) */
@@ -129,9 +129,8 @@ dp_status mia_report_html(const char *dir, const json_t *report) {
     char t[400];
     snprintf(t, sizeof t, "%s; population %lld, %lld models per run, %lld DP-SGD steps, q %g, clip %g, delta %g; "
                           "intervals at confidence %g",
-             str(cfg, "data"), (long long)json_integer_value(jget(cfg, "population")),
-             (long long)json_integer_value(jget(cfg, "models_per_run")), (long long)json_integer_value(jget(cfg, "steps")),
-             num(cfg, "q"), num(cfg, "clip"), delta, num(cfg, "confidence"));
+             str(cfg, "data"), ival(cfg, "population"), ival(cfg, "models_per_run"), ival(cfg, "steps"), num(cfg, "q"),
+             num(cfg, "clip"), delta, num(cfg, "confidence"));
     dp_html_para(f, t);
     json_t *plots = json_array(), *rows = json_array();
     for (size_t k = 0; k < json_array_size(runs); k++) {

@@ -154,7 +154,11 @@ dp_status cert_report_write(const char *bundle, const cert_result *r, const cert
     json_t *plots = cert_plots_json(r); /* report.html before the hashes: the signed files list covers it */
     dp_status hs = plots ? cert_report_html(bundle, r, o, plots) : DP_ERR_NOMEM;
     json_t *root = json_object(), *files = hs == DP_OK ? cert_report_files(bundle) : NULL;
-    if (!files) { json_decref(root); json_decref(plots); return hs != DP_OK ? hs : dp_error(DP_ERR_IO, "cannot hash the bundle %s", bundle); }
+    if (!files) {
+        json_decref(root);
+        json_decref(plots);
+        return hs != DP_OK ? hs : dp_error(DP_ERR_IO, "cannot hash the bundle %s", bundle);
+    }
     json_object_set_new(root, "plots", plots);
     json_object_set_new(root, "format", json_string(CERT_REPORT_FORMAT));
     json_object_set_new(root, "dpcert_version", json_string(DPCERT_VERSION));
