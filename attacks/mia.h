@@ -55,6 +55,10 @@ typedef struct {
     int progress;
     int plant_no_noise;      /* test-only: DP runs trained with sigma 0 while claiming their epsilon */
     int reference;           /* 1: models trained by the reference (reference/dpsgd.h, dpzo.h), else the engine */
+    const char *candidate;   /* non-NULL: DP-SGD private gradients from this certification candidate (CMD IN OUT),
+                                one call per step; batches, update and losses are the auditor's */
+    const char *work;        /* candidate: directory of the step vectors and outputs */
+    double timeout_s;        /* candidate: seconds per call */
 } mia_config;
 
 void mia_config_default(mia_config *c);
