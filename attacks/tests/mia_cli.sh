@@ -49,8 +49,8 @@ sys.exit(0 if ok else 1)
 PY
 # q 0.01 on 16 members: most batches are empty (B = 0 step vectors, pure noise); 3 steps
 # teach the control nothing, so the run is INVALID (the negative control of the leak check)
-check 1 "candidate on empty batches: the control does not leak" $D mia $csmall --steps 3 --q 0.01 \
-  --candidate "$D audit reference-candidate"
+check 1 "candidate on empty batches: the control does not leak" $D mia --population 32 --models 4 --steps 3 \
+  --q 0.01 --epsilons 8 --quiet --noise-key 2 --candidate "$D audit reference-candidate"
 grep -q "INVALID (non-DP control does not leak" out.txt || { echo "FAIL: no INVALID leak verdict"; fail=1; }
 check 1 "candidate exits 1" $D mia $csmall --candidate "false"
 grep -q "INVALID.*EXIT" out.txt || { echo "FAIL: no INVALID verdict naming EXIT"; fail=1; }
