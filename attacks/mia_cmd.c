@@ -52,7 +52,12 @@ static json_t *report_json(const mia_config *c, const mia_result *r) {
     json_object_set_new(root, "format", json_string("dpcert-mia-report/1"));
     json_object_set_new(root, "verdict", json_string(audit_verdict_names[r->verdict]));
     json_object_set_new(root, "message", json_string(r->message));
-    json_object_set_new(cfg, "data", json_string("generated mlp inputs, uniform random labels (docs/models.md)"));
+    char dname[1200];
+    if (c->data) snprintf(dname, sizeof dname, "%s (standardised features)", c->data_name);
+    json_object_set_new(cfg, "data", json_string(c->data ? dname : "generated mlp inputs, uniform random labels (docs/models.md)"));
+    json_object_set_new(cfg, "dataset", c->data ? json_string(c->data_name) : json_null());
+    json_object_set_new(cfg, "features", json_integer(c->mc.in));
+    json_object_set_new(cfg, "classes", json_integer(c->mc.classes));
     json_object_set_new(cfg, "impl", json_string(c->reference ? "reference" : c->candidate ? "candidate" : "optimized"));
     json_object_set_new(cfg, "candidate", c->candidate ? json_string(c->candidate) : json_null());
     json_object_set_new(cfg, "population", json_integer(c->pop));
@@ -92,12 +97,14 @@ static json_t *report_json(const mia_config *c, const mia_result *r) {
 
 /* A fresh temporary work directory (--candidate without --work), removed at the end. */
 static char g_tmpdir[512];
+static ref_dataset g_data; /* --dataset: the loaded population */
 
 static int mia_main(int argc, char **argv);
 
 int dp_cmd_mia(int argc, char **argv) {
     int rc = mia_main(argc, argv);
     if (g_tmpdir[0]) rmdir(g_tmpdir);
+    ref_dataset_free(&g_data);
     g_tmpdir[0] = 0;
     if (rc != 2 && dp_proc_interrupted()) return 128 + dp_proc_interrupted();
     return rc;
@@ -108,7 +115,7 @@ static int mia_main(int argc, char **argv) {
     mia_config_default(&c);
     const char *level = "ci", *eps = NULL, *report = NULL, *plant = NULL, *impl = "optimized";
     int64_t models = 0, threads = 2, hidden = c.mc.hidden[0];
-    int seen_models = 0, seen_key = 0, quiet = 0, no_dpzo = 0, seen_impl = 0;
+    int seen_models = 0, seen_key = 0, quiet = 0, no_dpzo = 0, seen_impl = 0, seen_pop = 0;
     uint64_t seed = 0, key = 0;
     const dp_opt opts[] = {
         {"--level", DP_OPT_STRING, &level, NULL, "ci (8 models per run) | certify (32)"},
@@ -117,7 +124,8 @@ static int mia_main(int argc, char **argv) {
         {"--work", DP_OPT_STRING, &c.work, NULL, "candidate: directory for vectors/outputs (default: a fresh temp dir)"},
         {"--timeout", DP_OPT_DOUBLE, &c.timeout_s, NULL, "candidate: seconds per call (default 120)"},
         {"--models", DP_OPT_INT, &models, &seen_models, "models per run (target + shadows), even >= 4"},
-        {"--population", DP_OPT_INT, &c.pop, NULL, "|P|, generated examples (default 256)"},
+        {"--population", DP_OPT_INT, &c.pop, &seen_pop, "|P|: generated examples (default 256), or the first |P| of --dataset (default all)"},
+        {"--dataset", DP_OPT_STRING, &c.data_name, NULL, "NAME (breast-cancer) | FILE: a real tabular data set (docs/audits.md)"},
         {"--hidden", DP_OPT_INT, &hidden, NULL, "mlp hidden width (default 64)"},
         {"--steps", DP_OPT_INT, &c.steps, NULL, "DP-SGD steps per model (default 300)"},
         {"--q", DP_OPT_DOUBLE, &c.q, NULL, "Poisson rate (default 0.25)"},
@@ -179,6 +187,16 @@ static int mia_main(int argc, char **argv) {
     c.seed.k = seed;
     if (seen_key) c.key.k = key;
     else if ((st = dp_noise_key_random(&c.key)) != DP_OK) return dp_cli_fail(CMD, st);
+    if (c.data_name) {
+        int classes = 0;
+        if (seen_pop && c.pop < 1) return dp_cli_fail(CMD, dp_error(DP_ERR_INVALID, "--population must be >= 8"));
+        if ((st = mia_dataset_load(&g_data, &classes, c.data_name, seen_pop ? c.pop : 0)) != DP_OK)
+            return dp_cli_fail(CMD, st);
+        c.data = &g_data;
+        c.pop = g_data.n;
+        c.mc.in = g_data.in;
+        c.mc.classes = classes;
+    }
     if (c.candidate && !c.work) {
         const char *t = getenv("TMPDIR");
         snprintf(g_tmpdir, sizeof g_tmpdir, "%s/dpcert-mia-XXXXXX", t && t[0] ? t : "/tmp");
@@ -200,9 +218,10 @@ static int mia_main(int argc, char **argv) {
         return 1;
     }
     if (st != DP_OK) return dp_cli_fail(CMD, st);
-    printf("mia (%s%s): %d runs x %lld models on %lld generated examples (random labels), %.1f s, %.2f models/s\n",
+    printf("mia (%s%s): %d runs x %lld models on %lld %s%s, %.1f s, %.2f models/s\n",
            c.reference ? "reference" : c.candidate ? "candidate " : "host engine", c.candidate ? c.candidate : "",
-           r.nruns, (long long)c.models, (long long)c.pop, r.seconds, r.models_per_s);
+           r.nruns, (long long)c.models, (long long)c.pop, c.data ? "examples of " : "generated examples (random labels)",
+           c.data ? c.data_name : "", r.seconds, r.models_per_s);
     if (c.candidate) printf("  (DP-SGD only: the certification protocol has no DP-ZO step; one candidate call per step)\n");
     char name[128];
     for (int k = 0; k < r.nruns; k++) {

@@ -54,6 +54,13 @@ void mia_config_default(mia_config *c) {
 dp_status mia_config_check(const mia_config *c) {
     DP_TRY(ref_config_check(&c->mc));
     if (c->mc.kind != REF_MLP) return dp_error(DP_ERR_INVALID, "--model: membership inference runs on the mlp");
+    if (c->data && (c->data->n != c->pop || c->data->in != c->mc.in))
+        return dp_error(DP_ERR_INVALID, "--dataset %s: %lld examples of %d features, the run expects %lld of %d",
+                        c->data_name ? c->data_name : "", (long long)c->data->n, c->data->in, (long long)c->pop, c->mc.in);
+    for (int64_t i = 0; c->data && i < c->pop; i++)
+        if (c->data->y[i] < 0 || c->data->y[i] >= c->mc.classes)
+            return dp_error(DP_ERR_INVALID, "--dataset: label %d of example %lld outside [0, %d)", c->data->y[i],
+                            (long long)i, c->mc.classes);
     if (c->pop < 8) return dp_error(DP_ERR_INVALID, "--population must be >= 8 (got %lld)", (long long)c->pop);
     if (c->models < 4 || c->models % 2 || c->models > 1024)
         return dp_error(DP_ERR_INVALID, "--models must be even and in [4, 1024] (got %lld)", (long long)c->models);
@@ -332,9 +339,10 @@ dp_status mia_train_all(double *loss, double *acc, unsigned char *in, double *si
     ref_dataset pop;
     ref_model m0;
     DP_TRY(membership(in, c));
-    DP_TRY(ref_dataset_generate(&pop, &c->mc, c->pop, c->seed));
+    if (c->data) pop = *c->data; /* borrowed */
+    else DP_TRY(ref_dataset_generate(&pop, &c->mc, c->pop, c->seed));
     dp_status st = ref_model_init(&m0, &c->mc, c->seed);
-    if (st != DP_OK) { ref_dataset_free(&pop); return st; }
+    if (st != DP_OK) { if (!c->data) ref_dataset_free(&pop); return st; }
     int nth = c->threads;
     mia_worker *w = dp_calloc((size_t)nth, sizeof *w);
     atomic_llong done = 0;
@@ -345,6 +353,6 @@ dp_status mia_train_all(double *loss, double *acc, unsigned char *in, double *si
     if (st == DP_OK) st = audit_pool_run(mia_work, w, sizeof *w, nth, seconds);
     free(w);
     ref_model_free(&m0);
-    ref_dataset_free(&pop);
+    if (!c->data) ref_dataset_free(&pop);
     return st;
 }
