@@ -176,9 +176,20 @@ typedef struct {
     int64_t m, r, v, included, steps;
     double eps_lb, eps_claim;
     audit_verdict verdict;
+    char canary[16];         /* "dirac" (reference) or "input" (engine) */
+    double seconds;
     char message[320];
 } audit_onerun_result;
+/* Reference: Dirac gradient canaries (gradient hook); engine (--impl optimized): input
+ * canaries scored through the dual basis of their clipped gradients (audit_onerun_engine.c). */
 dp_status audit_onerun(audit_onerun_result *res, const audit_config *c, int64_t m, int64_t r, int64_t steps);
+dp_status audit_onerun_engine(audit_onerun_result *res, const audit_config *c, int64_t m, int64_t r, int64_t steps);
+/* Range checks of m, r, K (messages name --onerun-*). */
+dp_status audit_onerun_check(int64_t m, int64_t r, int64_t steps);
+/* The guesses (IN for the r/2 highest scores, OUT for the r/2 lowest), the epsilon lower
+ * bound, the claim (PLD, K steps) and the verdict; in[k] the secret inclusion bits. */
+dp_status audit_onerun_finish(audit_onerun_result *res, const audit_config *c, const int *in, const double *score,
+                              int64_t m, int64_t r, int64_t steps, const char *kind);
 
 /* The planted bugs that are a change of configuration (audit_release.c): sigma', C', key'. */
 void audit_plant_params(double *sigma, double *clip, dp_noise_key *key, const audit_setup *s);
