@@ -188,6 +188,8 @@ static dp_status train_candidate(ref_model *m, const mia_worker *w, const ref_dp
             st = audit_step_vector_write(in, &c->mc, m, &bt, rc->clip, rc->sigma, rc->q * (double)dm->n, "mia-step");
         if (st == DP_OK) st = audit_cand_private_grad(g, &io, c->candidate, in, out, m);
         if (st == DP_OK) st = ref_dpsgd_apply_optimizer(m, &ds, g);
+        if (st == DP_OK && c->progress && w->base.tid == 0 && t % 50 == 0) /* a model takes rc->steps calls */
+            fprintf(stderr, "mia: candidate step %lld/%lld of this model\n", (long long)t, (long long)rc->steps);
     }
     unlink(in);
     if (g) free(g[0]);

@@ -57,6 +57,9 @@ grep -q "INVALID.*EXIT" out.txt || { echo "FAIL: no INVALID verdict naming EXIT"
 printf '#!/bin/sh\necho garbage > "$2"\n' > garbage.sh; chmod +x garbage.sh
 check 1 "candidate writes garbage" $D mia $csmall --candidate "./garbage.sh"
 grep -q "INVALID.*BAD_OUTPUT" out.txt || { echo "FAIL: no INVALID verdict naming BAD_OUTPUT"; fail=1; }
+printf '#!/bin/sh\nsleep 5\n' > slow.sh; chmod +x slow.sh
+check 1 "candidate past its time limit" $D mia $csmall --candidate "./slow.sh" --timeout 0.5
+grep -q "INVALID.*TIMEOUT" out.txt || { echo "FAIL: no INVALID verdict naming TIMEOUT"; fail=1; }
 check 2 "candidate with --impl" $D mia $csmall --candidate "true" --impl reference
 check 2 "candidate with a zero timeout" $D mia $csmall --candidate "true" --timeout 0
 check 2 "delta 0" $D mia $small --delta 0
