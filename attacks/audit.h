@@ -19,6 +19,7 @@
 #include "attacks/audit_stats.h"
 #include "common/rng.h"
 #include "common/status.h"
+#include "reference/dpsgd.h"
 #include "reference/model.h"
 
 /* X-macro registries: one concept, one place. */
@@ -184,6 +185,9 @@ typedef struct {
  * canaries scored through the dual basis of their clipped gradients (audit_onerun_engine.c). */
 dp_status audit_onerun(audit_onerun_result *res, const audit_config *c, int64_t m, int64_t r, int64_t steps);
 dp_status audit_onerun_engine(audit_onerun_result *res, const audit_config *c, int64_t m, int64_t r, int64_t steps);
+/* The one training run's configuration (both one-run audits): n examples, K steps, q, lr 0.1,
+ * sigma and C of the audit through the plants, noise key key_{2,0}. */
+dp_status audit_onerun_train_config(ref_dpsgd_config *rc, const audit_setup *s, int64_t n, int64_t steps);
 /* Range checks of m, r, K (messages name --onerun-*). */
 dp_status audit_onerun_check(int64_t m, int64_t r, int64_t steps);
 /* The guesses (IN for the r/2 highest scores, OUT for the r/2 lowest), the epsilon lower

@@ -124,6 +124,14 @@ dp_status audit_cand_private_grad(double *const *g, const audit_cand_io *io, con
     return st;
 }
 
+dp_status audit_work_tmpdir(char *dir, size_t n, const char *cmd) {
+    const char *t = getenv("TMPDIR");
+    snprintf(dir, n, "%s/dpcert-%s-XXXXXX", t && t[0] ? t : "/tmp", cmd);
+    if (mkdtemp(dir)) return DP_OK;
+    dir[0] = 0;
+    return dp_error(DP_ERR_IO, "cannot create a temporary work directory for --candidate");
+}
+
 dp_status audit_flat_buffers(double ***g, const ref_model *m) {
     *g = dp_calloc((size_t)m->nparams, sizeof **g);
     if (!*g) return DP_ERR_NOMEM;

@@ -34,6 +34,8 @@ void audit_cand_io_free(audit_cand_io *io);
  * DP_ERR_CHECK_FAILED naming the outcome and the vector (callers make that INVALID). */
 dp_status audit_cand_private_grad(double *const *g, const audit_cand_io *io, const char *cmd, const char *in,
                                   const char *out_path, const ref_model *m);
+/* A fresh $TMPDIR/dpcert-CMD-XXXXXX (default /tmp) into dir[n] (dir[0] = 0 on failure). */
+dp_status audit_work_tmpdir(char *dir, size_t n, const char *cmd);
 /* g[p] -> one zeroed block of m->total doubles (free(g[0]); free(g)). */
 dp_status audit_flat_buffers(double ***g, const ref_model *m);
 

@@ -269,12 +269,8 @@ int dp_cmd_audit(int argc, char **argv) {
         if (sst != DP_OK) return dp_cli_fail(CMD, sst);
     }
     if (a.candidate && !a.work) {
-        const char *t = getenv("TMPDIR");
-        snprintf(g_tmpdir, sizeof g_tmpdir, "%s/dpcert-audit-XXXXXX", t && t[0] ? t : "/tmp");
-        if (!mkdtemp(g_tmpdir)) {
-            g_tmpdir[0] = 0;
-            return dp_cli_fail(CMD, dp_error(DP_ERR_IO, "cannot create a temporary work directory for --candidate"));
-        }
+        dp_status tst = audit_work_tmpdir(g_tmpdir, sizeof g_tmpdir, CMD);
+        if (tst != DP_OK) return dp_cli_fail(CMD, tst);
         a.work = g_tmpdir;
     }
     int rc = audit_main(&a);

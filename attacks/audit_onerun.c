@@ -44,6 +44,20 @@ dp_status audit_onerun_check(int64_t m, int64_t r, int64_t steps) {
     return DP_OK;
 }
 
+dp_status audit_onerun_train_config(ref_dpsgd_config *rc, const audit_setup *s, int64_t n, int64_t steps) {
+    const audit_config *c = &s->cfg;
+    ref_dpsgd_config_default(rc);
+    rc->n = n;
+    rc->q = c->q;
+    rc->steps = steps;
+    rc->seed = c->seed;
+    rc->key_given = 1;
+    rc->lr = 0.1;
+    DP_TRY(audit_trial_key(&rc->key, c->key, 2, 0));
+    audit_plant_params(&rc->sigma, &rc->clip, &rc->key, s);
+    return DP_OK;
+}
+
 typedef struct { double score; int64_t c; } scored;
 static int cmp_scored(const void *a, const void *b) {
     const scored *x = a, *y = b;
@@ -143,17 +157,7 @@ dp_status audit_onerun(audit_onerun_result *res, const audit_config *c, int64_t 
     if (st == DP_OK) st = ref_model_copy(&model, &s.m0);
     if (st == DP_OK) {
         ref_dpsgd_config rc;
-        ref_dpsgd_config_default(&rc);
-        rc.n = d.n;
-        rc.q = c->q;
-        rc.steps = steps;
-        rc.seed = c->seed;
-        rc.key_given = 1;
-        rc.sigma = c->sigma;
-        rc.clip = c->clip;
-        rc.lr = 0.1;
-        st = audit_trial_key(&rc.key, c->key, 2, 0);
-        audit_plant_params(&rc.sigma, &rc.clip, &rc.key, &s);
+        st = audit_onerun_train_config(&rc, &s, d.n, steps);
         if (st == DP_OK) st = ref_dpsgd_init(&ds, &rc, &model);
         ds.grad_fn = hook;
         ds.grad_ctx = &h;

@@ -148,15 +148,7 @@ dp_status audit_onerun_engine(audit_onerun_result *res, const audit_config *c, i
         }
     }
     ref_dpsgd_config rc;
-    ref_dpsgd_config_default(&rc);
-    rc.n = d.n;
-    rc.q = c->q;
-    rc.steps = steps;
-    rc.seed = c->seed;
-    rc.key_given = 1;
-    rc.lr = 0.1;
-    if (st == DP_OK) st = audit_trial_key(&rc.key, c->key, 2, 0);
-    audit_plant_params(&rc.sigma, &rc.clip, &rc.key, &s);
+    if (st == DP_OK) st = audit_onerun_train_config(&rc, &s, d.n, steps);
     int cuda = strcmp(c->backend, "cuda") == 0;
     opt_backend_config bc = {.name = c->backend, .dtype = cuda ? DP_F32 : DP_F64, .threads = 1, .use_mpi = 0};
     if (st == DP_OK) st = opt_backend_create(&be, &bc);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "attacks/audit_candidate.h"
 #include "attacks/audit_report.h"
 #include "attacks/mia.h"
 #include "common/cli.h"
@@ -198,12 +199,7 @@ static int mia_main(int argc, char **argv) {
         c.mc.classes = classes;
     }
     if (c.candidate && !c.work) {
-        const char *t = getenv("TMPDIR");
-        snprintf(g_tmpdir, sizeof g_tmpdir, "%s/dpcert-mia-XXXXXX", t && t[0] ? t : "/tmp");
-        if (!mkdtemp(g_tmpdir)) {
-            g_tmpdir[0] = 0;
-            return dp_cli_fail(CMD, dp_error(DP_ERR_IO, "cannot create a temporary work directory for --candidate"));
-        }
+        if ((st = audit_work_tmpdir(g_tmpdir, sizeof g_tmpdir, CMD)) != DP_OK) return dp_cli_fail(CMD, st);
         c.work = g_tmpdir;
     } else if (c.candidate && (st = dp_mkdir_p("--work", c.work)) != DP_OK)
         return dp_cli_fail(CMD, st);
