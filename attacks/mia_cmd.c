@@ -190,7 +190,8 @@ static int mia_main(int argc, char **argv) {
     else if ((st = dp_noise_key_random(&c.key)) != DP_OK) return dp_cli_fail(CMD, st);
     if (c.data_name) {
         int classes = 0;
-        if (seen_pop && c.pop < 1) return dp_cli_fail(CMD, dp_error(DP_ERR_INVALID, "--population must be >= 8"));
+        if (seen_pop && c.pop < 8)
+            return dp_cli_fail(CMD, dp_error(DP_ERR_INVALID, "--population must be >= 8 (got %lld)", (long long)c.pop));
         if ((st = mia_dataset_load(&g_data, &classes, c.data_name, seen_pop ? c.pop : 0)) != DP_OK)
             return dp_cli_fail(CMD, st);
         c.data = &g_data;

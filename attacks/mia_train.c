@@ -166,7 +166,7 @@ static dp_status train_candidate(ref_model *m, const mia_worker *w, const ref_dp
     snprintf(in, sizeof in, "%s/mia-step-%d.safetensors", c->work, w->base.tid);
     snprintf(out, sizeof out, "%s/mia-out-%d.safetensors", c->work, w->base.tid);
     ref_dpsgd_state ds = {0};
-    audit_cand_io io;
+    audit_cand_io io = {0};
     double **g = NULL;
     int64_t *idx = dp_malloc((size_t)dm->n * sizeof *idx), b = 0;
     ref_dataset bt = *dm;
