@@ -19,6 +19,7 @@
 #include "attacks/audit_stats.h"
 #include "common/rng.h"
 #include "common/status.h"
+#include "reference/dpsgd.h"
 #include "reference/model.h"
 
 /* X-macro registries: one concept, one place. */
@@ -176,9 +177,23 @@ typedef struct {
     int64_t m, r, v, included, steps;
     double eps_lb, eps_claim;
     audit_verdict verdict;
+    char canary[16];         /* "dirac" (reference) or "input" (engine) */
+    double seconds;
     char message[320];
 } audit_onerun_result;
+/* Reference: Dirac gradient canaries (gradient hook); engine (--impl optimized): input
+ * canaries scored through the dual basis of their clipped gradients (audit_onerun_engine.c). */
 dp_status audit_onerun(audit_onerun_result *res, const audit_config *c, int64_t m, int64_t r, int64_t steps);
+dp_status audit_onerun_engine(audit_onerun_result *res, const audit_config *c, int64_t m, int64_t r, int64_t steps);
+/* The one training run's configuration (both one-run audits): n examples, K steps, q, lr 0.1,
+ * sigma and C of the audit through the plants, noise key key_{2,0}. */
+dp_status audit_onerun_train_config(ref_dpsgd_config *rc, const audit_setup *s, int64_t n, int64_t steps);
+/* Range checks of m, r, K (messages name --onerun-*). */
+dp_status audit_onerun_check(int64_t m, int64_t r, int64_t steps);
+/* The guesses (IN for the r/2 highest scores, OUT for the r/2 lowest), the epsilon lower
+ * bound, the claim (PLD, K steps) and the verdict; in[k] the secret inclusion bits. */
+dp_status audit_onerun_finish(audit_onerun_result *res, const audit_config *c, const int *in, const double *score,
+                              int64_t m, int64_t r, int64_t steps, const char *kind);
 
 /* The planted bugs that are a change of configuration (audit_release.c): sigma', C', key'. */
 void audit_plant_params(double *sigma, double *clip, dp_noise_key *key, const audit_setup *s);

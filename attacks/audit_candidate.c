@@ -30,74 +30,135 @@ static dp_status meta_num(dp_tensor_set *s, const char *k, double v) {
     return dp_tset_set_meta(s, k, b);
 }
 
-static dp_status write_vector(const char *path, const audit_setup *s, const ref_dataset *d, const char *name) {
-    const audit_config *c = &s->cfg;
-    const ref_model *m = &s->m0;
+dp_status audit_step_vector_write(const char *path, const ref_model_config *mc, const ref_model *m,
+                                  const ref_dataset *d, double clip, double sigma, double qn, const char *name) {
     dp_tensor_set v;
     dp_tset_init(&v);
     dp_status st = DP_OK;
+    char pg[4096] = "";
+    size_t pl = 0;
     for (int p = 0; st == DP_OK && p < m->nparams; p++) {
         char nm[160];
         snprintf(nm, sizeof nm, "params.%s", m->params[p].name);
         st = dp_tset_add_f64(&v, nm, m->params[p].data, m->params[p].ndim, m->params[p].shape);
+        if (pl < sizeof pg) pl += (size_t)snprintf(pg + pl, sizeof pg - pl, "%s%s:all", p ? ";" : "", m->params[p].name);
     }
+    if (st == DP_OK && pl >= sizeof pg) st = dp_error(DP_ERR_INVALID, "step vector %s: too many parameters", name);
     int64_t xs[2] = {d->n, d->in}, ys[1] = {d->n};
-    if (st == DP_OK) st = dp_tset_add_f64(&v, "batch.x", d->x, 2, xs);
-    if (st == DP_OK) st = dp_tset_add_raw(&v, "batch.y", DP_I32, d->y, 1, ys);
+    static const double none_x = 0;
+    static const int32_t none_y = 0;
+    if (st == DP_OK) st = dp_tset_add_f64(&v, "batch.x", d->n ? d->x : &none_x, 2, xs);
+    if (st == DP_OK) st = dp_tset_add_raw(&v, "batch.y", DP_I32, d->n ? (const void *)d->y : &none_y, 1, ys);
     char h[128] = "";
     size_t k = 0;
-    for (int i = 0; i < c->mc.nhidden; i++) k += (size_t)snprintf(h + k, sizeof h - k, "%s%d", i ? "," : "", c->mc.hidden[i]);
+    for (int i = 0; i < mc->nhidden; i++) k += (size_t)snprintf(h + k, sizeof h - k, "%s%d", i ? "," : "", mc->hidden[i]);
     const char *kv[][2] = {{"format", "dpcert-vector/1"}, {"kind", "step"},       {"algorithm", "dpsgd"},
                            {"model", "mlp"},              {"hidden", h},          {"clipping", "flat"},
-                           {"clip_fn", "abadi"},          {"optimizer", "none"},  {"name", name}};
+                           {"clip_fn", "abadi"},          {"optimizer", "none"},  {"name", name},
+                           {"param_groups", pg}};
     for (size_t i = 0; st == DP_OK && i < sizeof kv / sizeof kv[0]; i++) st = dp_tset_set_meta(&v, kv[i][0], kv[i][1]);
-    if (st == DP_OK) st = meta_num(&v, "in", c->mc.in);
-    if (st == DP_OK) st = meta_num(&v, "classes", c->mc.classes);
-    if (st == DP_OK) st = meta_num(&v, "clip", c->clip);
-    if (st == DP_OK) st = meta_num(&v, "sigma", c->sigma);
-    if (st == DP_OK) st = meta_num(&v, "expected_batch_size", (double)d->n);
+    char th[64];
+    snprintf(th, sizeof th, "all:%.17g", clip);
+    if (st == DP_OK) st = dp_tset_set_meta(&v, "group_thresholds", th);
+    if (st == DP_OK) st = meta_num(&v, "in", mc->in);
+    if (st == DP_OK) st = meta_num(&v, "classes", mc->classes);
+    if (st == DP_OK) st = meta_num(&v, "clip", clip);
+    if (st == DP_OK) st = meta_num(&v, "c_total", clip);
+    if (st == DP_OK) st = meta_num(&v, "sigma", sigma);
+    if (st == DP_OK) st = meta_num(&v, "expected_batch_size", qn);
     uint8_t *buf = NULL;
     size_t len = 0;
     if (st == DP_OK) st = dp_st_serialize(&buf, &len, &v);
-    if (st == DP_OK) st = dp_write_file_atomic("audit vector", path, buf, len);
+    if (st == DP_OK) st = dp_write_file_atomic("step vector", path, buf, len);
     free(buf);
     dp_tset_free(&v);
     return st;
 }
 
+dp_status audit_cand_io_init(audit_cand_io *io, const ref_model *m, double timeout_s) {
+    memset(io, 0, sizeof *io);
+    io->nexp = m->nparams;
+    io->exp = dp_calloc((size_t)io->nexp, sizeof *io->exp);
+    io->names = dp_calloc((size_t)io->nexp, sizeof *io->names);
+    if (!io->exp || !io->names) { audit_cand_io_free(io); return DP_ERR_NOMEM; }
+    for (int p = 0; p < io->nexp; p++) {
+        const ref_param *pp = &m->params[p];
+        snprintf(io->names[p], sizeof io->names[p], "step.private_grad.%s", pp->name);
+        io->exp[p] = (dp_cand_expect){.name = io->names[p], .required = 1, .kind = DP_CAND_FLOAT, .ndim = pp->ndim};
+        for (int d = 0; d < pp->ndim; d++) io->exp[p].shape[d] = pp->shape[d];
+    }
+    dp_cand_opts_default(&io->opts);
+    io->opts.timeout_s = timeout_s;
+    return DP_OK;
+}
+
+void audit_cand_io_free(audit_cand_io *io) {
+    free(io->exp);
+    free(io->names);
+    io->exp = NULL;
+    io->names = NULL;
+}
+
+dp_status audit_cand_private_grad(double *const *g, const audit_cand_io *io, const char *cmd, const char *in,
+                                  const char *out_path, const ref_model *m) {
+    dp_cand_result res;
+    dp_tensor_set out;
+    DP_TRY(dp_candidate_run(&res, &out, cmd, in, out_path, io->exp, (size_t)io->nexp, &io->opts));
+    unlink(out_path);
+    if (res.outcome != DP_CAND_OK) {
+        dp_tset_free(&out);
+        return dp_error(DP_ERR_CHECK_FAILED, "the candidate failed on %s: %s: %s", in, dp_cand_outcome_name(res.outcome),
+                        res.msg);
+    }
+    dp_status st = DP_OK;
+    for (int p = 0; st == DP_OK && p < io->nexp; p++) {
+        const dp_tensor *t = dp_tset_find(&out, io->names[p]);
+        for (int64_t e = 0; t && e < m->params[p].numel; e++) {
+            g[p][e] = dp_tensor_get(t, e);
+            if (!isfinite(g[p][e]))
+                st = dp_error(DP_ERR_CHECK_FAILED, "the candidate's %s[%lld] is not finite on %s", io->names[p],
+                              (long long)e, in);
+        }
+    }
+    dp_tset_free(&out);
+    return st;
+}
+
+dp_status audit_work_tmpdir(char *dir, size_t n, const char *cmd) {
+    const char *t = getenv("TMPDIR");
+    snprintf(dir, n, "%s/dpcert-%s-XXXXXX", t && t[0] ? t : "/tmp", cmd);
+    if (mkdtemp(dir)) return DP_OK;
+    dir[0] = 0;
+    return dp_error(DP_ERR_IO, "cannot create a temporary work directory for --candidate");
+}
+
+dp_status audit_flat_buffers(double ***g, const ref_model *m) {
+    *g = dp_calloc((size_t)m->nparams, sizeof **g);
+    if (!*g) return DP_ERR_NOMEM;
+    (*g)[0] = dp_calloc((size_t)(m->total > 0 ? m->total : 1), sizeof(double));
+    if (!(*g)[0]) { free(*g); *g = NULL; return DP_ERR_NOMEM; }
+    for (int p = 1; p < m->nparams; p++) (*g)[p] = (*g)[p - 1] + m->params[p - 1].numel;
+    return DP_OK;
+}
+
 typedef struct {
     char in[2][1024], out[1100];
-    dp_cand_expect *exp;
-    char (*names)[160];
-    int nexp;
-    dp_cand_opts opts;
+    audit_cand_io io;
+    double **g;
 } cand_ctx;
 
 static dp_status cand_run(double *stat, audit_release *r, int side, dp_noise_key key) {
     (void)key; /* the candidate draws its own noise */
     cand_ctx *x = r->ctx;
     const audit_setup *s = r->s;
-    dp_cand_result res;
-    dp_tensor_set out;
-    dp_status st = dp_candidate_run(&res, &out, s->cfg.candidate, x->in[side], x->out, x->exp, (size_t)x->nexp,
-                                    &x->opts);
-    if (st != DP_OK) return st;
-    if (res.outcome != DP_CAND_OK) {
-        dp_tset_free(&out);
-        return dp_error(DP_ERR_CHECK_FAILED, "the candidate failed on %s: %s: %s", x->in[side],
-                        dp_cand_outcome_name(res.outcome), res.msg);
-    }
+    DP_TRY(audit_cand_private_grad(x->g, &x->io, s->cfg.candidate, x->in[side], x->out, &s->m0));
     double acc = 0;
     int64_t off = 0;
-    for (int p = 0; p < x->nexp; p++) {
-        const dp_tensor *t = dp_tset_find(&out, x->names[p]);
-        for (int64_t e = 0; t && e < s->m0.params[p].numel; e++) acc += dp_tensor_get(t, e) * s->dir[off + e];
+    for (int p = 0; p < s->m0.nparams; p++) {
+        for (int64_t e = 0; e < s->m0.params[p].numel; e++) acc += x->g[p][e] * s->dir[off + e];
         off += s->m0.params[p].numel;
     }
-    dp_tset_free(&out);
     *stat = (side ? (double)s->d1.n : (double)s->d0.n) * acc;
-    if (!isfinite(*stat))
-        return dp_error(DP_ERR_CHECK_FAILED, "the candidate's private gradient is not finite on %s", x->in[side]);
     return DP_OK;
 }
 
@@ -105,19 +166,21 @@ static void cand_destroy(audit_release *r) {
     cand_ctx *x = r->ctx;
     if (!x) return;
     unlink(x->out);
-    free(x->exp);
-    free(x->names);
+    audit_cand_io_free(&x->io);
+    if (x->g) free(x->g[0]);
+    free(x->g);
     free(x);
     r->ctx = NULL;
 }
 
 dp_status audit_candidate_prepare(const audit_setup *s, const char *dir) {
     char p[1024];
+    const audit_config *c = &s->cfg;
     DP_TRY(dp_mkdir_p("--work", dir));
     snprintf(p, sizeof p, "%s/audit-D.safetensors", dir);
-    DP_TRY(write_vector(p, s, &s->d0, "audit-D"));
+    DP_TRY(audit_step_vector_write(p, &c->mc, &s->m0, &s->d0, c->clip, c->sigma, (double)s->d0.n, "audit-D"));
     snprintf(p, sizeof p, "%s/audit-Dprime.safetensors", dir);
-    return write_vector(p, s, &s->d1, "audit-Dprime");
+    return audit_step_vector_write(p, &c->mc, &s->m0, &s->d1, c->clip, c->sigma, (double)s->d1.n, "audit-Dprime");
 }
 
 dp_status audit_candidate_make(audit_release *r, const audit_setup *s, int tid) {
@@ -127,19 +190,8 @@ dp_status audit_candidate_make(audit_release *r, const audit_setup *s, int tid) 
     snprintf(x->in[0], sizeof x->in[0], "%s/audit-D.safetensors", dir);
     snprintf(x->in[1], sizeof x->in[1], "%s/audit-Dprime.safetensors", dir);
     snprintf(x->out, sizeof x->out, "%s/out-%d.safetensors", dir, tid);
-    x->nexp = s->m0.nparams;
-    x->exp = dp_calloc((size_t)x->nexp, sizeof *x->exp);
-    x->names = dp_calloc((size_t)x->nexp, sizeof *x->names);
-    if (!x->exp || !x->names) return DP_ERR_NOMEM;
-    for (int p = 0; p < x->nexp; p++) {
-        const ref_param *pp = &s->m0.params[p];
-        snprintf(x->names[p], sizeof x->names[p], "step.private_grad.%s", pp->name);
-        x->exp[p] = (dp_cand_expect){.name = x->names[p], .required = 1, .kind = DP_CAND_FLOAT, .ndim = pp->ndim};
-        for (int d = 0; d < pp->ndim; d++) x->exp[p].shape[d] = pp->shape[d];
-    }
-    dp_cand_opts_default(&x->opts);
-    x->opts.timeout_s = s->cfg.timeout_s;
-    return DP_OK;
+    DP_TRY(audit_cand_io_init(&x->io, &s->m0, s->cfg.timeout_s));
+    return audit_flat_buffers(&x->g, &s->m0);
 }
 
 /* ---------------------------------------------------- the reference as a candidate ---- */
@@ -211,13 +263,15 @@ static dp_status refcand(const char *in_path, const char *out_path) {
     ref_dpsgd_state ds = {0};
     ref_dpsgd_step_out out = {0};
     if (st == DP_OK) st = dp_noise_key_random(&rc.key);
-    if (st == DP_OK) st = ref_dpsgd_init(&ds, &rc, &m);
-    if (st == DP_OK) st = ref_dpsgd_step(&out, &m, &ds, &d, 1);
+    if (st == DP_OK && d.n > 0) st = ref_dpsgd_init(&ds, &rc, &m);
+    if (st == DP_OK && d.n > 0) st = ref_dpsgd_step(&out, &m, &ds, &d, 1);
     for (int p = 0; st == DP_OK && p < m.nparams; p++) {
         char nm[160];
         double *g = dp_malloc((size_t)m.params[p].numel * sizeof *g);
         if (!g) { st = DP_ERR_NOMEM; break; }
-        for (int64_t e = 0; e < m.params[p].numel; e++) g[e] = (out.clipped_sum[p][e] + out.noise[p][e]) / qn;
+        for (int64_t e = 0; e < m.params[p].numel; e++) /* an empty batch (B = 0): pure noise */
+            g[e] = (d.n > 0 ? out.clipped_sum[p][e] + out.noise[p][e]
+                            : sigma * clip * ref_dpsgd_noise_z(rc.key, 1, p, e)) / qn;
         snprintf(nm, sizeof nm, "step.private_grad.%s", m.params[p].name);
         st = dp_tset_add_f64(&o, nm, g, m.params[p].ndim, m.params[p].shape);
         free(g);

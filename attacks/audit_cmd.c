@@ -170,6 +170,9 @@ static json_t *report_json(const audit_config *c, const audit_result *r, const a
         json_object_set_new(j, "steps", json_integer(o->steps));
         json_object_set_new(j, "epsilon_lb", audit_json_num(o->eps_lb));
         json_object_set_new(j, "epsilon_claimed", audit_json_num(o->eps_claim));
+        json_object_set_new(j, "canary", json_string(o->canary));
+        json_object_set_new(j, "impl", json_string(audit_impl_names[c->impl]));
+        json_object_set_new(j, "seconds", audit_json_num(o->seconds));
         json_object_set_new(root, "one_run", j);
     } else {
         json_object_set_new(root, "one_run", json_null());
@@ -267,12 +270,8 @@ int dp_cmd_audit(int argc, char **argv) {
         if (sst != DP_OK) return dp_cli_fail(CMD, sst);
     }
     if (a.candidate && !a.work) {
-        const char *t = getenv("TMPDIR");
-        snprintf(g_tmpdir, sizeof g_tmpdir, "%s/dpcert-audit-XXXXXX", t && t[0] ? t : "/tmp");
-        if (!mkdtemp(g_tmpdir)) {
-            g_tmpdir[0] = 0;
-            return dp_cli_fail(CMD, dp_error(DP_ERR_IO, "cannot create a temporary work directory for --candidate"));
-        }
+        dp_status tst = audit_work_tmpdir(g_tmpdir, sizeof g_tmpdir, CMD);
+        if (tst != DP_OK) return dp_cli_fail(CMD, tst);
         a.work = g_tmpdir;
     }
     int rc = audit_main(&a);
@@ -287,8 +286,8 @@ static int audit_main(audit_cli *ap) {
     audit_config c;
     st = cli_finish(&c, &a);
     if (st != DP_OK) return dp_cli_fail(CMD, st);
-    int onerun = a.onerun_m > 0 && c.impl == AUDIT_IMPL_REFERENCE && c.algo == AUDIT_ALGO_DPSGD &&
-                 c.plant != AUDIT_PLANT_CLIP_AFTER_SUM;
+    int onerun = a.onerun_m > 0 && (c.impl == AUDIT_IMPL_REFERENCE || c.impl == AUDIT_IMPL_OPTIMIZED) &&
+                 c.algo == AUDIT_ALGO_DPSGD && c.plant != AUDIT_PLANT_CLIP_AFTER_SUM;
     if (a.onerun_m < 0) return dp_cli_fail(CMD, dp_error(DP_ERR_INVALID, "--onerun-canaries must be >= 0"));
     if (a.report) {
         st = dp_mkdir_p("--report", a.report);
@@ -310,7 +309,7 @@ static int audit_main(audit_cli *ap) {
         printf("  %s: %s\n", audit_verdict_names[o.verdict], o.message);
     } else {
         printf("  one-run: not run (%s)\n", a.onerun_m == 0 ? "--onerun-canaries 0"
-                                                            : "it needs the DP-SGD reference's gradient hook");
+                                                            : "it runs DP-SGD on the reference or the engine");
     }
     audit_verdict v = r.verdict;
     if (onerun && o.verdict == AUDIT_FAIL) v = AUDIT_FAIL;

@@ -36,6 +36,28 @@ static dp_status hook(double *loss, double *const *grads, const ref_model *m, co
     return DP_OK;
 }
 
+dp_status audit_onerun_check(int64_t m, int64_t r, int64_t steps) {
+    if (steps < 1) return dp_error(DP_ERR_INVALID, "--onerun-steps must be >= 1 (got %lld)", (long long)steps);
+    if (r < 2 || r > m || r % 2)
+        return dp_error(DP_ERR_INVALID, "--onerun-guesses must be even and in [2, m = %lld] (got %lld)", (long long)m,
+                        (long long)r);
+    return DP_OK;
+}
+
+dp_status audit_onerun_train_config(ref_dpsgd_config *rc, const audit_setup *s, int64_t n, int64_t steps) {
+    const audit_config *c = &s->cfg;
+    ref_dpsgd_config_default(rc);
+    rc->n = n;
+    rc->q = c->q;
+    rc->steps = steps;
+    rc->seed = c->seed;
+    rc->key_given = 1;
+    rc->lr = 0.1;
+    DP_TRY(audit_trial_key(&rc->key, c->key, 2, 0));
+    audit_plant_params(&rc->sigma, &rc->clip, &rc->key, s);
+    return DP_OK;
+}
+
 typedef struct { double score; int64_t c; } scored;
 static int cmp_scored(const void *a, const void *b) {
     const scored *x = a, *y = b;
@@ -43,17 +65,45 @@ static int cmp_scored(const void *a, const void *b) {
     return (x->c > y->c) - (x->c < y->c);
 }
 
+dp_status audit_onerun_finish(audit_onerun_result *res, const audit_config *c, const int *in, const double *score,
+                              int64_t m, int64_t r, int64_t steps, const char *kind) {
+    scored *sc = dp_malloc((size_t)m * sizeof *sc);
+    if (!sc) return DP_ERR_NOMEM;
+    int64_t nin = 0;
+    for (int64_t k = 0; k < m; k++) { sc[k] = (scored){score[k], k}; nin += in[k]; }
+    qsort(sc, (size_t)m, sizeof *sc, cmp_scored);
+    int64_t half = r / 2, v = 0;
+    for (int64_t k = 0; k < half; k++) v += !in[sc[k].c];         /* lowest: guess OUT */
+    for (int64_t k = m - half; k < m; k++) v += in[sc[k].c];      /* highest: guess IN */
+    free(sc);
+    res->m = m;
+    res->r = r;
+    res->v = v;
+    res->included = nin;
+    res->steps = steps;
+    snprintf(res->canary, sizeof res->canary, "%s", kind);
+    res->eps_lb = audit_onerun_eps(m, r, v, c->delta, 1.0 - c->confidence);
+    acct_schedule sch = {.n = 1};
+    sch.seg[0] = (acct_segment){ACCT_GAUSSIAN, c->q, c->sigma, steps};
+    DP_TRY(acct_epsilon_by(&res->eps_claim, &sch, ACCT_PLD, c->delta, NULL, 0));
+    res->verdict = res->eps_lb > res->eps_claim ? AUDIT_FAIL : AUDIT_PASS;
+    snprintf(res->message, sizeof res->message,
+             "one-run (%s, %s canaries): %lld of %lld guesses correct (m = %lld, %lld included, K = %lld steps): epsilon "
+             "lower bound %.4f %s claimed %.4f",
+             audit_impl_names[c->impl], kind, (long long)v, (long long)r, (long long)m, (long long)nin,
+             (long long)steps, res->eps_lb, res->verdict == AUDIT_FAIL ? ">" : "<=", res->eps_claim);
+    return DP_OK;
+}
+
 dp_status audit_onerun(audit_onerun_result *res, const audit_config *c, int64_t m, int64_t r, int64_t steps) {
     memset(res, 0, sizeof *res);
     DP_TRY(audit_config_check(c));
+    if (c->algo == AUDIT_ALGO_DPSGD && c->impl == AUDIT_IMPL_OPTIMIZED) return audit_onerun_engine(res, c, m, r, steps);
     if (c->impl != AUDIT_IMPL_REFERENCE || c->algo != AUDIT_ALGO_DPSGD)
-        return dp_error(DP_ERR_NOT_SUPPORTED, "the one-run audit needs the DP-SGD reference's gradient hook");
+        return dp_error(DP_ERR_NOT_SUPPORTED, "the one-run audit runs DP-SGD on the reference or the engine");
     if (c->plant == AUDIT_PLANT_CLIP_AFTER_SUM)
         return dp_error(DP_ERR_INVALID, "--plant clip-after-sum: not a one-run release");
-    if (steps < 1) return dp_error(DP_ERR_INVALID, "--onerun-steps must be >= 1 (got %lld)", (long long)steps);
-    if (r < 2 || r > m || r % 2)
-        return dp_error(DP_ERR_INVALID, "--onerun-guesses must be even and in [2, m = %lld] (got %lld)", (long long)m,
-                        (long long)r);
+    DP_TRY(audit_onerun_check(m, r, steps));
     audit_setup s;
     DP_TRY(audit_setup_make(&s, c));
     int64_t total = s.m0.total;
@@ -107,17 +157,7 @@ dp_status audit_onerun(audit_onerun_result *res, const audit_config *c, int64_t 
     if (st == DP_OK) st = ref_model_copy(&model, &s.m0);
     if (st == DP_OK) {
         ref_dpsgd_config rc;
-        ref_dpsgd_config_default(&rc);
-        rc.n = d.n;
-        rc.q = c->q;
-        rc.steps = steps;
-        rc.seed = c->seed;
-        rc.key_given = 1;
-        rc.sigma = c->sigma;
-        rc.clip = c->clip;
-        rc.lr = 0.1;
-        st = audit_trial_key(&rc.key, c->key, 2, 0);
-        audit_plant_params(&rc.sigma, &rc.clip, &rc.key, &s);
+        st = audit_onerun_train_config(&rc, &s, d.n, steps);
         if (st == DP_OK) st = ref_dpsgd_init(&ds, &rc, &model);
         ds.grad_fn = hook;
         ds.grad_ctx = &h;
@@ -137,27 +177,11 @@ dp_status audit_onerun(audit_onerun_result *res, const audit_config *c, int64_t 
         }
     }
     if (st == DP_OK) {
-        qsort(sc, (size_t)m, sizeof *sc, cmp_scored);
-        int64_t half = r / 2, v = 0;
-        for (int64_t k = 0; k < half; k++) v += !in[sc[k].c];         /* lowest: guess OUT */
-        for (int64_t k = m - half; k < m; k++) v += in[sc[k].c];      /* highest: guess IN */
-        res->m = m;
-        res->r = r;
-        res->v = v;
-        res->included = nin;
-        res->steps = steps;
-        res->eps_lb = audit_onerun_eps(m, r, v, c->delta, 1.0 - c->confidence);
-        acct_schedule sch = {.n = 1};
-        sch.seg[0] = (acct_segment){ACCT_GAUSSIAN, c->q, c->sigma, steps};
-        st = acct_epsilon_by(&res->eps_claim, &sch, ACCT_PLD, c->delta, NULL, 0);
-    }
-    if (st == DP_OK) {
-        res->verdict = res->eps_lb > res->eps_claim ? AUDIT_FAIL : AUDIT_PASS;
-        snprintf(res->message, sizeof res->message,
-                 "one-run: %lld of %lld guesses correct (m = %lld canaries, %lld included, K = %lld steps): epsilon lower "
-                 "bound %.4f %s claimed %.4f",
-                 (long long)res->v, (long long)r, (long long)m, (long long)nin, (long long)steps, res->eps_lb,
-                 res->verdict == AUDIT_FAIL ? ">" : "<=", res->eps_claim);
+        double *score = dp_malloc((size_t)m * sizeof *score);
+        if (!score) st = DP_ERR_NOMEM;
+        for (int64_t k = 0; st == DP_OK && k < m; k++) score[k] = sc[k].score;
+        if (st == DP_OK) st = audit_onerun_finish(res, c, in, score, m, r, steps, "dirac");
+        free(score);
     }
     ref_dpsgd_step_free(&out);
     ref_dpsgd_free(&ds);

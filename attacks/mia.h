@@ -26,6 +26,16 @@ typedef enum { MIA_ATTACKS(MIA_ENUM_) MIA_NATTACKS } mia_attack;
 #undef MIA_ENUM_
 extern const char *const mia_attack_names[];
 
+/* Registered real data sets (attacks/data/, docs/audits.md "Data"): id, --dataset NAME,
+ * file, SHA-256 of the file. */
+#define MIA_DATASETS(X) \
+    X(BREAST_CANCER, "breast-cancer", "breast_cancer.csv", "fed3eb72d0575ef6192293f5093c6e801b1476b577d0386bf4455504522172ed")
+extern const char *const mia_dataset_names[]; /* NULL-terminated */
+/* --dataset NAME|FILE (mia_data.c): d = the first max_rows (<= 0: all) examples, features
+ * standardised over them; *classes = the number of class names. Bad files: DP_ERR_FORMAT
+ * naming the file and line; max_rows > the file's rows: DP_ERR_INVALID. */
+dp_status mia_dataset_load(ref_dataset *d, int *classes, const char *spec, int64_t max_rows);
+
 #define MIA_MAX_EPS 8
 /* Level of the DP-ZO "AUC ~ 0.5" interval (docs/audits.md): two-sided, per attack. */
 #define MIA_HALF_ALPHA 1e-3
@@ -55,6 +65,12 @@ typedef struct {
     int progress;
     int plant_no_noise;      /* test-only: DP runs trained with sigma 0 while claiming their epsilon */
     int reference;           /* 1: models trained by the reference (reference/dpsgd.h, dpzo.h), else the engine */
+    const ref_dataset *data; /* non-NULL: the population (a loaded data set, pop = data->n); else generated */
+    const char *data_name;   /* its --dataset NAME|FILE */
+    const char *candidate;   /* non-NULL: DP-SGD private gradients from this certification candidate (CMD IN OUT),
+                                one call per step; batches, update and losses are the auditor's */
+    const char *work;        /* candidate: directory of the step vectors and outputs */
+    double timeout_s;        /* candidate: seconds per call */
 } mia_config;
 
 void mia_config_default(mia_config *c);

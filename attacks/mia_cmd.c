@@ -5,12 +5,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attacks/audit_html.h"
+#include "attacks/audit_candidate.h"
 #include "attacks/audit_report.h"
 #include "attacks/mia.h"
 #include "common/cli.h"
 #include "common/fsutil.h"
+#include "common/proc.h"
 
 #define CMD "mia"
 
@@ -51,8 +54,14 @@ static json_t *report_json(const mia_config *c, const mia_result *r) {
     json_object_set_new(root, "format", json_string("dpcert-mia-report/1"));
     json_object_set_new(root, "verdict", json_string(audit_verdict_names[r->verdict]));
     json_object_set_new(root, "message", json_string(r->message));
-    json_object_set_new(cfg, "data", json_string("generated mlp inputs, uniform random labels (docs/models.md)"));
-    json_object_set_new(cfg, "impl", json_string(c->reference ? "reference" : "optimized"));
+    char dname[1200];
+    if (c->data) snprintf(dname, sizeof dname, "%s (standardised features)", c->data_name);
+    json_object_set_new(cfg, "data", json_string(c->data ? dname : "generated mlp inputs, uniform random labels (docs/models.md)"));
+    json_object_set_new(cfg, "dataset", c->data ? json_string(c->data_name) : json_null());
+    json_object_set_new(cfg, "features", json_integer(c->mc.in));
+    json_object_set_new(cfg, "classes", json_integer(c->mc.classes));
+    json_object_set_new(cfg, "impl", json_string(c->reference ? "reference" : c->candidate ? "candidate" : "optimized"));
+    json_object_set_new(cfg, "candidate", c->candidate ? json_string(c->candidate) : json_null());
     json_object_set_new(cfg, "population", json_integer(c->pop));
     json_object_set_new(cfg, "models_per_run", json_integer(c->models));
     json_object_set_new(cfg, "steps", json_integer(c->steps));
@@ -88,18 +97,37 @@ static json_t *report_json(const mia_config *c, const mia_result *r) {
     return root;
 }
 
+/* A fresh temporary work directory (--candidate without --work), removed at the end. */
+static char g_tmpdir[512];
+static ref_dataset g_data; /* --dataset: the loaded population */
+
+static int mia_main(int argc, char **argv);
+
 int dp_cmd_mia(int argc, char **argv) {
+    int rc = mia_main(argc, argv);
+    if (g_tmpdir[0]) rmdir(g_tmpdir);
+    ref_dataset_free(&g_data);
+    g_tmpdir[0] = 0;
+    if (rc != 2 && dp_proc_interrupted()) return 128 + dp_proc_interrupted();
+    return rc;
+}
+
+static int mia_main(int argc, char **argv) {
     mia_config c;
     mia_config_default(&c);
     const char *level = "ci", *eps = NULL, *report = NULL, *plant = NULL, *impl = "optimized";
     int64_t models = 0, threads = 2, hidden = c.mc.hidden[0];
-    int seen_models = 0, seen_key = 0, quiet = 0, no_dpzo = 0;
+    int seen_models = 0, seen_key = 0, quiet = 0, no_dpzo = 0, seen_impl = 0, seen_pop = 0;
     uint64_t seed = 0, key = 0;
     const dp_opt opts[] = {
         {"--level", DP_OPT_STRING, &level, NULL, "ci (8 models per run) | certify (32)"},
-        {"--impl", DP_OPT_STRING, &impl, NULL, "optimized (the host engine, default) | reference"},
+        {"--impl", DP_OPT_STRING, &impl, &seen_impl, "optimized (the host engine, default) | reference"},
+        {"--candidate", DP_OPT_STRING, &c.candidate, NULL, "CMD: DP-SGD private gradients from a certification candidate"},
+        {"--work", DP_OPT_STRING, &c.work, NULL, "candidate: directory for vectors/outputs (default: a fresh temp dir)"},
+        {"--timeout", DP_OPT_DOUBLE, &c.timeout_s, NULL, "candidate: seconds per call (default 120)"},
         {"--models", DP_OPT_INT, &models, &seen_models, "models per run (target + shadows), even >= 4"},
-        {"--population", DP_OPT_INT, &c.pop, NULL, "|P|, generated examples (default 256)"},
+        {"--population", DP_OPT_INT, &c.pop, &seen_pop, "|P|: generated examples (default 256), or the first |P| of --dataset (default all)"},
+        {"--dataset", DP_OPT_STRING, &c.data_name, NULL, "NAME (breast-cancer) | FILE: a real tabular data set (docs/audits.md)"},
         {"--hidden", DP_OPT_INT, &hidden, NULL, "mlp hidden width (default 64)"},
         {"--steps", DP_OPT_INT, &c.steps, NULL, "DP-SGD steps per model (default 300)"},
         {"--q", DP_OPT_DOUBLE, &c.q, NULL, "Poisson rate (default 0.25)"},
@@ -134,6 +162,8 @@ int dp_cmd_mia(int argc, char **argv) {
     int im = 0;
     if (st == DP_OK) st = dp_parse_choice(&im, "--impl", impl, impls);
     c.reference = im == 1;
+    if (st == DP_OK && c.candidate && seen_impl)
+        st = dp_error(DP_ERR_USAGE, "--candidate and --impl exclude each other (the candidate is the implementation)");
     if (st == DP_OK && eps) {
         size_t ne = 0;
         st = dp_parse_double_list(c.eps, MIA_MAX_EPS, &ne, "--epsilons", eps);
@@ -153,21 +183,44 @@ int dp_cmd_mia(int argc, char **argv) {
     if (st != DP_OK) return dp_cli_fail(CMD, st);
     c.models = seen_models ? models : lv == 1 ? MIA_MODELS_CERTIFY : MIA_MODELS_CI;
     c.mc.hidden[0] = (int)hidden;
-    c.dpzo = !no_dpzo;
+    c.dpzo = !no_dpzo && !c.candidate; /* the certification protocol has no DP-ZO step */
     c.threads = (int)threads;
     c.progress = !quiet;
     c.seed.k = seed;
     if (seen_key) c.key.k = key;
     else if ((st = dp_noise_key_random(&c.key)) != DP_OK) return dp_cli_fail(CMD, st);
+    if (c.data_name) {
+        int classes = 0;
+        if (seen_pop && c.pop < 8)
+            return dp_cli_fail(CMD, dp_error(DP_ERR_INVALID, "--population must be >= 8 (got %lld)", (long long)c.pop));
+        if ((st = mia_dataset_load(&g_data, &classes, c.data_name, seen_pop ? c.pop : 0)) != DP_OK)
+            return dp_cli_fail(CMD, st);
+        c.data = &g_data;
+        c.pop = g_data.n;
+        c.mc.in = g_data.in;
+        c.mc.classes = classes;
+    }
+    if (c.candidate && !c.work) {
+        if ((st = audit_work_tmpdir(g_tmpdir, sizeof g_tmpdir, CMD)) != DP_OK) return dp_cli_fail(CMD, st);
+        c.work = g_tmpdir;
+    } else if (c.candidate && (st = dp_mkdir_p("--work", c.work)) != DP_OK)
+        return dp_cli_fail(CMD, st);
+    if (c.candidate && (st = dp_proc_install_signal_forwarding()) != DP_OK) return dp_cli_fail(CMD, st);
     st = mia_config_check(&c);
     if (st == DP_OK && report) st = dp_mkdir_p("--report", report);
     if (st != DP_OK) return dp_cli_fail(CMD, st);
     mia_result r;
     st = mia_run_all(&r, &c);
+    if (st == DP_ERR_CHECK_FAILED && c.candidate) { /* the candidate failed: no verdict on privacy */
+        printf("verdict: INVALID (%s)\n", dp_last_error());
+        return 1;
+    }
     if (st != DP_OK) return dp_cli_fail(CMD, st);
-    printf("mia (%s): %d runs x %lld models on %lld generated examples (random labels), %.1f s, %.2f models/s\n",
-           c.reference ? "reference" : "host engine", r.nruns, (long long)c.models, (long long)c.pop, r.seconds,
-           r.models_per_s);
+    printf("mia (%s%s): %d runs x %lld models on %lld %s%s, %.1f s, %.2f models/s\n",
+           c.reference ? "reference" : c.candidate ? "candidate " : "host engine", c.candidate ? c.candidate : "",
+           r.nruns, (long long)c.models, (long long)c.pop, c.data ? "examples of " : "generated examples (random labels)",
+           c.data ? c.data_name : "", r.seconds, r.models_per_s);
+    if (c.candidate) printf("  (DP-SGD only: the certification protocol has no DP-ZO step; one candidate call per step)\n");
     char name[128];
     for (int k = 0; k < r.nruns; k++) {
         const mia_run_result *rr = &r.run[k];

@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "accountant/acct.h"
+#include "attacks/audit_candidate.h"
 #include "attacks/mia.h"
 #include "reference/dpsgd.h"
 #include "reference/dpzo.h"
@@ -46,11 +48,19 @@ void mia_config_default(mia_config *c) {
     c->alpha = 1e-3;
     c->confidence = 0.95;
     c->threads = 2;
+    c->timeout_s = 120;
 }
 
 dp_status mia_config_check(const mia_config *c) {
     DP_TRY(ref_config_check(&c->mc));
     if (c->mc.kind != REF_MLP) return dp_error(DP_ERR_INVALID, "--model: membership inference runs on the mlp");
+    if (c->data && (c->data->n != c->pop || c->data->in != c->mc.in))
+        return dp_error(DP_ERR_INVALID, "--dataset %s: %lld examples of %d features, the run expects %lld of %d",
+                        c->data_name ? c->data_name : "", (long long)c->data->n, c->data->in, (long long)c->pop, c->mc.in);
+    for (int64_t i = 0; c->data && i < c->pop; i++)
+        if (c->data->y[i] < 0 || c->data->y[i] >= c->mc.classes)
+            return dp_error(DP_ERR_INVALID, "--dataset: label %d of example %lld outside [0, %d)", c->data->y[i],
+                            (long long)i, c->mc.classes);
     if (c->pop < 8) return dp_error(DP_ERR_INVALID, "--population must be >= 8 (got %lld)", (long long)c->pop);
     if (c->models < 4 || c->models % 2 || c->models > 1024)
         return dp_error(DP_ERR_INVALID, "--models must be even and in [4, 1024] (got %lld)", (long long)c->models);
@@ -69,6 +79,14 @@ dp_status mia_config_check(const mia_config *c) {
     for (int k = 0; k < c->neps; k++) DP_TRY(dp_check_min("--epsilons", c->eps[k], 0, 0));
     if (c->dpzo && c->neps == 0) return dp_error(DP_ERR_INVALID, "--dpzo needs at least one value in --epsilons");
     if (c->threads < 1 || c->threads > 256) return dp_error(DP_ERR_INVALID, "--threads must be in [1, 256]");
+    if (c->candidate) {
+        if (c->reference) return dp_error(DP_ERR_INVALID, "--candidate and --impl reference exclude each other");
+        if (c->dpzo)
+            return dp_error(DP_ERR_INVALID, "--candidate: the certification protocol has no DP-ZO step (use --no-dpzo)");
+        if (c->plant_no_noise) return dp_error(DP_ERR_INVALID, "--plant is not available with --candidate");
+        if (!c->work) return dp_error(DP_ERR_INVALID, "--candidate needs a work directory");
+        DP_TRY(dp_check_min("--timeout", c->timeout_s, 0, 0));
+    }
     return DP_OK;
 }
 
@@ -135,6 +153,53 @@ static dp_status train_reference(ref_model *m, const mia_worker *w, const ref_dp
     return st;
 }
 
+/* The candidate's training (--candidate): m (reset to theta_0) is trained in place. Step t:
+ * the reference's Poisson batch of the model's secret key (ref_dpsgd_poisson), a step
+ * vector with the current parameters, the candidate's private gradient, the reference's SGD
+ * update (ref_dpsgd_apply_optimizer). The candidate draws its own noise. */
+static dp_status train_candidate(ref_model *m, const mia_worker *w, const ref_dpsgd_config *rc,
+                                 const ref_dataset *dm) {
+    const mia_config *c = w->c;
+    for (int p = 0; p < m->nparams; p++)
+        memcpy(m->params[p].data, w->m0->params[p].data, (size_t)m->params[p].numel * sizeof(double));
+    char in[1100], out[1100];
+    snprintf(in, sizeof in, "%s/mia-step-%d.safetensors", c->work, w->base.tid);
+    snprintf(out, sizeof out, "%s/mia-out-%d.safetensors", c->work, w->base.tid);
+    ref_dpsgd_state ds = {0};
+    audit_cand_io io = {0};
+    double **g = NULL;
+    int64_t *idx = dp_malloc((size_t)dm->n * sizeof *idx), b = 0;
+    ref_dataset bt = *dm;
+    bt.x = dp_malloc((size_t)(dm->n * dm->in) * sizeof *bt.x);
+    bt.y = dp_malloc((size_t)dm->n * sizeof *bt.y);
+    dp_status st = (idx && bt.x && bt.y) ? DP_OK : DP_ERR_NOMEM;
+    if (st == DP_OK) st = audit_cand_io_init(&io, m, c->timeout_s);
+    if (st == DP_OK) st = audit_flat_buffers(&g, m);
+    if (st == DP_OK) st = ref_dpsgd_init(&ds, rc, m);
+    for (int64_t t = 1; st == DP_OK && t <= rc->steps; t++) {
+        if (atomic_load(w->base.stop)) break;
+        st = ref_dpsgd_poisson(idx, &b, rc->key, t, rc->q, dm->n);
+        bt.n = b;
+        for (int64_t k = 0; st == DP_OK && k < b; k++) {
+            memcpy(bt.x + k * dm->in, dm->x + idx[k] * dm->in, (size_t)dm->in * sizeof *bt.x);
+            bt.y[k] = dm->y[idx[k]];
+        }
+        if (st == DP_OK)
+            st = audit_step_vector_write(in, &c->mc, m, &bt, rc->clip, rc->sigma, rc->q * (double)dm->n, "mia-step");
+        if (st == DP_OK) st = audit_cand_private_grad(g, &io, c->candidate, in, out, m);
+        if (st == DP_OK) st = ref_dpsgd_apply_optimizer(m, &ds, g);
+        if (st == DP_OK && c->progress && w->base.tid == 0 && t % 50 == 0) /* a model takes rc->steps calls */
+            fprintf(stderr, "mia: candidate step %lld/%lld of this model\n", (long long)t, (long long)rc->steps);
+    }
+    unlink(in);
+    if (g) free(g[0]);
+    free(g);
+    audit_cand_io_free(&io);
+    ref_dpsgd_free(&ds);
+    free(idx); free(bt.x); free(bt.y);
+    return st;
+}
+
 /* Train model r of run `rd`: m receives the trained parameters. */
 static dp_status train(ref_model *m, double **params, const mia_worker *w, opt_backend *be, const run_desc *rd,
                        int64_t r, const ref_dataset *dm) {
@@ -172,6 +237,7 @@ static dp_status train(ref_model *m, double **params, const mia_worker *w, opt_b
     rc.seed = c->seed;
     rc.key = key;
     if (c->reference) return train_reference(m, w, &rc, NULL, dm);
+    if (c->candidate) return train_candidate(m, w, &rc, dm);
     opt_dp_options o = {.strategy = OPT_STRAT_GRAD_SAMPLE};
     opt_dpsgd s;
     ref_dpsgd_step_out out = {0};
@@ -205,6 +271,7 @@ static void *mia_work(void *arg) {
         ref_dataset dm;
         w->base.st = subset(&dm, w->pop, w->in + r * P);
         if (w->base.st == DP_OK) w->base.st = train(&m, params, w, be, rd, r, &dm);
+        if (w->base.st == DP_OK && atomic_load(w->base.stop)) break;
         double *loss = w->loss + j * P;
         int64_t correct = 0, nm = 0;
         for (int64_t i = 0; w->base.st == DP_OK && i < P; i++) {
@@ -274,9 +341,10 @@ dp_status mia_train_all(double *loss, double *acc, unsigned char *in, double *si
     ref_dataset pop;
     ref_model m0;
     DP_TRY(membership(in, c));
-    DP_TRY(ref_dataset_generate(&pop, &c->mc, c->pop, c->seed));
+    if (c->data) pop = *c->data; /* borrowed */
+    else DP_TRY(ref_dataset_generate(&pop, &c->mc, c->pop, c->seed));
     dp_status st = ref_model_init(&m0, &c->mc, c->seed);
-    if (st != DP_OK) { ref_dataset_free(&pop); return st; }
+    if (st != DP_OK) { if (!c->data) ref_dataset_free(&pop); return st; }
     int nth = c->threads;
     mia_worker *w = dp_calloc((size_t)nth, sizeof *w);
     atomic_llong done = 0;
@@ -287,6 +355,6 @@ dp_status mia_train_all(double *loss, double *acc, unsigned char *in, double *si
     if (st == DP_OK) st = audit_pool_run(mia_work, w, sizeof *w, nth, seconds);
     free(w);
     ref_model_free(&m0);
-    ref_dataset_free(&pop);
+    if (!c->data) ref_dataset_free(&pop);
     return st;
 }

@@ -4,7 +4,8 @@
 # checked in sanitizer builds); the audit key is fixed, so the verdict is deterministic (over keys a
 # correct release fails with probability <= 0.05 + 0.05 at the default confidence), writes a
 # parseable report.json with ROC data and an SVG; a planted bug (negative control, needs
-# DPCERT_TEST_INJECT=1) exits 1 with both numbers; bad input exits 2 naming the option.
+# DPCERT_TEST_INJECT=1) exits 1 with both numbers; the one-run audit runs on the engine too
+# (and catches no-clip there); bad input exits 2 naming the option.
 set -u
 D=${DPCERT:?}
 . "${DPCERT_ROOT:?}/attacks/tests/cli_check.inc"
@@ -31,6 +32,29 @@ grep -q "<polyline" rep/roc.svg || { echo "FAIL: roc.svg has no curve"; fail=1; 
 small="--in 8 --hidden 16 --classes 4 --dataset-size 8 --level custom --trials 1000 --onerun-canaries 0 --quiet"
 check 0 "engine, input canary" $D audit --impl optimized --backend host $small --noise-key 4
 check 0 "DP-ZO engine" $D audit --algo dpzo --impl optimized $small --noise-key 4
+# the one-run audit on the engine (input canaries, dual-basis scores; docs/audits.md): a
+# model wide enough for 300 canaries (hidden 128,128), sigma 2 (claim 1.99), 100 guesses.
+# Correct engine: PASS (a false FAIL has probability <= 0.05 by the theorem; the key is
+# fixed); planted no-clip (canary gradients >= 4 C unclipped): 95/100 correct guesses,
+# epsilon_LB 2.17 > 1.99 at key 3 (FAIL); half-noise is not caught at this size (0.61).
+eng="--hidden 128,128 --sigma 2 --level custom --trials 200 --onerun-canaries 300 --onerun-guesses 100 --quiet"
+check 0 "one-run audit on the engine" $D audit --impl optimized $eng --noise-key 3 --report eng
+grep "one-run" out.txt | sed 's/^/  | /'
+python3 - <<'PY' || fail=1
+import json, sys
+r = json.load(open("eng/report.json"))
+o = r["one_run"]
+ok = (o is not None and o["impl"] == "optimized" and o["canary"] == "input" and o["canaries"] == 300
+      and o["verdict"] == "PASS" and o["epsilon_lb"] <= o["epsilon_claimed"] and r["white_box"]["verdict"] == "PASS")
+print(("ok" if ok else "FAIL") + ": engine one-run beside the white-box audit in report.json")
+sys.exit(0 if ok else 1)
+PY
+DPCERT_TEST_INJECT=1 check 1 "one-run on the engine catches no-clip" $D audit --impl optimized $eng --noise-key 3 --plant no-clip
+grep -q "FAIL: one-run (optimized, input canaries)" out.txt || { echo "FAIL: the engine's one-run audit did not FAIL"; fail=1; }
+check 2 "engine one-run: more canaries than parameters" $D audit --impl optimized --in 8 --hidden 16 --classes 4 \
+  --level custom --trials 100 --quiet --onerun-canaries 5000
+grep -q "cannot be represented" out.txt || { echo "FAIL: message does not say the canaries cannot be represented"; fail=1; }
+check 2 "one-run: odd guesses" $D audit --impl optimized --level custom --trials 100 --quiet --onerun-canaries 100 --onerun-guesses 7
 DPCERT_TEST_INJECT=1 check 1 "planted half-noise caught" $D audit $small --plant half-noise --noise-key 4
 grep -q "verdict: FAIL" out.txt && grep -q "claimed epsilon" out.txt || { echo "FAIL: no FAIL verdict with numbers"; fail=1; }
 check 2 "planted bug without DPCERT_TEST_INJECT" $D audit $small --plant half-noise

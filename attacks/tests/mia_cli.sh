@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # attacks/tests/mia_cli.sh — `dpcert mia` from the command line on a small configuration
 # (64 examples, 4 models, 1 DP run, no DP-ZO): report.json and roc.svg are written and
-# parse; the reference (--impl reference) passes like the engine; bad input exits 2 naming the option; the planted no-noise run needs
+# parse; the reference (--impl reference) passes like the engine; so does the reference as a
+# certification candidate (--candidate), and failing candidates give INVALID; bad input exits 2 naming the option; the planted no-noise run needs
 # DPCERT_TEST_INJECT=1. (The statistical behaviour is test_mia_slow's.)
 set -u
 D=${DPCERT:?}
@@ -32,6 +33,35 @@ ok = b["config"]["impl"] == "reference" and a["verdict"] == b["verdict"] == "PAS
 print(("ok" if ok else "FAIL") + ": reference and engine runs: %s, %s" % (a["verdict"], b["verdict"]))
 sys.exit(0 if ok else 1)
 PY
+# a certification candidate (docs/audits.md "Candidates"): the reference as a candidate
+# (`dpcert audit reference-candidate`, one process per step: 2 runs x 4 models x 20 steps) on a
+# configuration whose non-DP control leaks; the numpy candidate: mia_candidate_slow.sh
+csmall="--population 32 --models 4 --steps 20 --q 0.5 --epsilons 8 --quiet --noise-key 2"
+check 0 "reference as a candidate" $D mia $csmall --candidate "$D audit reference-candidate" --report cand
+grep -q "models/s" out.txt || { echo "FAIL: no models/s line"; fail=1; }
+python3 - <<'PY' || fail=1
+import json, sys
+r = json.load(open("cand/report.json"))
+ok = (r["config"]["impl"] == "candidate" and "reference-candidate" in r["config"]["candidate"]
+      and r["verdict"] == "PASS" and [x["kind"] for x in r["runs"]] == ["non-dp", "dpsgd"])
+print(("ok" if ok else "FAIL") + ": candidate report: %s %s" % (r["config"]["impl"], r["verdict"]))
+sys.exit(0 if ok else 1)
+PY
+# q 0.01 on 16 members: most batches are empty (B = 0 step vectors, pure noise); 3 steps
+# teach the control nothing, so the run is INVALID (the negative control of the leak check)
+check 1 "candidate on empty batches: the control does not leak" $D mia --population 32 --models 4 --steps 3 \
+  --q 0.01 --epsilons 8 --quiet --noise-key 2 --candidate "$D audit reference-candidate"
+grep -q "INVALID (non-DP control does not leak" out.txt || { echo "FAIL: no INVALID leak verdict"; fail=1; }
+check 1 "candidate exits 1" $D mia $csmall --candidate "false"
+grep -q "INVALID.*EXIT" out.txt || { echo "FAIL: no INVALID verdict naming EXIT"; fail=1; }
+printf '#!/bin/sh\necho garbage > "$2"\n' > garbage.sh; chmod +x garbage.sh
+check 1 "candidate writes garbage" $D mia $csmall --candidate "./garbage.sh"
+grep -q "INVALID.*BAD_OUTPUT" out.txt || { echo "FAIL: no INVALID verdict naming BAD_OUTPUT"; fail=1; }
+printf '#!/bin/sh\nsleep 5\n' > slow.sh; chmod +x slow.sh
+check 1 "candidate past its time limit" $D mia $csmall --candidate "./slow.sh" --timeout 0.5
+grep -q "INVALID.*TIMEOUT" out.txt || { echo "FAIL: no INVALID verdict naming TIMEOUT"; fail=1; }
+check 2 "candidate with --impl" $D mia $csmall --candidate "true" --impl reference
+check 2 "candidate with a zero timeout" $D mia $csmall --candidate "true" --timeout 0
 check 2 "delta 0" $D mia $small --delta 0
 grep -q -- "--delta" out.txt || { echo "FAIL: message does not name --delta"; fail=1; }
 check 2 "odd model count" $D mia --models 5
