@@ -619,6 +619,18 @@ dp_status opt_prec_check(const opt_backend *be, const opt_dp_options *o, const d
     return DP_OK;
 }
 
+dp_status opt_prec_check_data(const opt_dp_options *o, const dp_dataset *d, const char *src) {
+    if (!opt_prec_is_half(o->prec) || !d->x) return DP_OK; /* llama tokens are integers */
+    const double hmax = opt_prec_max_finite(o->prec);
+    for (int64_t i = 0; i < d->n * d->in; i++)
+        if (!(fabs(d->x[i]) <= hmax))
+            return dp_error(DP_ERR_INVALID, "--precision %s: %s: input 'x' of example %lld (feature %lld) = %g is beyond the "
+                            "largest finite %s value %g (the stored activation would overflow to inf)",
+                            opt_prec_names[o->prec], src, (long long)(i / d->in), (long long)(i % d->in), d->x[i],
+                            opt_prec_names[o->prec], hmax);
+    return DP_OK;
+}
+
 dp_status opt_dpsgd_get_params(opt_dpsgd *s, double *const *host) {
     if (!s->master) return opt_model_get_params(&s->om, host);
     double *h = malloc(sizeof(double) * (size_t)(s->total + 1));

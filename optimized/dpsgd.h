@@ -119,6 +119,9 @@ dp_status opt_dpsgd_get_params(opt_dpsgd *s, double *const *host);
 /* The layouts --precision bf16|fp16 supports (f32 backend, no --cp) and the fp16 range
  * of m's parameters at load (|w| <= 65504, else DP_ERR_INVALID naming the tensor). */
 dp_status opt_prec_check(const opt_backend *be, const opt_dp_options *o, const dp_model *m);
+/* Under bf16/fp16: every mlp input |x| of d within the half type's range, else
+ * DP_ERR_INVALID naming src (the --data file or "the generated dataset") and the example. */
+dp_status opt_prec_check_data(const opt_dp_options *o, const dp_dataset *d, const char *src);
 
 /* Rank r's share [lo, hi) of a batch of b examples over R ranks: lo = floor(b r / R). */
 void opt_rank_share(int64_t *lo, int64_t *hi, int64_t b, int rank, int size);

@@ -330,6 +330,7 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     opt_dpsgd s;
     memset(&s, 0, sizeof s);
     if (st == DP_OK) st = dp_dpsgd_cli_dataset(&d, &mc, &c, &cli, opt_dpsgd_config_check);
+    if (st == DP_OK) st = opt_prec_check_data(&o, &d, cli.m.seen_data ? cli.m.data : "the generated dataset");
     if (st == DP_OK && cli.m.seen_data)
         st = dp_model_cli_mem_check(&cli.m, opt_mem_dpsgd(&mc, &c, &o, es, be->comm.size, (double)d.n, t.seen_export),
                                     "the run");
