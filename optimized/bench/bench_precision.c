@@ -22,17 +22,7 @@
 
 #include "optimized/dpsgd.h"
 #include "optimized/ledger.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "optimized/bench/bench_util.h"
 
 enum { NPREC = 3, WARM = 1, REPS = 5 };
 
@@ -74,15 +64,15 @@ int main(void) {
         }
         for (int64_t k = 1; st == DP_OK && k <= WARM + REPS; k++)
             for (int i = 0; st == DP_OK && i < NPREC; i++) {
-                double t0 = now();
+                double t0 = opt_bench_now();
                 st = opt_dpsgd_step(&out, &s[i], &d, k);
-                if (k > WARM) t[i][k - WARM - 1] = now() - t0;
+                if (k > WARM) t[i][k - WARM - 1] = opt_bench_now() - t0;
             }
         if (st != DP_OK) { fprintf(stderr, "bench_precision: %s\n", dp_last_error()); rc = 3; }
         double med[NPREC];
         opt_mem_report r[NPREC];
         for (int i = 0; rc == 0 && i < NPREC; i++) {
-            qsort(t[i], REPS, sizeof(double), cmp_d);
+            qsort(t[i], REPS, sizeof(double), opt_bench_cmp_double);
             med[i] = t[i][REPS / 2];
             opt_mem_get(&r[i], be[i]);
         }

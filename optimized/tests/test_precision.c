@@ -21,6 +21,7 @@
 
 #include "common/test.h"
 #include "optimized/dpsgd.h"
+#include "optimized/tests/opt_test_tiny.h"
 
 static int is_half(opt_prec p, double v) { return (double)opt_prec_round_value(p, (float)v) == v; }
 
@@ -160,17 +161,10 @@ static void run(opt_prec p, dp_model_kind kind, opt_strategy strat, opt_sharding
 
 static void check_bad_input(void) {
     dp_model_config mc;
-    dp_model_config_default(&mc, DP_MLP);
-    mc.in = 3; mc.hidden[0] = 4; mc.nhidden = 1; mc.classes = 2;
     dp_dpsgd_config c;
-    dp_dpsgd_config_default(&c);
-    c.n = 8; c.q = 0.5; c.steps = 1; c.clip = 1; c.sigma = 1;
     dp_model m;
-    T_OK(dp_model_init(&m, &mc, c.seed));
-    opt_backend_config bc = {.name = "host", .dtype = DP_F32, .threads = 1, .use_mpi = 0};
-    opt_backend *be = NULL;
-    T_OK(opt_backend_create(&be, &bc));
-    if (!be) { dp_model_free(&m); return; }
+    opt_backend *be;
+    if (!opt_test_tiny(&m, &mc, &c, &be, DP_F32)) return;
     opt_dp_options o = {.prec = OPT_PREC_FP16};
     const double vals[] = {65504.0, -65504.0, 65504.5, -70000.0, INFINITY};
     for (int i = 0; i < 5; i++) {
@@ -204,7 +198,7 @@ static void check_bad_input(void) {
     dp_dataset_free(&d);
     opt_backend_destroy(be);
     /* an f64 backend with a half precision */
-    bc.dtype = DP_F64;
+    opt_backend_config bc = {.name = "host", .dtype = DP_F64, .threads = 1, .use_mpi = 0};
     T_OK(opt_backend_create(&be, &bc));
     if (be) {
         o.prec = OPT_PREC_BF16;

@@ -22,6 +22,7 @@
 #include "optimized/tests/mpi_test.h"
 #include "optimized/dpsgd.h"
 #include "optimized/ledger.h"
+#include "optimized/tests/opt_test_tiny.h"
 
 static void expect_bytes(uint64_t got, uint64_t want, const char *what, const char *shard, const char *optn,
                          const char *dt, int N) {
@@ -114,17 +115,10 @@ static void run(int use_mpi, opt_prec prec, opt_sharding sh, dp_optimizer optz, 
 /* zero1..3 with a backend lacking all-gather: a usage error naming the operation. */
 static void check_no_allgather(void) {
     dp_model_config mc;
-    dp_model_config_default(&mc, DP_MLP);
-    mc.in = 3; mc.hidden[0] = 4; mc.nhidden = 1; mc.classes = 2;
     dp_dpsgd_config c;
-    dp_dpsgd_config_default(&c);
-    c.n = 8; c.q = 0.5; c.steps = 1; c.clip = 1; c.sigma = 1;
     dp_model m;
-    T_OK(dp_model_init(&m, &mc, c.seed));
-    opt_backend_config bc = {.name = "host", .dtype = DP_F64, .threads = 1, .use_mpi = 0};
-    opt_backend *be = NULL;
-    T_OK(opt_backend_create(&be, &bc));
-    if (!be) { dp_model_free(&m); return; }
+    opt_backend *be;
+    if (!opt_test_tiny(&m, &mc, &c, &be, DP_F64)) return;
     be->ops.allgather = NULL;
     for (int sh = OPT_SHARD_ZERO1; sh < OPT_SHARD_COUNT; sh++) {
         opt_dp_options o = {.sharding = (opt_sharding)sh};
