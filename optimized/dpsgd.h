@@ -92,6 +92,7 @@ typedef struct {
     void *shard_state;     /* the sharding's own state (zero3), or NULL */
     void *master;          /* bf16/fp16: device [chunk] f32 master weights, laid out as pgrad (docs/precision.md); else NULL */
     opt_prec_stats pstats; /* bf16/fp16: half-rounding counts of the last step (the loss-scaling seam) */
+    void *half_state;      /* bf16/fp16 with a range sharding: the half parameters (strategies/half_params.c) */
 } opt_dpsgd;
 
 /* m: the initial model (copied to the device). Validates cfg (opt_dpsgd_config_check) and
