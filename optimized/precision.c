@@ -20,15 +20,6 @@ int opt_prec_is_half(opt_prec p) { return p == OPT_PREC_BF16 || p == OPT_PREC_FP
 
 dp_dtype opt_prec_backend_dtype(opt_prec p) { return p == OPT_PREC_F64 ? DP_F64 : DP_F32; }
 
-dp_dtype opt_prec_storage_dtype(opt_prec p) {
-    switch (p) {
-    case OPT_PREC_BF16: return DP_BF16;
-    case OPT_PREC_FP16: return DP_F16;
-    case OPT_PREC_F32: return DP_F32;
-    default: return DP_F64;
-    }
-}
-
 float opt_prec_round_value(opt_prec p, float x) { return opt_prec_is_half(p) ? opt_prec_decode(p, opt_prec_encode(p, x)) : x; }
 
 uint16_t opt_prec_encode(opt_prec p, float x) { return p == OPT_PREC_FP16 ? dp_f32_to_f16(x) : dp_f32_to_bf16(x); }

@@ -47,8 +47,6 @@ extern const char *const opt_prec_names[]; /* NULL-terminated, index = opt_prec 
 int opt_prec_is_half(opt_prec p);
 /* The backend dtype a precision computes in (f64 -> DP_F64, the rest DP_F32). */
 dp_dtype opt_prec_backend_dtype(opt_prec p);
-/* The storage dtype of the half copies (DP_BF16, DP_F16; DP_F32/DP_F64 otherwise). */
-dp_dtype opt_prec_storage_dtype(opt_prec p);
 
 /* Rounding counters of one kind of tensor (reset by the caller). */
 typedef struct {
