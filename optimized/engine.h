@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "optimized/backend.h"
+#include "optimized/precision.h"
 #include "common/spec_model.h"
 
 typedef enum { OPT_SRC_DIRECT = 0, OPT_SRC_LINEAR = 1, OPT_SRC_BOTH = 2 } opt_src_kind;
@@ -41,6 +42,12 @@ typedef struct {
      * on them; attention reaches the other shards through the CP group
      * (optimized/engine_cp.c, docs/longshield.md). */
     const struct opt_cp *cp;
+    /* --precision (docs/precision.md): bf16/fp16 round the linear layers' inputs, outputs
+     * and output gradients and the per-example gradients held in memory to the half type
+     * (counted in *pstats when not NULL); f64/f32 round nothing. Set by the caller after
+     * opt_model_create (0 = f64, which the f64 backend implies). */
+    opt_prec prec;
+    opt_prec_stats *pstats;
 } opt_model;
 
 /* The sequence shard of a CP rank (docs/longshield.md "Sequence sharding"). */
@@ -63,7 +70,14 @@ typedef struct opt_param_fetch {
     dp_status (*acquire)(void *ctx, opt_model *om, int p, int prefetch);
     /* Free w[p] (w[p] = NULL); completes a started gather first. */
     dp_status (*release)(void *ctx, opt_model *om, int p);
+    /* 1: acquire/release are collective (zero3's gathers): every rank walks every layer,
+     * empty batch or not, and the per-rank choice of the weighted second pass is off.
+     * 0: local (the half parameters' f32 working copies, docs/precision.md). */
+    int collective;
 } opt_param_fetch;
+
+/* 1 when om's parameter fetch is collective (see opt_param_fetch). */
+static inline int opt_fetch_collective(const opt_model *om) { return om->fetch && om->fetch->collective; }
 
 /* A device buffer list freed together. */
 typedef struct {
@@ -130,6 +144,12 @@ dp_status opt_cp_ring_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, 
                           int64_t B);
 dp_status opt_cp_ring_bwd(opt_arena *ar, void *dq, void *dk, void *dv, const void *dy, const void *q, const void *k,
                           const void *v, const void *lse, const void *y, const opt_model *om, int64_t B);
+
+/* x [n] (device) rounded in place to om's half type (no-op unless bf16/fp16); the
+ * counts go to om->pstats->pe (per_example = 1) or ->grad (output gradients) or
+ * nowhere (activations, parameters). */
+dp_status opt_prec_round(const opt_model *om, void *x, int64_t n, int kind);
+enum { OPT_PREC_KIND_ACT = 0, OPT_PREC_KIND_GRAD = 1, OPT_PREC_KIND_PE = 2 };
 
 /* Call a backend operation, or fail with NOT_SUPPORTED naming it. */
 dp_status opt_unsupported(const opt_backend *be, const char *op);
