@@ -62,6 +62,7 @@ typedef struct opt_dp_options {
     opt_sharding sharding; /* --sharding (docs/zero.md) */
     int dp, cp;            /* --dp N --cp M layout (0: dp = world size / cp, cp = 1) */
     int cp_ring;           /* --cp-attention: 1 ring, 0 allgather (docs/longshield.md) */
+    int cp_output;         /* --cp-pattern: 1 output-stationary, 0 input-stationary */
 } opt_dp_options;
 
 struct opt_shard_strategy;

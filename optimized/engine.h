@@ -125,6 +125,9 @@ dp_status opt_cp_attn_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, 
  * q, k, v, probs as left by opt_cp_attn_fwd, y its output rows. */
 dp_status opt_cp_attn_bwd(opt_arena *ar, void *dq, void *dk, void *dv, const void *dy, const void *q, const void *k,
                           const void *v, const void *probs, const void *y, const opt_model *om, int64_t B);
+/* full [B, T, D] = every CP rank's rows local [B, Tl, D] at their global positions (one
+ * all-gather over the CP group of [B, Tmax, D] per rank; its buffers are ar's). */
+dp_status opt_cp_gather_rows(opt_arena *ar, void *full, const void *local, const opt_model *om, int64_t B, int64_t D);
 /* The ring variants (engine_cp_ring.c), same contracts. */
 dp_status opt_cp_ring_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, void **lse, const opt_model *om,
                           int64_t B);

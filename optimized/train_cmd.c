@@ -135,8 +135,7 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
     DP_TRY(dp_parse_choice(&k, "--cp-attention", t->cp_attention, opt_cp_attention_names));
     o->cp_ring = k == 1;
     DP_TRY(dp_parse_choice(&k, "--cp-pattern", t->cp_pattern, opt_cp_pattern_names));
-    if (k != 0) return dp_error(DP_ERR_NOT_SUPPORTED, "--cp-pattern output: the output-stationary pattern is not "
-                                "implemented yet (docs/longshield.md section 10)");
+    o->cp_output = k == 1;
     if (!(t->collective_timeout > 0) || t->collective_timeout > 1e6)
         return dp_error(DP_ERR_USAGE, "--collective-timeout must be in (0, 1e6] seconds (got %g)", t->collective_timeout);
     opt_collective_timeout_ = t->collective_timeout;
@@ -166,7 +165,7 @@ void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t) {
     opts[(*n)++] = (dp_opt){"--cp-attention", DP_OPT_STRING, &t->cp_attention, &t->seen_cp_attention,
                             "attention across CP shards: allgather | ring (allgather)"};
     opts[(*n)++] = (dp_opt){"--cp-pattern", DP_OPT_STRING, &t->cp_pattern, &t->seen_cp_pattern,
-                            "per-sample gradients under CP: input (reduce-scatter of partials) | output (not implemented) (input)"};
+                            "per-sample gradients under CP: input (reduce-scatter of partials) | output (gather, then slices) (input)"};
     opts[(*n)++] = (dp_opt){"--collective-timeout", DP_OPT_DOUBLE, &t->collective_timeout, NULL,
                             "seconds a collective waits for the other ranks before the run fails (600)"};
     opts[(*n)++] = (dp_opt){"--memory-report", DP_OPT_FLAG, &t->memory_report, NULL,

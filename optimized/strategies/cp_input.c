@@ -1,5 +1,7 @@
 /* optimized/strategies/cp_input.c — one chunk of DP-SGD under context parallelism,
- * input-stationary (--cp-pattern input, docs/longshield.md "Per-sample gradients"):
+ * input-stationary (--cp-pattern input, docs/longshield.md "Per-sample gradients"; with
+ * --cp-pattern output the linear parameters' slices come from cp_output.c instead of
+ * step 2's reduce-scatter):
  *   1. forward and backward on the rank's positions (engine.c, engine_cp.c);
  *   2. per parameter, the partial per-example gradients of those positions [Bc, numel],
  *      packed by destination slice and reduce-scattered over the CP group: the rank
@@ -21,17 +23,19 @@ typedef struct {
     void **slice;      /* [np] -> [Bc, pmax[p]] complete per-example gradients of the slice */
     double *hsq, *hc;  /* [G, Bc] */
     void *sq, *cdev;   /* [G, Bc] device */
+    opt_cp_gathered gathered; /* output-stationary: the last all-gathered input activations */
 } cp_chunk;
 
-/* Steps 2 and 3 for parameter p. */
-static dp_status slice_and_norm(cp_chunk *k, opt_dpsgd *s, opt_tape *tp, int p, int64_t Bc) {
+/* Step 2 for parameter p, input-stationary: k->slice[p] from the reduce-scatter of the
+ * partials. */
+static dp_status reduce_scatter_slice(cp_chunk *k, opt_dpsgd *s, opt_tape *tp, int p, int64_t Bc) {
     opt_backend *be = s->be;
     const opt_model *om = &s->om;
     const opt_cp_state *cs = (const opt_cp_state *)s->shard_state;
     const int M = cs->cp.M;
     const int64_t n = om->numel[p], pm = cs->pmax[p];
     const size_t es = opt_backend_esize(be);
-    void *inst = NULL, *send = NULL, *sqp;
+    void *inst = NULL, *send = NULL;
     /* the partial [Bc, numel] and the send buffer live only until the reduce-scatter */
     dp_status st = opt_mem_alloc(be, &inst, es * (size_t)(Bc * n), OPT_MEM_PER_EXAMPLE);
     if (st == DP_OK) st = opt_instantiate(inst, om, tp, p);
@@ -51,7 +55,23 @@ static dp_status slice_and_norm(cp_chunk *k, opt_dpsgd *s, opt_tape *tp, int p, 
     if (st == DP_OK) st = opt_arena_alloc_tag(&tp->ar, &k->slice[p], es * (size_t)(Bc * pm), OPT_MEM_PER_EXAMPLE);
     if (st == DP_OK) st = OPT_CALL(be, reduce_scatter_sum, cs->cp.g, k->slice[p], send, Bc * pm, NULL);
     opt_mem_free(be, send);
-    DP_TRY(st);
+    return st;
+}
+
+/* Steps 2 and 3 for parameter p: the slice (output-stationary for the linear parameters
+ * with --cp-pattern output, cp_output.c; else the reduce-scatter), then its norms. */
+static dp_status slice_and_norm(cp_chunk *k, opt_dpsgd *s, opt_tape *tp, int p, int64_t Bc) {
+    opt_backend *be = s->be;
+    const opt_cp_state *cs = (const opt_cp_state *)s->shard_state;
+    const int64_t pm = cs->pmax[p];
+    const size_t es = opt_backend_esize(be);
+    void *sqp;
+    if (cs->output && s->om.src[p] == OPT_SRC_LINEAR) {
+        DP_TRY(opt_arena_alloc_tag(&tp->ar, &k->slice[p], es * (size_t)(Bc * pm), OPT_MEM_PER_EXAMPLE));
+        DP_TRY(opt_cp_output_slice(k->slice[p], &k->gathered, s, tp, p, Bc));
+    } else {
+        DP_TRY(reduce_scatter_slice(k, s, tp, p, Bc));
+    }
     DP_TRY(opt_arena_alloc_tag(&tp->ar, &sqp, es * (size_t)Bc, OPT_MEM_WORKSPACE));
     DP_TRY(OPT_CALL(be, zero, sqp, es * (size_t)Bc));
     DP_TRY(OPT_CALL(be, sqnorm_rows, sqp, k->slice[p], Bc, pm));
@@ -101,6 +121,8 @@ static dp_status chunk_body(opt_chunk_out *co, cp_chunk *k, opt_dpsgd *s, opt_ta
     DP_TRY(opt_arena_alloc_tag(&tp->ar, &k->cdev, es * (size_t)(G * Bc), OPT_MEM_WORKSPACE));
     DP_TRY(OPT_CALL(be, zero, k->sq, es * (size_t)(G * Bc)));
     for (int p = 0; p < np; p++) DP_TRY(slice_and_norm(k, s, tp, p, Bc));
+    opt_arena_free(&k->gathered.ar);
+    k->gathered.src = NULL;
     for (int g = 0; g < G; g++)
         DP_TRY(OPT_CALL(be, clip_factors, opt_dev_at(s, k->cdev, g * Bc), opt_dev_at(s, k->sq, g * Bc), gr->thresh[g],
                         (opt_clip_fn)s->cfg.clip_fn, s->cfg.gamma, Bc));
@@ -148,6 +170,7 @@ dp_status opt_cp_run_chunk(opt_chunk_out *co, opt_dpsgd *s, const dp_dataset *d,
     k.hc = malloc(sizeof(double) * (size_t)(G * Bc + 1));
     if (st == DP_OK && (!k.slice || !k.hsq || !k.hc)) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
     if (st == DP_OK) st = chunk_body(co, &k, s, &tp, Bc);
+    opt_arena_free(&k.gathered.ar);
     opt_tape_free(&tp);
     free(k.slice); free(k.hsq); free(k.hc);
     return st;

@@ -58,6 +58,7 @@ static dp_status cp_setup(opt_dpsgd *s) {
     cs->cp.T = om->cfg.seq;
     cs->cp.Tmax = (cs->cp.T + M - 1) / M;
     cs->cp.ring = s->o.cp_ring;
+    cs->output = s->o.cp_output;
     opt_cp_shard(&cs->cp.t0, &cs->cp.Tl, cs->cp.T, M, cs->cp.r);
     for (int p = 0; p < om->np; p++) {
         const int64_t R = om->shape[p][0], cols = om->numel[p] / R;

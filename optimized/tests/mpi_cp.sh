@@ -19,7 +19,7 @@ expect_exit 2 "--cp 4 is larger than --seq 3" 4 "${LL[@]}" --cp 4
 expect_exit 2 "the layout needs 2 ranks, but the run has 3" 3 "${LL[@]}" --cp 2
 expect_exit 2 "--sharding zero2 is not supported with context parallelism" 2 "${LL[@]}" --cp 2 --sharding zero2
 expect_exit 2 "--strategy ghost is not supported with context parallelism" 2 "${LL[@]}" --cp 2 --strategy ghost
-expect_exit 3 "--cp-pattern output: the output-stationary pattern is not implemented" 2 "${LL[@]}" --cp 2 --cp-pattern output
+expect_exit 2 "--cp-pattern" 2 "${LL[@]}" --cp 2 --cp-pattern outputs
 expect_exit 2 "--cp-attention and --cp-pattern apply to dpsgd with --cp M > 1" 1 "${LL[@]}" --cp-attention ring
 expect_exit 2 "--cp-attention" 2 "${LL[@]}" --cp 2 --cp-attention rings
 DPCERT_TEST_INJECT=1 expect_exit 2 "--inject-bug cp-local-norms applies to context parallelism only" 1 "${LL[@]}" --inject-bug cp-local-norms
@@ -57,6 +57,36 @@ comm_check() { # M T attention
 rm -f rs.txt mem.txt
 for T in 64 256 1024; do comm_check 2 $T ring; done
 comm_check 2 256 allgather; comm_check 4 64 allgather; comm_check 4 1024 allgather; comm_check 4 64 ring; comm_check 4 1024 ring
+# output-stationary (section 4b): per linear parameter an all-to-all of b Tmax ceil(P_p / M)
+# elements (output-gradient columns), per distinct linear input an all-gather of b Tmax d
+# (a, y, m [D], act [F], the final norm's output [D]); the reduce-scatter only for the
+# token embedding (ceil(V / M) D) and the 3 gains (ceil(D / M) each); all bytes e (M - 1)
+out_check() { # M T attention
+  local M=$1 T=$2 att=$3
+  timeout 120 mpirun -x ASAN_OPTIONS -n "$M" "${TRAIN[@]}" "${CM[@]}" --seq "$T" --cp "$M" --cp-attention "$att" --cp-pattern output >comm.log 2>&1 || { bad "output-stationary run M=$M T=$T $att"; tail -3 comm.log; return; }
+  local b P rs ag a2a Tmax L cD cF cV want_rs want_ag want_a2a att_ag
+  b=$(awk '$1 == "step" && $2 == "1" { print $4 }' comm.log)
+  P=$(awk '$1 == "rank" && $2 == "1:" && $3 == "params" { print $4 / 8 }' comm.log)
+  rs=$(awk '$1 == "rank" && $2 == "1:" && $3 == "reduce_scatter_sum" { print $5 }' comm.log)
+  ag=$(awk '$1 == "rank" && $2 == "1:" && $3 == "allgather" { print $5 }' comm.log)
+  a2a=$(awk '$1 == "rank" && $2 == "1:" && $3 == "alltoall" { print $5 }' comm.log)
+  Tmax=$(( (T + M - 1) / M )); L=$(( P / M )); cD=$(( (8 + M - 1) / M )); cF=$(( (12 + M - 1) / M )); cV=$(( (16 + M - 1) / M ))
+  att_ag=$(( 4 * b * Tmax * 8 )); [ "$att" = ring ] && att_ag=0
+  want_rs=$(( b * (cV * 8 + 3 * cD) * 8 * (M - 1) ))
+  want_a2a=$(( b * Tmax * (5 * cD + 2 * cF + cV) * 8 * (M - 1) ))
+  want_ag=$(( (att_ag + b * Tmax * (4 * 8 + 12) + 4 * L) * 8 * (M - 1) ))
+  if [ "$rs" = "$want_rs" ] && [ "$ag" = "$want_ag" ] && [ "$a2a" = "$want_a2a" ]; then
+    pass "output-stationary communication M=$M T=$T $att (batch $b): all-to-all $a2a, allgather $ag, reduce-scatter $rs bytes = the formulas"
+    echo "$M $T $b $(( a2a + b * Tmax * 44 * 8 * (M - 1) ))" >>gather.txt
+  else bad "output-stationary communication M=$M T=$T $att (batch $b, P $P): all-to-all $a2a (want $want_a2a), allgather $ag (want $want_ag), reduce-scatter $rs (want $want_rs)"; fi
+}
+rm -f gather.txt
+for T in 64 256 1024; do out_check 2 $T allgather; done
+out_check 4 64 ring; out_check 4 1024 ring
+# the gathered bytes (all-to-all + activation all-gathers) are proportional to T at fixed M
+if awk '{ k = $1; if (!(k in t0)) { t0[k] = $2; g0[k] = $4 } else if ($4 * t0[k] != g0[k] * $2) { bad = 1 } } END { exit bad }' gather.txt && [ "$(wc -l <gather.txt)" -eq 5 ]; then
+  pass "output-stationary gather bytes proportional to T (M = 2: T = 64, 256, 1024; M = 4: T = 64, 1024)"
+else bad "output-stationary gather bytes not proportional to T: $(tr '\n' ';' <gather.txt 2>/dev/null)"; fi
 # the reduce-scatter bytes do not depend on T (same batch: the sampling does not see T)
 n=$(awk '{ print $1, $3 }' rs.txt 2>/dev/null | sort -u | awk '{ print $1 }' | sort | uniq -d | wc -l)
 if [ -s rs.txt ] && [ "$n" -eq 0 ]; then pass "reduce-scatter bytes constant over T = 64..1024 at M = 2 and 4"
