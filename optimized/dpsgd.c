@@ -27,6 +27,7 @@ const char *const opt_mixed_rule_names[] = {"flop", "memory", NULL};
 const char *const opt_noise_mode_names[] = {"single", "shares", NULL};
 const char *const opt_cp_attention_names[] = {"allgather", "ring", NULL};
 const char *const opt_cp_pattern_names[] = {"input", "output", NULL};
+const char *const opt_cp_overlap_names[] = {"on", "off", NULL};
 
 void opt_rank_share(int64_t *lo, int64_t *hi, int64_t b, int rank, int size) {
     *lo = b * rank / size;

@@ -51,6 +51,7 @@ extern const char *const opt_noise_mode_names[];
 extern const char *const opt_bug_names[];        /* "none", "clip-after-sum", ... */
 extern const char *const opt_cp_attention_names[]; /* "allgather", "ring" */
 extern const char *const opt_cp_pattern_names[];   /* "input", "output" */
+extern const char *const opt_cp_overlap_names[];   /* "on", "off" */
 
 /* All-zero = grad-sample, replicated, the DP group = the world. */
 typedef struct opt_dp_options {
@@ -63,6 +64,7 @@ typedef struct opt_dp_options {
     int dp, cp;            /* --dp N --cp M layout (0: dp = world size / cp, cp = 1) */
     int cp_ring;           /* --cp-attention: 1 ring, 0 allgather (docs/longshield.md) */
     int cp_output;         /* --cp-pattern: 1 output-stationary, 0 input-stationary */
+    int cp_no_overlap;     /* --cp-overlap off: the reduce-scatters after the backward, each waited at once */
 } opt_dp_options;
 
 struct opt_shard_strategy;
@@ -109,6 +111,11 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
  * DP_ERR_INVALID naming the step and the parameter tensor. (opt_dpsgd_step itself fails
  * when the private gradient is not finite.) */
 dp_status opt_check_update_finite(const dp_model *after, const dp_model *before, int64_t step);
+
+/* This rank's overlap of the CP reduce-scatters with the backward since the last call
+ * (docs/longshield.md "Overlap"): hidden = sum over posted groups of (wait start - post),
+ * total = sum of (wait end - post), seconds; both 0 without --cp M > 1. Resets them. */
+void opt_dpsgd_comm_overlap(opt_dpsgd *s, double *hidden, double *total);
 
 /* Rank r's share [lo, hi) of a batch of b examples over R ranks: lo = floor(b r / R). */
 void opt_rank_share(int64_t *lo, int64_t *hi, int64_t b, int rank, int size);

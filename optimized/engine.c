@@ -130,6 +130,12 @@ typedef struct {
 
 typedef enum { MODE_TAPE = 0, MODE_SUM = 1 } opt_mode;
 
+/* The tape entries of [first, first + n) are final (opt_model.tape_hook). */
+static dp_status tape_ready(const opt_tape *tp, const opt_model *om, opt_mode mode, int first, int n) {
+    if (mode != MODE_TAPE || !om->tape_hook) return DP_OK;
+    return om->tape_hook->ready(om->tape_hook->ctx, tp, first, n);
+}
+
 static dp_status A_(opt_tape *tp, void **out, int64_t nelem) {
     return opt_arena_alloc(&tp->ar, out, opt_backend_esize(tp->ar.be) * (size_t)(nelem > 0 ? nelem : 1));
 }
@@ -351,6 +357,7 @@ static dp_status llama_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, o
     DP_TRY(direct_grad(tp, om, mode, grads, (int)(1 + 9 * L), dg, D));
     DP_TRY(opt_params_drop(om, iout, 1));
     DP_TRY(opt_params_drop(om, ifin, 1));
+    DP_TRY(tape_ready(tp, om, mode, ifin, c->tied ? 1 : 2));
     for (int64_t l = L - 1; l >= 0; l--) {
         opt_llama_layer *y = &f->ly[l];
         void *const *W = om->w + 1 + 9 * l;
@@ -392,12 +399,14 @@ static dp_status llama_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, o
         DP_TRY(direct_grad(tp, om, mode, grads, base + 0, dg, D));
         DP_TRY(OPT_CALL(be, add, dhn, dh1, dx, rows * D)); /* d loss / d hin */
         DP_TRY(opt_params_drop(om, base, 9));
+        DP_TRY(tape_ready(tp, om, mode, base, 9));
         dh = dhn;
     }
     /* token embedding: per-example tables [B, V, D] (tape) or the summed table */
     if (mode == MODE_TAPE) {
         if (!tp->direct[0]) DP_TRY(A_(tp, &tp->direct[0], B * V * D));
-        return OPT_CALL(be, embed_bwd, tp->direct[0], dh, (const int32_t *)tp->x_dev, rows, T, V, D);
+        DP_TRY(OPT_CALL(be, embed_bwd, tp->direct[0], dh, (const int32_t *)tp->x_dev, rows, T, V, D));
+        return tape_ready(tp, om, mode, 0, 1);
     }
     return OPT_CALL(be, embed_bwd, grads[0], dh, (const int32_t *)tp->x_dev, rows, rows, V, D);
 }

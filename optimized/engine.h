@@ -19,6 +19,7 @@
 #include "optimized/backend.h"
 #include "common/spec_model.h"
 
+struct opt_tape_s;
 typedef enum { OPT_SRC_DIRECT = 0, OPT_SRC_LINEAR = 1, OPT_SRC_BOTH = 2 } opt_src_kind;
 
 typedef struct {
@@ -41,7 +42,18 @@ typedef struct {
      * on them; attention reaches the other shards through the CP group
      * (optimized/engine_cp.c, docs/longshield.md). */
     const struct opt_cp *cp;
+    /* NULL, or called by the tape backward (opt_forward_backward) as soon as the tape
+     * entries of parameters [first, first + n) are final, in backward order (llama: the
+     * final norm, an untied lm_head, then layers L-1 .. 0, then the token embedding), so
+     * their per-example communication overlaps the rest of the backward
+     * (docs/longshield.md "Overlap"). */
+    const struct opt_tape_hook *tape_hook;
 } opt_model;
+
+typedef struct opt_tape_hook {
+    void *ctx;
+    dp_status (*ready)(void *ctx, const struct opt_tape_s *tp, int first, int n);
+} opt_tape_hook;
 
 /* The sequence shard of a CP rank (docs/longshield.md "Sequence sharding"). */
 typedef struct opt_cp {
@@ -71,7 +83,7 @@ typedef struct {
     opt_backend *be;
 } opt_arena;
 
-typedef struct {
+typedef struct opt_tape_s {
     int64_t B, T;
     opt_arena ar;
     void *loss;               /* [B] per-example losses (device) */

@@ -85,6 +85,9 @@ typedef struct {
     int64_t *poff, *pmax;
     int64_t L;
     int output;             /* --cp-pattern output (cp_output.c) */
+    /* overlap of the reduce-scatters with the backward (docs/longshield.md "Overlap"),
+     * seconds summed over the step's chunks (reset by the step) */
+    double ovl_hidden, ovl_total;
 } opt_cp_state;
 extern const opt_shard_strategy opt_shard_cp;
 /* The layouts --cp M > 1 supports (usage error, exit 2, otherwise): the llama, M <= T,

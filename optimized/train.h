@@ -22,6 +22,8 @@ typedef struct {
     int seen_threads;  /* without --threads: the cores available to this rank (opt_default_threads) */
     const char *cp_attention, *cp_pattern; /* --cp-attention allgather|ring, --cp-pattern input|output */
     int seen_cp_attention, seen_cp_pattern;
+    const char *cp_overlap;                /* --cp-overlap on|off */
+    int seen_cp_overlap;
 } opt_train_cli;
 #define OPT_TRAIN_NOPTS 16
 

@@ -132,6 +132,10 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
     o->cp = (int)t->cp;
     if ((t->seen_cp_attention || t->seen_cp_pattern) && (algo_dpzo || t->cp == 1))
         return dp_error(DP_ERR_USAGE, "--cp-attention and --cp-pattern apply to dpsgd with --cp M > 1");
+    if (t->seen_cp_overlap && (algo_dpzo || t->cp == 1))
+        return dp_error(DP_ERR_USAGE, "--cp-overlap applies to dpsgd with --cp M > 1");
+    DP_TRY(dp_parse_choice(&k, "--cp-overlap", t->cp_overlap, opt_cp_overlap_names));
+    o->cp_no_overlap = k == 1;
     DP_TRY(dp_parse_choice(&k, "--cp-attention", t->cp_attention, opt_cp_attention_names));
     o->cp_ring = k == 1;
     DP_TRY(dp_parse_choice(&k, "--cp-pattern", t->cp_pattern, opt_cp_pattern_names));
@@ -166,6 +170,8 @@ void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t) {
                             "attention across CP shards: allgather | ring (allgather)"};
     opts[(*n)++] = (dp_opt){"--cp-pattern", DP_OPT_STRING, &t->cp_pattern, &t->seen_cp_pattern,
                             "per-sample gradients under CP: input (reduce-scatter of partials) | output (gather, then slices) (input)"};
+    opts[(*n)++] = (dp_opt){"--cp-overlap", DP_OPT_STRING, &t->cp_overlap, &t->seen_cp_overlap,
+                            "post each layer's reduce-scatter during the backward: on | off (after it) (on)"};
     opts[(*n)++] = (dp_opt){"--collective-timeout", DP_OPT_DOUBLE, &t->collective_timeout, NULL,
                             "seconds a collective waits for the other ranks before the run fails (600)"};
     opts[(*n)++] = (dp_opt){"--memory-report", DP_OPT_FLAG, &t->memory_report, NULL,
@@ -176,7 +182,7 @@ void opt_train_cli_init(opt_train_cli *t) {
     memset(t, 0, sizeof *t);
     t->impl = "optimized"; t->backend = "host"; t->strategy = "grad-sample"; t->noise_mode = "single";
     t->dtype = "f64"; t->bug = "none"; t->mixed_rule = "flop"; t->threads = 1;
-    t->sharding = "replicated"; t->cp = 1; t->cp_attention = "allgather"; t->cp_pattern = "input"; t->collective_timeout = OPT_COLLECTIVE_TIMEOUT_DEFAULT;
+    t->sharding = "replicated"; t->cp = 1; t->cp_attention = "allgather"; t->cp_pattern = "input"; t->cp_overlap = "on"; t->collective_timeout = OPT_COLLECTIVE_TIMEOUT_DEFAULT;
 }
 
 dp_status opt_make_dir(const char *dir) {
@@ -242,6 +248,23 @@ dp_status opt_memory_report(opt_backend *be, FILE *f) {
     }
     free(all);
     return DP_OK;
+}
+
+/* Every rank's overlap of the step's CP reduce-scatters (opt_dpsgd_comm_overlap):
+ * *all [2 R] (hidden, total per rank; rank 0 holds them). Collective. */
+static dp_status opt_overlap_gather(opt_backend *be, opt_dpsgd *s, double **all, size_t *n) {
+    double mine[2];
+    size_t len = 0;
+    opt_dpsgd_comm_overlap(s, &mine[0], &mine[1]);
+    DP_TRY(OPT_CALL(be, allgatherv_bytes, (void **)all, &len, mine, sizeof mine));
+    *n = len / sizeof mine;
+    return DP_OK;
+}
+
+static void opt_overlap_print(FILE *f, int64_t step, const double *all, size_t n) {
+    for (size_t i = 0; all && i < n; i++)
+        fprintf(f, "rank %zu: step %lld reduce-scatter overlap: hidden fraction %.4f (hidden %.6f s of %.6f s)\n", i,
+                (long long)step, all[2 * i + 1] > 0 ? all[2 * i] / all[2 * i + 1] : 0.0, all[2 * i], all[2 * i + 1]);
 }
 
 dp_status opt_train_agree(opt_backend *be, const char *algo, const dp_opt *opts, size_t n,
@@ -341,8 +364,13 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
         st = opt_dpsgd_step(&out, &s, &d, step);
         if (st == DP_OK) st = opt_model_get_params(&s.om, host);
         if (st == DP_OK) st = opt_check_update_finite(&m, &before, step);
-        if (st != DP_OK || rank != 0) continue;
+        double *ovl = NULL;
+        size_t novl = 0;
+        if (st == DP_OK && t.memory_report && o.cp > 1) st = opt_overlap_gather(be, &s, &ovl, &novl);
+        if (st != DP_OK || rank != 0) { free(ovl); continue; }
         dp_dpsgd_print_step(&out);
+        opt_overlap_print(stdout, step, ovl, novl);
+        free(ovl);
         fflush(stdout);
         opt_mem_report mr;
         opt_mem_get(&mr, be);

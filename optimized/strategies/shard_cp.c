@@ -193,6 +193,15 @@ static dp_status cp_update(opt_dpsgd *s, double div) {
     return cp_allgather_params(s);
 }
 
+void opt_dpsgd_comm_overlap(opt_dpsgd *s, double *hidden, double *total) {
+    *hidden = *total = 0.0;
+    if (s->shard != &opt_shard_cp || !s->shard_state) return;
+    opt_cp_state *cs = state(s);
+    *hidden = cs->ovl_hidden;
+    *total = cs->ovl_total;
+    cs->ovl_hidden = cs->ovl_total = 0.0;
+}
+
 static dp_status cp_gather_sums(opt_dpsgd *s, double *hS) {
     DP_TRY(cp_gather_host(s, hS, s->flat));
     return cp_gather_host(s, hS + s->total, opt_dev_at(s, s->flat, s->zoff));

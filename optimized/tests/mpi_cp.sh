@@ -87,6 +87,23 @@ out_check 4 64 ring; out_check 4 1024 ring
 if awk '{ k = $1; if (!(k in t0)) { t0[k] = $2; g0[k] = $4 } else if ($4 * t0[k] != g0[k] * $2) { bad = 1 } } END { exit bad }' gather.txt && [ "$(wc -l <gather.txt)" -eq 5 ]; then
   pass "output-stationary gather bytes proportional to T (M = 2: T = 64, 256, 1024; M = 4: T = 64, 1024)"
 else bad "output-stationary gather bytes not proportional to T: $(tr '\n' ';' <gather.txt 2>/dev/null)"; fi
+# overlap (section 4c): each layer's reduce-scatter posted during the backward changes no
+# bit of the exports (against --cp-overlap off, both patterns, 2 layers, ring, 2 x 2
+# layout), and --memory-report prints every rank's hidden fraction of every step in [0, 1]
+OV=(dpsgd --seed 11 --noise-key 12345 --model llama --vocab 16 --dim 8 --layers 2 --heads 2 --ffn 12 --seq 13 --dataset-size 16 --q 0.25 --steps 2 --clip 1 --sigma 1 --cp 2 --cp-attention ring)
+for pat in input output; do
+  rm -rf ov_on ov_off
+  timeout 120 mpirun -x ASAN_OPTIONS -n 4 "${TRAIN[@]}" "${OV[@]}" --cp-pattern $pat --export ov_on --memory-report >ov.log 2>&1 || { bad "overlap run ($pat)"; tail -3 ov.log; continue; }
+  timeout 120 mpirun -x ASAN_OPTIONS -n 4 "${TRAIN[@]}" "${OV[@]}" --cp-pattern $pat --export ov_off --cp-overlap off >/dev/null 2>&1 || { bad "--cp-overlap off run ($pat)"; continue; }
+  same=1
+  for f in ov_on/*.safetensors; do cmp -s "$f" "ov_off/$(basename "$f")" || same=0; done
+  [ -s ov_on/step-000002.safetensors ] || same=0
+  if [ $same = 1 ]; then pass "overlap on/off: exports bit-identical ($pat, 2 x 2)"; else bad "overlap changes the exports ($pat)"; fi
+  n=$(awk '/reduce-scatter overlap: hidden fraction/ { f = $7 + 0; if (f >= 0 && f <= 1) n++ } END { print n + 0 }' ov.log)
+  if [ "$n" -eq 8 ]; then pass "--memory-report: hidden fraction of 4 ranks x 2 steps in [0, 1] ($pat; e.g. $(grep -m1 'hidden fraction' ov.log))"
+  else bad "--memory-report: $n of 8 hidden-fraction lines ($pat)"; grep overlap ov.log; fi
+done
+expect_exit 2 "--cp-overlap applies to dpsgd with --cp M > 1" 1 "${LL[@]}" --cp-overlap off
 # the reduce-scatter bytes do not depend on T (same batch: the sampling does not see T)
 n=$(awk '{ print $1, $3 }' rs.txt 2>/dev/null | sort -u | awk '{ print $1 }' | sort | uniq -d | wc -l)
 if [ -s rs.txt ] && [ "$n" -eq 0 ]; then pass "reduce-scatter bytes constant over T = 64..1024 at M = 2 and 4"
