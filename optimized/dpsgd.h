@@ -52,6 +52,7 @@ extern const char *const opt_bug_names[];        /* "none", "clip-after-sum", ..
 extern const char *const opt_cp_attention_names[]; /* "allgather", "ring" */
 extern const char *const opt_cp_pattern_names[];   /* "input", "output" */
 extern const char *const opt_cp_overlap_names[];   /* "on", "off" */
+extern const char *const opt_checkpoint_names[];   /* "none", "block" */
 
 /* All-zero = grad-sample, replicated, the DP group = the world. */
 typedef struct opt_dp_options {
@@ -64,7 +65,8 @@ typedef struct opt_dp_options {
     int dp, cp;            /* --dp N --cp M layout (0: dp = world size / cp, cp = 1) */
     int cp_ring;           /* --cp-attention: 1 ring, 0 allgather (docs/longshield.md) */
     int cp_output;         /* --cp-pattern: 1 output-stationary, 0 input-stationary */
-    int cp_no_overlap;     /* --cp-overlap off: the reduce-scatters after the backward, each waited at once */
+    int cp_no_overlap;     /* --cp-overlap off: each reduce-scatter waited as soon as it is posted */
+    int checkpoint;        /* --checkpoint block: 1 (docs/longshield.md "Activation checkpointing") */
 } opt_dp_options;
 
 struct opt_shard_strategy;

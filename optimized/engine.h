@@ -20,6 +20,13 @@
 #include "common/spec_model.h"
 
 struct opt_tape_s;
+
+/* A device buffer list freed together. */
+typedef struct {
+    void **p; int n, cap;
+    opt_backend *be;
+} opt_arena;
+
 typedef enum { OPT_SRC_DIRECT = 0, OPT_SRC_LINEAR = 1, OPT_SRC_BOTH = 2 } opt_src_kind;
 
 typedef struct {
@@ -48,6 +55,13 @@ typedef struct {
      * their per-example communication overlaps the rest of the backward
      * (docs/longshield.md "Overlap"). */
     const struct opt_tape_hook *tape_hook;
+    /* --checkpoint block (docs/longshield.md "Activation checkpointing"): 1 = a llama
+     * block keeps only its input in the forward and is recomputed in the backward, its
+     * tape entries valid only inside tape_hook (required). ckpt_keep_forward: test-only
+     * bug, the forward's block activations are kept (in ckpt_kept, until the model is
+     * freed) instead of freed. */
+    int checkpoint, ckpt_keep_forward;
+    opt_arena ckpt_kept;
 } opt_model;
 
 typedef struct opt_tape_hook {
@@ -77,11 +91,6 @@ typedef struct opt_param_fetch {
     dp_status (*release)(void *ctx, opt_model *om, int p);
 } opt_param_fetch;
 
-/* A device buffer list freed together. */
-typedef struct {
-    void **p; int n, cap;
-    opt_backend *be;
-} opt_arena;
 
 typedef struct opt_tape_s {
     int64_t B, T;

@@ -56,6 +56,7 @@ typedef struct opt_step_hooks {
     int cp_drop_partial; /* 1: the last CP rank's partial per-example gradients are left out of the reduce-scatter */
     int cp_local_norms;  /* 1: per-example norms from the local slice only (no all-reduce over the CP group) */
     int cp_full_noise;   /* 1: every CP rank adds noise to the whole layer, summed over the CP group */
+    int ckpt_keep_forward; /* 1: --checkpoint block keeps the first forward's block activations (dangling) */
 } opt_step_hooks;
 
 extern const opt_step_hooks opt_hooks_correct;

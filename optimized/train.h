@@ -24,8 +24,10 @@ typedef struct {
     int seen_cp_attention, seen_cp_pattern;
     const char *cp_overlap;                /* --cp-overlap on|off */
     int seen_cp_overlap;
+    const char *checkpoint;                /* --checkpoint none|block */
+    int seen_checkpoint;
 } opt_train_cli;
-#define OPT_TRAIN_NOPTS 16
+#define OPT_TRAIN_NOPTS 18
 
 void opt_train_cli_init(opt_train_cli *t);
 void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t);

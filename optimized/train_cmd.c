@@ -136,6 +136,9 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
         return dp_error(DP_ERR_USAGE, "--cp-overlap applies to dpsgd with --cp M > 1");
     DP_TRY(dp_parse_choice(&k, "--cp-overlap", t->cp_overlap, opt_cp_overlap_names));
     o->cp_no_overlap = k == 1;
+    if (t->seen_checkpoint && algo_dpzo) return dp_error(DP_ERR_USAGE, "--checkpoint applies to dpsgd only");
+    DP_TRY(dp_parse_choice(&k, "--checkpoint", t->checkpoint, opt_checkpoint_names));
+    o->checkpoint = k == 1;
     DP_TRY(dp_parse_choice(&k, "--cp-attention", t->cp_attention, opt_cp_attention_names));
     o->cp_ring = k == 1;
     DP_TRY(dp_parse_choice(&k, "--cp-pattern", t->cp_pattern, opt_cp_pattern_names));
@@ -172,6 +175,8 @@ void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t) {
                             "per-sample gradients under CP: input (reduce-scatter of partials) | output (gather, then slices) (input)"};
     opts[(*n)++] = (dp_opt){"--cp-overlap", DP_OPT_STRING, &t->cp_overlap, &t->seen_cp_overlap,
                             "post each layer's reduce-scatter during the backward: on | off (after it) (on)"};
+    opts[(*n)++] = (dp_opt){"--checkpoint", DP_OPT_STRING, &t->checkpoint, &t->seen_checkpoint,
+                            "DP-safe activation checkpointing: none | block (llama blocks recomputed in the backward) (none)"};
     opts[(*n)++] = (dp_opt){"--collective-timeout", DP_OPT_DOUBLE, &t->collective_timeout, NULL,
                             "seconds a collective waits for the other ranks before the run fails (600)"};
     opts[(*n)++] = (dp_opt){"--memory-report", DP_OPT_FLAG, &t->memory_report, NULL,
@@ -182,7 +187,7 @@ void opt_train_cli_init(opt_train_cli *t) {
     memset(t, 0, sizeof *t);
     t->impl = "optimized"; t->backend = "host"; t->strategy = "grad-sample"; t->noise_mode = "single";
     t->dtype = "f64"; t->bug = "none"; t->mixed_rule = "flop"; t->threads = 1;
-    t->sharding = "replicated"; t->cp = 1; t->cp_attention = "allgather"; t->cp_pattern = "input"; t->cp_overlap = "on"; t->collective_timeout = OPT_COLLECTIVE_TIMEOUT_DEFAULT;
+    t->sharding = "replicated"; t->cp = 1; t->cp_attention = "allgather"; t->cp_pattern = "input"; t->cp_overlap = "on"; t->checkpoint = "none"; t->collective_timeout = OPT_COLLECTIVE_TIMEOUT_DEFAULT;
 }
 
 dp_status opt_make_dir(const char *dir) {

@@ -100,29 +100,48 @@ static dp_status wait_posted(cp_chunk *k) {
     return DP_OK;
 }
 
+static dp_status output_slice(cp_chunk *k, const opt_tape *tp, int p);
+
 /* opt_tape_hook: the tape of [first, first + n) is final: post their reduce-scatters,
  * then wait for the group posted before (one layer later in the model), whose
  * communication has overlapped this group's backward. */
 static dp_status tape_ready(void *ctx, const opt_tape *tp, int first, int n) {
     cp_chunk *k = ctx;
+    opt_dpsgd *s = k->s;
     for (int p = first; p < first + n; p++)
-        if (uses_reduce_scatter(k->s, p)) DP_TRY(post_reduce_scatter(k, tp, p));
+        if (uses_reduce_scatter(s, p)) DP_TRY(post_reduce_scatter(k, tp, p));
     const double tp_now = now_s();
     DP_TRY(wait_posted(k));
     k->pf = first; k->pn = n; k->t_post = tp_now;
+    if (s->o.cp_no_overlap) DP_TRY(wait_posted(k)); /* --cp-overlap off: waited at once */
+    if (s->om.checkpoint) { /* the block's tape is freed after this hook: the output-stationary slices now */
+        for (int p = first; p < first + n; p++)
+            if (!uses_reduce_scatter(s, p)) DP_TRY(output_slice(k, tp, p));
+        opt_arena_free(&k->gathered.ar);
+        k->gathered.src = NULL;
+    }
     return DP_OK;
 }
 
-/* After the backward: every reduce-scatter not posted by the hook (--cp-overlap off; an
- * empty chunk has no backward) posted and waited at once, one at a time. */
+/* After the backward: every reduce-scatter not posted by the hook (an empty chunk has no
+ * backward) posted and waited at once, one at a time. */
 static dp_status finish_reduce_scatters(cp_chunk *k, const opt_tape *tp) {
     DP_TRY(wait_posted(k));
     for (int p = 0; p < k->s->om.np; p++)
         if (uses_reduce_scatter(k->s, p) && !k->slice[p]) {
-            DP_TRY(tape_ready(k, tp, p, 1));
+            DP_TRY(post_reduce_scatter(k, tp, p));
+            k->pf = p; k->pn = 1; k->t_post = now_s();
             DP_TRY(wait_posted(k));
         }
     return DP_OK;
+}
+
+/* Output-stationary slice of linear parameter p (cp_output.c) into k->slice[p]. */
+static dp_status output_slice(cp_chunk *k, const opt_tape *tp, int p) {
+    const opt_cp_state *cs = (const opt_cp_state *)k->s->shard_state;
+    const size_t es = opt_backend_esize(k->s->be);
+    DP_TRY(opt_mem_alloc(k->s->be, &k->slice[p], es * (size_t)(tp->B * cs->pmax[p]), OPT_MEM_PER_EXAMPLE));
+    return opt_cp_output_slice(k->slice[p], &k->gathered, k->s, tp, p, tp->B);
 }
 
 /* Steps 2 and 3 for parameter p: the slice (output-stationary for the linear parameters
@@ -133,10 +152,7 @@ static dp_status slice_and_norm(cp_chunk *k, opt_dpsgd *s, opt_tape *tp, int p, 
     const int64_t pm = cs->pmax[p];
     const size_t es = opt_backend_esize(be);
     void *sqp;
-    if (!uses_reduce_scatter(s, p)) {
-        DP_TRY(opt_mem_alloc(be, &k->slice[p], es * (size_t)(Bc * pm), OPT_MEM_PER_EXAMPLE));
-        DP_TRY(opt_cp_output_slice(k->slice[p], &k->gathered, s, tp, p, Bc));
-    }
+    if (!k->slice[p]) DP_TRY(output_slice(k, tp, p));
     DP_TRY(opt_arena_alloc_tag(&tp->ar, &sqp, es * (size_t)Bc, OPT_MEM_WORKSPACE));
     DP_TRY(OPT_CALL(be, zero, sqp, es * (size_t)Bc));
     DP_TRY(OPT_CALL(be, sqnorm_rows, sqp, k->slice[p], Bc, pm));
@@ -238,7 +254,7 @@ dp_status opt_cp_run_chunk(opt_chunk_out *co, opt_dpsgd *s, const dp_dataset *d,
     const opt_tape_hook hook = {&k, tape_ready};
     dp_status st = (!k.slice || !k.send || !k.as || !k.hsq || !k.hc) ? dp_error(DP_ERR_NOMEM, "engine: out of memory")
                                                                       : DP_OK;
-    s->om.tape_hook = s->o.cp_no_overlap ? NULL : &hook;
+    s->om.tape_hook = &hook;
     if (st == DP_OK) st = opt_forward_backward(&tp, &s->om, d, idx, Bc);
     else memset(&tp, 0, sizeof tp);
     s->om.tape_hook = NULL;
