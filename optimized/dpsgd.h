@@ -64,6 +64,7 @@ typedef struct opt_dp_options {
     opt_sharding sharding; /* --sharding (docs/zero.md) */
     int dp, cp;            /* --dp N --cp M layout (0: dp = world size / cp, cp = 1) */
     int cp_ring;           /* --cp-attention: 1 ring, 0 allgather (docs/longshield.md) */
+    int cp_path;           /* 1: the context-parallel path (--cp M > 1, or --cp 1 with a --cp-* option) */
     int cp_output;         /* --cp-pattern: 1 output-stationary, 0 input-stationary */
     int cp_no_overlap;     /* --cp-overlap off: each reduce-scatter waited as soon as it is posted */
     int checkpoint;        /* --checkpoint block: 1 (docs/longshield.md "Activation checkpointing") */

@@ -130,10 +130,10 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
     if (algo_dpzo && t->cp != 1) return dp_error(DP_ERR_USAGE, "--cp applies to dpsgd only (got --cp %lld)", (long long)t->cp);
     o->dp = (int)t->dp;
     o->cp = (int)t->cp;
-    if ((t->seen_cp_attention || t->seen_cp_pattern) && (algo_dpzo || t->cp == 1))
-        return dp_error(DP_ERR_USAGE, "--cp-attention and --cp-pattern apply to dpsgd with --cp M > 1");
-    if (t->seen_cp_overlap && (algo_dpzo || t->cp == 1))
-        return dp_error(DP_ERR_USAGE, "--cp-overlap applies to dpsgd with --cp M > 1");
+    if ((t->seen_cp_attention || t->seen_cp_pattern || t->seen_cp_overlap) && algo_dpzo)
+        return dp_error(DP_ERR_USAGE, "--cp-attention, --cp-pattern and --cp-overlap apply to dpsgd only");
+    /* --cp 1 with a --cp-* option: the context-parallel path with one CP rank */
+    o->cp_path = t->cp > 1 || t->seen_cp_attention || t->seen_cp_pattern || t->seen_cp_overlap;
     DP_TRY(dp_parse_choice(&k, "--cp-overlap", t->cp_overlap, opt_cp_overlap_names));
     o->cp_no_overlap = k == 1;
     if (t->seen_checkpoint && algo_dpzo) return dp_error(DP_ERR_USAGE, "--checkpoint applies to dpsgd only");

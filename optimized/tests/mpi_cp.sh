@@ -20,7 +20,6 @@ expect_exit 2 "the layout needs 2 ranks, but the run has 3" 3 "${LL[@]}" --cp 2
 expect_exit 2 "--sharding zero2 is not supported with context parallelism" 2 "${LL[@]}" --cp 2 --sharding zero2
 expect_exit 2 "--strategy ghost is not supported with context parallelism" 2 "${LL[@]}" --cp 2 --strategy ghost
 expect_exit 2 "--cp-pattern" 2 "${LL[@]}" --cp 2 --cp-pattern outputs
-expect_exit 2 "--cp-attention and --cp-pattern apply to dpsgd with --cp M > 1" 1 "${LL[@]}" --cp-attention ring
 expect_exit 2 "--cp-attention" 2 "${LL[@]}" --cp 2 --cp-attention rings
 DPCERT_TEST_INJECT=1 expect_exit 2 "--inject-bug cp-local-norms applies to context parallelism only" 1 "${LL[@]}" --inject-bug cp-local-norms
 DPCERT_TEST_INJECT=1 expect_exit 2 "--inject-bug clip-after-sum has no injection point under context parallelism" 2 "${LL[@]}" --cp 2 --inject-bug clip-after-sum
@@ -103,7 +102,6 @@ for pat in input output; do
   if [ "$n" -eq 8 ]; then pass "--memory-report: hidden fraction of 4 ranks x 2 steps in [0, 1] ($pat; e.g. $(grep -m1 'hidden fraction' ov.log))"
   else bad "--memory-report: $n of 8 hidden-fraction lines ($pat)"; grep overlap ov.log; fi
 done
-expect_exit 2 "--cp-overlap applies to dpsgd with --cp M > 1" 1 "${LL[@]}" --cp-overlap off
 # the reduce-scatter bytes do not depend on T (same batch: the sampling does not see T)
 n=$(awk '{ print $1, $3 }' rs.txt 2>/dev/null | sort -u | awk '{ print $1 }' | sort | uniq -d | wc -l)
 if [ -s rs.txt ] && [ "$n" -eq 0 ]; then pass "reduce-scatter bytes constant over T = 64..1024 at M = 2 and 4"
@@ -123,5 +121,38 @@ if awk '$3 == "ring" { n++; x[n] = $2 / $1; y[n] = $4; m[n] = $1; t[n] = $2 }
     printf "act = %d T/M + %d bytes at %d points; exponent in T (M = 2, T = 64..1024) %.4f, in M (T = 1024, M = 2..4) %.4f, worst deviation from proportionality c/act = %.2f%%\n", a, c, n, log(p1k / p64) / log(16), log(q1k / p1k) / log(2), 100 * c / y[lo]
   }' mem.txt >mem.out; then pass "activation peak per rank proportional to T/M (ring): $(cat mem.out)"
 else bad "activation peak per rank not affine in T/M: $(cat mem.out)"; cat mem.txt; fi
+# memory scaling (section 6b), ring attention, input-stationary, one step, the last CP
+# rank's ledger at M = 1 (the CP path: --cp 1 --cp-attention ring), 2, 4 and T = 64, 256,
+# 1024: activations exactly affine in T/M over all 9 points; per-example-gradient peak
+# independent of T, and between P_M/M and P_M/M + e b max_p numel_p (the slices plus at
+# most one partial in flight) where P_M/M = e b L is the rank's slices; exponents reported
+rm -f scale.txt
+for M in 1 2 4; do for T in 64 256 1024; do
+  timeout 120 mpirun -x ASAN_OPTIONS -n "$M" "${TRAIN[@]}" "${CM[@]}" --seq "$T" --cp "$M" --cp-attention ring >sc.log 2>&1 || { bad "scaling run M=$M T=$T"; tail -3 sc.log; continue; }
+  r=$((M - 1))
+  awk -v M=$M -v T=$T -v r="$r:" '$1 == "step" && $2 == "1" { b = $4 } $1 == "rank" && $2 == r && $3 == "activations" { a = $5 }
+    $1 == "rank" && $2 == r && $3 == "per_example" { x = $5 } $1 == "rank" && $2 == r && $3 == "params" { P = $4 / 8 }
+    END { print M, T, b, a, x, P }' sc.log >>scale.txt
+done; done
+if awk '{ n++; m[n] = $1; t[n] = $2; b[n] = $3; a[n] = $4; x[n] = $5; P[n] = $6 }
+  END {
+    if (n != 9) { print "only " n " points"; exit 1 }
+    # activations: exactly affine in T/M
+    lo = 1; hi = 1
+    for (i = 1; i <= n; i++) { if (t[i] / m[i] < t[lo] / m[lo]) lo = i; if (t[i] / m[i] > t[hi] / m[hi]) hi = i }
+    sl = (a[hi] - a[lo]) / (t[hi] / m[hi] - t[lo] / m[lo]); c = a[lo] - sl * t[lo] / m[lo]
+    for (i = 1; i <= n; i++) if (sl * t[i] / m[i] + c != a[i]) { print "activations M=" m[i] " T=" t[i] ": " a[i] " != " sl " T/M + " c; exit 1 }
+    # per-example: independent of T at fixed M; P/M <= x <= P/M + e b max numel (max numel: 16 x 8)
+    for (i = 1; i <= n; i++) {
+      if (x[i] != x[1 + 3 * int((i - 1) / 3)]) { print "per-example bytes vary with T at M=" m[i]; exit 1 }
+      L = 0; for (j = 1; j <= n; j++) if (m[j] == m[i]) L = 8 * b[i] * P[1] / m[i]
+      if (x[i] < L || x[i] > L + 8 * b[i] * 128) { print "per-example M=" m[i] ": " x[i] " outside [" L ", " L + 8 * b[i] * 128 "]"; exit 1 }
+      if (m[i] == 1 && t[i] == 1024) { x1 = x[i]; s1 = a[i] + x[i] } if (m[i] == 4 && t[i] == 1024) { x4 = x[i]; s4 = a[i] + x[i] }
+      if (m[i] == 2 && t[i] == 64) s64 = a[i] + x[i]; if (m[i] == 2 && t[i] == 1024) s1k = a[i] + x[i]
+      d = 1 - (sl * t[i] / m[i]) / (a[i] + x[i]); if (d > worst) worst = d
+    }
+    printf "act = %d T/M + %d bytes (9 points, M = 1, 2, 4, T = 64..1024); activation + per-example peak: exponent in T %.4f (M = 2, T = 64..1024), in M %.4f (T = 1024, M = 1..4), worst deviation from proportionality to T/M %.2f%%; per-example peak exponent in M %.4f (M = 1..4; %d, %d bytes)\n", sl, c, log(s1k / s64) / log(16), log(s4 / s1) / log(4), 100 * worst, log(x4 / x1) / log(4), x1, x4
+  }' scale.txt >scale.out; then pass "memory scaling: $(cat scale.out)"
+else bad "memory scaling: $(cat scale.out)"; cat scale.txt; fi
 [ $fail = 0 ] && echo "all context-parallel layout checks passed"
 exit $fail
