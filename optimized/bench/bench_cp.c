@@ -17,13 +17,8 @@
 #include <time.h>
 
 #include "optimized/dpsgd.h"
+#include "optimized/bench/bench_mpi.h"
 #include "optimized/ledger.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int worker(int M, const char *pattern) {
     if (MPI_Init(NULL, NULL) != MPI_SUCCESS) return 3;
@@ -55,10 +50,10 @@ static int worker(int M, const char *pattern) {
     const int steps = 3;
     double t0 = 0, t1 = 0;
     if (st == DP_OK) st = OPT_CALL(be, barrier, NULL);
-    t0 = now();
+    t0 = bench_now();
     for (int i = 0; st == DP_OK && i < steps; i++) st = opt_dpsgd_step(&out, &s, &d, 2 + i);
     if (st == DP_OK) st = OPT_CALL(be, barrier, NULL);
-    t1 = now();
+    t1 = bench_now();
     if (st == DP_OK) st = OPT_CALL(be, comm_stats, &cs, 0);
     if (st == DP_OK) opt_dpsgd_comm_overlap(&s, &hid, &tot);
     unsigned long long mine[2] = {0, 0}, most[2] = {0, 0};
@@ -71,12 +66,7 @@ static int worker(int M, const char *pattern) {
     MPI_Reduce(&f, &fmin, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
     if (st == DP_OK && be->comm.rank == 0)
         printf("RESULT %d %s %.6f %.4f %llu %llu\n", M, pattern, (t1 - t0) / steps, fmin, most[0], most[1]);
-    if (st != DP_OK) fprintf(stderr, "bench_cp worker: %s\n", dp_last_error());
-    dp_dpsgd_step_free(&out);
-    opt_dpsgd_free(&s);
-    opt_backend_destroy(be);
-    MPI_Finalize();
-    return st == DP_OK ? 0 : 3;
+    return bench_worker_end(st, "bench_cp", &out, &s, be);
 }
 
 int main(int argc, char **argv) {
@@ -94,19 +84,14 @@ int main(int argc, char **argv) {
     for (int p = 0; p < 2; p++) {
         double t1 = 0;
         for (int a = 0; a < 3; a++) {
-            char cmd[4096];
-            snprintf(cmd, sizeof cmd,
-                     "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
-                     "OMPI_MCA_mpi_yield_when_idle=1 mpirun -n %d '%s' --worker %d %s 2>&1",
-                     ms[a], argv[0], ms[a], patterns[p]);
-            FILE *f = popen(cmd, "r");
-            char line[512], pat[32];
+            char line[512], pat[32], args[64];
             int M = 0;
             double t = -1, h = 0;
             unsigned long long by = 0, mem = 0;
-            while (f && fgets(line, sizeof line, f))
-                if (sscanf(line, "RESULT %d %31s %lf %lf %llu %llu", &M, pat, &t, &h, &by, &mem) == 6) break;
-            if (f) pclose(f);
+            snprintf(args, sizeof args, "%d %s", ms[a], patterns[p]);
+            if (bench_run_worker(line, sizeof line, ms[a], argv[0], args) == 0 &&
+                sscanf(line, "RESULT %d %31s %lf %lf %llu %llu", &M, pat, &t, &h, &by, &mem) != 6)
+                t = -1;
             if (t < 0) { printf("%-7s %2d  failed\n", patterns[p], ms[a]); rc = 1; continue; }
             if (a == 0) t1 = t;
             printf("%-7s %2d %10.4f %8.3f %8.4f %14llu %14llu\n", patterns[p], ms[a], t, t / t1, h, by, mem);
