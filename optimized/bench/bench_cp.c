@@ -44,16 +44,10 @@ static int worker(int M, const char *pattern) {
     if (st == DP_OK) st = opt_dpsgd_init(&s, be, &c, &o, &m);
     if (st == DP_OK) st = opt_dpsgd_step(&out, &s, &d, 1); /* warm-up */
     opt_comm_stats cs;
-    double hid = 0, tot = 0;
-    if (st == DP_OK) st = OPT_CALL(be, comm_stats, &cs, 1);
+    double hid = 0, tot = 0, sec = 0;
     if (st == DP_OK) opt_dpsgd_comm_overlap(&s, &hid, &tot); /* reset */
     const int steps = 3;
-    double t0 = 0, t1 = 0;
-    if (st == DP_OK) st = OPT_CALL(be, barrier, NULL);
-    t0 = bench_now();
-    for (int i = 0; st == DP_OK && i < steps; i++) st = opt_dpsgd_step(&out, &s, &d, 2 + i);
-    if (st == DP_OK) st = OPT_CALL(be, barrier, NULL);
-    t1 = bench_now();
+    if (st == DP_OK) st = bench_timed_steps(&sec, &out, &s, &d, be, 2, steps);
     if (st == DP_OK) st = OPT_CALL(be, comm_stats, &cs, 0);
     if (st == DP_OK) opt_dpsgd_comm_overlap(&s, &hid, &tot);
     unsigned long long mine[2] = {0, 0}, most[2] = {0, 0};
@@ -65,7 +59,7 @@ static int worker(int M, const char *pattern) {
     MPI_Reduce(mine, most, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
     MPI_Reduce(&f, &fmin, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
     if (st == DP_OK && be->comm.rank == 0)
-        printf("RESULT %d %s %.6f %.4f %llu %llu\n", M, pattern, (t1 - t0) / steps, fmin, most[0], most[1]);
+        printf("RESULT %d %s %.6f %.4f %llu %llu\n", M, pattern, sec, fmin, most[0], most[1]);
     return bench_worker_end(st, "bench_cp", &out, &s, be);
 }
 

@@ -32,6 +32,20 @@ static inline int bench_run_worker(char *line, size_t cap, int n, const char *se
     return found;
 }
 
+/* steps timed steps (first, first + 1, ...) between two barriers: *sec = seconds per
+ * step; the byte counters restart before them. */
+static inline dp_status bench_timed_steps(double *sec, dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset *d,
+                                          opt_backend *be, int64_t first, int steps) {
+    opt_comm_stats cs;
+    DP_TRY(OPT_CALL(be, comm_stats, &cs, 1));
+    DP_TRY(OPT_CALL(be, barrier, NULL));
+    const double t0 = bench_now();
+    for (int i = 0; i < steps; i++) DP_TRY(opt_dpsgd_step(out, s, d, first + i));
+    DP_TRY(OPT_CALL(be, barrier, NULL));
+    *sec = (bench_now() - t0) / steps;
+    return DP_OK;
+}
+
 /* A worker's end: its error (if any) on stderr, everything freed, MPI finalized; the
  * worker's exit status. */
 static inline int bench_worker_end(dp_status st, const char *who, dp_dpsgd_step_out *out, opt_dpsgd *s,

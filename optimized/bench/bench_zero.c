@@ -51,21 +51,16 @@ static int worker(const char *stage) {
     if (st == DP_OK) st = opt_dpsgd_init(&s, be, &c, &o, &m);
     if (st == DP_OK) st = opt_dpsgd_step(&out, &s, &d, 1); /* warm-up */
     opt_comm_stats cs;
-    if (st == DP_OK) st = OPT_CALL(be, comm_stats, &cs, 1);
     const int steps = 4;
-    double t0 = 0, t1 = 0;
-    if (st == DP_OK) st = OPT_CALL(be, barrier, NULL);
-    t0 = bench_now();
-    for (int i = 0; st == DP_OK && i < steps; i++) st = opt_dpsgd_step(&out, &s, &d, 2 + i);
-    if (st == DP_OK) st = OPT_CALL(be, barrier, NULL);
-    t1 = bench_now();
+    double sec = 0;
+    if (st == DP_OK) st = bench_timed_steps(&sec, &out, &s, &d, be, 2, steps);
     if (st == DP_OK) st = OPT_CALL(be, comm_stats, &cs, 0);
     unsigned long long mine = st == DP_OK ? (unsigned long long)(bytes_sent(&cs) / steps) : 0, most = 0;
     MPI_Reduce(&mine, &most, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
     opt_mem_report mr;
     opt_mem_get(&mr, be);
     if (st == DP_OK && be->comm.rank == 0)
-        printf("RESULT %s %d %.6f %llu %llu\n", stage, be->comm.size, (t1 - t0) / steps, most,
+        printf("RESULT %s %d %.6f %llu %llu\n", stage, be->comm.size, sec, most,
                (unsigned long long)mr.peak_model_states);
     return bench_worker_end(st, "bench_zero", &out, &s, be);
 }
