@@ -28,6 +28,7 @@ timeout 60 mpirun -x ASAN_OPTIONS -n 2 "${TRAIN[@]}" "${LL[@]}" --cp 2 --memory-
 rs=$(awk '$1 == "rank" && $2 == "1:" && $3 == "reduce_scatter_sum" { print $4 }' rep.log)
 if [ "${rs:-0}" -ge 1 ]; then pass "--cp 2 --memory-report: rank 1 made $rs reduce-scatter call(s)"
 else bad "--cp 2 --memory-report: reduce-scatter calls '${rs:-}'"; tail -20 rep.log; fi
+# (stdout and stderr go to separate files: mpirun may split a line where both share one)
 # communication per step = the formulas of docs/longshield.md section 6, from the byte
 # counters of CP rank 1 (one step, --dp 1, no export; every parameter's rows divisible by M
 # so L = P / M): reduce_scatter_sum sends b L e (M - 1) whatever T; allgather sends
@@ -36,7 +37,8 @@ else bad "--cp 2 --memory-report: reduce-scatter calls '${rs:-}'"; tail -20 rep.
 CM=(dpsgd --seed 11 --noise-key 12345 --model llama --vocab 16 --dim 8 --layers 1 --heads 2 --ffn 12 --dataset-size 16 --q 0.25 --steps 1 --clip 1 --sigma 1 --memory-report)
 comm_check() { # M T attention
   local M=$1 T=$2 att=$3
-  timeout 120 mpirun -x ASAN_OPTIONS -n "$M" "${TRAIN[@]}" "${CM[@]}" --seq "$T" --cp "$M" --cp-attention "$att" >comm.log 2>&1 || { bad "comm run M=$M T=$T $att"; tail -3 comm.log; return; }
+  timeout 120 mpirun -x ASAN_OPTIONS -n "$M" "${TRAIN[@]}" "${CM[@]}" --seq "$T" --cp "$M" --cp-attention "$att" >comm.log 2>comm.err || { bad "comm run M=$M T=$T $att"; tail -3 comm.err; return; }
+  cat comm.err >>comm.log
   local b P rs ag sd Tmax L want_rs want_ag want_sd
   b=$(awk '$1 == "step" && $2 == "1" { print $4 }' comm.log)
   P=$(awk '$1 == "rank" && $2 == "1:" && $3 == "params" { print $4 / 8 }' comm.log)
@@ -62,7 +64,8 @@ comm_check 2 256 allgather; comm_check 4 64 allgather; comm_check 4 1024 allgath
 # token embedding (ceil(V / M) D) and the 3 gains (ceil(D / M) each); all bytes e (M - 1)
 out_check() { # M T attention
   local M=$1 T=$2 att=$3
-  timeout 120 mpirun -x ASAN_OPTIONS -n "$M" "${TRAIN[@]}" "${CM[@]}" --seq "$T" --cp "$M" --cp-attention "$att" --cp-pattern output >comm.log 2>&1 || { bad "output-stationary run M=$M T=$T $att"; tail -3 comm.log; return; }
+  timeout 120 mpirun -x ASAN_OPTIONS -n "$M" "${TRAIN[@]}" "${CM[@]}" --seq "$T" --cp "$M" --cp-attention "$att" --cp-pattern output >comm.log 2>comm.err || { bad "output-stationary run M=$M T=$T $att"; tail -3 comm.err; return; }
+  cat comm.err >>comm.log
   local b P rs ag a2a Tmax L cD cF cV want_rs want_ag want_a2a att_ag
   b=$(awk '$1 == "step" && $2 == "1" { print $4 }' comm.log)
   P=$(awk '$1 == "rank" && $2 == "1:" && $3 == "params" { print $4 / 8 }' comm.log)
@@ -92,7 +95,7 @@ else bad "output-stationary gather bytes not proportional to T: $(tr '\n' ';' <g
 OV=(dpsgd --seed 11 --noise-key 12345 --model llama --vocab 16 --dim 8 --layers 2 --heads 2 --ffn 12 --seq 13 --dataset-size 16 --q 0.25 --steps 2 --clip 1 --sigma 1 --cp 2 --cp-attention ring)
 for pat in input output; do
   rm -rf ov_on ov_off
-  timeout 120 mpirun -x ASAN_OPTIONS -n 4 "${TRAIN[@]}" "${OV[@]}" --cp-pattern $pat --export ov_on --memory-report >ov.log 2>&1 || { bad "overlap run ($pat)"; tail -3 ov.log; continue; }
+  timeout 120 mpirun -x ASAN_OPTIONS -n 4 "${TRAIN[@]}" "${OV[@]}" --cp-pattern $pat --export ov_on --memory-report >ov.log 2>ov.err || { bad "overlap run ($pat)"; tail -3 ov.err; continue; }
   timeout 120 mpirun -x ASAN_OPTIONS -n 4 "${TRAIN[@]}" "${OV[@]}" --cp-pattern $pat --export ov_off --cp-overlap off >/dev/null 2>&1 || { bad "--cp-overlap off run ($pat)"; continue; }
   same=1
   for f in ov_on/*.safetensors; do cmp -s "$f" "ov_off/$(basename "$f")" || same=0; done
@@ -128,7 +131,8 @@ else bad "activation peak per rank not affine in T/M: $(cat mem.out)"; cat mem.t
 # most one partial in flight) where P_M/M = e b L is the rank's slices; exponents reported
 rm -f scale.txt
 for M in 1 2 4; do for T in 64 256 1024; do
-  timeout 120 mpirun -x ASAN_OPTIONS -n "$M" "${TRAIN[@]}" "${CM[@]}" --seq "$T" --cp "$M" --cp-attention ring >sc.log 2>&1 || { bad "scaling run M=$M T=$T"; tail -3 sc.log; continue; }
+  timeout 120 mpirun -x ASAN_OPTIONS -n "$M" "${TRAIN[@]}" "${CM[@]}" --seq "$T" --cp "$M" --cp-attention ring >sc.log 2>sc.err || { bad "scaling run M=$M T=$T"; tail -3 sc.err; continue; }
+  cat sc.err >>sc.log
   r=$((M - 1))
   awk -v M=$M -v T=$T -v r="$r:" '$1 == "step" && $2 == "1" { b = $4 } $1 == "rank" && $2 == r && $3 == "activations" { a = $5 }
     $1 == "rank" && $2 == r && $3 == "per_example" { x = $5 } $1 == "rank" && $2 == r && $3 == "params" { P = $4 / 8 }
