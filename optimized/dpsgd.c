@@ -27,6 +27,8 @@ const char *const opt_mixed_rule_names[] = {"flop", "memory", NULL};
 const char *const opt_noise_mode_names[] = {"single", "shares", NULL};
 const char *const opt_cp_attention_names[] = {"allgather", "ring", NULL};
 const char *const opt_cp_pattern_names[] = {"input", "output", NULL};
+const char *const opt_cp_overlap_names[] = {"on", "off", NULL};
+const char *const opt_checkpoint_names[] = {"none", "block", NULL};
 
 void opt_rank_share(int64_t *lo, int64_t *hi, int64_t b, int rank, int size) {
     *lo = b * rank / size;
@@ -92,13 +94,25 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const dp_dpsgd_config *c
     if (o->sharding < 0 || o->sharding >= OPT_SHARD_COUNT) return dp_error(DP_ERR_USAGE, "--sharding: unknown stage");
     s->norm = opt_norm_strategies[o->strategy];
     s->shard = opt_shard_strategies[o->sharding];
-    if (o->cp > 1) { DP_TRY(opt_cp_check(cfg, o, m)); s->shard = &opt_shard_cp; }
+    const int cp_path = o->cp > 1 || o->cp_path;
+    if (cp_path) { DP_TRY(opt_cp_check(cfg, o, m)); s->shard = &opt_shard_cp; }
     s->hooks = opt_bug_hooks(o->bug);
-    if (o->cp <= 1 && (s->hooks->cp_drop_partial || s->hooks->cp_local_norms || s->hooks->cp_full_noise))
-        return dp_error(DP_ERR_USAGE, "--inject-bug %s applies to context parallelism only (--cp M > 1)",
+    if (!cp_path && (s->hooks->cp_drop_partial || s->hooks->cp_local_norms || s->hooks->cp_full_noise))
+        return dp_error(DP_ERR_USAGE, "--inject-bug %s applies to context parallelism only (--cp M > 1, or --cp 1 with "
+                        "--cp-attention)",
                         opt_bug_names[o->bug]);
     if (s->hooks->master_half && !opt_prec_is_half(o->prec))
         return dp_error(DP_ERR_USAGE, "--inject-bug master-half applies to --precision bf16 or fp16 only");
+    if (s->hooks->ckpt_keep_forward && !o->checkpoint)
+        return dp_error(DP_ERR_USAGE, "--inject-bug %s applies to --checkpoint block only", opt_bug_names[o->bug]);
+    if (o->checkpoint && m->cfg.kind != DP_LLAMA)
+        return dp_error(DP_ERR_USAGE, "--checkpoint block: the mlp has no transformer blocks to checkpoint (use --model llama)");
+    if (o->checkpoint && o->strategy != OPT_STRAT_GRAD_SAMPLE)
+        return dp_error(DP_ERR_USAGE, "--checkpoint block needs --strategy grad-sample (got %s): the other strategies read "
+                        "the whole tape after the backward, but a checkpointed block's tape lives only until its "
+                        "per-example gradients are instantiated", opt_strategy_names[o->strategy]);
+    if (o->checkpoint && o->sharding == OPT_SHARD_ZERO3)
+        return dp_error(DP_ERR_USAGE, "--checkpoint block with --sharding zero3 is not implemented");
     if (s->shard->shard_states && o->noise_mode == OPT_NOISE_SHARES)
         return dp_error(DP_ERR_USAGE, "--noise-mode shares applies to --sharding replicated only (got --sharding %s)",
                         s->shard->name);
@@ -133,6 +147,8 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const dp_dpsgd_config *c
     if (st != DP_OK) { opt_clip_groups_free(&s->groups); opt_parallel_free(&s->par); return st; }
     s->om.prec = o->prec;
     s->om.pstats = &s->pstats;
+    s->om.checkpoint = o->checkpoint;
+    s->om.ckpt_keep_forward = s->hooks->ckpt_keep_forward;
     s->off = calloc((size_t)m->nparams, sizeof *s->off);
     if (!s->off) { opt_dpsgd_free(s); return dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
     for (int p = 1; p < m->nparams; p++) s->off[p] = s->off[p - 1] + m->params[p - 1].numel;
@@ -193,7 +209,7 @@ static dp_status zero_example(const opt_model *om, opt_tape *tp, int64_t b) {
     size_t es = opt_backend_esize(be);
     int64_t T = tp->T;
     for (int p = 0; p < om->np; p++) {
-        if (om->src[p] != OPT_SRC_DIRECT) {
+        if (om->src[p] != OPT_SRC_DIRECT && tp->A[p]) { /* (--checkpoint block: freed blocks are NULL) */
             DP_TRY(OPT_CALL(be, zero, (char *)tp->A[p] + es * (size_t)(b * T * tp->din[p]), es * (size_t)(T * tp->din[p])));
             DP_TRY(OPT_CALL(be, zero, (char *)tp->G[p] + es * (size_t)(b * T * tp->dout[p]), es * (size_t)(T * tp->dout[p])));
         }
@@ -215,6 +231,27 @@ static dp_status zero_inst_row(const opt_model *om, void *const *inst, int64_t b
 
 typedef opt_chunk_out chunk_out;
 
+/* --checkpoint block: the per-example gradients of a block instantiated from its
+ * recomputed tape inside the backward (opt_model.tape_hook), before the block's
+ * activations are freed. */
+typedef struct {
+    const opt_model *om;
+    void **inst;
+    opt_arena ar;
+} ckpt_inst;
+
+static dp_status ckpt_ready(void *ctx, const opt_tape *tp, int first, int n) {
+    ckpt_inst *ci = ctx;
+    const opt_model *om = ci->om;
+    for (int p = first; p < first + n; p++) {
+        if (om->src[p] == OPT_SRC_DIRECT || ci->inst[p]) continue;
+        DP_TRY(opt_arena_alloc_tag(&ci->ar, &ci->inst[p], opt_backend_esize(om->be) * (size_t)(tp->B * om->numel[p]),
+                                   OPT_MEM_PER_EXAMPLE));
+        DP_TRY(instantiate(ci->inst[p], om, tp, p));
+    }
+    return DP_OK;
+}
+
 static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, const int64_t *idx, int64_t Bc) {
     opt_backend *be = s->be;
     opt_model *om = &s->om;
@@ -222,9 +259,14 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
     const int G = gr->ngroups, np = om->np;
     size_t es = opt_backend_esize(be);
     opt_tape tp;
-    dp_status st = opt_forward_backward(&tp, om, d, idx, Bc);
-    int *mode = calloc((size_t)np, sizeof(int));
     void **inst = calloc((size_t)np, sizeof(void *));
+    ckpt_inst ci = {om, inst, {.be = be}};
+    const opt_tape_hook hook = {&ci, ckpt_ready};
+    if (om->checkpoint) om->tape_hook = &hook;
+    if (!inst) memset(&tp, 0, sizeof tp);
+    dp_status st = inst ? opt_forward_backward(&tp, om, d, idx, Bc) : dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    om->tape_hook = NULL;
+    int *mode = calloc((size_t)np, sizeof(int));
     int *nlin = calloc((size_t)G, sizeof(int));
     int *special = calloc((size_t)Bc + 1, sizeof(int)), changed = 0;
     double **hrow = NULL;      /* [np] -> [Bc, numel] host rows (dropped / special examples) */
@@ -264,8 +306,10 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
         switch (mode[p]) {
         case M_DIRECT: st = OPT_CALL(be, sqnorm_rows, sqg, tp.direct[p], Bc, om->numel[p]); break;
         case M_INST:
-            st = opt_arena_alloc_tag(&tp.ar, &inst[p], es * (size_t)(Bc * om->numel[p]), OPT_MEM_PER_EXAMPLE);
-            if (st == DP_OK) st = instantiate(inst[p], om, &tp, p);
+            if (!inst[p]) { /* (--checkpoint block: instantiated in the backward) */
+                st = opt_arena_alloc_tag(&tp.ar, &inst[p], es * (size_t)(Bc * om->numel[p]), OPT_MEM_PER_EXAMPLE);
+                if (st == DP_OK) st = instantiate(inst[p], om, &tp, p);
+            }
             if (st == DP_OK) st = OPT_CALL(be, sqnorm_rows, sqg, inst[p], Bc, om->numel[p]);
             break;
         case M_GHOST: st = OPT_CALL(be, ghost_sqnorm, sqg, tp.A[p], tp.G[p], Bc, tp.T, tp.din[p], tp.dout[p]); break;
@@ -436,6 +480,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
     }
 done:
     opt_tape_free(&tp);
+    opt_arena_free(&ci.ar);
     free(mode); free(inst); free(nlin); free(hsq); free(hc); free(special); free(hcx); free(fbak);
     if (hrow) { for (int p = 0; p < np; p++) free(hrow[p]); free(hrow); }
     return st;
@@ -513,7 +558,7 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
             for (int p = 0; p < np; p++) cg[p] = pgr[p] + clo * om->numel[p];
             cc.grad = cg;
         }
-        st = s->par.cp > 1 ? opt_cp_run_chunk(&cc, s, d, idx + lo + clo, Bc) : run_chunk(&cc, s, d, idx + lo + clo, Bc);
+        st = s->shard == &opt_shard_cp ? opt_cp_run_chunk(&cc, s, d, idx + lo + clo, Bc) : run_chunk(&cc, s, d, idx + lo + clo, Bc);
     }
     free(cg);
 
@@ -604,7 +649,7 @@ dp_status opt_prec_check(const opt_backend *be, const opt_dp_options *o, const d
     const char *pn = opt_prec_names[o->prec];
     if (be->dtype != DP_F32)
         return dp_error(DP_ERR_INTERNAL, "--precision %s needs an f32 backend (got %s)", pn, dp_dtype_name(be->dtype));
-    if (o->cp > 1)
+    if (o->cp > 1 || o->cp_path)
         return dp_error(DP_ERR_USAGE, "--precision %s with --cp %d: mixed precision is not implemented under context "
                         "parallelism (docs/precision.md \"Limits\")", pn, o->cp);
     const double hmax = opt_prec_max_finite(o->prec);

@@ -51,6 +51,8 @@ extern const char *const opt_noise_mode_names[];
 extern const char *const opt_bug_names[];        /* "none", "clip-after-sum", ... */
 extern const char *const opt_cp_attention_names[]; /* "allgather", "ring" */
 extern const char *const opt_cp_pattern_names[];   /* "input", "output" */
+extern const char *const opt_cp_overlap_names[];   /* "on", "off" */
+extern const char *const opt_checkpoint_names[];   /* "none", "block" */
 
 /* All-zero = grad-sample, replicated, the DP group = the world. */
 typedef struct opt_dp_options {
@@ -63,6 +65,10 @@ typedef struct opt_dp_options {
     int dp, cp;            /* --dp N --cp M layout (0: dp = world size / cp, cp = 1) */
     int cp_ring;           /* --cp-attention: 1 ring, 0 allgather (docs/longshield.md) */
     opt_prec prec;         /* --precision (docs/precision.md); f64 with an f64 backend, else f32 or half */
+    int cp_path;           /* 1: the context-parallel path (--cp M > 1, or --cp 1 with a --cp-* option) */
+    int cp_output;         /* --cp-pattern: 1 output-stationary, 0 input-stationary */
+    int cp_no_overlap;     /* --cp-overlap off: each reduce-scatter waited as soon as it is posted */
+    int checkpoint;        /* --checkpoint block: 1 (docs/longshield.md "Activation checkpointing") */
 } opt_dp_options;
 
 struct opt_shard_strategy;
@@ -123,6 +129,10 @@ dp_status opt_prec_check(const opt_backend *be, const opt_dp_options *o, const d
 /* Under bf16/fp16: every mlp input |x| of d within the half type's range, else
  * DP_ERR_INVALID naming src (the --data file or "the generated dataset") and the example. */
 dp_status opt_prec_check_data(const opt_dp_options *o, const dp_dataset *d, const char *src);
+/* This rank's overlap of the CP reduce-scatters with the backward since the last call
+ * (docs/longshield.md "Overlap"): hidden = sum over posted groups of (wait start - post),
+ * total = sum of (wait end - post), seconds; both 0 without --cp M > 1. Resets them. */
+void opt_dpsgd_comm_overlap(opt_dpsgd *s, double *hidden, double *total);
 
 /* Rank r's share [lo, hi) of a batch of b examples over R ranks: lo = floor(b r / R). */
 void opt_rank_share(int64_t *lo, int64_t *hi, int64_t b, int rank, int size);

@@ -91,6 +91,7 @@ dp_status opt_model_create(opt_model *om, opt_backend *be, const dp_model *m) {
 }
 
 void opt_model_free(opt_model *om) {
+    if (om->ckpt_kept.be) opt_arena_free(&om->ckpt_kept);
     if (om->w)
         for (int p = 0; p < om->np; p++)
             opt_mem_free(om->be, om->w[p]);
@@ -129,6 +130,18 @@ typedef struct {
 } opt_fwd;
 
 typedef enum { MODE_TAPE = 0, MODE_SUM = 1 } opt_mode;
+
+/* The tape entries of [first, first + n) are final (opt_model.tape_hook). */
+static dp_status tape_ready(const opt_tape *tp, const opt_model *om, opt_mode mode, int first, int n) {
+    if (mode == MODE_TAPE && om->checkpoint && !om->tape_hook)
+        return dp_error(DP_ERR_INTERNAL, "engine: --checkpoint block without a consumer of the per-example terms");
+    if (mode != MODE_TAPE || !om->tape_hook) return DP_OK;
+    return om->tape_hook->ready(om->tape_hook->ctx, tp, first, n);
+}
+
+static dp_status AA_(opt_arena *ar, void **out, int64_t nelem) {
+    return opt_arena_alloc(ar, out, opt_backend_esize(ar->be) * (size_t)(nelem > 0 ? nelem : 1));
+}
 
 static dp_status A_(opt_tape *tp, void **out, int64_t nelem) {
     return opt_arena_alloc(&tp->ar, out, opt_backend_esize(tp->ar.be) * (size_t)(nelem > 0 ? nelem : 1));
@@ -278,11 +291,64 @@ static dp_status mlp_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, opt
     return DP_OK;
 }
 
+/* The forward of llama layer l from y->hin: its activations in ar, its output *hout
+ * [rows, D] in out_ar (the layer's parameters acquired). */
+static dp_status layer_fwd(opt_arena *ar, opt_arena *out_ar, void **hout, opt_llama_layer *y, const opt_model *om,
+                           int64_t l, int64_t B, int64_t T) {
+    opt_backend *be = om->be;
+    const dp_model_config *c = &om->cfg;
+    const int64_t D = c->dim, H = c->heads, F = c->ffn, hd = D / H, rows = B * T;
+    const double eps = c->norm_eps;
+    void *const *W = om->w + 1 + 9 * l;
+    DP_TRY(AA_(ar, &y->a, rows * D)); DP_TRY(AA_(ar, &y->r1, rows));
+    DP_TRY(AA_(ar, &y->q, rows * D)); DP_TRY(AA_(ar, &y->k, rows * D)); DP_TRY(AA_(ar, &y->v, rows * D));
+    if (!om->cp) DP_TRY(AA_(ar, &y->probs, B * H * T * T));
+    DP_TRY(AA_(ar, &y->y, rows * D));
+    DP_TRY(AA_(ar, &y->h1, rows * D)); DP_TRY(AA_(ar, &y->m, rows * D)); DP_TRY(AA_(ar, &y->r2, rows));
+    DP_TRY(AA_(ar, &y->gt, rows * F)); DP_TRY(AA_(ar, &y->up, rows * F)); DP_TRY(AA_(ar, &y->act, rows * F));
+    DP_TRY(OPT_CALL(be, rmsnorm_fwd, y->a, y->r1, y->hin, W[0], eps, rows, D));
+    DP_TRY(lin_fwd(om, y->q, y->a, W[1], rows, D, D));
+    DP_TRY(lin_fwd(om, y->k, y->a, W[2], rows, D, D));
+    DP_TRY(lin_fwd(om, y->v, y->a, W[3], rows, D, D));
+    if (om->cp) { /* q, k, v, probs become the whole sequence's (engine_cp.c) */
+        DP_TRY(opt_cp_attn_fwd(ar, y->y, &y->q, &y->k, &y->v, &y->probs, om, B));
+    } else {
+        DP_TRY(OPT_CALL(be, rope_fwd, y->q, y->q, c->rope_theta, B, T, H, hd));
+        DP_TRY(OPT_CALL(be, rope_fwd, y->k, y->k, c->rope_theta, B, T, H, hd));
+        DP_TRY(OPT_CALL(be, attn_fwd, y->y, y->probs, y->q, y->k, y->v, B, T, H, hd));
+    }
+    DP_TRY(lin_fwd(om, y->h1, y->y, W[4], rows, D, D));
+    DP_TRY(OPT_CALL(be, add, y->h1, y->h1, y->hin, rows * D)); /* h1 = hin + y Wo^T */
+    DP_TRY(OPT_CALL(be, rmsnorm_fwd, y->m, y->r2, y->h1, W[5], eps, rows, D));
+    DP_TRY(lin_fwd(om, y->gt, y->m, W[6], rows, D, F));
+    DP_TRY(lin_fwd(om, y->up, y->m, W[7], rows, D, F));
+    DP_TRY(OPT_CALL(be, swiglu_fwd, y->act, y->gt, y->up, rows * F));
+    DP_TRY(AA_(out_ar, hout, rows * D));
+    DP_TRY(lin_fwd(om, *hout, y->act, W[8], rows, F, D));
+    return OPT_CALL(be, add, *hout, *hout, y->h1, rows * D); /* h = h1 + act Wdown^T */
+}
+
+/* dst takes over src's buffers (the test-only dangling-reference bug of --checkpoint). */
+static dp_status arena_move(opt_arena *dst, opt_arena *src) {
+    dst->be = src->be;
+    for (int i = 0; i < src->n; i++) {
+        if (dst->n == dst->cap) {
+            int cap = dst->cap ? 2 * dst->cap : 64;
+            void **np = realloc(dst->p, sizeof(void *) * (size_t)cap);
+            if (!np) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
+            dst->p = np; dst->cap = cap;
+        }
+        dst->p[dst->n++] = src->p[i];
+    }
+    src->n = 0;
+    return DP_OK;
+}
+
 /* ---------------------------------------------------------------- llama */
 static dp_status llama_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
     opt_backend *be = om->be;
     const dp_model_config *c = &om->cfg;
-    const int64_t V = c->vocab, D = c->dim, L = c->layers, H = c->heads, F = c->ffn, T = tp->T, hd = D / H;
+    const int64_t V = c->vocab, D = c->dim, L = c->layers, T = tp->T;
     const int64_t B = tp->B, rows = B * T;
     const double eps = c->norm_eps;
     f->ly = calloc((size_t)L, sizeof *f->ly);
@@ -295,36 +361,18 @@ static dp_status llama_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
     DP_TRY(opt_params_drop(om, 0, 1));
     for (int64_t l = 0; l < L; l++) {
         opt_llama_layer *y = &f->ly[l];
-        void *const *W = om->w + 1 + 9 * l;
         DP_TRY(opt_params_use(om, (int)(1 + 9 * l), 9, l + 1 < L ? (int)(10 + 9 * l) : ifin, l + 1 < L ? 9 : 1));
         y->hin = h;
-        DP_TRY(A_(tp, &y->a, rows * D)); DP_TRY(A_(tp, &y->r1, rows));
-        DP_TRY(A_(tp, &y->q, rows * D)); DP_TRY(A_(tp, &y->k, rows * D)); DP_TRY(A_(tp, &y->v, rows * D));
-        if (!om->cp) DP_TRY(A_(tp, &y->probs, B * H * T * T));
-        DP_TRY(A_(tp, &y->y, rows * D));
-        DP_TRY(A_(tp, &y->h1, rows * D)); DP_TRY(A_(tp, &y->m, rows * D)); DP_TRY(A_(tp, &y->r2, rows));
-        DP_TRY(A_(tp, &y->gt, rows * F)); DP_TRY(A_(tp, &y->up, rows * F)); DP_TRY(A_(tp, &y->act, rows * F));
-        DP_TRY(OPT_CALL(be, rmsnorm_fwd, y->a, y->r1, y->hin, W[0], eps, rows, D));
-        DP_TRY(lin_fwd(om, y->q, y->a, W[1], rows, D, D));
-        DP_TRY(lin_fwd(om, y->k, y->a, W[2], rows, D, D));
-        DP_TRY(lin_fwd(om, y->v, y->a, W[3], rows, D, D));
-        if (om->cp) { /* q, k, v, probs become the whole sequence's (engine_cp.c) */
-            DP_TRY(opt_cp_attn_fwd(&tp->ar, y->y, &y->q, &y->k, &y->v, &y->probs, om, B));
-        } else {
-            DP_TRY(OPT_CALL(be, rope_fwd, y->q, y->q, c->rope_theta, B, T, H, hd));
-            DP_TRY(OPT_CALL(be, rope_fwd, y->k, y->k, c->rope_theta, B, T, H, hd));
-            DP_TRY(OPT_CALL(be, attn_fwd, y->y, y->probs, y->q, y->k, y->v, B, T, H, hd));
-        }
-        DP_TRY(lin_fwd(om, y->h1, y->y, W[4], rows, D, D));
-        DP_TRY(OPT_CALL(be, add, y->h1, y->h1, y->hin, rows * D)); /* h1 = hin + y Wo^T */
-        DP_TRY(OPT_CALL(be, rmsnorm_fwd, y->m, y->r2, y->h1, W[5], eps, rows, D));
-        DP_TRY(lin_fwd(om, y->gt, y->m, W[6], rows, D, F));
-        DP_TRY(lin_fwd(om, y->up, y->m, W[7], rows, D, F));
-        DP_TRY(OPT_CALL(be, swiglu_fwd, y->act, y->gt, y->up, rows * F));
         void *hn;
-        DP_TRY(A_(tp, &hn, rows * D));
-        DP_TRY(lin_fwd(om, hn, y->act, W[8], rows, F, D));
-        DP_TRY(OPT_CALL(be, add, hn, hn, y->h1, rows * D)); /* h = h1 + act Wdown^T */
+        if (!om->checkpoint) DP_TRY(layer_fwd(&tp->ar, &tp->ar, &hn, y, om, l, B, T));
+        else { /* --checkpoint block: only the block's input survives the forward */
+            opt_arena blk = {.be = be};
+            dp_status st = layer_fwd(&blk, &tp->ar, &hn, y, om, l, B, T);
+            if (st == DP_OK && om->ckpt_keep_forward) st = arena_move(&((opt_model *)om)->ckpt_kept, &blk);
+            opt_arena_free(&blk);
+            DP_TRY(st);
+            *y = (opt_llama_layer){.hin = y->hin};
+        }
         DP_TRY(opt_params_drop(om, (int)(1 + 9 * l), 9));
         h = hn;
     }
@@ -348,11 +396,58 @@ static dp_status llama_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
     return OPT_CALL(be, xent_fwd, f->lrows, f->logits, tp->y_dev, f->wrow, rows, V);
 }
 
+/* The backward of llama layer l (activations y, parameters acquired) from dh = d loss /
+ * d (layer output): its temporaries and *dhn_out = d loss / d y->hin in ar; the tape
+ * records (MODE_TAPE) or grads accumulates (MODE_SUM) its parameters' gradients. */
+static dp_status layer_bwd(opt_tape *tp, opt_arena *ar, const opt_model *om, opt_mode mode, void *const *grads,
+                           const opt_llama_layer *y, int64_t l, void *dh, void *dg, void **dhn_out) {
+    opt_backend *be = om->be;
+    const dp_model_config *c = &om->cfg;
+    const int64_t D = c->dim, H = c->heads, F = c->ffn, T = tp->T, hd = D / H, B = tp->B, rows = B * T;
+    void *const *W = om->w + 1 + 9 * l;
+    const int base = (int)(1 + 9 * l);
+    void *dact, *dgt, *dup, *dm, *dx, *dh1, *dy, *dq, *dk, *dv, *da;
+    DP_TRY(AA_(ar, &dact, rows * F)); DP_TRY(AA_(ar, &dgt, rows * F)); DP_TRY(AA_(ar, &dup, rows * F));
+    DP_TRY(AA_(ar, &dm, rows * D)); DP_TRY(AA_(ar, &dx, rows * D)); DP_TRY(AA_(ar, &dh1, rows * D));
+    DP_TRY(AA_(ar, &dy, rows * D)); DP_TRY(AA_(ar, &dq, rows * D)); DP_TRY(AA_(ar, &dk, rows * D));
+    DP_TRY(AA_(ar, &dv, rows * D)); DP_TRY(AA_(ar, &da, rows * D)); DP_TRY(AA_(ar, dhn_out, rows * D));
+    /* MLP block: h = h1 + act Wdown^T */
+    DP_TRY(lin_grad(tp, om, mode, grads, base + 8, y->act, dh, F, D));
+    DP_TRY(lin_bwd_x(be, dact, dh, W[8], rows, F, D, 0.0));
+    DP_TRY(OPT_CALL(be, swiglu_bwd, dgt, dup, dact, y->gt, y->up, rows * F));
+    DP_TRY(lin_grad(tp, om, mode, grads, base + 6, y->m, dgt, D, F));
+    DP_TRY(lin_grad(tp, om, mode, grads, base + 7, y->m, dup, D, F));
+    DP_TRY(lin_bwd_x(be, dm, dgt, W[6], rows, D, F, 0.0));
+    DP_TRY(lin_bwd_x(be, dm, dup, W[7], rows, D, F, 1.0));
+    DP_TRY(OPT_CALL(be, rmsnorm_bwd, dx, dg, dm, y->h1, y->r2, W[5], rows, D));
+    DP_TRY(direct_grad(tp, om, mode, grads, base + 5, dg, D));
+    DP_TRY(OPT_CALL(be, add, dh1, dh, dx, rows * D)); /* d loss / d h1 */
+    /* attention block: h1 = hin + y Wo^T */
+    DP_TRY(lin_grad(tp, om, mode, grads, base + 4, y->y, dh1, D, D));
+    DP_TRY(lin_bwd_x(be, dy, dh1, W[4], rows, D, D, 0.0));
+    if (om->cp) {
+        DP_TRY(opt_cp_attn_bwd(ar, dq, dk, dv, dy, y->q, y->k, y->v, y->probs, y->y, om, B));
+    } else {
+        DP_TRY(OPT_CALL(be, attn_bwd, dq, dk, dv, dy, y->q, y->k, y->v, y->probs, B, T, H, hd));
+        DP_TRY(OPT_CALL(be, rope_bwd, dq, dq, c->rope_theta, B, T, H, hd));
+        DP_TRY(OPT_CALL(be, rope_bwd, dk, dk, c->rope_theta, B, T, H, hd));
+    }
+    DP_TRY(lin_grad(tp, om, mode, grads, base + 1, y->a, dq, D, D));
+    DP_TRY(lin_grad(tp, om, mode, grads, base + 2, y->a, dk, D, D));
+    DP_TRY(lin_grad(tp, om, mode, grads, base + 3, y->a, dv, D, D));
+    DP_TRY(lin_bwd_x(be, da, dq, W[1], rows, D, D, 0.0));
+    DP_TRY(lin_bwd_x(be, da, dk, W[2], rows, D, D, 1.0));
+    DP_TRY(lin_bwd_x(be, da, dv, W[3], rows, D, D, 1.0));
+    DP_TRY(OPT_CALL(be, rmsnorm_bwd, dx, dg, da, y->hin, y->r1, W[0], rows, D));
+    DP_TRY(direct_grad(tp, om, mode, grads, base + 0, dg, D));
+    return OPT_CALL(be, add, *dhn_out, dh1, dx, rows * D); /* d loss / d hin */
+}
+
 static dp_status llama_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, opt_mode mode, void *const *grads,
                                 const void *wrow) {
     opt_backend *be = om->be;
     const dp_model_config *c = &om->cfg;
-    const int64_t V = c->vocab, D = c->dim, L = c->layers, H = c->heads, F = c->ffn, T = tp->T, hd = D / H;
+    const int64_t V = c->vocab, D = c->dim, L = c->layers, F = c->ffn, T = tp->T;
     const int64_t B = tp->B, rows = B * T;
     const int iout = c->tied ? 0 : (int)(2 + 9 * L), ifin = (int)(1 + 9 * L);
     DP_TRY(opt_params_use(om, iout, 1, ifin, 1));
@@ -368,54 +463,36 @@ static dp_status llama_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, o
     DP_TRY(direct_grad(tp, om, mode, grads, (int)(1 + 9 * L), dg, D));
     DP_TRY(opt_params_drop(om, iout, 1));
     DP_TRY(opt_params_drop(om, ifin, 1));
+    DP_TRY(tape_ready(tp, om, mode, ifin, c->tied ? 1 : 2));
     for (int64_t l = L - 1; l >= 0; l--) {
-        opt_llama_layer *y = &f->ly[l];
-        void *const *W = om->w + 1 + 9 * l;
-        int base = (int)(1 + 9 * l);
+        const int base = (int)(1 + 9 * l);
         DP_TRY(opt_params_use(om, base, 9, l > 0 ? base - 9 : -1, 9));
-        void *dact, *dgt, *dup, *dm, *dx, *dh1, *dy, *dq, *dk, *dv, *da, *dhn;
-        DP_TRY(A_(tp, &dact, rows * F)); DP_TRY(A_(tp, &dgt, rows * F)); DP_TRY(A_(tp, &dup, rows * F));
-        DP_TRY(A_(tp, &dm, rows * D)); DP_TRY(A_(tp, &dx, rows * D)); DP_TRY(A_(tp, &dh1, rows * D));
-        DP_TRY(A_(tp, &dy, rows * D)); DP_TRY(A_(tp, &dq, rows * D)); DP_TRY(A_(tp, &dk, rows * D));
-        DP_TRY(A_(tp, &dv, rows * D)); DP_TRY(A_(tp, &da, rows * D)); DP_TRY(A_(tp, &dhn, rows * D));
-        /* MLP block: h = h1 + act Wdown^T */
-        DP_TRY(lin_grad(tp, om, mode, grads, base + 8, y->act, dh, F, D));
-        DP_TRY(lin_bwd_x(be, dact, dh, W[8], rows, F, D, 0.0));
-        DP_TRY(OPT_CALL(be, swiglu_bwd, dgt, dup, dact, y->gt, y->up, rows * F));
-        DP_TRY(lin_grad(tp, om, mode, grads, base + 6, y->m, dgt, D, F));
-        DP_TRY(lin_grad(tp, om, mode, grads, base + 7, y->m, dup, D, F));
-        DP_TRY(lin_bwd_x(be, dm, dgt, W[6], rows, D, F, 0.0));
-        DP_TRY(lin_bwd_x(be, dm, dup, W[7], rows, D, F, 1.0));
-        DP_TRY(OPT_CALL(be, rmsnorm_bwd, dx, dg, dm, y->h1, y->r2, W[5], rows, D));
-        DP_TRY(direct_grad(tp, om, mode, grads, base + 5, dg, D));
-        DP_TRY(OPT_CALL(be, add, dh1, dh, dx, rows * D)); /* d loss / d h1 */
-        /* attention block: h1 = hin + y Wo^T */
-        DP_TRY(lin_grad(tp, om, mode, grads, base + 4, y->y, dh1, D, D));
-        DP_TRY(lin_bwd_x(be, dy, dh1, W[4], rows, D, D, 0.0));
-        if (om->cp) {
-            DP_TRY(opt_cp_attn_bwd(&tp->ar, dq, dk, dv, dy, y->q, y->k, y->v, y->probs, y->y, om, B));
-        } else {
-            DP_TRY(OPT_CALL(be, attn_bwd, dq, dk, dv, dy, y->q, y->k, y->v, y->probs, B, T, H, hd));
-            DP_TRY(OPT_CALL(be, rope_bwd, dq, dq, c->rope_theta, B, T, H, hd));
-            DP_TRY(OPT_CALL(be, rope_bwd, dk, dk, c->rope_theta, B, T, H, hd));
+        /* --checkpoint block: the block's forward recomputed from its kept input; its
+         * activations, temporaries and tape entries live until the tape hook has consumed
+         * them (the per-example terms), then are freed */
+        opt_arena blk = {.be = be};
+        opt_llama_layer ry = f->ly[l];
+        void *dhn = NULL, *hre = NULL;
+        dp_status st = DP_OK;
+        if (om->checkpoint) st = layer_fwd(&blk, &blk, &hre, &ry, om, l, B, T);
+        if (st == DP_OK) st = layer_bwd(tp, om->checkpoint ? &blk : &tp->ar, om, mode, grads, &ry, l, dh, dg, &dhn);
+        if (st == DP_OK) st = opt_params_drop(om, base, 9);
+        if (st == DP_OK) st = tape_ready(tp, om, mode, base, 9);
+        if (st == DP_OK && om->checkpoint) { /* dh (down's output gradient, consumed) takes d loss / d hin */
+            st = OPT_CALL(be, copy, dh, dhn, opt_backend_esize(be) * (size_t)(rows * D));
+            for (int p = base; p < base + 9; p++) tp->A[p] = tp->G[p] = NULL;
+            dhn = dh;
         }
-        DP_TRY(lin_grad(tp, om, mode, grads, base + 1, y->a, dq, D, D));
-        DP_TRY(lin_grad(tp, om, mode, grads, base + 2, y->a, dk, D, D));
-        DP_TRY(lin_grad(tp, om, mode, grads, base + 3, y->a, dv, D, D));
-        DP_TRY(lin_bwd_x(be, da, dq, W[1], rows, D, D, 0.0));
-        DP_TRY(lin_bwd_x(be, da, dk, W[2], rows, D, D, 1.0));
-        DP_TRY(lin_bwd_x(be, da, dv, W[3], rows, D, D, 1.0));
-        DP_TRY(OPT_CALL(be, rmsnorm_bwd, dx, dg, da, y->hin, y->r1, W[0], rows, D));
-        DP_TRY(direct_grad(tp, om, mode, grads, base + 0, dg, D));
-        DP_TRY(OPT_CALL(be, add, dhn, dh1, dx, rows * D)); /* d loss / d hin */
-        DP_TRY(opt_params_drop(om, base, 9));
+        opt_arena_free(&blk);
+        DP_TRY(st);
         dh = dhn;
     }
     /* token embedding: per-example tables [B, V, D] (tape) or the summed table */
     if (mode == MODE_TAPE) {
         if (!tp->direct[0]) DP_TRY(A_(tp, &tp->direct[0], B * V * D));
         DP_TRY(OPT_CALL(be, embed_bwd, tp->direct[0], dh, (const int32_t *)tp->x_dev, rows, T, V, D));
-        return opt_prec_round(om, tp->direct[0], B * V * D, OPT_PREC_KIND_PE); /* point P */
+        DP_TRY(opt_prec_round(om, tp->direct[0], B * V * D, OPT_PREC_KIND_PE)); /* point P */
+        return tape_ready(tp, om, mode, 0, 1);
     }
     return OPT_CALL(be, embed_bwd, grads[0], dh, (const int32_t *)tp->x_dev, rows, rows, V, D);
 }

@@ -20,6 +20,14 @@
 #include "optimized/precision.h"
 #include "common/spec_model.h"
 
+struct opt_tape_s;
+
+/* A device buffer list freed together. */
+typedef struct {
+    void **p; int n, cap;
+    opt_backend *be;
+} opt_arena;
+
 typedef enum { OPT_SRC_DIRECT = 0, OPT_SRC_LINEAR = 1, OPT_SRC_BOTH = 2 } opt_src_kind;
 
 typedef struct {
@@ -48,7 +56,25 @@ typedef struct {
      * opt_model_create (0 = f64, which the f64 backend implies). */
     opt_prec prec;
     opt_prec_stats *pstats;
+    /* NULL, or called by the tape backward (opt_forward_backward) as soon as the tape
+     * entries of parameters [first, first + n) are final, in backward order (llama: the
+     * final norm, an untied lm_head, then layers L-1 .. 0, then the token embedding), so
+     * their per-example communication overlaps the rest of the backward
+     * (docs/longshield.md "Overlap"). */
+    const struct opt_tape_hook *tape_hook;
+    /* --checkpoint block (docs/longshield.md "Activation checkpointing"): 1 = a llama
+     * block keeps only its input in the forward and is recomputed in the backward, its
+     * tape entries valid only inside tape_hook (required). ckpt_keep_forward: test-only
+     * bug, the forward's block activations are kept (in ckpt_kept, until the model is
+     * freed) instead of freed. */
+    int checkpoint, ckpt_keep_forward;
+    opt_arena ckpt_kept;
 } opt_model;
+
+typedef struct opt_tape_hook {
+    void *ctx;
+    dp_status (*ready)(void *ctx, const struct opt_tape_s *tp, int first, int n);
+} opt_tape_hook;
 
 /* The sequence shard of a CP rank (docs/longshield.md "Sequence sharding"). */
 typedef struct opt_cp {
@@ -79,13 +105,7 @@ typedef struct opt_param_fetch {
 /* 1 when om's parameter fetch is collective (see opt_param_fetch). */
 static inline int opt_fetch_collective(const opt_model *om) { return om->fetch && om->fetch->collective; }
 
-/* A device buffer list freed together. */
-typedef struct {
-    void **p; int n, cap;
-    opt_backend *be;
-} opt_arena;
-
-typedef struct {
+typedef struct opt_tape_s {
     int64_t B, T;
     opt_arena ar;
     void *loss;               /* [B] per-example losses (device) */
@@ -139,6 +159,9 @@ dp_status opt_cp_attn_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, 
  * q, k, v, probs as left by opt_cp_attn_fwd, y its output rows. */
 dp_status opt_cp_attn_bwd(opt_arena *ar, void *dq, void *dk, void *dv, const void *dy, const void *q, const void *k,
                           const void *v, const void *probs, const void *y, const opt_model *om, int64_t B);
+/* full [B, T, D] = every CP rank's rows local [B, Tl, D] at their global positions (one
+ * all-gather over the CP group of [B, Tmax, D] per rank; its buffers are ar's). */
+dp_status opt_cp_gather_rows(opt_arena *ar, void *full, const void *local, const opt_model *om, int64_t B, int64_t D);
 /* The ring variants (engine_cp_ring.c), same contracts. */
 dp_status opt_cp_ring_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, void **lse, const opt_model *om,
                           int64_t B);

@@ -13,7 +13,7 @@ void opt_cp_shard(int64_t *t0, int64_t *Tl, int64_t T, int M, int r) {
 /* full [B, T, D] = every CP rank's rows [B, Tl_j, D] at their positions: each rank packs
  * its rows into [B, Tmax, D] (padding unused), one all-gather over the CP group, then the
  * blocks are copied to their positions. */
-static dp_status gather_rows(opt_arena *ar, void *full, const void *local, const opt_model *om, int64_t B, int64_t D) {
+dp_status opt_cp_gather_rows(opt_arena *ar, void *full, const void *local, const opt_model *om, int64_t B, int64_t D) {
     opt_backend *be = om->be;
     const opt_cp *cp = om->cp;
     const size_t es = opt_backend_esize(be);
@@ -58,9 +58,9 @@ dp_status opt_cp_attn_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, 
     DP_TRY(opt_arena_alloc(ar, &vf, es * (size_t)(B * T * D)));
     DP_TRY(opt_arena_alloc(ar, &pf, es * (size_t)(B * H * T * T)));
     DP_TRY(opt_arena_alloc(ar, &yf, es * (size_t)(B * T * D)));
-    DP_TRY(gather_rows(ar, qf, *q, om, B, D));
-    DP_TRY(gather_rows(ar, kf, *k, om, B, D));
-    DP_TRY(gather_rows(ar, vf, *v, om, B, D));
+    DP_TRY(opt_cp_gather_rows(ar, qf, *q, om, B, D));
+    DP_TRY(opt_cp_gather_rows(ar, kf, *k, om, B, D));
+    DP_TRY(opt_cp_gather_rows(ar, vf, *v, om, B, D));
     /* RoPE and attention over the whole sequence (global positions), as one rank would */
     DP_TRY(OPT_CALL(be, rope_fwd, qf, qf, c->rope_theta, B, T, H, hd));
     DP_TRY(OPT_CALL(be, rope_fwd, kf, kf, c->rope_theta, B, T, H, hd));
@@ -84,7 +84,7 @@ dp_status opt_cp_attn_bwd(opt_arena *ar, void *dq, void *dk, void *dv, const voi
     DP_TRY(opt_arena_alloc(ar, &dvf, es * (size_t)(B * T * D)));
     /* every rank holds the whole dy, so the whole backward (the keys' and values'
      * gradients receive contributions from every later query) is exact on each rank */
-    DP_TRY(gather_rows(ar, dyf, dy, om, B, D));
+    DP_TRY(opt_cp_gather_rows(ar, dyf, dy, om, B, D));
     DP_TRY(OPT_CALL(be, attn_bwd, dqf, dkf, dvf, dyf, q, k, v, probs, B, T, H, hd));
     DP_TRY(OPT_CALL(be, rope_bwd, dqf, dqf, c->rope_theta, B, T, H, hd));
     DP_TRY(OPT_CALL(be, rope_bwd, dkf, dkf, c->rope_theta, B, T, H, hd));

@@ -15,6 +15,8 @@ static dp_status ring_pass(const opt_model *om, void *dst, const void *src, int6
     opt_backend *be = om->be;
     const opt_cp *cp = om->cp;
     opt_async *rq = NULL, *sq = NULL;
+    if (cp->M == 1) /* one CP rank (--cp 1 --cp-attention ring): the block comes back to its owner */
+        return dst == src ? DP_OK : OPT_CALL(be, copy, dst, src, opt_backend_esize(be) * (size_t)n);
     DP_TRY(OPT_CALL(be, recv, cp->g, dst, n, (cp->r + cp->M - 1) % cp->M, tag, &rq));
     dp_status st = OPT_CALL(be, send, cp->g, src, n, (cp->r + 1) % cp->M, tag, &sq);
     dp_status w1 = OPT_CALL(be, wait, rq);

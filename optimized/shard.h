@@ -58,6 +58,7 @@ typedef struct opt_step_hooks {
     int cp_full_noise;   /* 1: every CP rank adds noise to the whole layer, summed over the CP group */
     /* mixed precision (docs/precision.md "Negative control"; correct: 0) */
     int master_half;     /* 1: the master weights are themselves rounded to the half type after every update */
+    int ckpt_keep_forward; /* 1: --checkpoint block keeps the first forward's block activations (dangling) */
 } opt_step_hooks;
 
 extern const opt_step_hooks opt_hooks_correct;
@@ -86,12 +87,27 @@ typedef struct {
     opt_cp cp;
     int64_t *poff, *pmax;
     int64_t L;
+    int output;             /* --cp-pattern output (cp_output.c) */
+    /* overlap of the reduce-scatters with the backward (docs/longshield.md "Overlap"),
+     * seconds summed over the step's chunks (reset by the step) */
+    double ovl_hidden, ovl_total;
 } opt_cp_state;
 extern const opt_shard_strategy opt_shard_cp;
 /* The layouts --cp M > 1 supports (usage error, exit 2, otherwise): the llama, M <= T,
  * --sharding replicated, --strategy grad-sample, --noise-mode single. */
 dp_status opt_cp_check(const dp_dpsgd_config *cfg, const opt_dp_options *o, const dp_model *m);
 void opt_cp_slice(int64_t *a, int64_t *b, const opt_dpsgd *s, int p, int j);
+/* The gathered input activations of the output-stationary pattern: the whole sequence's
+ * A [Bc, T, d] of the tape buffer src (the next parameter with the same input reuses it). */
+typedef struct {
+    const void *src;
+    void *full;
+    opt_arena ar;
+} opt_cp_gathered;
+/* Output-stationary (docs/longshield.md "output-stationary"): slice [Bc, pmax[p]] = the
+ * complete per-example gradients of this CP rank's row slice of linear parameter p, from
+ * the all-gathered input activations and the all-to-all'ed output-gradient columns. */
+dp_status opt_cp_output_slice(void *slice, opt_cp_gathered *ga, opt_dpsgd *s, const opt_tape *tp, int p, int64_t Bc);
 /* One chunk under CP, input-stationary (the norm strategy's instantiation on slices). */
 dp_status opt_cp_run_chunk(opt_chunk_out *co, opt_dpsgd *s, const dp_dataset *d, const int64_t *idx, int64_t Bc);
 

@@ -24,8 +24,12 @@ typedef struct {
     int seen_cp_attention, seen_cp_pattern;
     const char *precision;      /* --precision f64|f32|bf16|fp16 (docs/precision.md); --dtype is its alias */
     int seen_precision, seen_dtype;
+    const char *cp_overlap;                /* --cp-overlap on|off */
+    int seen_cp_overlap;
+    const char *checkpoint;                /* --checkpoint none|block */
+    int seen_checkpoint;
 } opt_train_cli;
-#define OPT_TRAIN_NOPTS 17
+#define OPT_TRAIN_NOPTS 19
 
 void opt_train_cli_init(opt_train_cli *t);
 void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t);

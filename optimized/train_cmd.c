@@ -142,13 +142,19 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
     if (algo_dpzo && t->cp != 1) return dp_error(DP_ERR_USAGE, "--cp applies to dpsgd only (got --cp %lld)", (long long)t->cp);
     o->dp = (int)t->dp;
     o->cp = (int)t->cp;
-    if ((t->seen_cp_attention || t->seen_cp_pattern) && (algo_dpzo || t->cp == 1))
-        return dp_error(DP_ERR_USAGE, "--cp-attention and --cp-pattern apply to dpsgd with --cp M > 1");
+    if ((t->seen_cp_attention || t->seen_cp_pattern || t->seen_cp_overlap) && algo_dpzo)
+        return dp_error(DP_ERR_USAGE, "--cp-attention, --cp-pattern and --cp-overlap apply to dpsgd only");
+    /* --cp 1 with a --cp-* option: the context-parallel path with one CP rank */
+    o->cp_path = t->cp > 1 || t->seen_cp_attention || t->seen_cp_pattern || t->seen_cp_overlap;
+    DP_TRY(dp_parse_choice(&k, "--cp-overlap", t->cp_overlap, opt_cp_overlap_names));
+    o->cp_no_overlap = k == 1;
+    if (t->seen_checkpoint && algo_dpzo) return dp_error(DP_ERR_USAGE, "--checkpoint applies to dpsgd only");
+    DP_TRY(dp_parse_choice(&k, "--checkpoint", t->checkpoint, opt_checkpoint_names));
+    o->checkpoint = k == 1;
     DP_TRY(dp_parse_choice(&k, "--cp-attention", t->cp_attention, opt_cp_attention_names));
     o->cp_ring = k == 1;
     DP_TRY(dp_parse_choice(&k, "--cp-pattern", t->cp_pattern, opt_cp_pattern_names));
-    if (k != 0) return dp_error(DP_ERR_NOT_SUPPORTED, "--cp-pattern output: the output-stationary pattern is not "
-                                "implemented yet (docs/longshield.md section 10)");
+    o->cp_output = k == 1;
     if (!(t->collective_timeout > 0) || t->collective_timeout > 1e6)
         return dp_error(DP_ERR_USAGE, "--collective-timeout must be in (0, 1e6] seconds (got %g)", t->collective_timeout);
     opt_collective_timeout_ = t->collective_timeout;
@@ -180,7 +186,11 @@ void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t) {
     opts[(*n)++] = (dp_opt){"--cp-attention", DP_OPT_STRING, &t->cp_attention, &t->seen_cp_attention,
                             "attention across CP shards: allgather | ring (allgather)"};
     opts[(*n)++] = (dp_opt){"--cp-pattern", DP_OPT_STRING, &t->cp_pattern, &t->seen_cp_pattern,
-                            "per-sample gradients under CP: input (reduce-scatter of partials) | output (not implemented) (input)"};
+                            "per-sample gradients under CP: input (reduce-scatter of partials) | output (gather, then slices) (input)"};
+    opts[(*n)++] = (dp_opt){"--cp-overlap", DP_OPT_STRING, &t->cp_overlap, &t->seen_cp_overlap,
+                            "post each layer's reduce-scatter during the backward: on | off (after it) (on)"};
+    opts[(*n)++] = (dp_opt){"--checkpoint", DP_OPT_STRING, &t->checkpoint, &t->seen_checkpoint,
+                            "DP-safe activation checkpointing: none | block (llama blocks recomputed in the backward) (none)"};
     opts[(*n)++] = (dp_opt){"--collective-timeout", DP_OPT_DOUBLE, &t->collective_timeout, NULL,
                             "seconds a collective waits for the other ranks before the run fails (600)"};
     opts[(*n)++] = (dp_opt){"--memory-report", DP_OPT_FLAG, &t->memory_report, NULL,
@@ -191,7 +201,7 @@ void opt_train_cli_init(opt_train_cli *t) {
     memset(t, 0, sizeof *t);
     t->impl = "optimized"; t->backend = "host"; t->strategy = "grad-sample"; t->noise_mode = "single";
     t->dtype = "f64"; t->precision = "f64"; t->bug = "none"; t->mixed_rule = "flop"; t->threads = 1;
-    t->sharding = "replicated"; t->cp = 1; t->cp_attention = "allgather"; t->cp_pattern = "input"; t->collective_timeout = OPT_COLLECTIVE_TIMEOUT_DEFAULT;
+    t->sharding = "replicated"; t->cp = 1; t->cp_attention = "allgather"; t->cp_pattern = "input"; t->cp_overlap = "on"; t->checkpoint = "none"; t->collective_timeout = OPT_COLLECTIVE_TIMEOUT_DEFAULT;
 }
 
 dp_status opt_make_dir(const char *dir) {
@@ -257,6 +267,23 @@ dp_status opt_memory_report(opt_backend *be, FILE *f) {
     }
     free(all);
     return DP_OK;
+}
+
+/* Every rank's overlap of the step's CP reduce-scatters (opt_dpsgd_comm_overlap):
+ * *all [2 R] (hidden, total per rank; rank 0 holds them). Collective. */
+static dp_status opt_overlap_gather(opt_backend *be, opt_dpsgd *s, double **all, size_t *n) {
+    double mine[2];
+    size_t len = 0;
+    opt_dpsgd_comm_overlap(s, &mine[0], &mine[1]);
+    DP_TRY(OPT_CALL(be, allgatherv_bytes, (void **)all, &len, mine, sizeof mine));
+    *n = len / sizeof mine;
+    return DP_OK;
+}
+
+static void opt_overlap_print(FILE *f, int64_t step, const double *all, size_t n) {
+    for (size_t i = 0; all && i < n; i++)
+        fprintf(f, "rank %zu: step %lld reduce-scatter overlap: hidden fraction %.4f (hidden %.6f s of %.6f s)\n", i,
+                (long long)step, all[2 * i + 1] > 0 ? all[2 * i] / all[2 * i + 1] : 0.0, all[2 * i], all[2 * i + 1]);
 }
 
 dp_status opt_train_agree(opt_backend *be, const char *algo, const dp_opt *opts, size_t n,
@@ -357,8 +384,13 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
         st = opt_dpsgd_step(&out, &s, &d, step);
         if (st == DP_OK) st = opt_dpsgd_get_params(&s, host);
         if (st == DP_OK) st = opt_check_update_finite(&m, &before, step);
-        if (st != DP_OK || rank != 0) continue;
+        double *ovl = NULL;
+        size_t novl = 0;
+        if (st == DP_OK && t.memory_report && o.cp > 1) st = opt_overlap_gather(be, &s, &ovl, &novl);
+        if (st != DP_OK || rank != 0) { free(ovl); continue; }
         dp_dpsgd_print_step(&out);
+        opt_overlap_print(stdout, step, ovl, novl);
+        free(ovl);
         fflush(stdout);
         opt_mem_report mr;
         opt_mem_get(&mr, be);

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "optimized/dpsgd.h"
+#include "optimized/bench/bench_mpi.h"
 #include "optimized/ledger.h"
 #include "optimized/bench/bench_util.h"
 
@@ -51,28 +52,18 @@ static int worker(const char *stage) {
     if (st == DP_OK) st = opt_dpsgd_init(&s, be, &c, &o, &m);
     if (st == DP_OK) st = opt_dpsgd_step(&out, &s, &d, 1); /* warm-up */
     opt_comm_stats cs;
-    if (st == DP_OK) st = OPT_CALL(be, comm_stats, &cs, 1);
     const int steps = 4;
-    double t0 = 0, t1 = 0;
-    if (st == DP_OK) st = OPT_CALL(be, barrier, NULL);
-    t0 = opt_bench_now();
-    for (int i = 0; st == DP_OK && i < steps; i++) st = opt_dpsgd_step(&out, &s, &d, 2 + i);
-    if (st == DP_OK) st = OPT_CALL(be, barrier, NULL);
-    t1 = opt_bench_now();
+    double sec = 0;
+    if (st == DP_OK) st = bench_timed_steps(&sec, &out, &s, &d, be, 2, steps);
     if (st == DP_OK) st = OPT_CALL(be, comm_stats, &cs, 0);
     unsigned long long mine = st == DP_OK ? (unsigned long long)(bytes_sent(&cs) / steps) : 0, most = 0;
     MPI_Reduce(&mine, &most, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
     opt_mem_report mr;
     opt_mem_get(&mr, be);
     if (st == DP_OK && be->comm.rank == 0)
-        printf("RESULT %s %d %.6f %llu %llu\n", stage, be->comm.size, (t1 - t0) / steps, most,
+        printf("RESULT %s %d %.6f %llu %llu\n", stage, be->comm.size, sec, most,
                (unsigned long long)mr.peak_model_states);
-    if (st != DP_OK) fprintf(stderr, "bench_zero worker: %s\n", dp_last_error());
-    dp_dpsgd_step_free(&out);
-    opt_dpsgd_free(&s);
-    opt_backend_destroy(be);
-    MPI_Finalize();
-    return st == DP_OK ? 0 : 3;
+    return bench_worker_end(st, "bench_zero", &out, &s, be);
 }
 
 int main(int argc, char **argv) {
@@ -88,19 +79,13 @@ int main(int argc, char **argv) {
     for (int a = 0; a < 3; a++) {
         double t_rep = 0, b_rep = 0, m_rep = 0;
         for (int b = 0; b < 4; b++) {
-            char cmd[4096];
-            snprintf(cmd, sizeof cmd,
-                     "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
-                     "mpirun -n %d '%s' --worker %s 2>&1",
-                     ns[a], argv[0], stages[b]);
-            FILE *f = popen(cmd, "r");
             char line[512], st[32];
             int n = 0;
             double t = -1;
             unsigned long long by = 0, ms = 0;
-            while (f && fgets(line, sizeof line, f))
-                if (sscanf(line, "RESULT %31s %d %lf %llu %llu", st, &n, &t, &by, &ms) == 5) break;
-            if (f) pclose(f);
+            if (bench_run_worker(line, sizeof line, ns[a], argv[0], stages[b]) == 0 &&
+                sscanf(line, "RESULT %31s %d %lf %llu %llu", st, &n, &t, &by, &ms) != 5)
+                t = -1;
             if (t < 0) { printf("%-11s %2d  failed\n", stages[b], ns[a]); rc = 1; continue; }
             if (b == 0) { t_rep = t; b_rep = (double)by; m_rep = (double)ms; }
             char rb[32] = "-"; /* one rank: no bytes, no ratio */

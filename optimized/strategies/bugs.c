@@ -98,6 +98,9 @@ static const opt_step_hooks hooks_cp_full_noise = {1, factors_keep, span_keep, n
 /* ---- master-half: master weights kept in the half type (small updates lost) ---- */
 static const opt_step_hooks hooks_master_half = {1, factors_keep, span_keep, noise_global, post_sum_keep,
                                                  divisor_expected, owner_self, 0, 0, 0, 0, 1};
+/* ---- activation checkpointing (docs/longshield.md "Activation checkpointing") ---- */
+static const opt_step_hooks hooks_ckpt_keep_forward = {1, factors_keep, span_keep, noise_global, post_sum_keep,
+                                                       divisor_expected, owner_self, 0, 0, 0, 0, 0, 1};
 
 const opt_step_hooks *opt_bug_hooks(opt_bug bug) {
     static const opt_step_hooks *const table[OPT_BUG_COUNT] = {
@@ -112,6 +115,7 @@ const opt_step_hooks *opt_bug_hooks(opt_bug bug) {
         [OPT_BUG_CP_LOCAL_NORMS] = &hooks_cp_local_norms,
         [OPT_BUG_CP_FULL_NOISE] = &hooks_cp_full_noise,
         [OPT_BUG_MASTER_HALF] = &hooks_master_half,
+        [OPT_BUG_CKPT_KEEP_FORWARD] = &hooks_ckpt_keep_forward,
     };
     return (bug >= 0 && bug < OPT_BUG_COUNT && table[bug]) ? table[bug] : &opt_hooks_correct;
 }

@@ -1,5 +1,7 @@
 /* optimized/strategies/cp_input.c — one chunk of DP-SGD under context parallelism,
- * input-stationary (--cp-pattern input, docs/longshield.md "Per-sample gradients"):
+ * input-stationary (--cp-pattern input, docs/longshield.md "Per-sample gradients"; with
+ * --cp-pattern output the linear parameters' slices come from cp_output.c instead of
+ * step 2's reduce-scatter):
  *   1. forward and backward on the rank's positions (engine.c, engine_cp.c);
  *   2. per parameter, the partial per-example gradients of those positions [Bc, numel],
  *      packed by destination slice and reduce-scattered over the CP group: the rank
@@ -10,6 +12,7 @@
  *   4. clip factors, and the clipped sum of the slice into the packed S.
  * Losses are per-position sums: the partial losses are all-reduced over the CP group. */
 #include <math.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,21 +21,41 @@
 #include "optimized/shard.h"
 
 typedef struct {
+    opt_dpsgd *s;
     void **slice;      /* [np] -> [Bc, pmax[p]] complete per-example gradients of the slice */
+    void **send;       /* [np] the reduce-scatter's send buffer while it is in flight */
+    opt_async **as;    /* [np] the posted reduce-scatter, until waited */
+    int pf, pn;        /* the posted group not yet waited: parameters [pf, pf + pn) (pn 0: none) */
+    double t_post;     /* when that group was posted (seconds) */
     double *hsq, *hc;  /* [G, Bc] */
     void *sq, *cdev;   /* [G, Bc] device */
+    opt_cp_gathered gathered; /* output-stationary: the last all-gathered input activations */
 } cp_chunk;
 
-/* Steps 2 and 3 for parameter p. */
-static dp_status slice_and_norm(cp_chunk *k, opt_dpsgd *s, opt_tape *tp, int p, int64_t Bc) {
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* 1: parameter p's slice comes from the reduce-scatter of partials (every parameter with
+ * --cp-pattern input; the parameters without a GEMM with output). */
+static int uses_reduce_scatter(const opt_dpsgd *s, int p) {
+    return !((const opt_cp_state *)s->shard_state)->output || s->om.src[p] != OPT_SRC_LINEAR;
+}
+
+/* Step 2 for parameter p, input-stationary: the partials packed by destination slice and
+ * the reduce-scatter into k->slice[p] posted (non-blocking: k->as[p]). */
+static dp_status post_reduce_scatter(cp_chunk *k, const opt_tape *tp, int p) {
+    opt_dpsgd *s = k->s;
     opt_backend *be = s->be;
     const opt_model *om = &s->om;
     const opt_cp_state *cs = (const opt_cp_state *)s->shard_state;
     const int M = cs->cp.M;
-    const int64_t n = om->numel[p], pm = cs->pmax[p];
+    const int64_t n = om->numel[p], pm = cs->pmax[p], Bc = tp->B;
     const size_t es = opt_backend_esize(be);
-    void *inst = NULL, *send = NULL, *sqp;
-    /* the partial [Bc, numel] and the send buffer live only until the reduce-scatter */
+    void *inst = NULL, *send = NULL;
+    /* the partial [Bc, numel] lives only until it is packed, the send buffer until the wait */
     dp_status st = opt_mem_alloc(be, &inst, es * (size_t)(Bc * n), OPT_MEM_PER_EXAMPLE);
     if (st == DP_OK) st = opt_instantiate(inst, om, tp, p);
     if (st == DP_OK) st = opt_mem_alloc(be, &send, es * (size_t)(M * Bc * pm), OPT_MEM_COMM);
@@ -48,10 +71,88 @@ static dp_status slice_and_norm(cp_chunk *k, opt_dpsgd *s, opt_tape *tp, int p, 
     opt_mem_free(be, inst);
     if (st == DP_OK && s->hooks->cp_drop_partial && cs->cp.r == M - 1) /* negative control: this rank's partial is lost */
         st = OPT_CALL(be, zero, send, es * (size_t)(M * Bc * pm));
-    if (st == DP_OK) st = opt_arena_alloc_tag(&tp->ar, &k->slice[p], es * (size_t)(Bc * pm), OPT_MEM_PER_EXAMPLE);
-    if (st == DP_OK) st = OPT_CALL(be, reduce_scatter_sum, cs->cp.g, k->slice[p], send, Bc * pm, NULL);
-    opt_mem_free(be, send);
-    DP_TRY(st);
+    if (st == DP_OK) st = opt_mem_alloc(be, &k->slice[p], es * (size_t)(Bc * pm), OPT_MEM_PER_EXAMPLE);
+    if (st == DP_OK) st = OPT_CALL(be, reduce_scatter_sum, cs->cp.g, k->slice[p], send, Bc * pm, &k->as[p]);
+    if (st != DP_OK) { opt_mem_free(be, send); return st; }
+    k->send[p] = send;
+    return DP_OK;
+}
+
+/* Wait for the posted group [pf, pf + pn) (the collective timeout applies) and account
+ * its times: hidden += t_wait - t_post, total += t_done - t_post. */
+static dp_status wait_posted(cp_chunk *k) {
+    opt_dpsgd *s = k->s;
+    opt_cp_state *cs = (opt_cp_state *)s->shard_state;
+    if (k->pn == 0) return DP_OK;
+    const double tw = now_s();
+    for (int p = k->pf; p < k->pf + k->pn; p++) {
+        if (!k->as[p] && !k->send[p]) continue;
+        dp_status st = OPT_CALL(s->be, wait, k->as[p]);
+        k->as[p] = NULL;
+        if (st != DP_OK) return st;
+        opt_mem_free(s->be, k->send[p]);
+        k->send[p] = NULL;
+    }
+    const double td = now_s();
+    cs->ovl_hidden += tw - k->t_post;
+    cs->ovl_total += td - k->t_post;
+    k->pn = 0;
+    return DP_OK;
+}
+
+static dp_status output_slice(cp_chunk *k, const opt_tape *tp, int p);
+
+/* opt_tape_hook: the tape of [first, first + n) is final: post their reduce-scatters,
+ * then wait for the group posted before (one layer later in the model), whose
+ * communication has overlapped this group's backward. */
+static dp_status tape_ready(void *ctx, const opt_tape *tp, int first, int n) {
+    cp_chunk *k = ctx;
+    opt_dpsgd *s = k->s;
+    for (int p = first; p < first + n; p++)
+        if (uses_reduce_scatter(s, p)) DP_TRY(post_reduce_scatter(k, tp, p));
+    const double tp_now = now_s();
+    DP_TRY(wait_posted(k));
+    k->pf = first; k->pn = n; k->t_post = tp_now;
+    if (s->o.cp_no_overlap) DP_TRY(wait_posted(k)); /* --cp-overlap off: waited at once */
+    if (s->om.checkpoint) { /* the block's tape is freed after this hook: the output-stationary slices now */
+        for (int p = first; p < first + n; p++)
+            if (!uses_reduce_scatter(s, p)) DP_TRY(output_slice(k, tp, p));
+        opt_arena_free(&k->gathered.ar);
+        k->gathered.src = NULL;
+    }
+    return DP_OK;
+}
+
+/* After the backward: every reduce-scatter not posted by the hook (an empty chunk has no
+ * backward) posted and waited at once, one at a time. */
+static dp_status finish_reduce_scatters(cp_chunk *k, const opt_tape *tp) {
+    DP_TRY(wait_posted(k));
+    for (int p = 0; p < k->s->om.np; p++)
+        if (uses_reduce_scatter(k->s, p) && !k->slice[p]) {
+            DP_TRY(post_reduce_scatter(k, tp, p));
+            k->pf = p; k->pn = 1; k->t_post = now_s();
+            DP_TRY(wait_posted(k));
+        }
+    return DP_OK;
+}
+
+/* Output-stationary slice of linear parameter p (cp_output.c) into k->slice[p]. */
+static dp_status output_slice(cp_chunk *k, const opt_tape *tp, int p) {
+    const opt_cp_state *cs = (const opt_cp_state *)k->s->shard_state;
+    const size_t es = opt_backend_esize(k->s->be);
+    DP_TRY(opt_mem_alloc(k->s->be, &k->slice[p], es * (size_t)(tp->B * cs->pmax[p]), OPT_MEM_PER_EXAMPLE));
+    return opt_cp_output_slice(k->slice[p], &k->gathered, k->s, tp, p, tp->B);
+}
+
+/* Steps 2 and 3 for parameter p: the slice (output-stationary for the linear parameters
+ * with --cp-pattern output, cp_output.c; else already reduce-scattered), then its norms. */
+static dp_status slice_and_norm(cp_chunk *k, opt_dpsgd *s, opt_tape *tp, int p, int64_t Bc) {
+    opt_backend *be = s->be;
+    const opt_cp_state *cs = (const opt_cp_state *)s->shard_state;
+    const int64_t pm = cs->pmax[p];
+    const size_t es = opt_backend_esize(be);
+    void *sqp;
+    if (!k->slice[p]) DP_TRY(output_slice(k, tp, p));
     DP_TRY(opt_arena_alloc_tag(&tp->ar, &sqp, es * (size_t)Bc, OPT_MEM_WORKSPACE));
     DP_TRY(OPT_CALL(be, zero, sqp, es * (size_t)Bc));
     DP_TRY(OPT_CALL(be, sqnorm_rows, sqp, k->slice[p], Bc, pm));
@@ -100,7 +201,10 @@ static dp_status chunk_body(opt_chunk_out *co, cp_chunk *k, opt_dpsgd *s, opt_ta
     DP_TRY(opt_arena_alloc_tag(&tp->ar, &k->sq, es * (size_t)(G * Bc), OPT_MEM_WORKSPACE));
     DP_TRY(opt_arena_alloc_tag(&tp->ar, &k->cdev, es * (size_t)(G * Bc), OPT_MEM_WORKSPACE));
     DP_TRY(OPT_CALL(be, zero, k->sq, es * (size_t)(G * Bc)));
+    DP_TRY(finish_reduce_scatters(k, tp));
     for (int p = 0; p < np; p++) DP_TRY(slice_and_norm(k, s, tp, p, Bc));
+    opt_arena_free(&k->gathered.ar);
+    k->gathered.src = NULL;
     for (int g = 0; g < G; g++)
         DP_TRY(OPT_CALL(be, clip_factors, opt_dev_at(s, k->cdev, g * Bc), opt_dev_at(s, k->sq, g * Bc), gr->thresh[g],
                         (opt_clip_fn)s->cfg.clip_fn, s->cfg.gamma, Bc));
@@ -139,16 +243,27 @@ static dp_status chunk_body(opt_chunk_out *co, cp_chunk *k, opt_dpsgd *s, opt_ta
 }
 
 dp_status opt_cp_run_chunk(opt_chunk_out *co, opt_dpsgd *s, const dp_dataset *d, const int64_t *idx, int64_t Bc) {
-    const int G = s->groups.ngroups;
+    const int G = s->groups.ngroups, np = s->om.np;
     opt_tape tp;
-    cp_chunk k = {0};
-    dp_status st = opt_forward_backward(&tp, &s->om, d, idx, Bc);
-    k.slice = calloc((size_t)s->om.np, sizeof(void *));
+    cp_chunk k = {.s = s};
+    k.slice = calloc((size_t)np, sizeof(void *));
+    k.send = calloc((size_t)np, sizeof(void *));
+    k.as = calloc((size_t)np, sizeof(opt_async *));
     k.hsq = malloc(sizeof(double) * (size_t)(G * Bc + 1));
     k.hc = malloc(sizeof(double) * (size_t)(G * Bc + 1));
-    if (st == DP_OK && (!k.slice || !k.hsq || !k.hc)) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    const opt_tape_hook hook = {&k, tape_ready};
+    dp_status st = (!k.slice || !k.send || !k.as || !k.hsq || !k.hc) ? dp_error(DP_ERR_NOMEM, "engine: out of memory")
+                                                                      : DP_OK;
+    s->om.tape_hook = &hook;
+    if (st == DP_OK) st = opt_forward_backward(&tp, &s->om, d, idx, Bc);
+    else memset(&tp, 0, sizeof tp);
+    s->om.tape_hook = NULL;
     if (st == DP_OK) st = chunk_body(co, &k, s, &tp, Bc);
+    opt_arena_free(&k.gathered.ar);
     opt_tape_free(&tp);
-    free(k.slice); free(k.hsq); free(k.hc);
+    /* after a failure a reduce-scatter may still be in flight: its buffers stay (the run ends) */
+    for (int p = 0; k.slice && k.as && p < np; p++)
+        if (!k.as[p]) { opt_mem_free(s->be, k.slice[p]); opt_mem_free(s->be, k.send ? k.send[p] : NULL); }
+    free(k.slice); free(k.send); free(k.as); free(k.hsq); free(k.hc);
     return st;
 }

@@ -58,6 +58,7 @@ static dp_status cp_setup(opt_dpsgd *s) {
     cs->cp.T = om->cfg.seq;
     cs->cp.Tmax = (cs->cp.T + M - 1) / M;
     cs->cp.ring = s->o.cp_ring;
+    cs->output = s->o.cp_output;
     opt_cp_shard(&cs->cp.t0, &cs->cp.Tl, cs->cp.T, M, cs->cp.r);
     for (int p = 0; p < om->np; p++) {
         const int64_t R = om->shape[p][0], cols = om->numel[p] / R;
@@ -190,6 +191,15 @@ static dp_status cp_update(opt_dpsgd *s, double div) {
     }
     if (s->hooks->skip_param_sync) return DP_OK;
     return cp_allgather_params(s);
+}
+
+void opt_dpsgd_comm_overlap(opt_dpsgd *s, double *hidden, double *total) {
+    *hidden = *total = 0.0;
+    if (s->shard != &opt_shard_cp || !s->shard_state) return;
+    opt_cp_state *cs = state(s);
+    *hidden = cs->ovl_hidden;
+    *total = cs->ovl_total;
+    cs->ovl_hidden = cs->ovl_total = 0.0;
 }
 
 static dp_status cp_gather_sums(opt_dpsgd *s, double *hS) {

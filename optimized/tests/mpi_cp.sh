@@ -19,8 +19,7 @@ expect_exit 2 "--cp 4 is larger than --seq 3" 4 "${LL[@]}" --cp 4
 expect_exit 2 "the layout needs 2 ranks, but the run has 3" 3 "${LL[@]}" --cp 2
 expect_exit 2 "--sharding zero2 is not supported with context parallelism" 2 "${LL[@]}" --cp 2 --sharding zero2
 expect_exit 2 "--strategy ghost is not supported with context parallelism" 2 "${LL[@]}" --cp 2 --strategy ghost
-expect_exit 3 "--cp-pattern output: the output-stationary pattern is not implemented" 2 "${LL[@]}" --cp 2 --cp-pattern output
-expect_exit 2 "--cp-attention and --cp-pattern apply to dpsgd with --cp M > 1" 1 "${LL[@]}" --cp-attention ring
+expect_exit 2 "--cp-pattern" 2 "${LL[@]}" --cp 2 --cp-pattern outputs
 expect_exit 2 "--cp-attention" 2 "${LL[@]}" --cp 2 --cp-attention rings
 DPCERT_TEST_INJECT=1 expect_exit 2 "--inject-bug cp-local-norms applies to context parallelism only" 1 "${LL[@]}" --inject-bug cp-local-norms
 DPCERT_TEST_INJECT=1 expect_exit 2 "--inject-bug clip-after-sum has no injection point under context parallelism" 2 "${LL[@]}" --cp 2 --inject-bug clip-after-sum
@@ -29,6 +28,7 @@ timeout 60 mpirun -x ASAN_OPTIONS -n 2 "${TRAIN[@]}" "${LL[@]}" --cp 2 --memory-
 rs=$(awk '$1 == "rank" && $2 == "1:" && $3 == "reduce_scatter_sum" { print $4 }' rep.log)
 if [ "${rs:-0}" -ge 1 ]; then pass "--cp 2 --memory-report: rank 1 made $rs reduce-scatter call(s)"
 else bad "--cp 2 --memory-report: reduce-scatter calls '${rs:-}'"; tail -20 rep.log; fi
+# (stdout and stderr go to separate files: mpirun may split a line where both share one)
 # communication per step = the formulas of docs/longshield.md section 6, from the byte
 # counters of CP rank 1 (one step, --dp 1, no export; every parameter's rows divisible by M
 # so L = P / M): reduce_scatter_sum sends b L e (M - 1) whatever T; allgather sends
@@ -37,7 +37,8 @@ else bad "--cp 2 --memory-report: reduce-scatter calls '${rs:-}'"; tail -20 rep.
 CM=(dpsgd --seed 11 --noise-key 12345 --model llama --vocab 16 --dim 8 --layers 1 --heads 2 --ffn 12 --dataset-size 16 --q 0.25 --steps 1 --clip 1 --sigma 1 --memory-report)
 comm_check() { # M T attention
   local M=$1 T=$2 att=$3
-  timeout 120 mpirun -x ASAN_OPTIONS -n "$M" "${TRAIN[@]}" "${CM[@]}" --seq "$T" --cp "$M" --cp-attention "$att" >comm.log 2>&1 || { bad "comm run M=$M T=$T $att"; tail -3 comm.log; return; }
+  timeout 120 mpirun -x ASAN_OPTIONS -n "$M" "${TRAIN[@]}" "${CM[@]}" --seq "$T" --cp "$M" --cp-attention "$att" >comm.log 2>comm.err || { bad "comm run M=$M T=$T $att"; tail -3 comm.err; return; }
+  cat comm.err >>comm.log
   local b P rs ag sd Tmax L want_rs want_ag want_sd
   b=$(awk '$1 == "step" && $2 == "1" { print $4 }' comm.log)
   P=$(awk '$1 == "rank" && $2 == "1:" && $3 == "params" { print $4 / 8 }' comm.log)
@@ -57,6 +58,53 @@ comm_check() { # M T attention
 rm -f rs.txt mem.txt
 for T in 64 256 1024; do comm_check 2 $T ring; done
 comm_check 2 256 allgather; comm_check 4 64 allgather; comm_check 4 1024 allgather; comm_check 4 64 ring; comm_check 4 1024 ring
+# output-stationary (section 4b): per linear parameter an all-to-all of b Tmax ceil(P_p / M)
+# elements (output-gradient columns), per distinct linear input an all-gather of b Tmax d
+# (a, y, m [D], act [F], the final norm's output [D]); the reduce-scatter only for the
+# token embedding (ceil(V / M) D) and the 3 gains (ceil(D / M) each); all bytes e (M - 1)
+out_check() { # M T attention
+  local M=$1 T=$2 att=$3
+  timeout 120 mpirun -x ASAN_OPTIONS -n "$M" "${TRAIN[@]}" "${CM[@]}" --seq "$T" --cp "$M" --cp-attention "$att" --cp-pattern output >comm.log 2>comm.err || { bad "output-stationary run M=$M T=$T $att"; tail -3 comm.err; return; }
+  cat comm.err >>comm.log
+  local b P rs ag a2a Tmax L cD cF cV want_rs want_ag want_a2a att_ag
+  b=$(awk '$1 == "step" && $2 == "1" { print $4 }' comm.log)
+  P=$(awk '$1 == "rank" && $2 == "1:" && $3 == "params" { print $4 / 8 }' comm.log)
+  rs=$(awk '$1 == "rank" && $2 == "1:" && $3 == "reduce_scatter_sum" { print $5 }' comm.log)
+  ag=$(awk '$1 == "rank" && $2 == "1:" && $3 == "allgather" { print $5 }' comm.log)
+  a2a=$(awk '$1 == "rank" && $2 == "1:" && $3 == "alltoall" { print $5 }' comm.log)
+  Tmax=$(( (T + M - 1) / M )); L=$(( P / M )); cD=$(( (8 + M - 1) / M )); cF=$(( (12 + M - 1) / M )); cV=$(( (16 + M - 1) / M ))
+  att_ag=$(( 4 * b * Tmax * 8 )); [ "$att" = ring ] && att_ag=0
+  want_rs=$(( b * (cV * 8 + 3 * cD) * 8 * (M - 1) ))
+  want_a2a=$(( b * Tmax * (5 * cD + 2 * cF + cV) * 8 * (M - 1) ))
+  want_ag=$(( (att_ag + b * Tmax * (4 * 8 + 12) + 4 * L) * 8 * (M - 1) ))
+  if [ "$rs" = "$want_rs" ] && [ "$ag" = "$want_ag" ] && [ "$a2a" = "$want_a2a" ]; then
+    pass "output-stationary communication M=$M T=$T $att (batch $b): all-to-all $a2a, allgather $ag, reduce-scatter $rs bytes = the formulas"
+    echo "$M $T $b $(( a2a + b * Tmax * 44 * 8 * (M - 1) ))" >>gather.txt
+  else bad "output-stationary communication M=$M T=$T $att (batch $b, P $P): all-to-all $a2a (want $want_a2a), allgather $ag (want $want_ag), reduce-scatter $rs (want $want_rs)"; fi
+}
+rm -f gather.txt
+for T in 64 256 1024; do out_check 2 $T allgather; done
+out_check 4 64 ring; out_check 4 1024 ring
+# the gathered bytes (all-to-all + activation all-gathers) are proportional to T at fixed M
+if awk '{ k = $1; if (!(k in t0)) { t0[k] = $2; g0[k] = $4 } else if ($4 * t0[k] != g0[k] * $2) { bad = 1 } } END { exit bad }' gather.txt && [ "$(wc -l <gather.txt)" -eq 5 ]; then
+  pass "output-stationary gather bytes proportional to T (M = 2: T = 64, 256, 1024; M = 4: T = 64, 1024)"
+else bad "output-stationary gather bytes not proportional to T: $(tr '\n' ';' <gather.txt 2>/dev/null)"; fi
+# overlap (section 4c): each layer's reduce-scatter posted during the backward changes no
+# bit of the exports (against --cp-overlap off, both patterns, 2 layers, ring, 2 x 2
+# layout), and --memory-report prints every rank's hidden fraction of every step in [0, 1]
+OV=(dpsgd --seed 11 --noise-key 12345 --model llama --vocab 16 --dim 8 --layers 2 --heads 2 --ffn 12 --seq 13 --dataset-size 16 --q 0.25 --steps 2 --clip 1 --sigma 1 --cp 2 --cp-attention ring)
+for pat in input output; do
+  rm -rf ov_on ov_off
+  timeout 120 mpirun -x ASAN_OPTIONS -n 4 "${TRAIN[@]}" "${OV[@]}" --cp-pattern $pat --export ov_on --memory-report >ov.log 2>ov.err || { bad "overlap run ($pat)"; tail -3 ov.err; continue; }
+  timeout 120 mpirun -x ASAN_OPTIONS -n 4 "${TRAIN[@]}" "${OV[@]}" --cp-pattern $pat --export ov_off --cp-overlap off >/dev/null 2>&1 || { bad "--cp-overlap off run ($pat)"; continue; }
+  same=1
+  for f in ov_on/*.safetensors; do cmp -s "$f" "ov_off/$(basename "$f")" || same=0; done
+  [ -s ov_on/step-000002.safetensors ] || same=0
+  if [ $same = 1 ]; then pass "overlap on/off: exports bit-identical ($pat, 2 x 2)"; else bad "overlap changes the exports ($pat)"; fi
+  n=$(awk '/reduce-scatter overlap: hidden fraction/ { f = $7 + 0; if (f >= 0 && f <= 1) n++ } END { print n + 0 }' ov.log)
+  if [ "$n" -eq 8 ]; then pass "--memory-report: hidden fraction of 4 ranks x 2 steps in [0, 1] ($pat; e.g. $(grep -m1 'hidden fraction' ov.log))"
+  else bad "--memory-report: $n of 8 hidden-fraction lines ($pat)"; grep overlap ov.log; fi
+done
 # the reduce-scatter bytes do not depend on T (same batch: the sampling does not see T)
 n=$(awk '{ print $1, $3 }' rs.txt 2>/dev/null | sort -u | awk '{ print $1 }' | sort | uniq -d | wc -l)
 if [ -s rs.txt ] && [ "$n" -eq 0 ]; then pass "reduce-scatter bytes constant over T = 64..1024 at M = 2 and 4"
@@ -76,5 +124,39 @@ if awk '$3 == "ring" { n++; x[n] = $2 / $1; y[n] = $4; m[n] = $1; t[n] = $2 }
     printf "act = %d T/M + %d bytes at %d points; exponent in T (M = 2, T = 64..1024) %.4f, in M (T = 1024, M = 2..4) %.4f, worst deviation from proportionality c/act = %.2f%%\n", a, c, n, log(p1k / p64) / log(16), log(q1k / p1k) / log(2), 100 * c / y[lo]
   }' mem.txt >mem.out; then pass "activation peak per rank proportional to T/M (ring): $(cat mem.out)"
 else bad "activation peak per rank not affine in T/M: $(cat mem.out)"; cat mem.txt; fi
+# memory scaling (section 6b), ring attention, input-stationary, one step, the last CP
+# rank's ledger at M = 1 (the CP path: --cp 1 --cp-attention ring), 2, 4 and T = 64, 256,
+# 1024: activations exactly affine in T/M over all 9 points; per-example-gradient peak
+# independent of T, and between P_M/M and P_M/M + e b max_p numel_p (the slices plus at
+# most one partial in flight) where P_M/M = e b L is the rank's slices; exponents reported
+rm -f scale.txt
+for M in 1 2 4; do for T in 64 256 1024; do
+  timeout 120 mpirun -x ASAN_OPTIONS -n "$M" "${TRAIN[@]}" "${CM[@]}" --seq "$T" --cp "$M" --cp-attention ring >sc.log 2>sc.err || { bad "scaling run M=$M T=$T"; tail -3 sc.err; continue; }
+  cat sc.err >>sc.log
+  r=$((M - 1))
+  awk -v M=$M -v T=$T -v r="$r:" '$1 == "step" && $2 == "1" { b = $4 } $1 == "rank" && $2 == r && $3 == "activations" { a = $5 }
+    $1 == "rank" && $2 == r && $3 == "per_example" { x = $5 } $1 == "rank" && $2 == r && $3 == "params" { P = $4 / 8 }
+    END { print M, T, b, a, x, P }' sc.log >>scale.txt
+done; done
+if awk '{ n++; m[n] = $1; t[n] = $2; b[n] = $3; a[n] = $4; x[n] = $5; P[n] = $6 }
+  END {
+    if (n != 9) { print "only " n " points"; exit 1 }
+    # activations: exactly affine in T/M
+    lo = 1; hi = 1
+    for (i = 1; i <= n; i++) { if (t[i] / m[i] < t[lo] / m[lo]) lo = i; if (t[i] / m[i] > t[hi] / m[hi]) hi = i }
+    sl = (a[hi] - a[lo]) / (t[hi] / m[hi] - t[lo] / m[lo]); c = a[lo] - sl * t[lo] / m[lo]
+    for (i = 1; i <= n; i++) if (sl * t[i] / m[i] + c != a[i]) { print "activations M=" m[i] " T=" t[i] ": " a[i] " != " sl " T/M + " c; exit 1 }
+    # per-example: independent of T at fixed M; P/M <= x <= P/M + e b max numel (max numel: 16 x 8)
+    for (i = 1; i <= n; i++) {
+      if (x[i] != x[1 + 3 * int((i - 1) / 3)]) { print "per-example bytes vary with T at M=" m[i]; exit 1 }
+      L = 0; for (j = 1; j <= n; j++) if (m[j] == m[i]) L = 8 * b[i] * P[1] / m[i]
+      if (x[i] < L || x[i] > L + 8 * b[i] * 128) { print "per-example M=" m[i] ": " x[i] " outside [" L ", " L + 8 * b[i] * 128 "]"; exit 1 }
+      if (m[i] == 1 && t[i] == 1024) { x1 = x[i]; s1 = a[i] + x[i] } if (m[i] == 4 && t[i] == 1024) { x4 = x[i]; s4 = a[i] + x[i] }
+      if (m[i] == 2 && t[i] == 64) s64 = a[i] + x[i]; if (m[i] == 2 && t[i] == 1024) s1k = a[i] + x[i]
+      d = 1 - (sl * t[i] / m[i]) / (a[i] + x[i]); if (d > worst) worst = d
+    }
+    printf "act = %d T/M + %d bytes (9 points, M = 1, 2, 4, T = 64..1024); activation + per-example peak: exponent in T %.4f (M = 2, T = 64..1024), in M %.4f (T = 1024, M = 1..4), worst deviation from proportionality to T/M %.2f%%; per-example peak exponent in M %.4f (M = 1..4; %d, %d bytes)\n", sl, c, log(s1k / s64) / log(16), log(s4 / s1) / log(4), 100 * worst, log(x4 / x1) / log(4), x1, x4
+  }' scale.txt >scale.out; then pass "memory scaling: $(cat scale.out)"
+else bad "memory scaling: $(cat scale.out)"; cat scale.txt; fi
 [ $fail = 0 ] && echo "all context-parallel layout checks passed"
 exit $fail
