@@ -9,7 +9,7 @@
 #include "common/hash.h"
 #include "conformance/certify_int.h"
 
-static dp_status push(cert_result *r, int status, const char *name, const char *scope, const char *msg) {
+dp_status cert_push(cert_result *r, int status, const char *name, const char *scope, const char *msg) {
     cert_check k;
     memset(&k, 0, sizeof k);
     k.status = status;
@@ -22,12 +22,10 @@ static dp_status push(cert_result *r, int status, const char *name, const char *
 static dp_status output_failed(cert_result *r, const dp_cand_result *cr, const char *scope) {
     char m[600];
     snprintf(m, sizeof m, "%s: %s", dp_cand_outcome_name(cr->outcome), cr->msg);
-    return push(r, dp_cand_outcome_incomplete(cr->outcome) ? CERT_INCOMPLETE : CERT_FAIL, "candidate output", scope, m);
+    return cert_push(r, dp_cand_outcome_incomplete(cr->outcome) ? CERT_INCOMPLETE : CERT_FAIL, "candidate output", scope, m);
 }
 
-/* Repeat k's output of vector `name`: 1 with *out holding it when the run produced a valid
- * output; 0 when it did not (the failure is recorded as a check; *st carries errors). */
-static int read_repeat(cert_result *r, dp_status *st, dp_tensor_set *out, char *sc, size_t sclen, const char *bundle,
+int cert_read_repeat(cert_result *r, dp_status *st, dp_tensor_set *out, char *sc, size_t sclen, const char *bundle,
                        const char *name, int64_t k, const dp_tensor_set *v) {
     snprintf(sc, sclen, "%s r%lld", name, (long long)k);
     dp_cand_result cr;
@@ -38,24 +36,30 @@ static int read_repeat(cert_result *r, dp_status *st, dp_tensor_set *out, char *
     return 0;
 }
 
-static void note_convention(cert_result *r, const char *vec, const char *clip_fn, const char *dtype) {
+void cert_note_convention(cert_result *r, const char *vec, const char *clip_fn, const char *dtype) {
     char c[160];
-    snprintf(c, sizeof c, "clip_fn=%s dtype=%s", clip_fn, dtype);
+    if (clip_fn) snprintf(c, sizeof c, "clip_fn=%s dtype=%s", clip_fn, dtype);
+    else snprintf(c, sizeof c, "dtype=%s (DP-ZO)", dtype);
     if (strstr(r->conventions, c)) return;
     size_t l = strlen(r->conventions);
     snprintf(r->conventions + l, sizeof r->conventions - l, "%s%s", l ? "; " : "", c);
     (void)vec;
 }
 
+int cert_parse_dtype(dp_dtype *dt, const char *s) {
+    if (!s || strcmp(s, "f64") == 0) { *dt = DP_F64; return 1; }
+    if (strcmp(s, "f32") == 0) { *dt = DP_F32; return 1; }
+    if (strcmp(s, "bf16") == 0) { *dt = DP_BF16; return 1; }
+    return 0;
+}
+
 /* Deterministic checks: the candidate's optional outputs against the reference under the
  * declared convention, and (when it exports its noise) the private gradient minus its noise. */
 static dp_status deterministic(cert_result *r, const cert_vecref *ref, const dp_tensor_set *v, const dp_tensor_set *out,
                                const char *clip_fn, dp_dtype dt, const char *scope) {
-    dp_tensor_set R, C;
+    dp_tensor_set R;
     DP_TRY(cert_vecref_export(&R, ref, v, clip_fn));
-    dp_tset_init(&C);
     dp_status st = DP_OK;
-    for (size_t i = 0; i < out->n && st == DP_OK; i++) st = dp_tset_add(&C, out->items[i].name, &out->items[i].t);
     for (int p = 0; p < ref->m.nparams && st == DP_OK; p++) { /* noise exported: G - Z/qN against S_ref/qN */
         char nz[200], pg[200];
         snprintf(nz, sizeof nz, "step.noise.%s", ref->m.params[p].name);
@@ -77,15 +81,26 @@ static dp_status deterministic(cert_result *r, const cert_vecref *ref, const dp_
         free(z);
         free(g);
     }
+    if (st == DP_OK) st = cert_compare_outputs(r, &R, out, dt, scope);
+    dp_tset_free(&R);
+    return st;
+}
+
+dp_status cert_compare_outputs(cert_result *r, const dp_tensor_set *R, const dp_tensor_set *out, dp_dtype dt,
+                               const char *scope) {
+    dp_tensor_set C;
+    dp_tset_init(&C);
+    dp_status st = DP_OK;
+    for (size_t i = 0; i < out->n && st == DP_OK; i++) st = dp_tset_add(&C, out->items[i].name, &out->items[i].t);
     /* what the candidate does not export is copied from the reference (so the bounds can be
        formed) and left out of the verdict */
-    char **copied = dp_calloc(R.n + 1, sizeof *copied);
+    char **copied = dp_calloc(R->n + 1, sizeof *copied);
     size_t nc = 0;
     if (!copied) st = DP_ERR_NOMEM;
-    for (size_t i = 0; i < R.n && st == DP_OK; i++)
-        if (!dp_tset_find(&C, R.items[i].name)) {
-            st = dp_tset_add(&C, R.items[i].name, &R.items[i].t);
-            copied[nc++] = R.items[i].name;
+    for (size_t i = 0; i < R->n && st == DP_OK; i++)
+        if (!dp_tset_find(&C, R->items[i].name)) {
+            st = dp_tset_add(&C, R->items[i].name, &R->items[i].t);
+            copied[nc++] = R->items[i].name;
         }
     conf_cmp_opts co;
     conf_cmp_opts_default(&co);
@@ -93,7 +108,7 @@ static dp_status deterministic(cert_result *r, const cert_vecref *ref, const dp_
     co.noise_statistical = 1;
     conf_cmp_result cr;
     conf_cmp_result_init(&cr);
-    if (st == DP_OK) st = conf_compare_sets(&cr, &R, &C, &co, "");
+    if (st == DP_OK) st = conf_compare_sets(&cr, R, &C, &co, "");
     int npass = 0;
     double worst = 0;
     for (size_t i = 0; i < cr.n && st == DP_OK; i++) {
@@ -105,7 +120,7 @@ static dp_status deterministic(cert_result *r, const cert_vecref *ref, const dp_
             char sc[200], m[400];
             snprintf(sc, sizeof sc, "%.60s %.130s", scope, t->name);
             snprintf(m, sizeof m, "%s", t->msg);
-            st = push(r, CERT_FAIL, "deterministic", sc, m);
+            st = cert_push(r, CERT_FAIL, "deterministic", sc, m);
         } else {
             npass++;
             if (t->worst_frac > worst) worst = t->worst_frac;
@@ -114,11 +129,10 @@ static dp_status deterministic(cert_result *r, const cert_vecref *ref, const dp_
     if (st == DP_OK && npass) {
         char m[200];
         snprintf(m, sizeof m, "%d tensors within their derived bounds (worst fraction %.3g)", npass, worst);
-        st = push(r, CERT_PASS, "deterministic", scope, m);
+        st = cert_push(r, CERT_PASS, "deterministic", scope, m);
     }
     conf_cmp_result_free(&cr);
     free(copied);
-    dp_tset_free(&R);
     dp_tset_free(&C);
     return st;
 }
@@ -138,22 +152,21 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
     for (int64_t k = 1; k <= o->repeats && st == DP_OK; k++) {
         char sc[160];
         dp_tensor_set out;
-        if (!read_repeat(r, &st, &out, sc, sizeof sc, bundle, name, k, v)) continue;
+        if (!cert_read_repeat(r, &st, &out, sc, sizeof sc, bundle, name, k, v)) continue;
         const char *clip_fn = dp_tset_meta(&out, "clip_fn"), *dts = dp_tset_meta(&out, "dtype");
         if (!clip_fn) clip_fn = dp_tset_meta(v, "clip_fn");
         conf_clip_conv cv;
         dp_dtype dt = DP_F64;
         int ok = conf_clip_conv_parse(&cv, "output metadata clip_fn", clip_fn) == DP_OK;
         if (ok && !dp_tset_meta(&out, "clip_fn") && cv.automatic) conf_meta_double(v, "gamma", &cv.eps);
-        if (ok && dts) ok = (strcmp(dts, "f64") == 0 && (dt = DP_F64, 1)) || (strcmp(dts, "f32") == 0 && (dt = DP_F32, 1)) ||
-                            (strcmp(dts, "bf16") == 0 && (dt = DP_BF16, 1));
+        if (ok) ok = cert_parse_dtype(&dt, dts);
         if (!ok) {
-            st = push(r, CERT_FAIL, "declared conventions", sc, "output metadata: clip_fn must be abadi, abadi_eps:E or "
+            st = cert_push(r, CERT_FAIL, "declared conventions", sc, "output metadata: clip_fn must be abadi, abadi_eps:E or "
                                                                 "automatic[:G]; dtype f64, f32 or bf16");
             dp_tset_free(&out);
             continue;
         }
-        note_convention(r, name, clip_fn, dts ? dts : "f64");
+        cert_note_convention(r, name, clip_fn, dts ? dts : "f64");
         cert_vecref ref;
         if ((st = cert_vecref_compute(&ref, v, &cv)) != DP_OK) { dp_tset_free(&out); break; }
         st = deterministic(r, &ref, v, &out, clip_fn, dt, sc);
@@ -182,7 +195,7 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
             }
         }
         if (st == DP_OK && bad >= 0) {
-            st = push(r, CERT_FAIL, "private gradient finite", sc, "a private gradient element is not finite");
+            st = cert_push(r, CERT_FAIL, "private gradient finite", sc, "a private gradient element is not finite");
             free(zs[k - 1]);
             zs[k - 1] = NULL;
         } else if (st == DP_OK) {
@@ -197,7 +210,7 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
                     char m[200];
                     snprintf(m, sizeof m, "repeats %lld and %lld released identical private gradients: the noise is not fresh",
                              (long long)a, (long long)k);
-                    st = push(r, CERT_FAIL, "noise freshness", sc, m);
+                    st = cert_push(r, CERT_FAIL, "noise freshness", sc, m);
                 }
         }
         free(bytes);
@@ -229,7 +242,7 @@ dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *nam
     for (int64_t k = 1; k <= o->repeats && st == DP_OK; k++) {
         char sc[160];
         dp_tensor_set out;
-        if (!read_repeat(r, &st, &out, sc, sizeof sc, bundle, name, k, v)) continue;
+        if (!cert_read_repeat(r, &st, &out, sc, sizeof sc, bundle, name, k, v)) continue;
         const dp_tensor *m = dp_tset_find(&out, "sampling.mask");
         free(cur);
         cur = dp_malloc((size_t)(K * N));
@@ -241,7 +254,7 @@ dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *nam
             cur[i] = x == 1;
         }
         dp_tset_free(&out);
-        if (bad) { st = push(r, CERT_FAIL, "sampling mask values", sc, "sampling.mask holds values other than 0 and 1"); continue; }
+        if (bad) { st = cert_push(r, CERT_FAIL, "sampling mask values", sc, "sampling.mask holds values other than 0 and 1"); continue; }
         memset(cs, 0, (size_t)K * sizeof *cs);
         memset(ce, 0, (size_t)N * sizeof *ce);
         int64_t tot = 0, pe = 0, ps = 0, worst = 0;

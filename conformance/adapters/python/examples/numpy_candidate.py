@@ -3,14 +3,16 @@
 
     dpcert certify --candidate 'python3 examples/numpy_candidate.py' --suite ci
 
-Run as `numpy_candidate.py [--mutant M] IN OUT`. Step vectors (mlp only): per-example
+Run as `numpy_candidate.py [--mutant M] IN OUT`. DP-ZO vectors (mlp): n directions, clipped
+loss differences, noisy scalars (docs/dpzo.md). Step vectors (mlp only): per-example
 gradients of dpcert's mlp (docs/models.md), per-example clipping (flat / per-layer / group,
 abadi or automatic), sum, Gaussian noise sigma * C_total * N(0, 1) from OS entropy (fresh in
 every run), division by the expected batch size. Sampling vectors: Poisson masks.
 
 Deliberate mutants (tests that `certify` catches them): no-noise, clip-after-sum,
 noise-scale:F (under- or over-noised by F), fixed-noise (the same noise every run),
-shuffle (fixed-size batches from a shuffled epoch), wrong-q:F (rate F q).
+shuffle (fixed-size batches from a shuffled epoch), wrong-q:F (rate F q), fixed-dirs (DP-ZO:
+the same directions every run; no-noise and noise-scale:F also apply to DP-ZO scalars).
 """
 import argparse
 import os
@@ -22,15 +24,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from dpcert_adapter import Vector, write_output  # noqa: E402
 
 
-def mlp_per_example(v):
-    """Per-example losses [B] and gradients {name: [B, ...]} of dpcert's mlp."""
+def mlp_per_example(v, params=None, grad=True):
+    """Per-example losses [B] and gradients {name: [B, ...]} of dpcert's mlp at `params`
+    (default the vector's); grad=False: the losses only."""
+    params = v.params if params is None else params
     nin, hidden, classes = v.mlp_sizes()
     x = v.batch["x"].astype(np.float64)
     y = v.batch["y"].astype(np.int64)
     B = x.shape[0]
     nl = len(hidden) + 1
-    W = [v.params[f"layers.{i}.weight"] for i in range(nl)]
-    b = [v.params[f"layers.{i}.bias"] for i in range(nl)]
+    W = [params[f"layers.{i}.weight"] for i in range(nl)]
+    b = [params[f"layers.{i}.bias"] for i in range(nl)]
     hs = [x]
     with np.errstate(all="ignore"):
         for i in range(nl - 1):
@@ -40,6 +44,8 @@ def mlp_per_example(v):
         e = np.exp(z - m)
         s = e.sum(axis=1, keepdims=True)
         loss = (m[:, 0] + np.log(s[:, 0])) - z[np.arange(B), y]
+        if not grad:
+            return loss, None
         d = e / s
         d[np.arange(B), y] -= 1.0                          # p - e_y  [B, classes]
         grads = {}
@@ -121,6 +127,41 @@ def step(v, out, mutant, rng):
     write_output(out, res, {"dtype": "f64", "clip_fn": clip_fn, "candidate": "numpy_candidate.py " + mutant})
 
 
+def dpzo(v, out, mutant, rng):
+    """One DP-ZO step (docs/dpzo.md step 2; docs/certification.md "DP-ZO"): n directions
+    z_j ~ N(0, I), clipped loss differences at theta +- phi z_j (a non-finite difference is
+    dropped), S_j + N(0, n sigma^2 C^2), divided by qN 2 phi."""
+    if v.meta.get("model") != "mlp":
+        sys.exit(f"numpy_candidate: DP-ZO on model {v.meta.get('model')} not implemented")
+    n, phi, C, sigma, qn = int(v.num("n_spsa")), v.num("phi"), v.clip, v.sigma, v.expected_batch_size
+    # directions: fresh (not secret); the fixed-dirs mutant reuses the same ones every run
+    zrng = np.random.default_rng(777) if mutant == "fixed-dirs" else rng
+    names = list(v.params.keys())
+    z = {k: zrng.standard_normal((n,) + v.params[k].shape) for k in names}
+    B = v.batch["x"].shape[0]
+    lp, lm = np.zeros((n, B)), np.zeros((n, B))
+    for j in range(n):
+        lp[j], _ = mlp_per_example(v, {k: v.params[k] + phi * z[k][j] for k in names}, grad=False)
+        lm[j], _ = mlp_per_example(v, {k: v.params[k] - phi * z[k][j] for k in names}, grad=False)
+    with np.errstate(invalid="ignore"):
+        d = lp - lm
+    dc = np.where(np.isfinite(d), np.clip(np.nan_to_num(d), -C, C), 0.0)
+    S = dc.sum(axis=1)
+    scale = sigma * C * np.sqrt(n)
+    if mutant == "no-noise":
+        scale = 0.0
+    elif mutant.startswith("noise-scale:"):
+        scale *= float(mutant.split(":", 1)[1])
+    Z = scale * rng.standard_normal(n)
+    res = {f"dpzo.z.{k}": z[k] for k in names}
+    res["step.scalar"] = (S + Z) / ((qn * 2.0) * phi)
+    res["step.noise"] = Z
+    res["per_sample.diff_clipped"] = dc
+    res["per_sample.loss_plus"] = lp
+    res["per_sample.loss_minus"] = lm
+    write_output(out, res, {"dtype": "f64", "candidate": "numpy_candidate.py " + mutant})
+
+
 def sampling(v, out, mutant, rng):
     K, N = (int(t) for t in v.tensors["sampling.shape"])
     q = v.num("q")
@@ -152,6 +193,8 @@ def main():
     v = Vector.load(a.inp)
     if v.kind == "sampling":
         sampling(v, a.out, a.mutant, rng)
+    elif v.kind == "dpzo":
+        dpzo(v, a.out, a.mutant, rng)
     else:
         step(v, a.out, a.mutant, rng)
 
