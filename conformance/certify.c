@@ -117,6 +117,9 @@ static dp_status expectations(expect_list *x, const dp_tensor_set *v) {
     B = bx ? bx->shape[0] : bt ? bt->shape[0] : -1;
     if (B < 0) return dp_error(DP_ERR_FORMAT, "step vector without batch.x or batch.tokens");
     int64_t sb[1] = {B};
+    double lr = NAN;
+    const char *opt = dp_tset_meta(v, "optimizer");
+    int sgd = opt && strcmp(opt, "sgd") == 0 && conf_meta_double(v, "lr", &lr) && lr != 0; /* params_after may replace G */
     if (kind && strcmp(kind, "dpzo") == 0) { /* docs/certification.md "Outputs of a DP-ZO vector" */
         double nd = 0;
         if (!conf_meta_double(v, "n_spsa", &nd) || nd != floor(nd) || nd < 1 || nd > 256)
@@ -141,7 +144,8 @@ static dp_status expectations(expect_list *x, const dp_tensor_set *v) {
         const char *nm = v->items[i].name;
         if (strncmp(nm, "params.", 7) != 0) continue;
         const dp_tensor *t = &v->items[i].t;
-        DP_TRY(expect_add(x, "step.private_grad.", nm + 7, 1, DP_CAND_FLOAT, t->ndim, t->shape));
+        DP_TRY(expect_add(x, "step.private_grad.", nm + 7, !sgd, DP_CAND_FLOAT, t->ndim, t->shape));
+        if (sgd) DP_TRY(expect_add(x, "params_after.", nm + 7, 0, DP_CAND_FLOAT, t->ndim, t->shape));
         DP_TRY(expect_add(x, "step.clipped_sum.", nm + 7, 0, DP_CAND_FLOAT, t->ndim, t->shape));
         DP_TRY(expect_add(x, "step.noise.", nm + 7, 0, DP_CAND_FLOAT, t->ndim, t->shape));
     }

@@ -9,6 +9,10 @@
 #include "common/hash.h"
 #include "conformance/certify_int.h"
 
+/* A private gradient derived from params_after is used when its subtraction bound (times qN)
+ * is at most this fraction of the noise std (docs/certification.md "params_after"). */
+#define CERT_PA_MAX_REL 1e-3
+
 dp_status cert_push(cert_result *r, int status, const char *name, const char *scope, const char *msg) {
     cert_check k;
     memset(&k, 0, sizeof k);
@@ -137,6 +141,77 @@ dp_status cert_compare_outputs(cert_result *r, const dp_tensor_set *R, const dp_
     return st;
 }
 
+/* params_after.<name> in place of step.private_grad.<name> (SGD vectors with a known lr;
+ * docs/certification.md "params_after", bound in docs/tolerances.md "Private gradient from
+ * params_after"): G~ = (theta - theta') / lr in double is added to *out as the private
+ * gradient (the residual uses it); *dout (the deterministic checks' view of the output)
+ * holds G~ moved toward (S_ref + Z) / qN by at most its subtraction bound b_sub when the
+ * noise is exported (so compare's private-gradient bound is widened by exactly b_sub).
+ * Both exported: |G~ - G| <= b_sub is checked. *ok = 0 when neither is there (INCOMPLETE). */
+static dp_status from_params_after(cert_result *r, int *ok, dp_tensor_set *out, dp_tensor_set *dout, const cert_vecref *ref,
+                                   const dp_tensor_set *v, double sigma_ctot, dp_dtype dt, const char *sc) {
+    *ok = 1;
+    dp_tset_init(dout);
+    double lr = NAN, worst = 0, u = conf_unit_roundoff(dt) + conf_unit_roundoff(DP_F64), g3 = conf_gamma(3, u);
+    const char *opt = dp_tset_meta(v, "optimizer");
+    int sgd = opt && strcmp(opt, "sgd") == 0 && conf_meta_double(v, "lr", &lr) && lr != 0, derived = 0;
+    dp_status st = DP_OK;
+    for (int p = 0; p < ref->m.nparams && st == DP_OK; p++) {
+        const ref_param *P = &ref->m.params[p];
+        char pg[200], pa[200], nz[200], m[400];
+        snprintf(pg, sizeof pg, "step.private_grad.%s", P->name);
+        snprintf(pa, sizeof pa, "params_after.%s", P->name);
+        snprintf(nz, sizeof nz, "step.noise.%s", P->name);
+        const dp_tensor *G = dp_tset_find(out, pg), *A = sgd ? dp_tset_find(out, pa) : NULL, *Z = dp_tset_find(out, nz);
+        if (!G && !A) {
+            *ok = 0;
+            snprintf(m, sizeof m, "MISSING: neither %.150s nor %.150s in the output", pg, pa);
+            return cert_push(r, CERT_INCOMPLETE, "candidate output", sc, m);
+        }
+        if (!A) continue;
+        double *g = dp_malloc((size_t)P->numel * sizeof *g), *gs = dp_malloc((size_t)P->numel * sizeof *gs);
+        if (!g || !gs) { free(g); free(gs); return DP_ERR_NOMEM; }
+        int64_t bad = -1;
+        for (int64_t e = 0; e < P->numel; e++) {
+            double th = P->data[e], ta = dp_tensor_get(A, e), d = th - ta;
+            g[e] = d / lr;
+            double b = g3 * (fabs(th) + fabs(ta) + fabs(d)) / fabs(lr) + u * fabs(g[e]);
+            if (!(fabs(ref->qn * b) <= worst * sigma_ctot)) worst = ref->qn * b / sigma_ctot;
+            if (G && !(fabs(g[e] - dp_tensor_get(G, e)) <= b) && bad < 0) bad = e;
+            double gr = Z ? (ref->sum[p][e] + dp_tensor_get(Z, e)) / ref->qn : g[e];
+            gs[e] = g[e] - fmax(-b, fmin(b, g[e] - gr)); /* NaN stays NaN */
+        }
+        if (G && bad >= 0) {
+            snprintf(m, sizeof m, "element %lld: (params - params_after) / lr = %.17g, private gradient %.17g: they differ by "
+                     "more than the subtraction bound", (long long)bad, g[bad], dp_tensor_get(G, bad));
+            char s2[200];
+            snprintf(s2, sizeof s2, "%.60s %.130s", sc, pa);
+            st = cert_push(r, CERT_FAIL, "deterministic", s2, m);
+        } else if (!G) {
+            derived = 1;
+            st = dp_tset_add_f64(out, pg, g, P->ndim, P->shape);
+            if (st == DP_OK) st = dp_tset_add_f64(dout, pg, gs, P->ndim, P->shape);
+        }
+        free(g);
+        free(gs);
+    }
+    for (size_t i = 0; i < out->n && st == DP_OK; i++)
+        if (!dp_tset_find(dout, out->items[i].name)) st = dp_tset_add(dout, out->items[i].name, &out->items[i].t);
+    if (st == DP_OK && derived) {
+        cert_check k;
+        memset(&k, 0, sizeof k);
+        snprintf(k.name, sizeof k.name, "params_after precision");
+        snprintf(k.scope, sizeof k.scope, "%s", sc);
+        k.statistic = worst;
+        k.hi = CERT_PA_MAX_REL;
+        k.status = worst <= CERT_PA_MAX_REL ? CERT_PASS : CERT_INCOMPLETE;
+        snprintf(k.msg, sizeof k.msg, "private gradient derived from params_after: its subtraction bound times qN is at most "
+                 "%.3g of the noise std (%s %g)", worst, worst <= CERT_PA_MAX_REL ? "<=" : "> the resolvable", CERT_PA_MAX_REL);
+        st = cert_result_push(r, &k);
+    }
+    return st;
+}
+
 dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_pool *rep, double ***zs_out, int64_t *zn,
                          const char *bundle, const char *name, const dp_tensor_set *v, const cert_opts *o) {
     double sigma = 0, ctot = 0;
@@ -169,7 +244,12 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
         cert_note_convention(r, name, clip_fn, dts ? dts : "f64");
         cert_vecref ref;
         if ((st = cert_vecref_compute(&ref, v, &cv)) != DP_OK) { dp_tset_free(&out); break; }
-        st = deterministic(r, &ref, v, &out, clip_fn, dt, sc);
+        dp_tensor_set dout;
+        int have = 1;
+        st = from_params_after(r, &have, &out, &dout, &ref, v, sigma * ctot, dt, sc);
+        if (st == DP_OK && have) st = deterministic(r, &ref, v, &dout, clip_fn, dt, sc);
+        dp_tset_free(&dout);
+        if (st != DP_OK || !have) { cert_vecref_free(&ref); dp_tset_free(&out); continue; }
         /* the residual and its digest (freshness) */
         int64_t n = 0;
         for (int p = 0; p < ref.m.nparams; p++) n += ref.m.params[p].numel;

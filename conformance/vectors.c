@@ -55,6 +55,7 @@ static const vec_spec g_specs[] = {
 #undef X
 };
 
+#define CERT_LR 0.5          /* step vectors: the SGD learning rate (params_after) */
 #define CERT_DPZO_PHI 1e-3  /* DP-ZO vectors: the perturbation scale phi */
 #define CERT_QN 32.0        /* expected batch size declared by every step vector */
 #define CERT_SAMPLING_Q 0.1 /* sampling vectors: q and K */
@@ -237,7 +238,8 @@ static dp_status step_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed
     if (st == DP_OK) st = meta(s, "clip", "%.17g", 1.0);
     if (st == DP_OK) st = meta(s, "sigma", "%.17g", sp->sigma);
     if (st == DP_OK) st = meta(s, "expected_batch_size", "%.17g", CERT_QN);
-    if (st == DP_OK) st = dp_tset_set_meta(s, "optimizer", "none");
+    if (st == DP_OK) st = dp_tset_set_meta(s, "optimizer", "sgd"); /* params_after = params - lr G may replace G */
+    if (st == DP_OK) st = meta(s, "lr", "%.17g", CERT_LR);
     if (st != DP_OK) return st;
     /* C from the reference norms: the median finite norm (half the batch clipped), or just
        above example 0's norm (near-threshold); the adversarial example is scaled to 1e6 C. */

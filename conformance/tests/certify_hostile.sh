@@ -26,7 +26,7 @@ printf '\x00\x00\x00\x80\x02\x00\x00\x00{"a":' > huge.bin
 hostile FAILED "not a valid safetensors" huge-header "sh -c 'cp $PWD/huge.bin \"\$2\"' x"
 hostile FAILED "SIGXFSZ|signal 25|status 153" huge-write "sh -c 'ulimit -f 2048; head -c 10737418240 /dev/zero > \"\$2\"' x"
 # the vector itself as output: the parameters are there, the required private gradient is not
-hostile INCOMPLETE "required output step.private_grad" missing "sh -c 'cp \"\$1\" \"\$2\"' x"
+hostile INCOMPLETE "neither step.private_grad" missing "sh -c 'cp \"\$1\" \"\$2\"' x"
 # wrong shapes: a private gradient of every parameter, but transposed/flattened
 cat > wrong.py <<'PYEOF'
 import json, struct, sys

@@ -19,6 +19,12 @@ mut wrong-q:1.3 'sampling' "sampling rate"
 # DP-ZO: no noise on the released scalars; the same directions in every run
 mut no-noise 'dpzo-mlp$' "dpzo scalar noise variance"
 mut fixed-dirs 'dpzo-mlp$' "dpzo direction freshness"
+# params_after in place of the private gradient (SGD vectors): the derived gradient is judged
+# like an exported one
+run 1 "params-after clip-after-sum" $D certify --candidate "$PY $CAND --params-after --mutant clip-after-sum" --suite ci --filter 'step-mlp-flat-abadi' --report pa-cas
+expect "^verdict: FAILED -- deterministic" "params-after clip-after-sum caught by deterministic"
+run 1 "params-after noise 0.9" $D certify --candidate "$PY $CAND --params-after --mutant noise-scale:0.9" --suite ci --filter 'step-mlp-flat-abadi' --report pa-ns
+expect "^verdict: FAILED -- noise variance" "params-after noise 0.9 caught by noise variance"
 # the correct candidate on a filtered run is at best INCOMPLETE
 run 1 "filtered run" $D certify --candidate "$PY $CAND" --suite ci --filter sampling --report part
 expect "^verdict: INCOMPLETE" "a partial run is INCOMPLETE"

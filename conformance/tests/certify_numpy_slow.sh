@@ -16,6 +16,11 @@ for f in report.json report.md junit.xml; do [ -s good/$f ] || { echo "FAIL: goo
 "$PY" -c "import json,sys; r=json.load(open('good/report.json')); assert r['verdict']=='CERTIFIED' and r['files'] and r['checks'] and r['git_revision'] and r['command']" \
   || { echo "FAIL: report.json content"; fail=1; }
 
+# params_after = params - lr G in place of G on every step vector (SGD, known lr)
+run 0 "numpy candidate exporting params_after, ci suite" $D certify --candidate "$PY $CAND --params-after" --suite ci --report pa
+expect "^verdict: CERTIFIED" "params_after mode CERTIFIED"
+grep -q '"check": "params_after precision"' pa/report.json || { echo "FAIL: no params_after precision check in pa/report.json"; fail=1; }
+
 # tampering
 cp -r good t1
 victim=$(ls t1/outputs/step-mlp-flat-abadi.r1.safetensors)

@@ -3,7 +3,7 @@
 
     dpcert certify --candidate 'python3 examples/numpy_candidate.py' --suite ci
 
-Run as `numpy_candidate.py [--mutant M] IN OUT`. DP-ZO vectors (mlp): n directions, clipped
+Run as `numpy_candidate.py [--mutant M] [--params-after] IN OUT`. DP-ZO vectors (mlp): n directions, clipped
 loss differences, noisy scalars (docs/dpzo.md). Step vectors (mlp only): per-example
 gradients of dpcert's mlp (docs/models.md), per-example clipping (flat / per-layer / group,
 abadi or automatic), sum, Gaussian noise sigma * C_total * N(0, 1) from OS entropy (fresh in
@@ -62,7 +62,7 @@ def rows(a):
     return a.reshape(a.shape[0], int(np.prod(a.shape[1:])))
 
 
-def step(v, out, mutant, rng):
+def step(v, out, mutant, rng, params_after=False):
     if v.meta.get("model") != "mlp":
         sys.exit(f"numpy_candidate: model {v.meta.get('model')} not implemented (mlp only)")
     loss, grads = mlp_per_example(v)
@@ -114,7 +114,10 @@ def step(v, out, mutant, rng):
         z = scale * rng.standard_normal(v.params[n].shape)
         res[f"step.noise.{n}"] = z
         res[f"step.clipped_sum.{n}"] = sums[n]
-        res[f"step.private_grad.{n}"] = (sums[n] + z) / qn
+        if params_after:  # SGD with the vector's lr: params - lr G in place of G
+            res[f"params_after.{n}"] = v.params[n] - float(v.meta["lr"]) * ((sums[n] + z) / qn)
+        else:
+            res[f"step.private_grad.{n}"] = (sums[n] + z) / qn
     with np.errstate(all="ignore"):
         res["per_sample.norm"] = np.where(finite, total, np.nan)
     if len(groups) == 1:
@@ -185,6 +188,8 @@ def sampling(v, out, mutant, rng):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mutant", default="none")
+    ap.add_argument("--params-after", action="store_true",
+                    help="step vectors: export params_after = params - lr G instead of G (SGD vectors)")
     ap.add_argument("inp")
     ap.add_argument("out")
     a = ap.parse_args()
@@ -196,7 +201,7 @@ def main():
     elif v.kind == "dpzo":
         dpzo(v, a.out, a.mutant, rng)
     else:
-        step(v, a.out, a.mutant, rng)
+        step(v, a.out, a.mutant, rng, a.params_after and v.meta.get("optimizer") == "sgd")
 
 
 if __name__ == "__main__":
