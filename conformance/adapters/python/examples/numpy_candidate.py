@@ -4,8 +4,8 @@
     dpcert certify --candidate 'python3 examples/numpy_candidate.py' --suite ci
 
 Run as `numpy_candidate.py [--mutant M] [--params-after] IN OUT`. DP-ZO vectors (mlp): n directions, clipped
-loss differences, noisy scalars (docs/dpzo.md). Step vectors (mlp only): per-example
-gradients of dpcert's mlp (docs/models.md), per-example clipping (flat / per-layer / group,
+loss differences, noisy scalars (docs/dpzo.md). Step vectors (mlp and llama): per-example
+gradients of dpcert's models (docs/models.md; the llama's backward in numpy_llama.py), per-example clipping (flat / per-layer / group,
 abadi or automatic), sum, Gaussian noise sigma * C_total * N(0, 1) from OS entropy (fresh in
 every run), division by the expected batch size. Sampling vectors: Poisson masks.
 
@@ -22,6 +22,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from dpcert_adapter import Vector, write_output  # noqa: E402
+import numpy_llama  # noqa: E402  (this directory: the llama's forward and backward)
 
 
 def mlp_per_example(v, params=None, grad=True):
@@ -63,9 +64,10 @@ def rows(a):
 
 
 def step(v, out, mutant, rng, params_after=False):
-    if v.meta.get("model") != "mlp":
-        sys.exit(f"numpy_candidate: model {v.meta.get('model')} not implemented (mlp only)")
-    loss, grads = mlp_per_example(v)
+    if v.meta.get("model") == "llama":
+        loss, grads = numpy_llama.per_example(v)
+    else:
+        loss, grads = mlp_per_example(v)
     names = list(v.params.keys())
     B = loss.shape[0]
     finite = np.isfinite(loss)
