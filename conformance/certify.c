@@ -384,6 +384,7 @@ dp_status cert_noise_draws(int64_t *n, const char *dir) {
 }
 
 int64_t cert_repeats_needed(int64_t per_repeat, double alpha) {
+    if (per_repeat <= 0) return 2; /* no DP-SGD step vector (a filtered run): no noise power claim to meet */
     int64_t need = 1;
     while (need < 1000 && cert_power_variance(per_repeat * need, alpha, CERT_CERTIFY_STD) < CERT_CERTIFY_POWER) need++;
     return need < 2 ? 2 : need;

@@ -128,7 +128,8 @@ typedef struct {
 #define CERT_CERTIFY_POWER 0.999
 /* Noise draws per repeat: the parameters of the step vectors in `dir`. */
 dp_status cert_noise_draws(int64_t *n, const char *dir);
-/* The smallest repeats >= 2 meeting the power claim at alpha (capped at 1000). */
+/* The smallest repeats >= 2 meeting the power claim at alpha (capped at 1000); 2 when
+ * per_repeat is 0 (no DP-SGD step vector, e.g. a run filtered to DP-ZO or sampling vectors). */
 int64_t cert_repeats_needed(int64_t per_repeat, double alpha);
 /* Alpha per test and the repeats needed for the suite's power claim. */
 void cert_suite_defaults(cert_opts *o);

@@ -35,6 +35,7 @@ enum { S_CI = 1, S_CERT = 2 };
     X("step-llama-perlayer-abadi", S_CERT, VK_STEP, "llama", 8, "per-layer", "abadi", SP_NONE, 1.0, 0) \
     X("dpzo-mlp", S_CI | S_CERT, VK_DPZO, "mlp", 32, "", "", SP_NONE, 1.0, 256)                 \
     X("dpzo-mlp-nonfinite", S_CI | S_CERT, VK_DPZO, "mlp", 16, "", "", SP_NONFINITE, 0.8, 64)     \
+    X("dpzo-llama", S_CERT, VK_DPZO, "llama", 4, "", "", SP_NONE, 1.0, 16)                       \
     X("sampling-ci", S_CI, VK_SAMPLING, "", 200, "", "", SP_NONE, 0, 0)                          \
     X("sampling-certify", S_CERT, VK_SAMPLING, "", 1000, "", "", SP_NONE, 0, 0)
 

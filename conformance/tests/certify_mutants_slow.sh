@@ -19,6 +19,7 @@ mut wrong-q:1.3 'sampling' "sampling rate"
 # DP-ZO: no noise on the released scalars; the same directions in every run
 mut no-noise 'dpzo-mlp$' "dpzo scalar noise variance"
 mut fixed-dirs 'dpzo-mlp$' "dpzo direction freshness"
+mut no-drop 'dpzo-mlp-nonfinite' "deterministic \[dpzo-mlp-nonfinite r1 per_sample.diff_clipped"
 # params_after in place of the private gradient (SGD vectors): the derived gradient is judged
 # like an exported one
 run 1 "params-after clip-after-sum" $D certify --candidate "$PY $CAND --params-after --mutant clip-after-sum" --suite ci --filter 'step-mlp-flat-abadi' --report pa-cas

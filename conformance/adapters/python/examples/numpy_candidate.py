@@ -3,7 +3,7 @@
 
     dpcert certify --candidate 'python3 examples/numpy_candidate.py' --suite ci
 
-Run as `numpy_candidate.py [--mutant M] [--params-after] IN OUT`. DP-ZO vectors (mlp): n directions, clipped
+Run as `numpy_candidate.py [--mutant M] [--params-after] IN OUT`. DP-ZO vectors: n directions, clipped
 loss differences, noisy scalars (docs/dpzo.md). Step vectors (mlp and llama): per-example
 gradients of dpcert's models (docs/models.md; the llama's backward in numpy_llama.py), per-example clipping (flat / per-layer / group,
 abadi or automatic), sum, Gaussian noise sigma * C_total * N(0, 1) from OS entropy (fresh in
@@ -12,7 +12,7 @@ every run), division by the expected batch size. Sampling vectors: Poisson masks
 Deliberate mutants (tests that `certify` catches them): no-noise, clip-after-sum,
 noise-scale:F (under- or over-noised by F), fixed-noise (the same noise every run),
 shuffle (fixed-size batches from a shuffled epoch), wrong-q:F (rate F q), fixed-dirs (DP-ZO:
-the same directions every run; no-noise and noise-scale:F also apply to DP-ZO scalars).
+the same directions every run), no-drop (DP-ZO: a non-finite difference counted as +C; no-noise and noise-scale:F also apply to DP-ZO scalars).
 """
 import argparse
 import os
@@ -136,21 +136,20 @@ def dpzo(v, out, mutant, rng):
     """One DP-ZO step (docs/dpzo.md step 2; docs/certification.md "DP-ZO"): n directions
     z_j ~ N(0, I), clipped loss differences at theta +- phi z_j (a non-finite difference is
     dropped), S_j + N(0, n sigma^2 C^2), divided by qN 2 phi."""
-    if v.meta.get("model") != "mlp":
-        sys.exit(f"numpy_candidate: DP-ZO on model {v.meta.get('model')} not implemented")
+    losses = numpy_llama.per_example if v.meta.get("model") == "llama" else mlp_per_example
     n, phi, C, sigma, qn = int(v.num("n_spsa")), v.num("phi"), v.clip, v.sigma, v.expected_batch_size
     # directions: fresh (not secret); the fixed-dirs mutant reuses the same ones every run
     zrng = np.random.default_rng(777) if mutant == "fixed-dirs" else rng
     names = list(v.params.keys())
     z = {k: zrng.standard_normal((n,) + v.params[k].shape) for k in names}
-    B = v.batch["x"].shape[0]
+    B = next(iter(v.batch.values())).shape[0]
     lp, lm = np.zeros((n, B)), np.zeros((n, B))
     for j in range(n):
-        lp[j], _ = mlp_per_example(v, {k: v.params[k] + phi * z[k][j] for k in names}, grad=False)
-        lm[j], _ = mlp_per_example(v, {k: v.params[k] - phi * z[k][j] for k in names}, grad=False)
+        lp[j], _ = losses(v, {k: v.params[k] + phi * z[k][j] for k in names}, grad=False)
+        lm[j], _ = losses(v, {k: v.params[k] - phi * z[k][j] for k in names}, grad=False)
     with np.errstate(invalid="ignore"):
         d = lp - lm
-    dc = np.where(np.isfinite(d), np.clip(np.nan_to_num(d), -C, C), 0.0)
+    dc = np.where(np.isfinite(d), np.clip(np.nan_to_num(d), -C, C), C if mutant == "no-drop" else 0.0)
     S = dc.sum(axis=1)
     scale = sigma * C * np.sqrt(n)
     if mutant == "no-noise":
