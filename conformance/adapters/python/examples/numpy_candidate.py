@@ -24,13 +24,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from dpcert_adapter import Vector, write_output  # noqa: E402
 import numpy_llama  # noqa: E402  (this directory: the llama's forward and backward)
 
+# working precision of step vectors (--f32: float32 parameters, data, gradients, sums, outputs)
+W_DTYPE, W_NAME = np.float64, "f64"
+
 
 def mlp_per_example(v, params=None, grad=True):
     """Per-example losses [B] and gradients {name: [B, ...]} of dpcert's mlp at `params`
     (default the vector's); grad=False: the losses only."""
     params = v.params if params is None else params
     nin, hidden, classes = v.mlp_sizes()
-    x = v.batch["x"].astype(np.float64)
+    x = v.batch["x"].astype(W_DTYPE)
     y = v.batch["y"].astype(np.int64)
     B = x.shape[0]
     nl = len(hidden) + 1
@@ -78,7 +81,7 @@ def step(v, out, mutant, rng, params_after=False):
     gnorm = {}
     with np.errstate(all="ignore"):
         for g in groups:
-            sq = np.zeros(B)
+            sq = np.zeros(B, dtype=W_DTYPE)
             for n in names:
                 if pg[n] == g:
                     sq += np.sum(rows(grads[n]) ** 2, axis=1)
@@ -129,7 +132,8 @@ def step(v, out, mutant, rng, params_after=False):
             res[f"per_sample.clip_factor.{g}"] = cf[g]
             res[f"per_sample.norm.{g}"] = np.where(finite, gnorm[g], np.nan)
     clip_fn = fn if fn != "automatic" else "automatic:" + v.meta["gamma"]
-    write_output(out, res, {"dtype": "f64", "clip_fn": clip_fn, "candidate": "numpy_candidate.py " + mutant})
+    res = {k: a.astype(W_DTYPE) for k, a in res.items()}
+    write_output(out, res, {"dtype": W_NAME, "clip_fn": clip_fn, "candidate": "numpy_candidate.py " + mutant})
 
 
 def dpzo(v, out, mutant, rng):
@@ -163,7 +167,7 @@ def dpzo(v, out, mutant, rng):
     res["per_sample.diff_clipped"] = dc
     res["per_sample.loss_plus"] = lp
     res["per_sample.loss_minus"] = lm
-    write_output(out, res, {"dtype": "f64", "candidate": "numpy_candidate.py " + mutant})
+    write_output(out, res, {"dtype": "f64", "candidate": "numpy_candidate.py " + mutant})  # DP-ZO: always f64
 
 
 def sampling(v, out, mutant, rng):
@@ -189,6 +193,8 @@ def sampling(v, out, mutant, rng):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mutant", default="none")
+    ap.add_argument("--f32", action="store_true", help="step vectors: compute in float32 and declare dtype f32")
+    ap.add_argument("--declare-dtype", default=None, help="declare this dtype instead of the working one (a negative control)")
     ap.add_argument("--params-after", action="store_true",
                     help="step vectors: export params_after = params - lr G instead of G (SGD vectors)")
     ap.add_argument("inp")
@@ -197,6 +203,12 @@ def main():
     # secret randomness: OS entropy, never a fixed or public seed (except the fixed-noise mutant)
     rng = np.random.default_rng(12345 if a.mutant == "fixed-noise" else None)
     v = Vector.load(a.inp)
+    global W_DTYPE, W_NAME
+    if a.f32 and v.kind == "step":
+        W_DTYPE, W_NAME = np.float32, "f32"
+        v.params = {k: x.astype(np.float32) for k, x in v.params.items()}
+    if a.declare_dtype:
+        W_NAME = a.declare_dtype
     if v.kind == "sampling":
         sampling(v, a.out, a.mutant, rng)
     elif v.kind == "dpzo":
