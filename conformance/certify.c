@@ -117,11 +117,35 @@ static dp_status expectations(expect_list *x, const dp_tensor_set *v) {
     B = bx ? bx->shape[0] : bt ? bt->shape[0] : -1;
     if (B < 0) return dp_error(DP_ERR_FORMAT, "step vector without batch.x or batch.tokens");
     int64_t sb[1] = {B};
+    double lr = NAN;
+    const char *opt = dp_tset_meta(v, "optimizer");
+    int sgd = opt && strcmp(opt, "sgd") == 0 && conf_meta_double(v, "lr", &lr) && lr != 0; /* params_after may replace G */
+    if (kind && strcmp(kind, "dpzo") == 0) { /* docs/certification.md "Outputs of a DP-ZO vector" */
+        double nd = 0;
+        if (!conf_meta_double(v, "n_spsa", &nd) || nd != floor(nd) || nd < 1 || nd > 256)
+            return dp_error(DP_ERR_FORMAT, "dpzo vector: n_spsa must be an integer in [1, 256]");
+        int64_t n = (int64_t)nd, sn[1] = {n}, snb[2] = {n, B};
+        for (size_t i = 0; i < v->n; i++) {
+            const char *nm = v->items[i].name;
+            const dp_tensor *t = &v->items[i].t;
+            if (strncmp(nm, "params.", 7) != 0) continue;
+            if (t->ndim + 1 > DP_MAX_DIMS) return dp_error(DP_ERR_FORMAT, "dpzo vector: %s has too many dimensions", nm);
+            int64_t sz[DP_MAX_DIMS] = {n};
+            for (int d = 0; d < t->ndim; d++) sz[d + 1] = t->shape[d];
+            DP_TRY(expect_add(x, "dpzo.z.", nm + 7, 1, DP_CAND_FLOAT, t->ndim + 1, sz));
+        }
+        DP_TRY(expect_add(x, "", "step.scalar", 1, DP_CAND_FLOAT, 1, sn));
+        DP_TRY(expect_add(x, "", "step.noise", 0, DP_CAND_FLOAT, 1, sn));
+        DP_TRY(expect_add(x, "", "per_sample.diff_clipped", 0, DP_CAND_FLOAT, 2, snb));
+        DP_TRY(expect_add(x, "", "per_sample.loss_plus", 0, DP_CAND_FLOAT, 2, snb));
+        return expect_add(x, "", "per_sample.loss_minus", 0, DP_CAND_FLOAT, 2, snb);
+    }
     for (size_t i = 0; i < v->n; i++) {
         const char *nm = v->items[i].name;
         if (strncmp(nm, "params.", 7) != 0) continue;
         const dp_tensor *t = &v->items[i].t;
-        DP_TRY(expect_add(x, "step.private_grad.", nm + 7, 1, DP_CAND_FLOAT, t->ndim, t->shape));
+        DP_TRY(expect_add(x, "step.private_grad.", nm + 7, !sgd, DP_CAND_FLOAT, t->ndim, t->shape));
+        if (sgd) DP_TRY(expect_add(x, "params_after.", nm + 7, 0, DP_CAND_FLOAT, t->ndim, t->shape));
         DP_TRY(expect_add(x, "step.clipped_sum.", nm + 7, 0, DP_CAND_FLOAT, t->ndim, t->shape));
         DP_TRY(expect_add(x, "step.noise.", nm + 7, 0, DP_CAND_FLOAT, t->ndim, t->shape));
     }
@@ -231,13 +255,50 @@ dp_status cert_run(const char *bundle, const cert_opts *o, int verbose) {
 }
 
 /* ---- evaluation ---- */
-static void scope(cert_check *k, const char *fmt, const char *a) { snprintf(k->scope, sizeof k->scope, fmt, a); }
+dp_status cert_push_normal(cert_result *r, cert_check *var, const cert_pool *p, const char *label, const char *scope,
+                           double alpha) {
+    cert_check k;
+    if (p->n == 0) {
+        memset(&k, 0, sizeof k);
+        snprintf(k.name, sizeof k.name, "%s", label ? label : "noise");
+        snprintf(k.scope, sizeof k.scope, "%s", scope);
+        k.status = CERT_INCOMPLETE;
+        snprintf(k.msg, sizeof k.msg, "no %s could be read: not tested", label ? "output" : "private gradient");
+        return cert_result_push(r, &k);
+    }
+    static const char *const suffix[3] = {"variance", "mean", "normality (Kolmogorov-Smirnov)"};
+    for (int j = 0; j < 3; j++) {
+        if (j == 0) cert_test_variance(&k, p->z, p->n, alpha);
+        else if (j == 1) cert_test_mean(&k, p->z, p->n, alpha);
+        else cert_test_ks(&k, p->z, p->n, alpha);
+        if (j == 0 && var) *var = k;
+        if (label) snprintf(k.name, sizeof k.name, "%s %s", label, suffix[j]);
+        snprintf(k.scope, sizeof k.scope, "%s", scope);
+        DP_TRY(cert_result_push(r, &k));
+    }
+    return DP_OK;
+}
+
+dp_status cert_push_products(cert_result *r, const cert_pool *p, const char *name, const char *scope, double alpha) {
+    cert_check k;
+    cert_test_products(&k, p->pa, p->pb, p->np, alpha);
+    snprintf(k.name, sizeof k.name, "%s", name);
+    snprintf(k.scope, sizeof k.scope, "%s", scope);
+    if (p->np == 0) {
+        k.status = CERT_INCOMPLETE;
+        snprintf(k.msg, sizeof k.msg, "no pairs (needs >= 2 repeats / vectors / directions)");
+    }
+    return cert_result_push(r, &k);
+}
 
 dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) {
     char **names = NULL;
     size_t nv = 0;
     DP_TRY(list_vectors(&names, &nv, bundle));
     cert_pool all = {0}, coord = {0}, rep = {0}, across = {0};
+    cert_dpzo_pools dz;
+    memset(&dz, 0, sizeof dz);
+    size_t nstep = 0;
     double **prev = NULL;
     int64_t prevn = 0;
     dp_status st = DP_OK;
@@ -251,9 +312,11 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
         if ((st = cert_vector_digest(hex, &v)) == DP_OK && (!decl || strcmp(decl, hex) != 0))
             st = dp_error(DP_ERR_FORMAT, "vector %s: vector_sha256 does not match its content (tampered?)", names[i]);
         if (st == DP_OK && kind && strcmp(kind, "sampling") == 0) st = cert_eval_sampling(r, bundle, names[i], &v, o);
+        else if (st == DP_OK && kind && strcmp(kind, "dpzo") == 0) st = cert_eval_dpzo(r, &dz, bundle, names[i], &v, o);
         else if (st == DP_OK) {
             double **zs = NULL;
             int64_t zn = 0;
+            nstep++;
             st = cert_eval_step(r, &all, &coord, &rep, &zs, &zn, bundle, names[i], &v, o);
             /* independence across steps (vectors): repeat k of this vector against repeat k of the previous */
             for (int64_t k = 0; st == DP_OK && zs && prev && k < o->repeats; k++)
@@ -266,11 +329,11 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
         dp_tset_free(&v);
     }
     if (prev) { for (int64_t k = 0; k < o->repeats; k++) free(prev[k]); free(prev); }
-    if (st == DP_OK) {
+    if (st == DP_OK && (nstep > 0 || !dz.vectors)) {
         cert_check k;
-        if (all.n > 0) {
-            cert_test_variance(&k, all.z, all.n, o->alpha);
-            scope(&k, "%s", "all step vectors and repeats");
+        k.n = 0;
+        st = cert_push_normal(r, &k, &all, NULL, "all step vectors and repeats", o->alpha);
+        if (k.n > 0) {
             r->noise_n = all.n;
             cert_figs_residuals(&r->figs, all.z, all.n);
             r->sigma_eff_ratio = sqrt(k.statistic);
@@ -278,33 +341,13 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
             double t = log(2 / 1e-3), dn = (double)all.n, S = k.statistic * dn;
             r->ratio_hi = sqrt(S / (dn - 2 * sqrt(dn * t)));
             r->ratio_lo = sqrt(S / (dn + 2 * sqrt(dn * t) + 2 * t));
-            st = cert_result_push(r, &k);
-            cert_test_mean(&k, all.z, all.n, o->alpha);
-            scope(&k, "%s", "all step vectors and repeats");
-            if (st == DP_OK) st = cert_result_push(r, &k);
-            cert_test_ks(&k, all.z, all.n, o->alpha);
-            scope(&k, "%s", "all step vectors and repeats");
-            if (st == DP_OK) st = cert_result_push(r, &k);
-        } else {
-            memset(&k, 0, sizeof k);
-            snprintf(k.name, sizeof k.name, "noise");
-            k.status = CERT_INCOMPLETE;
-            snprintf(k.msg, sizeof k.msg, "no private gradient could be read: the noise was not tested");
-            st = cert_result_push(r, &k);
         }
-        const char *what[3] = {"across coordinates", "across repeats", "across steps"};
+        const char *what[3] = {"noise independence across coordinates", "noise independence across repeats",
+                               "noise independence across steps"};
         cert_pool *pp[3] = {&coord, &rep, &across};
-        for (int j = 0; j < 3 && st == DP_OK; j++) {
-            cert_test_products(&k, pp[j]->pa, pp[j]->pb, pp[j]->np, o->alpha);
-            snprintf(k.name, sizeof k.name, "noise independence %s", what[j]);
-            scope(&k, "%s", "all step vectors");
-            if (pp[j]->np == 0) {
-                k.status = CERT_INCOMPLETE;
-                snprintf(k.msg, sizeof k.msg, "no pairs (needs >= 2 repeats / vectors)");
-            }
-            st = cert_result_push(r, &k);
-        }
+        for (int j = 0; j < 3 && st == DP_OK; j++) st = cert_push_products(r, pp[j], what[j], "all step vectors", o->alpha);
     }
+    if (st == DP_OK) st = cert_dpzo_finish(r, &dz, o);
     if (st == DP_OK && o->filter) { /* a partial run certifies nothing (last: the first reason stays the real one) */
         cert_check k;
         memset(&k, 0, sizeof k);
@@ -315,6 +358,7 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
         st = cert_result_push(r, &k);
     }
     cert_pool_free(&all); cert_pool_free(&coord); cert_pool_free(&rep); cert_pool_free(&across);
+    cert_dpzo_pools_free(&dz);
     free_names(names, nv);
     return st;
 }
@@ -341,6 +385,7 @@ dp_status cert_noise_draws(int64_t *n, const char *dir) {
 }
 
 int64_t cert_repeats_needed(int64_t per_repeat, double alpha) {
+    if (per_repeat <= 0) return 2; /* no DP-SGD step vector (a filtered run): no noise power claim to meet */
     int64_t need = 1;
     while (need < 1000 && cert_power_variance(per_repeat * need, alpha, CERT_CERTIFY_STD) < CERT_CERTIFY_POWER) need++;
     return need < 2 ? 2 : need;

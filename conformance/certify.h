@@ -49,11 +49,31 @@ typedef struct {
 } cert_vecref;
 /* Model and DP configuration of a step vector's metadata (docs/certification.md "Vectors"). */
 dp_status cert_vector_config(ref_model_config *mc, ref_dpsgd_config *c, double *qn, const dp_tensor_set *v);
+/* The model configuration of a step or dpzo vector's metadata. */
+dp_status cert_vector_model(ref_model_config *mc, const dp_tensor_set *v);
+/* The model (initialised here; free with ref_model_free, also on error) with the vector's
+ * params.* and the batch (ref_dataset_free) of B examples. */
+dp_status cert_vector_load(ref_model *m, ref_dataset *d, int64_t *B, const ref_model_config *mc, const dp_tensor_set *v);
 /* Reference of step vector v under convention cv (NULL: the vector's own clip_fn). */
 dp_status cert_vecref_compute(cert_vecref *r, const dp_tensor_set *v, const conf_clip_conv *cv);
 void cert_vecref_free(cert_vecref *r);
 /* The reference as an export set (names of docs/conformance.md) for `compare`. */
 dp_status cert_vecref_export(dp_tensor_set *s, const cert_vecref *r, const dp_tensor_set *v, const char *clip_fn);
+
+/* ---- the reference of a DP-ZO vector (certify_dpzo.c; docs/certification.md "DP-ZO") ----
+ * For the directions z[p][j * numel_p + e] (n of them): the per-example losses at
+ * theta +- phi z_j, the clipped differences (0 for a dropped, non-finite difference) and
+ * their sums S_j in increasing example order, exactly as docs/dpzo.md step 2. */
+typedef struct {
+    int64_t B;
+    int n;
+    double *lp, *lm, *dc;   /* [n, B] */
+    double *S;              /* [n] */
+    int64_t dropped;
+} cert_dpzo_ref;
+dp_status cert_dpzo_reference(cert_dpzo_ref *r, const ref_model *m, const ref_dataset *d, double *const *z, int n,
+                              double phi, double clip);
+void cert_dpzo_ref_free(cert_dpzo_ref *r);
 
 /* ---- statistics (certify_stats.c); every test is of the null hypothesis "iid N(0, 1)"
  * (noise, standardized) or "iid Bernoulli(q)" (sampling); alpha is a guaranteed bound on
@@ -109,7 +129,8 @@ typedef struct {
 #define CERT_CERTIFY_POWER 0.999
 /* Noise draws per repeat: the parameters of the step vectors in `dir`. */
 dp_status cert_noise_draws(int64_t *n, const char *dir);
-/* The smallest repeats >= 2 meeting the power claim at alpha (capped at 1000). */
+/* The smallest repeats >= 2 meeting the power claim at alpha (capped at 1000); 2 when
+ * per_repeat is 0 (no DP-SGD step vector, e.g. a run filtered to DP-ZO or sampling vectors). */
 int64_t cert_repeats_needed(int64_t per_repeat, double alpha);
 /* Alpha per test and the repeats needed for the suite's power claim. */
 void cert_suite_defaults(cert_opts *o);

@@ -9,7 +9,11 @@
 #include "common/hash.h"
 #include "conformance/certify_int.h"
 
-static dp_status push(cert_result *r, int status, const char *name, const char *scope, const char *msg) {
+/* A private gradient derived from params_after is used when its subtraction bound (times qN)
+ * is at most this fraction of the noise std (docs/certification.md "params_after"). */
+#define CERT_PA_MAX_REL 1e-3
+
+dp_status cert_push(cert_result *r, int status, const char *name, const char *scope, const char *msg) {
     cert_check k;
     memset(&k, 0, sizeof k);
     k.status = status;
@@ -22,12 +26,10 @@ static dp_status push(cert_result *r, int status, const char *name, const char *
 static dp_status output_failed(cert_result *r, const dp_cand_result *cr, const char *scope) {
     char m[600];
     snprintf(m, sizeof m, "%s: %s", dp_cand_outcome_name(cr->outcome), cr->msg);
-    return push(r, dp_cand_outcome_incomplete(cr->outcome) ? CERT_INCOMPLETE : CERT_FAIL, "candidate output", scope, m);
+    return cert_push(r, dp_cand_outcome_incomplete(cr->outcome) ? CERT_INCOMPLETE : CERT_FAIL, "candidate output", scope, m);
 }
 
-/* Repeat k's output of vector `name`: 1 with *out holding it when the run produced a valid
- * output; 0 when it did not (the failure is recorded as a check; *st carries errors). */
-static int read_repeat(cert_result *r, dp_status *st, dp_tensor_set *out, char *sc, size_t sclen, const char *bundle,
+int cert_read_repeat(cert_result *r, dp_status *st, dp_tensor_set *out, char *sc, size_t sclen, const char *bundle,
                        const char *name, int64_t k, const dp_tensor_set *v) {
     snprintf(sc, sclen, "%s r%lld", name, (long long)k);
     dp_cand_result cr;
@@ -38,24 +40,30 @@ static int read_repeat(cert_result *r, dp_status *st, dp_tensor_set *out, char *
     return 0;
 }
 
-static void note_convention(cert_result *r, const char *vec, const char *clip_fn, const char *dtype) {
+void cert_note_convention(cert_result *r, const char *vec, const char *clip_fn, const char *dtype) {
     char c[160];
-    snprintf(c, sizeof c, "clip_fn=%s dtype=%s", clip_fn, dtype);
+    if (clip_fn) snprintf(c, sizeof c, "clip_fn=%s dtype=%s", clip_fn, dtype);
+    else snprintf(c, sizeof c, "dtype=%s (DP-ZO)", dtype);
     if (strstr(r->conventions, c)) return;
     size_t l = strlen(r->conventions);
     snprintf(r->conventions + l, sizeof r->conventions - l, "%s%s", l ? "; " : "", c);
     (void)vec;
 }
 
+int cert_parse_dtype(dp_dtype *dt, const char *s) {
+    if (!s || strcmp(s, "f64") == 0) { *dt = DP_F64; return 1; }
+    if (strcmp(s, "f32") == 0) { *dt = DP_F32; return 1; }
+    if (strcmp(s, "bf16") == 0) { *dt = DP_BF16; return 1; }
+    return 0;
+}
+
 /* Deterministic checks: the candidate's optional outputs against the reference under the
  * declared convention, and (when it exports its noise) the private gradient minus its noise. */
 static dp_status deterministic(cert_result *r, const cert_vecref *ref, const dp_tensor_set *v, const dp_tensor_set *out,
                                const char *clip_fn, dp_dtype dt, const char *scope) {
-    dp_tensor_set R, C;
+    dp_tensor_set R;
     DP_TRY(cert_vecref_export(&R, ref, v, clip_fn));
-    dp_tset_init(&C);
     dp_status st = DP_OK;
-    for (size_t i = 0; i < out->n && st == DP_OK; i++) st = dp_tset_add(&C, out->items[i].name, &out->items[i].t);
     for (int p = 0; p < ref->m.nparams && st == DP_OK; p++) { /* noise exported: G - Z/qN against S_ref/qN */
         char nz[200], pg[200];
         snprintf(nz, sizeof nz, "step.noise.%s", ref->m.params[p].name);
@@ -77,15 +85,26 @@ static dp_status deterministic(cert_result *r, const cert_vecref *ref, const dp_
         free(z);
         free(g);
     }
+    if (st == DP_OK) st = cert_compare_outputs(r, &R, out, dt, scope);
+    dp_tset_free(&R);
+    return st;
+}
+
+dp_status cert_compare_outputs(cert_result *r, const dp_tensor_set *R, const dp_tensor_set *out, dp_dtype dt,
+                               const char *scope) {
+    dp_tensor_set C;
+    dp_tset_init(&C);
+    dp_status st = DP_OK;
+    for (size_t i = 0; i < out->n && st == DP_OK; i++) st = dp_tset_add(&C, out->items[i].name, &out->items[i].t);
     /* what the candidate does not export is copied from the reference (so the bounds can be
        formed) and left out of the verdict */
-    char **copied = dp_calloc(R.n + 1, sizeof *copied);
+    char **copied = dp_calloc(R->n + 1, sizeof *copied);
     size_t nc = 0;
     if (!copied) st = DP_ERR_NOMEM;
-    for (size_t i = 0; i < R.n && st == DP_OK; i++)
-        if (!dp_tset_find(&C, R.items[i].name)) {
-            st = dp_tset_add(&C, R.items[i].name, &R.items[i].t);
-            copied[nc++] = R.items[i].name;
+    for (size_t i = 0; i < R->n && st == DP_OK; i++)
+        if (!dp_tset_find(&C, R->items[i].name)) {
+            st = dp_tset_add(&C, R->items[i].name, &R->items[i].t);
+            copied[nc++] = R->items[i].name;
         }
     conf_cmp_opts co;
     conf_cmp_opts_default(&co);
@@ -93,7 +112,7 @@ static dp_status deterministic(cert_result *r, const cert_vecref *ref, const dp_
     co.noise_statistical = 1;
     conf_cmp_result cr;
     conf_cmp_result_init(&cr);
-    if (st == DP_OK) st = conf_compare_sets(&cr, &R, &C, &co, "");
+    if (st == DP_OK) st = conf_compare_sets(&cr, R, &C, &co, "");
     int npass = 0;
     double worst = 0;
     for (size_t i = 0; i < cr.n && st == DP_OK; i++) {
@@ -105,7 +124,7 @@ static dp_status deterministic(cert_result *r, const cert_vecref *ref, const dp_
             char sc[200], m[400];
             snprintf(sc, sizeof sc, "%.60s %.130s", scope, t->name);
             snprintf(m, sizeof m, "%s", t->msg);
-            st = push(r, CERT_FAIL, "deterministic", sc, m);
+            st = cert_push(r, CERT_FAIL, "deterministic", sc, m);
         } else {
             npass++;
             if (t->worst_frac > worst) worst = t->worst_frac;
@@ -114,12 +133,82 @@ static dp_status deterministic(cert_result *r, const cert_vecref *ref, const dp_
     if (st == DP_OK && npass) {
         char m[200];
         snprintf(m, sizeof m, "%d tensors within their derived bounds (worst fraction %.3g)", npass, worst);
-        st = push(r, CERT_PASS, "deterministic", scope, m);
+        st = cert_push(r, CERT_PASS, "deterministic", scope, m);
     }
     conf_cmp_result_free(&cr);
     free(copied);
-    dp_tset_free(&R);
     dp_tset_free(&C);
+    return st;
+}
+
+/* params_after.<name> in place of step.private_grad.<name> (SGD vectors with a known lr;
+ * docs/certification.md "params_after", bound in docs/tolerances.md "Private gradient from
+ * params_after"): G~ = (theta - theta') / lr in double is added to *out as the private
+ * gradient (the residual uses it); *dout (the deterministic checks' view of the output)
+ * holds G~ moved toward (S_ref + Z) / qN by at most its subtraction bound b_sub when the
+ * noise is exported (so compare's private-gradient bound is widened by exactly b_sub).
+ * Both exported: |G~ - G| <= b_sub is checked. *ok = 0 when neither is there (INCOMPLETE). */
+static dp_status from_params_after(cert_result *r, int *ok, dp_tensor_set *out, dp_tensor_set *dout, const cert_vecref *ref,
+                                   const dp_tensor_set *v, double sigma_ctot, dp_dtype dt, const char *sc) {
+    *ok = 1;
+    dp_tset_init(dout);
+    double lr = NAN, worst = 0, u = conf_unit_roundoff(dt) + conf_unit_roundoff(DP_F64), g3 = conf_gamma(3, u);
+    const char *opt = dp_tset_meta(v, "optimizer");
+    int sgd = opt && strcmp(opt, "sgd") == 0 && conf_meta_double(v, "lr", &lr) && lr != 0, derived = 0;
+    dp_status st = DP_OK;
+    for (int p = 0; p < ref->m.nparams && st == DP_OK; p++) {
+        const ref_param *P = &ref->m.params[p];
+        char pg[200], pa[200], nz[200], m[400];
+        snprintf(pg, sizeof pg, "step.private_grad.%s", P->name);
+        snprintf(pa, sizeof pa, "params_after.%s", P->name);
+        snprintf(nz, sizeof nz, "step.noise.%s", P->name);
+        const dp_tensor *G = dp_tset_find(out, pg), *A = sgd ? dp_tset_find(out, pa) : NULL, *Z = dp_tset_find(out, nz);
+        if (!G && !A) {
+            *ok = 0;
+            snprintf(m, sizeof m, "MISSING: neither %.150s nor %.150s in the output", pg, pa);
+            return cert_push(r, CERT_INCOMPLETE, "candidate output", sc, m);
+        }
+        if (!A) continue;
+        double *g = dp_malloc((size_t)P->numel * sizeof *g), *gs = dp_malloc((size_t)P->numel * sizeof *gs);
+        if (!g || !gs) { free(g); free(gs); return DP_ERR_NOMEM; }
+        int64_t bad = -1;
+        for (int64_t e = 0; e < P->numel; e++) {
+            double th = P->data[e], ta = dp_tensor_get(A, e), d = th - ta;
+            g[e] = d / lr;
+            double b = g3 * (fabs(th) + fabs(ta) + fabs(d)) / fabs(lr) + u * fabs(g[e]);
+            if (!(fabs(ref->qn * b) <= worst * sigma_ctot)) worst = ref->qn * b / sigma_ctot;
+            if (G && !(fabs(g[e] - dp_tensor_get(G, e)) <= b) && bad < 0) bad = e;
+            double gr = Z ? (ref->sum[p][e] + dp_tensor_get(Z, e)) / ref->qn : g[e];
+            gs[e] = g[e] - fmax(-b, fmin(b, g[e] - gr)); /* NaN stays NaN */
+        }
+        if (G && bad >= 0) {
+            snprintf(m, sizeof m, "element %lld: (params - params_after) / lr = %.17g, private gradient %.17g: they differ by "
+                     "more than the subtraction bound", (long long)bad, g[bad], dp_tensor_get(G, bad));
+            char s2[200];
+            snprintf(s2, sizeof s2, "%.60s %.130s", sc, pa);
+            st = cert_push(r, CERT_FAIL, "deterministic", s2, m);
+        } else if (!G) {
+            derived = 1;
+            st = dp_tset_add_f64(out, pg, g, P->ndim, P->shape);
+            if (st == DP_OK) st = dp_tset_add_f64(dout, pg, gs, P->ndim, P->shape);
+        }
+        free(g);
+        free(gs);
+    }
+    for (size_t i = 0; i < out->n && st == DP_OK; i++)
+        if (!dp_tset_find(dout, out->items[i].name)) st = dp_tset_add(dout, out->items[i].name, &out->items[i].t);
+    if (st == DP_OK && derived) {
+        cert_check k;
+        memset(&k, 0, sizeof k);
+        snprintf(k.name, sizeof k.name, "params_after precision");
+        snprintf(k.scope, sizeof k.scope, "%s", sc);
+        k.statistic = worst;
+        k.hi = CERT_PA_MAX_REL;
+        k.status = worst <= CERT_PA_MAX_REL ? CERT_PASS : CERT_INCOMPLETE;
+        snprintf(k.msg, sizeof k.msg, "private gradient derived from params_after: its subtraction bound times qN is at most "
+                 "%.3g of the noise std (%s %g)", worst, worst <= CERT_PA_MAX_REL ? "<=" : "> the resolvable", CERT_PA_MAX_REL);
+        st = cert_result_push(r, &k);
+    }
     return st;
 }
 
@@ -138,25 +227,29 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
     for (int64_t k = 1; k <= o->repeats && st == DP_OK; k++) {
         char sc[160];
         dp_tensor_set out;
-        if (!read_repeat(r, &st, &out, sc, sizeof sc, bundle, name, k, v)) continue;
+        if (!cert_read_repeat(r, &st, &out, sc, sizeof sc, bundle, name, k, v)) continue;
         const char *clip_fn = dp_tset_meta(&out, "clip_fn"), *dts = dp_tset_meta(&out, "dtype");
         if (!clip_fn) clip_fn = dp_tset_meta(v, "clip_fn");
         conf_clip_conv cv;
         dp_dtype dt = DP_F64;
         int ok = conf_clip_conv_parse(&cv, "output metadata clip_fn", clip_fn) == DP_OK;
         if (ok && !dp_tset_meta(&out, "clip_fn") && cv.automatic) conf_meta_double(v, "gamma", &cv.eps);
-        if (ok && dts) ok = (strcmp(dts, "f64") == 0 && (dt = DP_F64, 1)) || (strcmp(dts, "f32") == 0 && (dt = DP_F32, 1)) ||
-                            (strcmp(dts, "bf16") == 0 && (dt = DP_BF16, 1));
+        if (ok) ok = cert_parse_dtype(&dt, dts);
         if (!ok) {
-            st = push(r, CERT_FAIL, "declared conventions", sc, "output metadata: clip_fn must be abadi, abadi_eps:E or "
+            st = cert_push(r, CERT_FAIL, "declared conventions", sc, "output metadata: clip_fn must be abadi, abadi_eps:E or "
                                                                 "automatic[:G]; dtype f64, f32 or bf16");
             dp_tset_free(&out);
             continue;
         }
-        note_convention(r, name, clip_fn, dts ? dts : "f64");
+        cert_note_convention(r, name, clip_fn, dts ? dts : "f64");
         cert_vecref ref;
         if ((st = cert_vecref_compute(&ref, v, &cv)) != DP_OK) { dp_tset_free(&out); break; }
-        st = deterministic(r, &ref, v, &out, clip_fn, dt, sc);
+        dp_tensor_set dout;
+        int have = 1;
+        st = from_params_after(r, &have, &out, &dout, &ref, v, sigma * ctot, dt, sc);
+        if (st == DP_OK && have) st = deterministic(r, &ref, v, &dout, clip_fn, dt, sc);
+        dp_tset_free(&dout);
+        if (st != DP_OK || !have) { cert_vecref_free(&ref); dp_tset_free(&out); continue; }
         /* the residual and its digest (freshness) */
         int64_t n = 0;
         for (int p = 0; p < ref.m.nparams; p++) n += ref.m.params[p].numel;
@@ -182,7 +275,7 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
             }
         }
         if (st == DP_OK && bad >= 0) {
-            st = push(r, CERT_FAIL, "private gradient finite", sc, "a private gradient element is not finite");
+            st = cert_push(r, CERT_FAIL, "private gradient finite", sc, "a private gradient element is not finite");
             free(zs[k - 1]);
             zs[k - 1] = NULL;
         } else if (st == DP_OK) {
@@ -197,7 +290,7 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
                     char m[200];
                     snprintf(m, sizeof m, "repeats %lld and %lld released identical private gradients: the noise is not fresh",
                              (long long)a, (long long)k);
-                    st = push(r, CERT_FAIL, "noise freshness", sc, m);
+                    st = cert_push(r, CERT_FAIL, "noise freshness", sc, m);
                 }
         }
         free(bytes);
@@ -229,7 +322,7 @@ dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *nam
     for (int64_t k = 1; k <= o->repeats && st == DP_OK; k++) {
         char sc[160];
         dp_tensor_set out;
-        if (!read_repeat(r, &st, &out, sc, sizeof sc, bundle, name, k, v)) continue;
+        if (!cert_read_repeat(r, &st, &out, sc, sizeof sc, bundle, name, k, v)) continue;
         const dp_tensor *m = dp_tset_find(&out, "sampling.mask");
         free(cur);
         cur = dp_malloc((size_t)(K * N));
@@ -241,7 +334,7 @@ dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *nam
             cur[i] = x == 1;
         }
         dp_tset_free(&out);
-        if (bad) { st = push(r, CERT_FAIL, "sampling mask values", sc, "sampling.mask holds values other than 0 and 1"); continue; }
+        if (bad) { st = cert_push(r, CERT_FAIL, "sampling mask values", sc, "sampling.mask holds values other than 0 and 1"); continue; }
         memset(cs, 0, (size_t)K * sizeof *cs);
         memset(ce, 0, (size_t)N * sizeof *ce);
         int64_t tot = 0, pe = 0, ps = 0, worst = 0;

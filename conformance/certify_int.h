@@ -51,4 +51,41 @@ dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *nam
  * validated against the vector's expectations. res->outcome OK: *out holds it. */
 dp_status cert_read_output(dp_cand_result *res, dp_tensor_set *out, const char *bundle, const char *name, int64_t r,
                            const dp_tensor_set *v);
+
+/* Shared by the evaluators (certify_eval.c). */
+dp_status cert_push(cert_result *r, int status, const char *name, const char *scope, const char *msg);
+/* Repeat k's output of vector `name`: 1 with *out holding it when the run produced a valid
+ * output; 0 when it did not (the failure is recorded as a check; *st carries errors). */
+int cert_read_repeat(cert_result *r, dp_status *st, dp_tensor_set *out, char *sc, size_t sclen, const char *bundle,
+                     const char *name, int64_t k, const dp_tensor_set *v);
+/* Adds a declared convention to r->conventions (clip_fn NULL: DP-ZO, dtype only). */
+void cert_note_convention(cert_result *r, const char *vec, const char *clip_fn, const char *dtype);
+/* Output metadata dtype (NULL: f64) -> *dt; 0 when not f64, f32 or bf16. */
+int cert_parse_dtype(dp_dtype *dt, const char *s);
+/* The candidate's outputs against the reference export R under compare's derived bounds at
+ * dtype dt; what the candidate does not export is copied from R and not judged. Pushes one
+ * "deterministic" FAIL per failing tensor, or one PASS. */
+dp_status cert_compare_outputs(cert_result *r, const dp_tensor_set *R, const dp_tensor_set *out, dp_dtype dt,
+                               const char *scope);
+/* The pooled tests of "iid N(0, 1)" (certify.c): variance (*var receives it when var != NULL),
+ * mean, normality; label != NULL renames them "<label> variance|mean|normality (KS)". An
+ * empty pool gives one INCOMPLETE check. */
+dp_status cert_push_normal(cert_result *r, cert_check *var, const cert_pool *p, const char *label, const char *scope,
+                           double alpha);
+/* The product test of the pool's pairs as check `name`; no pairs: INCOMPLETE. */
+dp_status cert_push_products(cert_result *r, const cert_pool *p, const char *name, const char *scope, double alpha);
+
+/* DP-ZO (certify_dpzo.c): directions (dir: all z; dcoord: coordinate pairs within a
+ * direction; dpair: direction 2a against 2a+1; drep: repeat k against k-1) and the
+ * standardized noise of the released scalars (noise; ncoord: scalar 2a against 2a+1; nrep:
+ * repeat k against k-1), pooled over the DP-ZO vectors. */
+typedef struct {
+    int vectors;
+    cert_pool dir, dcoord, dpair, drep, noise, ncoord, nrep;
+} cert_dpzo_pools;
+dp_status cert_eval_dpzo(cert_result *r, cert_dpzo_pools *pl, const char *bundle, const char *name,
+                         const dp_tensor_set *v, const cert_opts *o);
+/* The pooled DP-ZO tests (nothing when no DP-ZO vector was evaluated). */
+dp_status cert_dpzo_finish(cert_result *r, const cert_dpzo_pools *pl, const cert_opts *o);
+void cert_dpzo_pools_free(cert_dpzo_pools *pl);
 #endif

@@ -52,7 +52,8 @@ dp_status conf_compare_dpzo(conf_cmp_result *out, const dp_tensor_set *ref, cons
         bl[nb + e] = gl * (fabs(dp_tensor_get(lm, e)) + lnP + 1);
     }
     /* clipped differences: clip is 1-Lipschitz: |dd| <= |dl+| + |dl-| + u |d| */
-    for (int64_t e = 0; e < nb; e++) bd[e] = bl[e] + bl[nb + e] + k->u * fabs(dp_tensor_get(dc, e));
+    for (int64_t e = 0; e < nb; e++) /* a dropped pair (non-finite l+ - l-) is exactly 0 on both sides */
+        bd[e] = isfinite(dp_tensor_get(lp, e) - dp_tensor_get(lm, e)) ? bl[e] + bl[nb + e] + k->u * fabs(dp_tensor_get(dc, e)) : 0.0;
     {
         const dp_tensor *c = dp_tset_find(cand, "per_sample.diff_clipped");
         if (!c) st = conf_cmp_push_missing(out, prefix, "per_sample.diff_clipped", "candidate");

@@ -23,9 +23,8 @@ static dp_status need_i(const dp_tensor_set *v, const char *key, int *x, int lo,
     return DP_OK;
 }
 
-dp_status cert_vector_config(ref_model_config *mc, ref_dpsgd_config *c, double *qn, const dp_tensor_set *v) {
-    const char *model = dp_tset_meta(v, "model"), *kind = dp_tset_meta(v, "kind");
-    if (!kind || strcmp(kind, "step") != 0) return dp_error(DP_ERR_FORMAT, "not a step vector (metadata 'kind')");
+dp_status cert_vector_model(ref_model_config *mc, const dp_tensor_set *v) {
+    const char *model = dp_tset_meta(v, "model");
     if (!model || (strcmp(model, "mlp") != 0 && strcmp(model, "llama") != 0))
         return dp_error(DP_ERR_FORMAT, "vector metadata 'model' must be mlp or llama");
     ref_config_default(mc, strcmp(model, "mlp") == 0 ? REF_MLP : REF_LLAMA);
@@ -53,7 +52,13 @@ dp_status cert_vector_config(ref_model_config *mc, ref_dpsgd_config *c, double *
         DP_TRY(need_i(v, "seq", &mc->seq, 2, 1 << 16));
         DP_TRY(need_i(v, "tied", &mc->tied, 0, 1));
     }
-    DP_TRY(ref_config_check(mc));
+    return ref_config_check(mc);
+}
+
+dp_status cert_vector_config(ref_model_config *mc, ref_dpsgd_config *c, double *qn, const dp_tensor_set *v) {
+    const char *kind = dp_tset_meta(v, "kind");
+    if (!kind || strcmp(kind, "step") != 0) return dp_error(DP_ERR_FORMAT, "not a step vector (metadata 'kind')");
+    DP_TRY(cert_vector_model(mc, v));
     ref_dpsgd_config_default(c);
     DP_TRY(need_d(v, "clip", &c->clip));
     DP_TRY(need_d(v, "sigma", &c->sigma));
@@ -122,17 +127,21 @@ void cert_vecref_free(cert_vecref *r) {
     memset(r, 0, sizeof *r);
 }
 
+dp_status cert_vector_load(ref_model *m, ref_dataset *d, int64_t *B, const ref_model_config *mc, const dp_tensor_set *v) {
+    DP_TRY(ref_model_init(m, mc, (dp_seed){0}));
+    for (int p = 0; p < m->nparams; p++) {
+        char nm[160];
+        snprintf(nm, sizeof nm, "params.%s", m->params[p].name);
+        const dp_tensor *t = dp_tset_find(v, nm);
+        if (!t || dp_tensor_numel(t) != m->params[p].numel) return dp_error(DP_ERR_FORMAT, "vector: %s missing or of the wrong size", nm);
+        for (int64_t e = 0; e < m->params[p].numel; e++) m->params[p].data[e] = dp_tensor_get(t, e);
+    }
+    return load_batch(d, B, mc, v);
+}
+
 static dp_status compute(cert_vecref *r, const dp_tensor_set *v, const conf_clip_conv *cv) {
     DP_TRY(cert_vector_config(&r->mc, &r->c, &r->qn, v));
-    DP_TRY(ref_model_init(&r->m, &r->mc, (dp_seed){0}));
-    for (int p = 0; p < r->m.nparams; p++) {
-        char nm[160];
-        snprintf(nm, sizeof nm, "params.%s", r->m.params[p].name);
-        const dp_tensor *t = dp_tset_find(v, nm);
-        if (!t || dp_tensor_numel(t) != r->m.params[p].numel) return dp_error(DP_ERR_FORMAT, "vector: %s missing or of the wrong size", nm);
-        for (int64_t e = 0; e < r->m.params[p].numel; e++) r->m.params[p].data[e] = dp_tensor_get(t, e);
-    }
-    DP_TRY(load_batch(&r->d, &r->B, &r->mc, v));
+    DP_TRY(cert_vector_load(&r->m, &r->d, &r->B, &r->mc, v));
     DP_TRY(ref_clip_groups_make(&r->g, &r->c, &r->m));
     if (cv) r->conv = *cv;
     else DP_TRY(conf_clip_conv_parse(&r->conv, "vector clip_fn", dp_tset_meta(v, "clip_fn")));

@@ -11,29 +11,33 @@
 #include "common/hash.h"
 #include "common/safetensors.h"
 #include "conformance/certify.h"
+#include "reference/dpzo.h"
 
 enum { SP_NONE = 0, SP_ADVERSARIAL, SP_NONFINITE, SP_NEAR, SP_CONFIDENT };
-enum { VK_STEP = 0, VK_SAMPLING };
+enum { VK_STEP = 0, VK_SAMPLING, VK_DPZO };
 enum { S_CI = 1, S_CERT = 2 };
 
-/* X(name, suites, kind, model, B, clipping, clip_fn, special, sigma) — model: "mlp" (in 16,
+/* X(name, suites, kind, model, B, clipping, clip_fn, special, sigma, nz) — model: "mlp" (in 16,
  * hidden 32,32, classes 10), "lin" (the mlp without hidden layers: gradient norm linear in
  * the input), "llama" (the default tiny llama with T = 8). Sampling vectors: B = N, and the
- * q and K of the table below. */
+ * q and K of the table below. DP-ZO vectors: nz = n, the directions per step. */
 #define CERT_VECTORS(X)                                                                       \
-    X("step-mlp-flat-abadi", S_CI | S_CERT, VK_STEP, "mlp", 32, "flat", "abadi", SP_NONE, 1.0) \
-    X("step-mlp-perlayer-abadi", S_CI | S_CERT, VK_STEP, "mlp", 32, "per-layer", "abadi", SP_NONE, 1.0) \
-    X("step-mlp-flat-automatic", S_CI | S_CERT, VK_STEP, "mlp", 32, "flat", "automatic", SP_NONE, 0.8) \
-    X("step-mlp-batch1", S_CI | S_CERT, VK_STEP, "mlp", 1, "flat", "abadi", SP_NONE, 1.0)     \
-    X("step-mlp-empty", S_CI | S_CERT, VK_STEP, "mlp", 0, "flat", "abadi", SP_NONE, 1.0)      \
-    X("step-lin-adversarial", S_CI | S_CERT, VK_STEP, "lin", 16, "flat", "abadi", SP_ADVERSARIAL, 1.0) \
-    X("step-mlp-nonfinite", S_CI | S_CERT, VK_STEP, "mlp", 16, "flat", "abadi", SP_NONFINITE, 1.0) \
-    X("step-mlp-near-threshold", S_CI | S_CERT, VK_STEP, "mlp", 16, "flat", "abadi", SP_NEAR, 1.0) \
-    X("step-mlp-confident", S_CI | S_CERT, VK_STEP, "mlp", 24, "flat", "abadi", SP_CONFIDENT, 1.2) \
-    X("step-llama-flat-abadi", S_CERT, VK_STEP, "llama", 8, "flat", "abadi", SP_NONE, 1.0)  \
-    X("step-llama-perlayer-abadi", S_CERT, VK_STEP, "llama", 8, "per-layer", "abadi", SP_NONE, 1.0) \
-    X("sampling-ci", S_CI, VK_SAMPLING, "", 200, "", "", SP_NONE, 0)                          \
-    X("sampling-certify", S_CERT, VK_SAMPLING, "", 1000, "", "", SP_NONE, 0)
+    X("step-mlp-flat-abadi", S_CI | S_CERT, VK_STEP, "mlp", 32, "flat", "abadi", SP_NONE, 1.0, 0) \
+    X("step-mlp-perlayer-abadi", S_CI | S_CERT, VK_STEP, "mlp", 32, "per-layer", "abadi", SP_NONE, 1.0, 0) \
+    X("step-mlp-flat-automatic", S_CI | S_CERT, VK_STEP, "mlp", 32, "flat", "automatic", SP_NONE, 0.8, 0) \
+    X("step-mlp-batch1", S_CI | S_CERT, VK_STEP, "mlp", 1, "flat", "abadi", SP_NONE, 1.0, 0)     \
+    X("step-mlp-empty", S_CI | S_CERT, VK_STEP, "mlp", 0, "flat", "abadi", SP_NONE, 1.0, 0)      \
+    X("step-lin-adversarial", S_CI | S_CERT, VK_STEP, "lin", 16, "flat", "abadi", SP_ADVERSARIAL, 1.0, 0) \
+    X("step-mlp-nonfinite", S_CI | S_CERT, VK_STEP, "mlp", 16, "flat", "abadi", SP_NONFINITE, 1.0, 0) \
+    X("step-mlp-near-threshold", S_CI | S_CERT, VK_STEP, "mlp", 16, "flat", "abadi", SP_NEAR, 1.0, 0) \
+    X("step-mlp-confident", S_CI | S_CERT, VK_STEP, "mlp", 24, "flat", "abadi", SP_CONFIDENT, 1.2, 0) \
+    X("step-llama-flat-abadi", S_CERT, VK_STEP, "llama", 8, "flat", "abadi", SP_NONE, 1.0, 0)  \
+    X("step-llama-perlayer-abadi", S_CERT, VK_STEP, "llama", 8, "per-layer", "abadi", SP_NONE, 1.0, 0) \
+    X("dpzo-mlp", S_CI | S_CERT, VK_DPZO, "mlp", 32, "", "", SP_NONE, 1.0, 256)                 \
+    X("dpzo-mlp-nonfinite", S_CI | S_CERT, VK_DPZO, "mlp", 16, "", "", SP_NONFINITE, 0.8, 64)     \
+    X("dpzo-llama", S_CERT, VK_DPZO, "llama", 4, "", "", SP_NONE, 1.0, 16)                       \
+    X("sampling-ci", S_CI, VK_SAMPLING, "", 200, "", "", SP_NONE, 0, 0)                          \
+    X("sampling-certify", S_CERT, VK_SAMPLING, "", 1000, "", "", SP_NONE, 0, 0)
 
 typedef struct {
     const char *name;
@@ -43,17 +47,25 @@ typedef struct {
     const char *clipping, *clip_fn;
     int special;
     double sigma;
+    int nz;
 } vec_spec;
 
 static const vec_spec g_specs[] = {
-#define X(n, s, k, m, b, cl, fn, sp, sg) {n, s, k, m, b, cl, fn, sp, sg},
+#define X(n, s, k, m, b, cl, fn, sp, sg, nz) {n, s, k, m, b, cl, fn, sp, sg, nz},
     CERT_VECTORS(X)
 #undef X
 };
 
+#define CERT_LR 0.5          /* step vectors: the SGD learning rate (params_after) */
+#define CERT_DPZO_PHI 1e-3  /* DP-ZO vectors: the perturbation scale phi */
 #define CERT_QN 32.0        /* expected batch size declared by every step vector */
 #define CERT_SAMPLING_Q 0.1 /* sampling vectors: q and K */
 #define CERT_SAMPLING_K 100
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
 
 dp_status cert_suite_parse(cert_suite *s, const char *what, const char *name) {
     if (name && strcmp(name, "ci") == 0) { *s = CERT_SUITE_CI; return DP_OK; }
@@ -126,8 +138,8 @@ static dp_status model_meta(dp_tensor_set *s, const ref_model_config *mc) {
     return meta(s, "norm_eps", "%.17g", mc->norm_eps);
 }
 
-/* The draft vector (clip not final), its reference norms, then the final clip and specials. */
-static dp_status step_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed) {
+/* The model (params.*) and the batch of a step or DP-ZO vector, from the public seed. */
+static dp_status model_and_batch(dp_tensor_set *s, ref_model_config *mcp, const vec_spec *sp, uint64_t seed) {
     ref_model_config mc;
     ref_config_default(&mc, strcmp(sp->model, "llama") == 0 ? REF_LLAMA : REF_MLP);
     if (strcmp(sp->model, "lin") == 0) mc.nhidden = 0;
@@ -160,6 +172,63 @@ static dp_status step_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed
         int64_t ts[2] = {B, mc.seq};
         st = dp_tset_add_raw(s, "batch.tokens", DP_I32, d.tokens, 2, ts);
     }
+    ref_model_free(&m);
+    ref_dataset_free(&d);
+    *mcp = mc;
+    return st;
+}
+
+/* A DP-ZO vector (docs/certification.md "DP-ZO vectors"): C is the median |loss difference|
+ * of the reference's own directions (ref_dpzo_direction, public seed), so about half of the
+ * differences are clipped. */
+static dp_status dpzo_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed) {
+    ref_model_config mc;
+    DP_TRY(model_and_batch(s, &mc, sp, seed));
+    DP_TRY(dp_tset_set_meta(s, "format", CERT_VECTOR_FORMAT));
+    DP_TRY(dp_tset_set_meta(s, "kind", "dpzo"));
+    DP_TRY(dp_tset_set_meta(s, "algorithm", "dpzo"));
+    DP_TRY(model_meta(s, &mc));
+    DP_TRY(meta(s, "sigma", "%.17g", sp->sigma));
+    DP_TRY(meta(s, "phi", "%.17g", CERT_DPZO_PHI));
+    DP_TRY(meta(s, "n_spsa", "%.0f", (double)sp->nz));
+    DP_TRY(dp_tset_set_meta(s, "noise", "gaussian"));
+    DP_TRY(meta(s, "expected_batch_size", "%.17g", CERT_QN));
+    ref_model m;
+    ref_dataset d;
+    memset(&m, 0, sizeof m);
+    memset(&d, 0, sizeof d);
+    int64_t B = 0;
+    double **z = NULL, C = 1.0;
+    cert_dpzo_ref r = {0};
+    dp_status st = cert_vector_load(&m, &d, &B, &mc, s);
+    if (st == DP_OK && !(z = dp_calloc((size_t)m.nparams, sizeof *z))) st = DP_ERR_NOMEM;
+    for (int p = 0; st == DP_OK && p < m.nparams; p++) {
+        int64_t ne = m.params[p].numel;
+        if (!(z[p] = dp_malloc((size_t)(sp->nz * ne) * sizeof **z))) st = DP_ERR_NOMEM;
+        for (int j = 0; j < sp->nz && st == DP_OK; j++) st = ref_dpzo_direction(z[p] + j * ne, (dp_seed){seed}, 1, p, j, ne);
+    }
+    if (st == DP_OK) st = cert_dpzo_reference(&r, &m, &d, z, sp->nz, CERT_DPZO_PHI, INFINITY);
+    int64_t k = 0;
+    for (int64_t i = 0; st == DP_OK && i < (int64_t)sp->nz * B; i++) /* |d| of the kept pairs */
+        if (isfinite(r.lp[i] - r.lm[i])) r.dc[k++] = fabs(r.lp[i] - r.lm[i]);
+    if (st == DP_OK && k) {
+        qsort(r.dc, (size_t)k, sizeof *r.dc, cmp_double);
+        C = r.dc[k / 2];
+    }
+    cert_dpzo_ref_free(&r);
+    for (int p = 0; z && p < m.nparams; p++) free(z[p]);
+    free(z);
+    ref_model_free(&m);
+    ref_dataset_free(&d);
+    if (st == DP_OK) st = meta(s, "clip", "%.17g", C);
+    return st;
+}
+
+/* The draft vector (clip not final), its reference norms, then the final clip and specials. */
+static dp_status step_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed) {
+    ref_model_config mc;
+    int64_t B = sp->b;
+    dp_status st = model_and_batch(s, &mc, sp, seed);
     if (st == DP_OK) st = dp_tset_set_meta(s, "format", CERT_VECTOR_FORMAT);
     if (st == DP_OK) st = dp_tset_set_meta(s, "kind", "step");
     if (st == DP_OK) st = dp_tset_set_meta(s, "algorithm", "dpsgd");
@@ -170,9 +239,8 @@ static dp_status step_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed
     if (st == DP_OK) st = meta(s, "clip", "%.17g", 1.0);
     if (st == DP_OK) st = meta(s, "sigma", "%.17g", sp->sigma);
     if (st == DP_OK) st = meta(s, "expected_batch_size", "%.17g", CERT_QN);
-    if (st == DP_OK) st = dp_tset_set_meta(s, "optimizer", "none");
-    ref_model_free(&m);
-    ref_dataset_free(&d);
+    if (st == DP_OK) st = dp_tset_set_meta(s, "optimizer", "sgd"); /* params_after = params - lr G may replace G */
+    if (st == DP_OK) st = meta(s, "lr", "%.17g", CERT_LR);
     if (st != DP_OK) return st;
     /* C from the reference norms: the median finite norm (half the batch clipped), or just
        above example 0's norm (near-threshold); the adversarial example is scaled to 1e6 C. */
@@ -244,7 +312,7 @@ dp_status cert_vectors_write(const char *dir, cert_suite suite, char ***names, s
             st = dp_tset_set_meta(&s, "format", CERT_VECTOR_FORMAT);
             if (st == DP_OK) st = sampling_vector(&s, sp);
         } else {
-            st = step_vector(&s, sp, 1300 + i);
+            st = sp->kind == VK_DPZO ? dpzo_vector(&s, sp, 1300 + i) : step_vector(&s, sp, 1300 + i);
         }
         if (st == DP_OK) st = dp_tset_set_meta(&s, "name", sp->name);
         if (st == DP_OK) st = finish_write(&s, dir, sp->name);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # conformance/tests/certify_numpy_slow.sh — `dpcert certify` end to end on the numpy candidate
 # (conformance/adapters/python/examples/numpy_candidate.py): the correct candidate is
-# CERTIFIED (ci suite) and its signed bundle verifies (the mutants and a filtered run:
+# CERTIFIED (ci suite; certify suite, llama included; other modes: certify_modes_slow.sh) and
+# its signed bundle verifies (the mutants and a filtered run:
 # certify_mutants_slow.sh); tampering with an output, the
 # report, the signature, or a re-signed report whose verdicts were edited makes
 # verify-report exit 1. Skipped (77) without python3 + numpy (Debian: python3-numpy).
@@ -16,6 +17,14 @@ for f in report.json report.md junit.xml; do [ -s good/$f ] || { echo "FAIL: goo
 "$PY" -c "import json,sys; r=json.load(open('good/report.json')); assert r['verdict']=='CERTIFIED' and r['files'] and r['checks'] and r['git_revision'] and r['command']" \
   || { echo "FAIL: report.json content"; fail=1; }
 
+# the certify suite (mlp and llama DP-SGD, DP-ZO, sampling; alpha 1e-9): the llama's
+# per-example gradients come from numpy_llama.py
+run 0 "numpy candidate, certify suite" $D certify --candidate "$PY $CAND" --suite certify --report cert
+expect "^verdict: CERTIFIED" "numpy candidate CERTIFIED on the certify suite"
+expect "suite certify, 2 repeats, alpha 1e-09" "certify suite at alpha 1e-9"
+for v in step-llama-flat-abadi step-llama-perlayer-abadi; do
+  grep -q "\"scope\": \"$v r1\"" cert/report.json || { echo "FAIL: no deterministic check of $v in cert/report.json"; fail=1; }
+done
 # tampering
 cp -r good t1
 victim=$(ls t1/outputs/step-mlp-flat-abadi.r1.safetensors)

@@ -3,14 +3,16 @@
 
     dpcert certify --candidate 'python3 examples/numpy_candidate.py' --suite ci
 
-Run as `numpy_candidate.py [--mutant M] IN OUT`. Step vectors (mlp only): per-example
-gradients of dpcert's mlp (docs/models.md), per-example clipping (flat / per-layer / group,
+Run as `numpy_candidate.py [--mutant M] [--params-after] IN OUT`. DP-ZO vectors: n directions, clipped
+loss differences, noisy scalars (docs/dpzo.md). Step vectors (mlp and llama): per-example
+gradients of dpcert's models (docs/models.md; the llama's backward in numpy_llama.py), per-example clipping (flat / per-layer / group,
 abadi or automatic), sum, Gaussian noise sigma * C_total * N(0, 1) from OS entropy (fresh in
 every run), division by the expected batch size. Sampling vectors: Poisson masks.
 
 Deliberate mutants (tests that `certify` catches them): no-noise, clip-after-sum,
 noise-scale:F (under- or over-noised by F), fixed-noise (the same noise every run),
-shuffle (fixed-size batches from a shuffled epoch), wrong-q:F (rate F q).
+shuffle (fixed-size batches from a shuffled epoch), wrong-q:F (rate F q), fixed-dirs (DP-ZO:
+the same directions every run), no-drop (DP-ZO: a non-finite difference counted as +C; no-noise and noise-scale:F also apply to DP-ZO scalars).
 """
 import argparse
 import os
@@ -20,17 +22,23 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from dpcert_adapter import Vector, write_output  # noqa: E402
+import numpy_llama  # noqa: E402  (this directory: the llama's forward and backward)
+
+# working precision of step vectors (--f32: float32 parameters, data, gradients, sums, outputs)
+W_DTYPE, W_NAME = np.float64, "f64"
 
 
-def mlp_per_example(v):
-    """Per-example losses [B] and gradients {name: [B, ...]} of dpcert's mlp."""
+def mlp_per_example(v, params=None, grad=True):
+    """Per-example losses [B] and gradients {name: [B, ...]} of dpcert's mlp at `params`
+    (default the vector's); grad=False: the losses only."""
+    params = v.params if params is None else params
     nin, hidden, classes = v.mlp_sizes()
-    x = v.batch["x"].astype(np.float64)
+    x = v.batch["x"].astype(W_DTYPE)
     y = v.batch["y"].astype(np.int64)
     B = x.shape[0]
     nl = len(hidden) + 1
-    W = [v.params[f"layers.{i}.weight"] for i in range(nl)]
-    b = [v.params[f"layers.{i}.bias"] for i in range(nl)]
+    W = [params[f"layers.{i}.weight"] for i in range(nl)]
+    b = [params[f"layers.{i}.bias"] for i in range(nl)]
     hs = [x]
     with np.errstate(all="ignore"):
         for i in range(nl - 1):
@@ -40,6 +48,8 @@ def mlp_per_example(v):
         e = np.exp(z - m)
         s = e.sum(axis=1, keepdims=True)
         loss = (m[:, 0] + np.log(s[:, 0])) - z[np.arange(B), y]
+        if not grad:
+            return loss, None
         d = e / s
         d[np.arange(B), y] -= 1.0                          # p - e_y  [B, classes]
         grads = {}
@@ -56,10 +66,11 @@ def rows(a):
     return a.reshape(a.shape[0], int(np.prod(a.shape[1:])))
 
 
-def step(v, out, mutant, rng):
-    if v.meta.get("model") != "mlp":
-        sys.exit(f"numpy_candidate: model {v.meta.get('model')} not implemented (mlp only)")
-    loss, grads = mlp_per_example(v)
+def step(v, out, mutant, rng, params_after=False):
+    if v.meta.get("model") == "llama":
+        loss, grads = numpy_llama.per_example(v)
+    else:
+        loss, grads = mlp_per_example(v)
     names = list(v.params.keys())
     B = loss.shape[0]
     finite = np.isfinite(loss)
@@ -70,7 +81,7 @@ def step(v, out, mutant, rng):
     gnorm = {}
     with np.errstate(all="ignore"):
         for g in groups:
-            sq = np.zeros(B)
+            sq = np.zeros(B, dtype=W_DTYPE)
             for n in names:
                 if pg[n] == g:
                     sq += np.sum(rows(grads[n]) ** 2, axis=1)
@@ -108,7 +119,10 @@ def step(v, out, mutant, rng):
         z = scale * rng.standard_normal(v.params[n].shape)
         res[f"step.noise.{n}"] = z
         res[f"step.clipped_sum.{n}"] = sums[n]
-        res[f"step.private_grad.{n}"] = (sums[n] + z) / qn
+        if params_after:  # SGD with the vector's lr: params - lr G in place of G
+            res[f"params_after.{n}"] = v.params[n] - float(v.meta["lr"]) * ((sums[n] + z) / qn)
+        else:
+            res[f"step.private_grad.{n}"] = (sums[n] + z) / qn
     with np.errstate(all="ignore"):
         res["per_sample.norm"] = np.where(finite, total, np.nan)
     if len(groups) == 1:
@@ -118,7 +132,42 @@ def step(v, out, mutant, rng):
             res[f"per_sample.clip_factor.{g}"] = cf[g]
             res[f"per_sample.norm.{g}"] = np.where(finite, gnorm[g], np.nan)
     clip_fn = fn if fn != "automatic" else "automatic:" + v.meta["gamma"]
-    write_output(out, res, {"dtype": "f64", "clip_fn": clip_fn, "candidate": "numpy_candidate.py " + mutant})
+    res = {k: a.astype(W_DTYPE) for k, a in res.items()}
+    write_output(out, res, {"dtype": W_NAME, "clip_fn": clip_fn, "candidate": "numpy_candidate.py " + mutant})
+
+
+def dpzo(v, out, mutant, rng):
+    """One DP-ZO step (docs/dpzo.md step 2; docs/certification.md "DP-ZO"): n directions
+    z_j ~ N(0, I), clipped loss differences at theta +- phi z_j (a non-finite difference is
+    dropped), S_j + N(0, n sigma^2 C^2), divided by qN 2 phi."""
+    losses = numpy_llama.per_example if v.meta.get("model") == "llama" else mlp_per_example
+    n, phi, C, sigma, qn = int(v.num("n_spsa")), v.num("phi"), v.clip, v.sigma, v.expected_batch_size
+    # directions: fresh (not secret); the fixed-dirs mutant reuses the same ones every run
+    zrng = np.random.default_rng(777) if mutant == "fixed-dirs" else rng
+    names = list(v.params.keys())
+    z = {k: zrng.standard_normal((n,) + v.params[k].shape) for k in names}
+    B = next(iter(v.batch.values())).shape[0]
+    lp, lm = np.zeros((n, B)), np.zeros((n, B))
+    for j in range(n):
+        lp[j], _ = losses(v, {k: v.params[k] + phi * z[k][j] for k in names}, grad=False)
+        lm[j], _ = losses(v, {k: v.params[k] - phi * z[k][j] for k in names}, grad=False)
+    with np.errstate(invalid="ignore"):
+        d = lp - lm
+    dc = np.where(np.isfinite(d), np.clip(np.nan_to_num(d), -C, C), C if mutant == "no-drop" else 0.0)
+    S = dc.sum(axis=1)
+    scale = sigma * C * np.sqrt(n)
+    if mutant == "no-noise":
+        scale = 0.0
+    elif mutant.startswith("noise-scale:"):
+        scale *= float(mutant.split(":", 1)[1])
+    Z = scale * rng.standard_normal(n)
+    res = {f"dpzo.z.{k}": z[k] for k in names}
+    res["step.scalar"] = (S + Z) / ((qn * 2.0) * phi)
+    res["step.noise"] = Z
+    res["per_sample.diff_clipped"] = dc
+    res["per_sample.loss_plus"] = lp
+    res["per_sample.loss_minus"] = lm
+    write_output(out, res, {"dtype": "f64", "candidate": "numpy_candidate.py " + mutant})  # DP-ZO: always f64
 
 
 def sampling(v, out, mutant, rng):
@@ -144,16 +193,28 @@ def sampling(v, out, mutant, rng):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mutant", default="none")
+    ap.add_argument("--f32", action="store_true", help="step vectors: compute in float32 and declare dtype f32")
+    ap.add_argument("--declare-dtype", default=None, help="declare this dtype instead of the working one (a negative control)")
+    ap.add_argument("--params-after", action="store_true",
+                    help="step vectors: export params_after = params - lr G instead of G (SGD vectors)")
     ap.add_argument("inp")
     ap.add_argument("out")
     a = ap.parse_args()
     # secret randomness: OS entropy, never a fixed or public seed (except the fixed-noise mutant)
     rng = np.random.default_rng(12345 if a.mutant == "fixed-noise" else None)
     v = Vector.load(a.inp)
+    global W_DTYPE, W_NAME
+    if a.f32 and v.kind == "step":
+        W_DTYPE, W_NAME = np.float32, "f32"
+        v.params = {k: x.astype(np.float32) for k, x in v.params.items()}
+    if a.declare_dtype:
+        W_NAME = a.declare_dtype
     if v.kind == "sampling":
         sampling(v, a.out, a.mutant, rng)
+    elif v.kind == "dpzo":
+        dpzo(v, a.out, a.mutant, rng)
     else:
-        step(v, a.out, a.mutant, rng)
+        step(v, a.out, a.mutant, rng, a.params_after and v.meta.get("optimizer") == "sgd")
 
 
 if __name__ == "__main__":
