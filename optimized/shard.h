@@ -88,6 +88,7 @@ typedef struct {
     int64_t *poff, *pmax;
     int64_t L;
     int output;             /* --cp-pattern output (cp_output.c) */
+    int zero1;              /* --sharding zero1: pgrad, m1, m2 hold the DP rank's range [lo, hi) of [L] */
     /* overlap of the reduce-scatters with the backward (docs/longshield.md "Overlap"),
      * seconds summed over the step's chunks (reset by the step) */
     double ovl_hidden, ovl_total;

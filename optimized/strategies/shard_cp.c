@@ -18,9 +18,9 @@ dp_status opt_cp_check(const dp_dpsgd_config *cfg, const opt_dp_options *o, cons
     if (o->cp > m->cfg.seq)
         return dp_error(DP_ERR_USAGE, "--cp %d is larger than --seq %d: every CP rank needs at least one position", o->cp,
                         m->cfg.seq);
-    if (o->sharding != OPT_SHARD_REPLICATED)
+    if (o->sharding != OPT_SHARD_REPLICATED && o->sharding != OPT_SHARD_ZERO1)
         return dp_error(DP_ERR_USAGE, "--cp %d: --sharding %s is not supported with context parallelism (the CP state is "
-                        "already sliced; only --sharding replicated)", o->cp, opt_sharding_names[o->sharding]);
+                        "already sliced; --sharding replicated or zero1)", o->cp, opt_sharding_names[o->sharding]);
     if (o->strategy != OPT_STRAT_GRAD_SAMPLE)
         return dp_error(DP_ERR_USAGE, "--cp %d: --strategy %s is not supported with context parallelism (the per-example "
                         "gradients are instantiated on row slices: --strategy grad-sample)", o->cp,
@@ -69,6 +69,11 @@ static dp_status cp_setup(opt_dpsgd *s) {
     s->om.cp = &cs->cp;
     s->chunk = cs->L; /* pgrad, m1, m2 [L]; flat = S [L] | Z [L] */
     s->lo = 0; s->hi = cs->L;
+    if (s->o.sharding == OPT_SHARD_ZERO1) { /* pgrad, m1, m2: the DP rank's range [lo, hi) of the packed [L] */
+        cs->zero1 = 1;
+        s->chunk = (cs->L + s->par.dp - 1) / s->par.dp;
+        opt_shard_range(&s->lo, &s->hi, cs->L, s->chunk, s->par.dp_rank);
+    }
     s->zoff = cs->L;
     s->zlo = 0;
     return DP_OK;
@@ -171,25 +176,63 @@ static dp_status cp_allgather_params(opt_dpsgd *s) {
 
 /* The private gradient (S + Z) / div and the optimizer on the rank's slices, then the
  * parameters all-gathered over the CP group. */
+/* zero1: every DP rank's updated range [lo_d, hi_d) of the packed slices, all-gathered
+ * over the DP group, into this rank's slices of the parameters. */
+static dp_status cp_zero1_sync(opt_dpsgd *s) {
+    opt_backend *be = s->be;
+    const opt_model *om = &s->om;
+    opt_cp_state *cs = state(s);
+    const size_t es = opt_backend_esize(be);
+    void *send = NULL, *recv = NULL;
+    dp_status st = opt_mem_alloc(be, &send, es * (size_t)s->chunk, OPT_MEM_COMM);
+    if (st == DP_OK) st = opt_mem_alloc(be, &recv, es * (size_t)(s->chunk * s->par.dp), OPT_MEM_COMM);
+    for (int dir = 0; dir < 2 && st == DP_OK; dir++) {
+        if (dir == 1) st = OPT_CALL(be, allgather, s->par.dp_group, recv, send, s->chunk, NULL);
+        for (int p = 0; st == DP_OK && p < om->np; p++) {
+            int64_t a, b;
+            opt_cp_slice(&a, &b, s, p, cs->cp.r);
+            /* dir 0: this rank's range of the slice into send; dir 1: the whole slice back */
+            int64_t x0 = dir ? cs->poff[p] : (cs->poff[p] > s->lo ? cs->poff[p] : s->lo);
+            int64_t x1 = dir ? cs->poff[p] + (b - a) : (cs->poff[p] + (b - a) < s->hi ? cs->poff[p] + (b - a) : s->hi);
+            if (x1 <= x0) continue;
+            void *w = opt_dev_at(s, om->w[p], a + x0 - cs->poff[p]);
+            st = dir ? OPT_CALL(be, copy, w, opt_dev_at(s, recv, x0), es * (size_t)(x1 - x0))
+                     : OPT_CALL(be, copy, opt_dev_at(s, send, x0 - s->lo), w, es * (size_t)(x1 - x0));
+        }
+    }
+    opt_mem_free(be, send);
+    opt_mem_free(be, recv);
+    return st;
+}
+
+/* The private gradient (S + Z) / div and the optimizer on the rank's slices (zero1: on
+ * the DP rank's range [lo, hi) of them, then re-assembled over the DP group), then the
+ * parameters all-gathered over the CP group. */
 static dp_status cp_update(opt_dpsgd *s, double div) {
     opt_backend *be = s->be;
     const opt_model *om = &s->om;
     const dp_dpsgd_config *c = &s->cfg;
     opt_cp_state *cs = state(s);
-    DP_TRY(OPT_CALL(be, add, s->pgrad, s->flat, opt_dev_at(s, s->flat, s->zoff), cs->L));
-    DP_TRY(OPT_CALL(be, div_scalar, s->pgrad, s->pgrad, div, cs->L));
+    const int64_t lo = s->lo, hi = s->hi; /* [0, L) unless zero1 */
+    if (hi > lo) {
+        DP_TRY(OPT_CALL(be, add, s->pgrad, opt_dev_at(s, s->flat, lo), opt_dev_at(s, s->flat, s->zoff + lo), hi - lo));
+        DP_TRY(OPT_CALL(be, div_scalar, s->pgrad, s->pgrad, div, hi - lo));
+    }
     for (int p = 0; p < om->np; p++) {
         int64_t a, b;
         opt_cp_slice(&a, &b, s, p, cs->cp.r);
-        if (b <= a) continue;
-        void *w = opt_dev_at(s, om->w[p], a), *g = opt_dev_at(s, s->pgrad, cs->poff[p]), *m1 = opt_dev_at(s, s->m1, cs->poff[p]);
+        int64_t x0 = cs->poff[p] > lo ? cs->poff[p] : lo, x1 = cs->poff[p] + (b - a) < hi ? cs->poff[p] + (b - a) : hi;
+        if (x1 <= x0) continue;
+        void *w = opt_dev_at(s, om->w[p], a + x0 - cs->poff[p]), *g = opt_dev_at(s, s->pgrad, x0 - lo),
+             *m1 = opt_dev_at(s, s->m1, x0 - lo);
         if (c->opt == DP_OPT_SGD)
-            DP_TRY(OPT_CALL(be, sgd_momentum, w, m1, g, c->lr, c->momentum, 0.0, s->t, b - a));
+            DP_TRY(OPT_CALL(be, sgd_momentum, w, m1, g, c->lr, c->momentum, 0.0, s->t, x1 - x0));
         else
-            DP_TRY(OPT_CALL(be, adamw, w, m1, opt_dev_at(s, s->m2, cs->poff[p]), g, c->lr, c->beta1, c->beta2, c->adam_eps,
-                            c->weight_decay, s->t, b - a));
+            DP_TRY(OPT_CALL(be, adamw, w, m1, opt_dev_at(s, s->m2, x0 - lo), g, c->lr, c->beta1, c->beta2, c->adam_eps,
+                            c->weight_decay, s->t, x1 - x0));
     }
     if (s->hooks->skip_param_sync) return DP_OK;
+    if (cs->zero1) DP_TRY(cp_zero1_sync(s));
     return cp_allgather_params(s);
 }
 
@@ -207,7 +250,17 @@ static dp_status cp_gather_sums(opt_dpsgd *s, double *hS) {
     return cp_gather_host(s, hS + s->total, opt_dev_at(s, s->flat, s->zoff));
 }
 
-static dp_status cp_gather_pgrad(opt_dpsgd *s, double *hp) { return cp_gather_host(s, hp, s->pgrad); }
+static dp_status cp_gather_pgrad(opt_dpsgd *s, double *hp) {
+    opt_cp_state *cs = state(s);
+    if (!cs->zero1) return cp_gather_host(s, hp, s->pgrad);
+    /* zero1: the DP ranks' ranges of the packed private gradient first */
+    void *full = NULL;
+    dp_status st = opt_mem_alloc(s->be, &full, opt_backend_esize(s->be) * (size_t)(s->chunk * s->par.dp), OPT_MEM_COMM);
+    if (st == DP_OK) st = OPT_CALL(s->be, allgather, s->par.dp_group, full, s->pgrad, s->chunk, NULL);
+    if (st == DP_OK) st = cp_gather_host(s, hp, full);
+    opt_mem_free(s->be, full);
+    return st;
+}
 
 const opt_shard_strategy opt_shard_cp = {"cp", 0, 0, cp_reduce, cp_update, cp_gather_sums, cp_gather_pgrad, cp_setup,
                                          cp_teardown};

@@ -35,6 +35,14 @@ else bad "--cp 2 --memory-report: reduce-scatter calls '${rs:-}'"; tail -20 rep.
 # (4 layers b Tmax D + 4 L) e (M - 1) (q, k, v, dy and parameters + S, Z, private gradient);
 # ring: allgather 4 L e (M - 1) and send (2 (M - 1) + 4 (M - 1) + 2) layers b Tmax D e
 CM=(dpsgd --seed 11 --noise-key 12345 --model llama --vocab 16 --dim 8 --layers 1 --heads 2 --ffn 12 --dataset-size 16 --q 0.25 --steps 1 --clip 1 --sigma 1 --memory-report)
+# CP composed with zero1 over the DP group (2 x 2): the optimizer states of every rank
+# hold ceil(L / 2) of the L = P / 2 packed slice elements (every row count even; values:
+# case cp-zero1-*)
+timeout 60 mpirun -x ASAN_OPTIONS -n 4 "${TRAIN[@]}" "${CM[@]}" --seq 8 --cp 2 --sharding zero1 >z1.log 2>z1.err || { bad "--cp 2 --sharding zero1 run"; tail -3 z1.err; }
+n=$(awk '$1 == "rank" && $3 == "params" { P[$2] = $4 / 8 } $1 == "rank" && $3 == "optimizer_state" { o[$2] = $5 }
+  END { for (r in o) { L = P[r] / 2; if (o[r] == 8 * int((L + 1) / 2)) k++ } print k + 0 }' z1.err)
+if [ "$n" -eq 4 ]; then pass "--cp 2 --sharding zero1 (2 x 2): optimizer states ceil(L / 2) per rank on all 4 ranks"
+else bad "--cp 2 --sharding zero1: $n of 4 ranks hold ceil(L / 2) optimizer states"; grep optimizer_state z1.err; fi
 comm_check() { # M T attention
   local M=$1 T=$2 att=$3
   timeout 120 mpirun -x ASAN_OPTIONS -n "$M" "${TRAIN[@]}" "${CM[@]}" --seq "$T" --cp "$M" --cp-attention "$att" >comm.log 2>comm.err || { bad "comm run M=$M T=$T $att"; tail -3 comm.err; return; }
