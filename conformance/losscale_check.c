@@ -86,12 +86,16 @@ static void decide(conf_ls_check *o, const ls_facts *f) {
                  f->underflowed ? "clipped sum within the bound; some half values underflowed to zero"
                                 : "clipped sum within the bound");
     } else if (shrink_fits(f)) {
+        /* the norms, when they show S, name it exactly (examples below C / S keep their size
+         * and can pull the sum's ratio off 2^-k) */
         o->verdict = CONF_LSV_OVERSHRINK;
-        o->k = f->k;
-        snprintf(o->diag, sizeof o->diag, "loss scale applied after clipping, factor 2^%d", f->k);
-    } else if (!f->sum_ok && f->kn >= 1 && o->ratio < 1) {
-        /* norms carry S and the sum shrank: clipping saw S g, then step 5 divided by S (the
-         * examples with S n >= C lose the factor S exactly, those below keep theirs) */
+        o->k = f->kn >= 1 ? f->kn : f->k;
+        snprintf(o->diag, sizeof o->diag, "loss scale applied after clipping, factor 2^%d", o->k);
+    } else if (f->kn >= 1 && o->ratio <= 0.5) {
+        /* norms carry S and the sum shrank at least by half: clipping saw S g, then step 5
+         * divided by S (examples with n >= C lose the factor S exactly, those below C / S
+         * keep their size). Without step 5 no example's factor shrinks (min(S, C / n) >=
+         * min(1, C / n)), so a halved sum is not that mistake. */
         o->verdict = CONF_LSV_OVERSHRINK;
         o->k = f->kn;
         snprintf(o->diag, sizeof o->diag,
