@@ -52,6 +52,21 @@ extern const char *const opt_bug_names[];        /* "none", "clip-after-sum", ..
 extern const char *const opt_cp_attention_names[]; /* "allgather", "ring" */
 extern const char *const opt_cp_pattern_names[];   /* "input", "output" */
 
+/* --loss-scale (docs/precision.md "Loss scaling"): none (all-zero), static:S (steps
+ * 1-2-3-4*-5-6: loss x S, clipping at S C, clipped sum / S before the noise), dynamic
+ * (the same with S adapted: x 2 after K clean steps, / 2 and the step skipped when a
+ * per-example gradient overflows — a data-dependent release the losscale check FAILs). */
+typedef enum { OPT_LS_NONE = 0, OPT_LS_STATIC = 1, OPT_LS_DYNAMIC = 2 } opt_ls_mode;
+typedef struct {
+    opt_ls_mode mode;
+    double S;  /* static: the scale; dynamic: the initial scale (powers of two) */
+    int64_t K; /* dynamic: growth interval in steps */
+} opt_loss_scale;
+/* "none" | "static:S" | "dynamic[:S0[:K]]" (S, S0 positive powers of two, dp_parse_pow2) */
+dp_status opt_loss_scale_parse(opt_loss_scale *out, const char *s);
+/* "none", "static:S" or "dynamic:S0:K" into buf (the export's metadata "loss_scale") */
+void opt_ls_describe(char *buf, size_t n, const opt_loss_scale *ls);
+
 /* All-zero = grad-sample, replicated, the DP group = the world. */
 typedef struct opt_dp_options {
     opt_strategy strategy;
@@ -62,6 +77,7 @@ typedef struct opt_dp_options {
     opt_sharding sharding; /* --sharding (docs/zero.md) */
     int dp, cp;            /* --dp N --cp M layout (0: dp = world size / cp, cp = 1) */
     int cp_ring;           /* --cp-attention: 1 ring, 0 allgather (docs/longshield.md) */
+    opt_loss_scale ls;     /* --loss-scale (none) */
 } opt_dp_options;
 
 struct opt_shard_strategy;
@@ -89,6 +105,11 @@ typedef struct {
     void *m1, *m2;         /* device [chunk] optimizer state of positions [lo, hi) (m2: adamw only) */
     int64_t t;             /* optimizer steps taken */
     void *shard_state;     /* the sharding's own state (zero3), or NULL */
+    double ls_S;           /* the loss scale of the next step (1: none) */
+    int64_t ls_good;       /* dynamic: steps since the last overflow or growth */
+    double ls_used;        /* the loss scale of the last step */
+    int ls_skipped;        /* 1: the last step was skipped (dynamic, overflow) */
+    double ls_max;         /* the largest S whose S C (S gamma) is finite in the backend's type */
 } opt_dpsgd;
 
 /* m: the initial model (copied to the device). Validates cfg (opt_dpsgd_config_check) and

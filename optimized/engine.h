@@ -41,6 +41,7 @@ typedef struct {
      * on them; attention reaches the other shards through the CP group
      * (optimized/engine_cp.c, docs/longshield.md). */
     const struct opt_cp *cp;
+    double loss_scale;        /* the tape pass backpropagates S x the loss (0 or 1: none; --loss-scale) */
 } opt_model;
 
 /* The sequence shard of a CP rank (docs/longshield.md "Sequence sharding"). */
