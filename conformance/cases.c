@@ -141,7 +141,7 @@ dp_status conf_case_parse(conf_case *c, const char *buf, size_t len, const char 
     static const char *const algs[] = {"dpsgd", "dpzo", NULL};
     static const char *const kinds[] = {"compare", "stat-noise", "stat-poisson", NULL};
     static const char *const modes[] = {"single", "shares", NULL};
-    static const char *const dts[] = {"f64", "f32", NULL};
+    static const char *const dts[] = {"f64", "f32", "bf16", "fp16", NULL}; /* bf16/fp16: docs/precision.md */
     if (!json_is_object(root)) { st = FERR("the root must be an object"); goto out; }
     {
         const char *k;

@@ -12,11 +12,15 @@ json_t *conf_cmp_json(const conf_cmp_result *r);
 
 int dp_cmd_compare(int argc, char **argv) {
     const char *dtype = "f64";
+    const char *precision = NULL;
     int json = 0, help = 0, verbose = 0, shares = 0, dtype_seen = 0, model_k_seen = 0, noise_ranks_seen = 0;
+    int precision_seen = 0;
     double warn = 0.5;
     int64_t model_k = 0, noise_ranks = 0;
     dp_opt opts[] = {
         {"--dtype", DP_OPT_STRING, &dtype, &dtype_seen, "candidate working precision: f64 (default), f32, bf16"},
+        {"--precision", DP_OPT_STRING, &precision, &precision_seen,
+         "bf16 | fp16: the mixed-precision recipe of docs/precision.md (half storage, f32 compute and master weights)"},
         {"--json", DP_OPT_FLAG, &json, NULL, "print the per-tensor results as JSON"},
         {"--warn", DP_OPT_DOUBLE, &warn, NULL, "MARGINAL above this fraction of the budget (default 0.5)"},
         {"--noise-shares", DP_OPT_FLAG, &shares, NULL,
@@ -47,6 +51,17 @@ int dp_cmd_compare(int argc, char **argv) {
     int di = 0;
     if ((st = dp_parse_choice(&di, "--dtype", dtype, dts)) != DP_OK) return dp_cli_fail("compare", st);
     o.cand_dtype = dtv[di];
+    if (precision_seen) {
+        static const char *const hps[] = {"bf16", "fp16", NULL};
+        int hi = 0;
+        if ((st = dp_parse_choice(&hi, "--precision", precision, hps)) != DP_OK) return dp_cli_fail("compare", st);
+        if (dtype_seen && o.cand_dtype != DP_F32)
+            return dp_cli_fail("compare", dp_error(DP_ERR_USAGE, "--precision %s computes in f32: --dtype %s contradicts it",
+                                                   precision, dtype));
+        o.mixed = 1;
+        o.half_dtype = hi == 0 ? DP_BF16 : DP_F16;
+        o.cand_dtype = DP_F32;
+    }
     if ((st = dp_check_range("--warn", warn, 0, 0, 1, 0)) != DP_OK) return dp_cli_fail("compare", st);
     /* --model-k K enters gamma_K = K u / (1 - K u) (docs/tolerances.md), defined for K u < 1
      * with u = u_cand + u_f64: a larger K has no finite bound, so it is refused here. */

@@ -23,6 +23,8 @@ void conf_cmp_opts_default(conf_cmp_opts *o) {
     o->noise_statistical = 0;
     o->model_k = 0;
     o->noise_ranks = 0;
+    o->mixed = 0;
+    o->half_dtype = DP_BF16;
 }
 
 void conf_cmp_result_init(conf_cmp_result *r) { memset(r, 0, sizeof *r); }
@@ -174,6 +176,18 @@ static void model_consts(const dp_tensor_set *ref, int64_t k_opt, double *K, dou
     *T = seq;
 }
 
+/* Mixed precision (docs/tolerances.md "Mixed precision"): the half rounding points on the
+ * path of a per-example gradient, H = 5 L + 2 with L the number of params.* tensors of
+ * two or more dimensions (the linear layers: input, weight, output, output gradient and
+ * the input gradient it passes on; plus the stored per-example gradient and the direct
+ * parameters' path). */
+static double half_points(const dp_tensor_set *ref) {
+    double L = 0;
+    for (size_t i = 0; i < ref->n; i++)
+        if (strncmp(ref->items[i].name, "params.", 7) == 0 && ref->items[i].t.ndim >= 2) L++;
+    return 5.0 * L + 2.0;
+}
+
 /* ---- the step comparison ---- */
 static double noise_draw_bound(double u_ref) {
     double bm = conf_bound_boxmuller(u_ref);
@@ -245,6 +259,14 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
     int64_t T;
     model_consts(ref, o->model_k, &k.K, &k.P, &T);
     k.gK = conf_gamma(k.K, k.u);
+    k.H = k.gH = 0;
+    if (o->mixed) {
+        if (o->cand_dtype != DP_F32 || (o->half_dtype != DP_BF16 && o->half_dtype != DP_F16))
+            return dp_error(DP_ERR_INVALID, "mixed precision: the candidate computes in f32 with bf16 or f16 storage");
+        k.H = half_points(ref);
+        k.gH = conf_gamma(k.H, conf_unit_roundoff(o->half_dtype));
+        k.gK += k.gH;
+    }
     k.rho = k.gK + (conf_gamma(k.P, k.u) / 2 + k.u) * (1 + k.gK);
     k.bz = noise_draw_bound(conf_unit_roundoff(DP_F64));
     dp_status st = DP_OK;
@@ -659,7 +681,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
         if (!bnd) { st = DP_ERR_NOMEM; goto done; }
         for (int64_t e = 0; e < n; e++)
-            bnd[e] = conf_gamma(k.K + 2, k.u) * (fabs(dp_tensor_get(r, e)) + log(k.P > 1 ? k.P : 1) + 1);
+            bnd[e] = (conf_gamma(k.K + 2, k.u) + k.gH) * (fabs(dp_tensor_get(r, e)) + log(k.P > 1 ? k.P : 1) + 1);
         free(tmp);
         tmp = nonfinite_agree(r, c);
         if ((st = conf_cmp_elems(out, prefix, loss_names[li], r, c, tmp, bnd, o->warn)) != DP_OK) goto done;

@@ -8,7 +8,8 @@ typedef struct {
     double u;        /* u_cand + u_ref */
     double uc;       /* u_cand */
     double K, P;
-    double gK;       /* gamma_K */
+    double gK;       /* gamma_K (mixed precision: gamma_K(u) + gamma_H(u_half)) */
+    double H, gH;    /* mixed precision: half rounding points on a path, gamma_H(u_half); 0 otherwise */
     double rho;      /* relative norm bound */
     double bz;       /* |dz| bound of one standard draw (Box-Muller or Laplace) */
 } conf_consts;

@@ -78,6 +78,11 @@ typedef struct {
     int64_t noise_ranks;   /* noise shares: the candidate's rank count R (0: the candidate's metadata "ranks").
                               With the reference's noise_key in its metadata the summed shares are
                               recomputed and compared element by element (docs/tolerances.md) */
+    int mixed;             /* 1: the candidate follows the mixed-precision recipe of docs/precision.md
+                              (half storage in half_dtype, f32 compute: cand_dtype F32); the
+                              per-example gradient model adds gamma_H(u_half) (docs/tolerances.md
+                              "Mixed precision") */
+    dp_dtype half_dtype;   /* DP_BF16 or DP_F16 when mixed */
 } conf_cmp_opts;
 void conf_cmp_opts_default(conf_cmp_opts *o);
 

@@ -322,7 +322,9 @@ dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks
     if (need_ref) {
         conf_cmp_opts co;
         conf_cmp_opts_default(&co);
-        co.cand_dtype = strcmp(c->dtype, "f32") == 0 ? DP_F32 : DP_F64;
+        co.cand_dtype = strcmp(c->dtype, "f64") == 0 ? DP_F64 : DP_F32;
+        co.mixed = strcmp(c->dtype, "bf16") == 0 || strcmp(c->dtype, "fp16") == 0; /* docs/precision.md */
+        co.half_dtype = strcmp(c->dtype, "fp16") == 0 ? DP_F16 : DP_BF16;
         co.noise_statistical = strcmp(c->noise_mode, "shares") == 0;
         dp_status cs = conf_compare_paths(&res->cmp, refdir, canddir, &co);
         if (cs != DP_OK) {

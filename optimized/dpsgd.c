@@ -85,6 +85,7 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const dp_dpsgd_config *c
     if (cfg->precision != DP_PREC_DOUBLE)
         return dp_error(DP_ERR_NOT_SUPPORTED, "--precision mpfr is a reference-only mode (the engine computes in %s)",
                         be->dtype == DP_F64 ? "f64" : "f32");
+    if (opt_prec_is_half(o->prec)) DP_TRY(opt_prec_check(be, o, m));
     if (m->nparams >= (1 << 16))
         return dp_error(DP_ERR_INVALID, "too many parameter tensors (%d) for noise lanes (< 2^16)", m->nparams);
     if (o->strategy < 0 || o->strategy >= OPT_STRAT_COUNT) return dp_error(DP_ERR_USAGE, "--strategy: unknown strategy");
@@ -96,6 +97,8 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const dp_dpsgd_config *c
     if (o->cp <= 1 && (s->hooks->cp_drop_partial || s->hooks->cp_local_norms || s->hooks->cp_full_noise))
         return dp_error(DP_ERR_USAGE, "--inject-bug %s applies to context parallelism only (--cp M > 1)",
                         opt_bug_names[o->bug]);
+    if (s->hooks->master_half && !opt_prec_is_half(o->prec))
+        return dp_error(DP_ERR_USAGE, "--inject-bug master-half applies to --precision bf16 or fp16 only");
     if (s->shard->shard_states && o->noise_mode == OPT_NOISE_SHARES)
         return dp_error(DP_ERR_USAGE, "--noise-mode shares applies to --sharding replicated only (got --sharding %s)",
                         s->shard->name);
@@ -130,6 +133,8 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const dp_dpsgd_config *c
     if (st != DP_OK) { opt_clip_groups_free(&s->groups); opt_parallel_free(&s->par); return st; }
     st = opt_model_create(&s->om, be, m);
     if (st != DP_OK) { opt_clip_groups_free(&s->groups); opt_parallel_free(&s->par); return st; }
+    s->om.prec = o->prec;
+    s->om.pstats = &s->pstats;
     s->off = calloc((size_t)m->nparams, sizeof *s->off);
     if (!s->off) { opt_dpsgd_free(s); return dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
     for (int p = 1; p < m->nparams; p++) s->off[p] = s->off[p - 1] + m->params[p - 1].numel;
@@ -149,8 +154,8 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const dp_dpsgd_config *c
 void opt_dpsgd_free(opt_dpsgd *s) {
     if (!s->be) return;
     if (s->shard) s->shard->teardown(s);
-    void *bufs[4] = {s->flat, s->pgrad, s->m1, s->m2};
-    for (int i = 0; i < 4; i++) opt_mem_free(s->be, bufs[i]);
+    void *bufs[5] = {s->flat, s->pgrad, s->m1, s->m2, s->master};
+    for (int i = 0; i < 5; i++) opt_mem_free(s->be, bufs[i]);
     if (s->om.be) opt_model_free(&s->om);
     opt_clip_groups_free(&s->groups);
     opt_parallel_free(&s->par);
@@ -179,7 +184,9 @@ dp_status opt_instantiate(void *out, const opt_model *om, const opt_tape *tp, in
     /* out_b [p, d] = G_b^T [p, T] A_b [T, d] */
     DP_TRY(OPT_CALL(be, gemm, out, tp->G[pi], tp->A[pi], 1, 0, p, d, T, 1.0, 0.0, B, T * p, T * d, p * d));
     if (om->src[pi] == OPT_SRC_BOTH) DP_TRY(OPT_CALL(be, add, out, out, tp->direct[pi], B * p * d));
-    return DP_OK;
+    /* mixed precision, point P: an instantiated per-example gradient is held in the half
+     * type (docs/precision.md) */
+    return opt_prec_round(om, out, B * p * d, OPT_PREC_KIND_PE);
 }
 
 /* Zero every tape slice of example b (its terms then contribute nothing). */
@@ -499,6 +506,7 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
     if (st == DP_ERR_NOMEM) dp_error(DP_ERR_NOMEM, "engine: out of memory");
     if (st == DP_OK) st = OPT_CALL(be, zero, s->flat, es * (size_t)(s->zoff + (s->shard->noise_partition ? s->chunk : s->zoff)));
 
+    memset(&s->pstats, 0, sizeof s->pstats);
     s->ls_used = s->ls_S > 0 ? s->ls_S : 1;
     s->om.loss_scale = s->ls_used;
     /* micro-batches: the local share in k contiguous chunks; sums carry across chunks */
@@ -519,6 +527,9 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
     }
     free(cg);
 
+    /* ---- after per-sample clipping, before the reduction: the loss-scaling seam
+     * (optimized/precision.h; no-op without a loss scale) ---- */
+    if (st == DP_OK) st = opt_prec_after_clip(be, s->om.prec, s->flat, s->zoff);
     /* ---- loss scaling: step 5 (clipped sums / S, before the noise) and the dynamic
      * scaler's decision (optimized/opt_losscale.c) ---- */
     int skip = 0;
@@ -599,5 +610,53 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
     free(idx);
     free(co.loss); free(co.gn); free(co.c); free(co.dropped);
     if (pgr) { for (int p = 0; p < np; p++) free(pgr[p]); free(pgr); }
+    return st;
+}
+
+/* ---------------------------------------------------------------- mixed precision */
+/* The layouts --precision bf16|fp16 supports, and fp16's range at load (docs/precision.md). */
+dp_status opt_prec_check(const opt_backend *be, const opt_dp_options *o, const dp_model *m) {
+    const char *pn = opt_prec_names[o->prec];
+    if (be->dtype != DP_F32)
+        return dp_error(DP_ERR_INTERNAL, "--precision %s needs an f32 backend (got %s)", pn, dp_dtype_name(be->dtype));
+    if (o->cp > 1)
+        return dp_error(DP_ERR_USAGE, "--precision %s with --cp %d: mixed precision is not implemented under context "
+                        "parallelism (docs/precision.md \"Limits\")", pn, o->cp);
+    const double hmax = opt_prec_max_finite(o->prec);
+    for (int p = 0; p < m->nparams; p++)
+        for (int64_t e = 0; e < m->params[p].numel; e++) {
+            double v = m->params[p].data[e];
+            if (!(fabs(v) <= hmax))
+                return dp_error(DP_ERR_INVALID, "--precision %s: parameter tensor '%s' element %lld = %g at load is "
+                                "beyond the largest finite %s value %g (it would overflow to inf)", pn,
+                                m->params[p].name, (long long)e, v, pn, hmax);
+        }
+    return DP_OK;
+}
+
+dp_status opt_prec_check_data(const opt_dp_options *o, const dp_dataset *d, const char *src) {
+    if (!opt_prec_is_half(o->prec) || !d->x) return DP_OK; /* llama tokens are integers */
+    const double hmax = opt_prec_max_finite(o->prec);
+    for (int64_t i = 0; i < d->n * d->in; i++)
+        if (!(fabs(d->x[i]) <= hmax))
+            return dp_error(DP_ERR_INVALID, "--precision %s: %s: input 'x' of example %lld (feature %lld) = %g is beyond the "
+                            "largest finite %s value %g (the stored activation would overflow to inf)",
+                            opt_prec_names[o->prec], src, (long long)(i / d->in), (long long)(i % d->in), d->x[i],
+                            opt_prec_names[o->prec], hmax);
+    return DP_OK;
+}
+
+dp_status opt_dpsgd_get_params(opt_dpsgd *s, double *const *host) {
+    if (!s->master) return opt_model_get_params(&s->om, host);
+    double *h = malloc(sizeof(double) * (size_t)(s->total + 1));
+    if (!h) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    /* the master weights are laid out as the private gradient: its gather serves them */
+    void *pg = s->pgrad;
+    s->pgrad = s->master;
+    dp_status st = s->shard->gather_pgrad(s, h);
+    s->pgrad = pg;
+    for (int p = 0; st == DP_OK && p < s->om.np; p++)
+        memcpy(host[p], h + s->off[p], sizeof(double) * (size_t)s->om.numel[p]);
+    free(h);
     return st;
 }

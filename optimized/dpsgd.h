@@ -77,6 +77,7 @@ typedef struct opt_dp_options {
     opt_sharding sharding; /* --sharding (docs/zero.md) */
     int dp, cp;            /* --dp N --cp M layout (0: dp = world size / cp, cp = 1) */
     int cp_ring;           /* --cp-attention: 1 ring, 0 allgather (docs/longshield.md) */
+    opt_prec prec;         /* --precision (docs/precision.md); f64 with an f64 backend, else f32 or half */
     opt_loss_scale ls;     /* --loss-scale (none) */
 } opt_dp_options;
 
@@ -105,6 +106,8 @@ typedef struct {
     void *m1, *m2;         /* device [chunk] optimizer state of positions [lo, hi) (m2: adamw only) */
     int64_t t;             /* optimizer steps taken */
     void *shard_state;     /* the sharding's own state (zero3), or NULL */
+    void *master;          /* bf16/fp16: device [chunk] f32 master weights, laid out as pgrad (docs/precision.md); else NULL */
+    opt_prec_stats pstats; /* bf16/fp16: half-rounding counts of the last step (the loss-scaling seam) */
     double ls_S;           /* the loss scale of the next step (1: none) */
     int64_t ls_good;       /* dynamic: steps since the last overflow or growth */
     double ls_used;        /* the loss scale of the last step */
@@ -129,6 +132,17 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
  * DP_ERR_INVALID naming the step and the parameter tensor. (opt_dpsgd_step itself fails
  * when the private gradient is not finite.) */
 dp_status opt_check_update_finite(const dp_model *after, const dp_model *before, int64_t step);
+
+/* host[p] [numel] = the parameters as trained: the f32 master weights under bf16/fp16
+ * (gathered over the DP group), else the device parameters. Collective. */
+dp_status opt_dpsgd_get_params(opt_dpsgd *s, double *const *host);
+
+/* The layouts --precision bf16|fp16 supports (f32 backend, no --cp) and the fp16 range
+ * of m's parameters at load (|w| <= 65504, else DP_ERR_INVALID naming the tensor). */
+dp_status opt_prec_check(const opt_backend *be, const opt_dp_options *o, const dp_model *m);
+/* Under bf16/fp16: every mlp input |x| of d within the half type's range, else
+ * DP_ERR_INVALID naming src (the --data file or "the generated dataset") and the example. */
+dp_status opt_prec_check_data(const opt_dp_options *o, const dp_dataset *d, const char *src);
 
 /* Rank r's share [lo, hi) of a batch of b examples over R ranks: lo = floor(b r / R). */
 void opt_rank_share(int64_t *lo, int64_t *hi, int64_t b, int rank, int size);

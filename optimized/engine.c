@@ -138,9 +138,21 @@ static int mlp_width(const dp_model_config *c, int i) {
     return i == 0 ? c->in : (i <= c->nhidden ? c->hidden[i - 1] : c->classes);
 }
 
-/* linear forward: y [rows, p] = x [rows, d] W^T */
-static dp_status lin_fwd(opt_backend *be, void *y, const void *x, const void *W, int64_t rows, int64_t d, int64_t p) {
-    return OPT_CALL(be, gemm, y, x, W, 0, 1, rows, p, d, 1.0, 0.0, 1, 0, 0, 0);
+dp_status opt_prec_round(const opt_model *om, void *x, int64_t n, int kind) {
+    if (!opt_prec_is_half(om->prec)) return DP_OK;
+    opt_prec_count *cnt = !om->pstats ? NULL : kind == OPT_PREC_KIND_PE ? &om->pstats->pe
+                                             : kind == OPT_PREC_KIND_GRAD ? &om->pstats->grad : NULL;
+    return opt_prec_round_dev(om->be, om->prec, x, n, cnt);
+}
+
+/* linear forward: y [rows, p] = x [rows, d] W^T. Mixed precision (docs/precision.md,
+ * points A and Y): the input activation x is rounded to the half type in place (it is
+ * the stored activation the tape keeps), and so is the output y. */
+static dp_status lin_fwd(const opt_model *om, void *y, const void *x, const void *W, int64_t rows, int64_t d,
+                         int64_t p) {
+    DP_TRY(opt_prec_round(om, (void *)x, rows * d, OPT_PREC_KIND_ACT));
+    DP_TRY(OPT_CALL(om->be, gemm, y, x, W, 0, 1, rows, p, d, 1.0, 0.0, 1, 0, 0, 0));
+    return opt_prec_round(om, y, rows * p, OPT_PREC_KIND_ACT);
 }
 /* input gradient: dx [rows, d] (+)= dy [rows, p] W [p, d] */
 static dp_status lin_bwd_x(opt_backend *be, void *dx, const void *dy, const void *W, int64_t rows, int64_t d,
@@ -151,6 +163,10 @@ static dp_status lin_bwd_x(opt_backend *be, void *dx, const void *dy, const void
 /* Record (tape) or accumulate (sum) the gradient of linear parameter pi. */
 static dp_status lin_grad(opt_tape *tp, const opt_model *om, opt_mode mode, void *const *grads, int pi,
                           const void *A, const void *G, int64_t d, int64_t p) {
+    /* mixed precision, point G: the layer's output gradient is held in the half type
+     * before the weight and input gradients read it (in place; rounding is idempotent
+     * when several layers share it) */
+    DP_TRY(opt_prec_round(om, (void *)G, tp->B * tp->T * p, OPT_PREC_KIND_GRAD));
     if (mode == MODE_TAPE) {
         tp->A[pi] = A; tp->G[pi] = G; tp->din[pi] = d; tp->dout[pi] = p;
         return DP_OK;
@@ -166,7 +182,8 @@ static dp_status direct_grad(opt_tape *tp, const opt_model *om, opt_mode mode, v
                              const void *rowsbuf, int64_t n) {
     if (mode == MODE_TAPE) {
         if (!tp->direct[pi]) DP_TRY(A_(tp, &tp->direct[pi], tp->B * n));
-        return OPT_CALL(om->be, sum_rows, tp->direct[pi], rowsbuf, 0, tp->B, tp->T, n);
+        DP_TRY(OPT_CALL(om->be, sum_rows, tp->direct[pi], rowsbuf, 0, tp->B, tp->T, n));
+        return opt_prec_round(om, tp->direct[pi], tp->B * n, OPT_PREC_KIND_PE); /* point P */
     }
     return OPT_CALL(om->be, sum_rows, grads[pi], rowsbuf, 1, 1, tp->B * tp->T, n);
 }
@@ -217,7 +234,7 @@ static dp_status mlp_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
         int64_t din = mlp_width(c, i), dout = mlp_width(c, i + 1);
         DP_TRY(A_(tp, &f->h[i + 1], B * dout));
         DP_TRY(opt_params_use(om, 2 * i, 2, i < L ? 2 * i + 2 : -1, 2));
-        DP_TRY(lin_fwd(be, f->h[i + 1], f->h[i], om->w[2 * i], B, din, dout)); /* [B, out] */
+        DP_TRY(lin_fwd(om, f->h[i + 1], f->h[i], om->w[2 * i], B, din, dout)); /* [B, out] */
         DP_TRY(OPT_CALL(be, add_bias, f->h[i + 1], om->w[2 * i + 1], B, dout));
         DP_TRY(opt_params_drop(om, 2 * i, 2));
         if (i < L) DP_TRY(OPT_CALL(be, tanh_fwd, f->h[i + 1], f->h[i + 1], B * dout));
@@ -288,9 +305,9 @@ static dp_status llama_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
         DP_TRY(A_(tp, &y->h1, rows * D)); DP_TRY(A_(tp, &y->m, rows * D)); DP_TRY(A_(tp, &y->r2, rows));
         DP_TRY(A_(tp, &y->gt, rows * F)); DP_TRY(A_(tp, &y->up, rows * F)); DP_TRY(A_(tp, &y->act, rows * F));
         DP_TRY(OPT_CALL(be, rmsnorm_fwd, y->a, y->r1, y->hin, W[0], eps, rows, D));
-        DP_TRY(lin_fwd(be, y->q, y->a, W[1], rows, D, D));
-        DP_TRY(lin_fwd(be, y->k, y->a, W[2], rows, D, D));
-        DP_TRY(lin_fwd(be, y->v, y->a, W[3], rows, D, D));
+        DP_TRY(lin_fwd(om, y->q, y->a, W[1], rows, D, D));
+        DP_TRY(lin_fwd(om, y->k, y->a, W[2], rows, D, D));
+        DP_TRY(lin_fwd(om, y->v, y->a, W[3], rows, D, D));
         if (om->cp) { /* q, k, v, probs become the whole sequence's (engine_cp.c) */
             DP_TRY(opt_cp_attn_fwd(&tp->ar, y->y, &y->q, &y->k, &y->v, &y->probs, om, B));
         } else {
@@ -298,15 +315,15 @@ static dp_status llama_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
             DP_TRY(OPT_CALL(be, rope_fwd, y->k, y->k, c->rope_theta, B, T, H, hd));
             DP_TRY(OPT_CALL(be, attn_fwd, y->y, y->probs, y->q, y->k, y->v, B, T, H, hd));
         }
-        DP_TRY(lin_fwd(be, y->h1, y->y, W[4], rows, D, D));
+        DP_TRY(lin_fwd(om, y->h1, y->y, W[4], rows, D, D));
         DP_TRY(OPT_CALL(be, add, y->h1, y->h1, y->hin, rows * D)); /* h1 = hin + y Wo^T */
         DP_TRY(OPT_CALL(be, rmsnorm_fwd, y->m, y->r2, y->h1, W[5], eps, rows, D));
-        DP_TRY(lin_fwd(be, y->gt, y->m, W[6], rows, D, F));
-        DP_TRY(lin_fwd(be, y->up, y->m, W[7], rows, D, F));
+        DP_TRY(lin_fwd(om, y->gt, y->m, W[6], rows, D, F));
+        DP_TRY(lin_fwd(om, y->up, y->m, W[7], rows, D, F));
         DP_TRY(OPT_CALL(be, swiglu_fwd, y->act, y->gt, y->up, rows * F));
         void *hn;
         DP_TRY(A_(tp, &hn, rows * D));
-        DP_TRY(lin_fwd(be, hn, y->act, W[8], rows, F, D));
+        DP_TRY(lin_fwd(om, hn, y->act, W[8], rows, F, D));
         DP_TRY(OPT_CALL(be, add, hn, hn, y->h1, rows * D)); /* h = h1 + act Wdown^T */
         DP_TRY(opt_params_drop(om, (int)(1 + 9 * l), 9));
         h = hn;
@@ -317,7 +334,7 @@ static dp_status llama_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
     const void *Wout = om->w[iout];
     DP_TRY(A_(tp, &f->nf, rows * D)); DP_TRY(A_(tp, &f->rf, rows)); DP_TRY(A_(tp, &f->logits, rows * V));
     DP_TRY(OPT_CALL(be, rmsnorm_fwd, f->nf, f->rf, f->hfin, om->w[1 + 9 * L], eps, rows, D));
-    DP_TRY(lin_fwd(be, f->logits, f->nf, Wout, rows, D, V)); /* [rows, V] */
+    DP_TRY(lin_fwd(om, f->logits, f->nf, Wout, rows, D, V)); /* [rows, V] */
     DP_TRY(opt_params_drop(om, ifin, 1));
     DP_TRY(opt_params_drop(om, iout, 1));
     /* per-position losses with weight 1/(T-1) (mean over the T-1 predicted positions) */
@@ -397,7 +414,8 @@ static dp_status llama_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, o
     /* token embedding: per-example tables [B, V, D] (tape) or the summed table */
     if (mode == MODE_TAPE) {
         if (!tp->direct[0]) DP_TRY(A_(tp, &tp->direct[0], B * V * D));
-        return OPT_CALL(be, embed_bwd, tp->direct[0], dh, (const int32_t *)tp->x_dev, rows, T, V, D);
+        DP_TRY(OPT_CALL(be, embed_bwd, tp->direct[0], dh, (const int32_t *)tp->x_dev, rows, T, V, D));
+        return opt_prec_round(om, tp->direct[0], B * V * D, OPT_PREC_KIND_PE); /* point P */
     }
     return OPT_CALL(be, embed_bwd, grads[0], dh, (const int32_t *)tp->x_dev, rows, rows, V, D);
 }

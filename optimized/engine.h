@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "optimized/backend.h"
+#include "optimized/precision.h"
 #include "common/spec_model.h"
 
 typedef enum { OPT_SRC_DIRECT = 0, OPT_SRC_LINEAR = 1, OPT_SRC_BOTH = 2 } opt_src_kind;
@@ -41,6 +42,12 @@ typedef struct {
      * on them; attention reaches the other shards through the CP group
      * (optimized/engine_cp.c, docs/longshield.md). */
     const struct opt_cp *cp;
+    /* --precision (docs/precision.md): bf16/fp16 round the linear layers' inputs, outputs
+     * and output gradients and the per-example gradients held in memory to the half type
+     * (counted in *pstats when not NULL); f64/f32 round nothing. Set by the caller after
+     * opt_model_create (0 = f64, which the f64 backend implies). */
+    opt_prec prec;
+    opt_prec_stats *pstats;
     double loss_scale;        /* the tape pass backpropagates S x the loss (0 or 1: none; --loss-scale) */
 } opt_model;
 
@@ -131,6 +138,12 @@ dp_status opt_cp_ring_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, 
                           int64_t B);
 dp_status opt_cp_ring_bwd(opt_arena *ar, void *dq, void *dk, void *dv, const void *dy, const void *q, const void *k,
                           const void *v, const void *lse, const void *y, const opt_model *om, int64_t B);
+
+/* x [n] (device) rounded in place to om's half type (no-op unless bf16/fp16); the
+ * counts go to om->pstats->pe (per_example = 1) or ->grad (output gradients) or
+ * nowhere (activations, parameters). */
+dp_status opt_prec_round(const opt_model *om, void *x, int64_t n, int kind);
+enum { OPT_PREC_KIND_ACT = 0, OPT_PREC_KIND_GRAD = 1, OPT_PREC_KIND_PE = 2 };
 
 /* Call a backend operation, or fail with NOT_SUPPORTED naming it. */
 dp_status opt_unsupported(const opt_backend *be, const char *op);

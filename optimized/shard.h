@@ -56,6 +56,8 @@ typedef struct opt_step_hooks {
     int cp_drop_partial; /* 1: the last CP rank's partial per-example gradients are left out of the reduce-scatter */
     int cp_local_norms;  /* 1: per-example norms from the local slice only (no all-reduce over the CP group) */
     int cp_full_noise;   /* 1: every CP rank adds noise to the whole layer, summed over the CP group */
+    /* mixed precision (docs/precision.md "Negative control"; correct: 0) */
+    int master_half;     /* 1: the master weights are themselves rounded to the half type after every update */
     /* loss scaling (docs/precision.md "Loss scaling", negative controls; correct: 0) */
     int ls_clip_unscaled; /* 1: clipping at C on the scaled gradient (and its norms exported as seen) */
     int ls_no_unscale;    /* 1: step 5 left out: the clipped sum keeps S */
@@ -119,6 +121,16 @@ dp_status opt_shard_range_gather_sums(opt_dpsgd *s, double *hS);
 dp_status opt_shard_range_gather_pgrad(opt_dpsgd *s, double *hp);
 dp_status opt_shard_range_setup(opt_dpsgd *s);
 void opt_shard_range_teardown(opt_dpsgd *s);
+/* Mixed precision (docs/precision.md "Master weights"): s->master [n] f32 takes the
+ * positions of a range partition ([lo, hi) of om->w; then every om->w is rounded to the
+ * half type) or of a packed partition wpart [n] (zero3; then wpart is rounded). No-op
+ * unless s->om.prec is bf16/fp16. */
+dp_status opt_master_setup_range(opt_dpsgd *s);
+dp_status opt_master_setup_packed(opt_dpsgd *s, void *wpart, int64_t n);
+/* After the optimizer updated master [n] (elements from master_at): the half parameters
+ * w [n] = round(master) (the master itself rounded first under the master-half bug). */
+dp_status opt_master_store(opt_dpsgd *s, void *w, const void *master_at, int64_t n);
+
 /* This rank's shard of N (rank r: [r chunk, min((r + 1) chunk, total))). */
 void opt_shard_range(int64_t *lo, int64_t *hi, int64_t total, int64_t chunk, int r);
 

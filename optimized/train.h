@@ -22,10 +22,12 @@ typedef struct {
     int seen_threads;  /* without --threads: the cores available to this rank (opt_default_threads) */
     const char *cp_attention, *cp_pattern; /* --cp-attention allgather|ring, --cp-pattern input|output */
     int seen_cp_attention, seen_cp_pattern;
+    const char *precision;      /* --precision f64|f32|bf16|fp16 (docs/precision.md); --dtype is its alias */
+    int seen_precision, seen_dtype;
     const char *loss_scale;     /* --loss-scale none|static:S|dynamic[:S0[:K]] */
     int seen_loss_scale;
 } opt_train_cli;
-#define OPT_TRAIN_NOPTS 17
+#define OPT_TRAIN_NOPTS 18
 
 void opt_train_cli_init(opt_train_cli *t);
 void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t);

@@ -84,14 +84,26 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
                         t->impl);
     int k;
     static const char *const backends[] = {"host", "cuda", NULL};
-    static const char *const dtypes[] = {"f64", "f32", NULL};
     DP_TRY(dp_parse_choice(&k, "--backend", t->backend, backends));
     bc->name = backends[k];
-    DP_TRY(dp_parse_choice(&k, "--dtype", t->dtype, dtypes));
-    bc->dtype = k == 0 ? DP_F64 : DP_F32;
+    /* --precision, and --dtype its alias (docs/precision.md) */
+    if (t->seen_precision && t->seen_dtype && strcmp(t->precision, t->dtype) != 0)
+        return dp_error(DP_ERR_USAGE, "--dtype %s and --precision %s disagree (--dtype is an alias of --precision)",
+                        t->dtype, t->precision);
+    const int prk = t->seen_precision ? 1 : 0;
+    DP_TRY(dp_parse_choice(&k, prk ? "--precision" : "--dtype", prk ? t->precision : t->dtype, opt_prec_names));
+    const opt_prec prec = (opt_prec)k;
+    bc->dtype = opt_prec_backend_dtype(prec);
+    if (opt_prec_is_half(prec) && algo_dpzo)
+        return dp_error(DP_ERR_USAGE, "--precision %s applies to dpsgd only (mixed-precision DP-ZO is not implemented)",
+                        opt_prec_names[prec]);
+    if (opt_prec_is_half(prec) && strcmp(bc->name, "host") != 0)
+        return dp_error(DP_ERR_NOT_SUPPORTED, "--precision %s with --backend %s: mixed precision is implemented on the "
+                        "host backend only (docs/precision.md \"Limits\")", opt_prec_names[prec], bc->name);
     if (t->seen_threads) DP_TRY(dp_check_range("--threads", (double)t->threads, 1, 1, 256, 1));
     bc->threads = t->seen_threads ? (int)t->threads : opt_default_threads();
     memset(o, 0, sizeof *o);
+    o->prec = prec;
     DP_TRY(dp_parse_choice(&k, "--strategy", t->strategy, opt_strategy_names));
     o->strategy = (opt_strategy)k;
     if (algo_dpzo && t->seen_strategy)
@@ -154,7 +166,9 @@ void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t) {
                             "single (rank 0 adds all noise) | shares (each rank N(0, s^2 C^2 / R)) (single)"};
     opts[(*n)++] = (dp_opt){"--mixed-rule", DP_OPT_STRING, &t->mixed_rule, &t->seen_mixed_rule,
                             "mixed-ghost/book-keeping layer rule: flop (T < pd/(p+d)) | memory (2T^2 <= pd) (flop)"};
-    opts[(*n)++] = (dp_opt){"--dtype", DP_OPT_STRING, &t->dtype, NULL, "f64 | f32 (f64)"};
+    opts[(*n)++] = (dp_opt){"--dtype", DP_OPT_STRING, &t->dtype, &t->seen_dtype, "alias of --precision (f64)"};
+    opts[(*n)++] = (dp_opt){"--precision", DP_OPT_STRING, &t->precision, &t->seen_precision,
+                            "f64 | f32 | bf16 | fp16: bf16/fp16 = half storage, f32 compute and master weights, dpsgd only (f64)"};
     opts[(*n)++] = (dp_opt){"--threads", DP_OPT_INT, &t->threads, &t->seen_threads,
                             "host threads, 1 to 256 (the cores available / ranks on this node)"};
     opts[(*n)++] = (dp_opt){"--inject-bug", DP_OPT_STRING, &t->bug, &t->seen_bug,
@@ -180,7 +194,7 @@ void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t) {
 void opt_train_cli_init(opt_train_cli *t) {
     memset(t, 0, sizeof *t);
     t->impl = "optimized"; t->backend = "host"; t->strategy = "grad-sample"; t->noise_mode = "single";
-    t->dtype = "f64"; t->bug = "none"; t->mixed_rule = "flop"; t->threads = 1;
+    t->dtype = "f64"; t->precision = "f64"; t->bug = "none"; t->mixed_rule = "flop"; t->threads = 1;
     t->sharding = "replicated"; t->cp = 1; t->cp_attention = "allgather"; t->cp_pattern = "input"; t->loss_scale = "none"; t->collective_timeout = OPT_COLLECTIVE_TIMEOUT_DEFAULT;
 }
 
@@ -320,6 +334,7 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     opt_dpsgd s;
     memset(&s, 0, sizeof s);
     if (st == DP_OK) st = dp_dpsgd_cli_dataset(&d, &mc, &c, &cli, opt_dpsgd_config_check);
+    if (st == DP_OK) st = opt_prec_check_data(&o, &d, cli.m.seen_data ? cli.m.data : "the generated dataset");
     if (st == DP_OK && cli.m.seen_data)
         st = dp_model_cli_mem_check(&cli.m, opt_mem_dpsgd(&mc, &c, &o, es, be->comm.size, (double)d.n, t.seen_export),
                                     "the run");
@@ -337,7 +352,7 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     snprintf(nthreads, sizeof nthreads, "%d", be->threads);
     const char *extra[] = {"impl", "optimized", "backend", be->name, "strategy", opt_strategy_names[o.strategy],
                            "noise_mode", opt_noise_mode_names[o.noise_mode], "mixed_rule",
-                           opt_mixed_rule_names[o.mixed_rule], "dtype", bc.dtype == DP_F64 ? "f64" : "f32",
+                           opt_mixed_rule_names[o.mixed_rule], "dtype", opt_prec_names[o.prec],
                            "ranks", nranks, "threads", nthreads, "inject_bug", opt_bug_names[o.bug],
                            "sharding", opt_sharding_names[o.sharding], "memory_peak_model_states", peak_ms,
                            "memory_peak_total", peak_tot, "loss_scale", ls_desc, "loss_scale_used", ls_used,
@@ -347,7 +362,7 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
         st = dp_model_copy(&before, &m);
         if (st != DP_OK) break;
         st = opt_dpsgd_step(&out, &s, &d, step);
-        if (st == DP_OK) st = opt_model_get_params(&s.om, host);
+        if (st == DP_OK) st = opt_dpsgd_get_params(&s, host);
         if (st == DP_OK) st = opt_check_update_finite(&m, &before, step);
         if (st != DP_OK || rank != 0) continue;
         dp_dpsgd_print_step(&out);

@@ -77,4 +77,26 @@ check "dynamic: step 3 skipped on overflow, FAIL data-dependent release" \
 "$D" train dpsgd --impl optimized --backend host --dtype f32 $A --loss-scale dynamic --export dyn2 >/dev/null 2>&1 || fail=1
 "$D" losscale --check ref dyn2 >c4.txt; rc=$?
 check "dynamic without a skip: still FAIL (the decision is data-dependent)" '[ $rc -eq 1 ] && grep -q "FAIL: data-dependent skip" c4.txt'
+
+# half precision (--precision bf16|fp16): the correct pipeline passes compare and the check;
+# each injected pipeline error FAILs with its own diagnosis; fp16 with S = 2^24 overflows
+for p in bf16 fp16; do
+  H="train dpsgd --impl optimized --backend host --precision $p $A"
+  "$D" $H --loss-scale static:1024 --export h_$p >/dev/null 2>&1 || fail=1
+  "$D" compare ref h_$p --precision $p >/dev/null; rc1=$?
+  "$D" losscale --check ref h_$p --dtype $p >h.txt; rc=$?
+  check "$p static:1024: compare and losscale PASS" '[ $rc1 -eq 0 ] && [ $rc -eq 0 ]'
+  DPCERT_TEST_INJECT=1 "$D" $H --loss-scale static:1024 --inject-bug ls-unscale-after-clip --export hb1_$p >/dev/null 2>&1 || fail=1
+  "$D" losscale --check ref hb1_$p --dtype $p >h.txt; rc=$?
+  check "$p ls-unscale-after-clip: over-shrink 2^10" '[ $rc -eq 1 ] && grep -q "^losscale: FAIL: over-shrink .*factor 2^10" h.txt'
+  DPCERT_TEST_INJECT=1 "$D" $H --loss-scale static:1024 --inject-bug ls-no-unscale --export hb2_$p >/dev/null 2>&1 || fail=1
+  "$D" losscale --check ref hb2_$p --dtype $p >h.txt; rc=$?
+  check "$p ls-no-unscale: loss scale not removed" '[ $rc -eq 1 ] && grep -q "^losscale: FAIL: loss scale not removed" h.txt'
+done
+"$D" train dpsgd --impl optimized --backend host --precision fp16 $A --loss-scale static:2^24 --export ovf >/dev/null 2>&1 || fail=1
+"$D" losscale --check ref ovf --dtype fp16 >h.txt; rc=$?
+check "fp16 static:2^24 (1-2-3-4*-5-6): FAIL overflow (inf/NaN norms)" '[ $rc -eq 1 ] && grep -q "^losscale: FAIL: overflow .*inf/NaN" h.txt'
+"$D" train dpsgd --impl optimized --backend host --precision bf16 $A --loss-scale static:2^24 --export novf >/dev/null 2>&1 || fail=1
+"$D" losscale --check ref novf --dtype bf16 >h.txt; rc=$?
+check "bf16 static:2^24: PASS (bf16 has f32's range)" '[ $rc -eq 0 ]'
 exit $fail

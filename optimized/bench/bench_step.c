@@ -25,16 +25,8 @@
 
 #include "optimized/dpsgd.h"
 #include "optimized/host/host_gemm.h"
+#include "optimized/bench/bench_util.h"
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 static double cpu_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -114,9 +106,9 @@ int main(int argc, char **argv) {
                 dp_dpsgd_step_out out;
                 memset(&out, 0, sizeof out);
                 for (int r = 0; r < warm + reps && st == DP_OK; r++) {
-                    double t0 = now(), c0 = cpu_now();
+                    double t0 = opt_bench_now(), c0 = cpu_now();
                     st = opt_dpsgd_step(&out, &s, &d, r + 1);
-                    t[r] = now() - t0;
+                    t[r] = opt_bench_now() - t0;
                     cpu[r] = cpu_now() - c0;
                 }
                 dp_dpsgd_step_free(&out);
@@ -134,9 +126,9 @@ int main(int argc, char **argv) {
                 if (st == DP_OK) st = be->ops.alloc(be->ctx, &ones, opt_backend_esize(be) * (size_t)B);
                 if (st == DP_OK) st = be->ops.upload_f64(be->ctx, ones, h1, B);
                 for (int r = 0; r < warm + reps && st == DP_OK; r++) {
-                    double t0 = now(), c0 = cpu_now();
+                    double t0 = opt_bench_now(), c0 = cpu_now();
                     st = nondp_step(&om, &d, idx, B, g, ones);
-                    t[r] = now() - t0;
+                    t[r] = opt_bench_now() - t0;
                     cpu[r] = cpu_now() - c0;
                 }
                 for (int p = 0; p < om.np; p++) be->ops.free(be->ctx, g[p]);
@@ -146,8 +138,8 @@ int main(int argc, char **argv) {
             }
         }
         if (st != DP_OK) { fprintf(stderr, "bench_step: %s: %s\n", name, dp_last_error()); rc = 3; continue; }
-        qsort(t + warm, (size_t)reps, sizeof(double), cmp_d);
-        qsort(cpu + warm, (size_t)reps, sizeof(double), cmp_d);
+        qsort(t + warm, (size_t)reps, sizeof(double), opt_bench_cmp_double);
+        qsort(cpu + warm, (size_t)reps, sizeof(double), opt_bench_cmp_double);
         printf("RESULT tool=dpcert strategy=%s dtype=%s threads=%d D=%d L=%d T=%d B=%lld F=%d H=%d V=%d reps=%d "
                "median_s=%.6f min_s=%.6f max_s=%.6f cpu_s=%.6f peak_rss_mb=%.1f isa=%s\n",
                name, dt, threads, mc.dim, mc.layers, mc.seq, (long long)B, mc.ffn, mc.heads, mc.vocab, reps,

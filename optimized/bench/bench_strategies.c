@@ -11,12 +11,7 @@
 
 #include "optimized/dpsgd.h"
 #include "optimized/opt_spec.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "optimized/bench/bench_util.h"
 
 int main(int argc, char **argv) {
     int llama = argc < 2 || strcmp(argv[1], "mlp") != 0;
@@ -50,7 +45,7 @@ int main(int argc, char **argv) {
         for (int64_t i = 0; i < c.n; i++) h1[i] = 1.0;
         be->ops.alloc(be->ctx, &ones, sizeof(double) * (size_t)c.n);
         be->ops.upload_f64(be->ctx, ones, h1, c.n);
-        double t0 = now();
+        double t0 = opt_bench_now();
         for (int r = 1; r <= reps; r++) {
             opt_tape tp;
             opt_poisson(idx, &B, c.key, r, c.q, c.n);
@@ -59,7 +54,7 @@ int main(int argc, char **argv) {
             opt_tape_free(&tp);
         }
         free(idx); free(h1);
-        t[OPT_STRAT_COUNT] = (now() - t0) / reps;
+        t[OPT_STRAT_COUNT] = (opt_bench_now() - t0) / reps;
         for (int p = 0; p < om.np; p++) be->ops.free(be->ctx, g[p]);
         be->ops.free(be->ctx, ones);
         free(g);
@@ -71,9 +66,9 @@ int main(int argc, char **argv) {
         if (opt_dpsgd_init(&s, be, &c, &o, &m) != DP_OK) { fprintf(stderr, "bench: %s\n", dp_last_error()); return 3; }
         dp_dpsgd_step_out out;
         memset(&out, 0, sizeof out);
-        double t0 = now();
+        double t0 = opt_bench_now();
         for (int r = 1; r <= reps; r++) opt_dpsgd_step(&out, &s, &d, r);
-        t[k] = (now() - t0) / reps;
+        t[k] = (opt_bench_now() - t0) / reps;
         dp_dpsgd_step_free(&out);
         opt_dpsgd_free(&s);
     }

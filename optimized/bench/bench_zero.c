@@ -16,12 +16,7 @@
 
 #include "optimized/dpsgd.h"
 #include "optimized/ledger.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "optimized/bench/bench_util.h"
 
 static uint64_t bytes_sent(const opt_comm_stats *cs) {
     uint64_t t = 0;
@@ -60,10 +55,10 @@ static int worker(const char *stage) {
     const int steps = 4;
     double t0 = 0, t1 = 0;
     if (st == DP_OK) st = OPT_CALL(be, barrier, NULL);
-    t0 = now();
+    t0 = opt_bench_now();
     for (int i = 0; st == DP_OK && i < steps; i++) st = opt_dpsgd_step(&out, &s, &d, 2 + i);
     if (st == DP_OK) st = OPT_CALL(be, barrier, NULL);
-    t1 = now();
+    t1 = opt_bench_now();
     if (st == DP_OK) st = OPT_CALL(be, comm_stats, &cs, 0);
     unsigned long long mine = st == DP_OK ? (unsigned long long)(bytes_sent(&cs) / steps) : 0, most = 0;
     MPI_Reduce(&mine, &most, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);

@@ -36,7 +36,7 @@ static double divisor_expected(const opt_dpsgd *s, int64_t b) { return s->cfg.q 
 static int owner_self(const opt_dpsgd *s) { return s->par.dp_rank; }
 
 const opt_step_hooks opt_hooks_correct = {1, factors_keep, span_keep, noise_global, post_sum_keep, divisor_expected,
-                                          owner_self, 0, 0, 0, 0, 0, 0};
+                                          owner_self, 0, 0, 0, 0, 0, 0, 0};
 
 /* ---- clip-after-sum: no per-example clipping; the batch sum is clipped per group ---- */
 static void factors_unit(double *c, const int *dropped, int G, int64_t Bc) {
@@ -75,32 +75,36 @@ static dp_status noise_same_seed(opt_dpsgd *s, void *z, int64_t zlo, int64_t ste
 static int owner_next(const opt_dpsgd *s) { return (s->par.dp_rank + 1) % s->par.dp; }
 
 static const opt_step_hooks hooks_clip_after_sum = {0, factors_unit, span_keep, noise_global, post_sum_clip,
-                                                    divisor_expected, owner_self, 0, 0, 0, 0, 0, 0};
+                                                    divisor_expected, owner_self, 0, 0, 0, 0, 0, 0, 0};
 static const opt_step_hooks hooks_noise_every_rank = {1, factors_keep, span_all, noise_global, post_sum_keep,
-                                                      divisor_expected, owner_self, 0, 0, 0, 0, 0, 0};
+                                                      divisor_expected, owner_self, 0, 0, 0, 0, 0, 0, 0};
 static const opt_step_hooks hooks_realized_divisor = {1, factors_keep, span_keep, noise_global, post_sum_keep,
-                                                      divisor_realized, owner_self, 0, 0, 0, 0, 0, 0};
+                                                      divisor_realized, owner_self, 0, 0, 0, 0, 0, 0, 0};
 static const opt_step_hooks hooks_same_seed = {1, factors_keep, span_keep, noise_same_seed, post_sum_keep,
-                                               divisor_expected, owner_self, 0, 0, 0, 0, 0, 0};
+                                               divisor_expected, owner_self, 0, 0, 0, 0, 0, 0, 0};
 static const opt_step_hooks hooks_wrong_slice = {1, factors_keep, span_keep, noise_global, post_sum_keep,
-                                                 divisor_expected, owner_next, 0, 0, 0, 0, 0, 0};
+                                                 divisor_expected, owner_next, 0, 0, 0, 0, 0, 0, 0};
 static const opt_step_hooks hooks_stale_params = {1, factors_keep, span_keep, noise_global, post_sum_keep,
-                                                  divisor_expected, owner_self, 1, 0, 0, 0, 0, 0};
+                                                  divisor_expected, owner_self, 1, 0, 0, 0, 0, 0, 0};
 
 /* ---- context parallelism (docs/longshield.md "Negative controls") ---- */
 static const opt_step_hooks hooks_cp_drop_partial = {1, factors_keep, span_keep, noise_global, post_sum_keep,
-                                                     divisor_expected, owner_self, 0, 1, 0, 0, 0, 0};
+                                                     divisor_expected, owner_self, 0, 1, 0, 0, 0, 0, 0};
 static const opt_step_hooks hooks_cp_local_norms = {1, factors_keep, span_keep, noise_global, post_sum_keep,
-                                                    divisor_expected, owner_self, 0, 0, 1, 0, 0, 0};
+                                                    divisor_expected, owner_self, 0, 0, 1, 0, 0, 0, 0};
 static const opt_step_hooks hooks_cp_full_noise = {1, factors_keep, span_keep, noise_global, post_sum_keep,
-                                                   divisor_expected, owner_self, 0, 0, 0, 1, 0, 0};
+                                                   divisor_expected, owner_self, 0, 0, 0, 1, 0, 0, 0};
+
+/* ---- master-half: master weights kept in the half type (small updates lost) ---- */
+static const opt_step_hooks hooks_master_half = {1, factors_keep, span_keep, noise_global, post_sum_keep,
+                                                 divisor_expected, owner_self, 0, 0, 0, 0, 1, 0, 0};
 
 /* ---- loss scaling: 1-2-3-4-5-6 (unscale after clipping at C: over-shrink) and 1-2-3-4-6
  * (no unscale: examples below S C keep S) ---- */
 static const opt_step_hooks hooks_ls_unscale_after_clip = {1, factors_keep, span_keep, noise_global, post_sum_keep,
-                                                           divisor_expected, owner_self, 0, 0, 0, 0, 1, 0};
+                                                           divisor_expected, owner_self, 0, 0, 0, 0, 0, 1, 0};
 static const opt_step_hooks hooks_ls_no_unscale = {1, factors_keep, span_keep, noise_global, post_sum_keep,
-                                                   divisor_expected, owner_self, 0, 0, 0, 0, 1, 1};
+                                                   divisor_expected, owner_self, 0, 0, 0, 0, 0, 1, 1};
 
 const opt_step_hooks *opt_bug_hooks(opt_bug bug) {
     static const opt_step_hooks *const table[OPT_BUG_COUNT] = {
@@ -114,6 +118,7 @@ const opt_step_hooks *opt_bug_hooks(opt_bug bug) {
         [OPT_BUG_CP_DROP_PARTIAL] = &hooks_cp_drop_partial,
         [OPT_BUG_CP_LOCAL_NORMS] = &hooks_cp_local_norms,
         [OPT_BUG_CP_FULL_NOISE] = &hooks_cp_full_noise,
+        [OPT_BUG_MASTER_HALF] = &hooks_master_half,
         [OPT_BUG_LS_UNSCALE_AFTER_CLIP] = &hooks_ls_unscale_after_clip,
         [OPT_BUG_LS_NO_UNSCALE] = &hooks_ls_no_unscale,
     };

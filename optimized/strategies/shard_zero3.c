@@ -111,6 +111,7 @@ static dp_status z3_setup(opt_dpsgd *s) {
                       es * (size_t)z->own[p]);
     if (st == DP_OK && z->wprev) st = OPT_CALL(be, copy, z->wprev, z->wshard, es * (size_t)C);
     for (int p = 0; st == DP_OK && p < np; p++) { opt_mem_free(be, om->w[p]); om->w[p] = NULL; }
+    if (st == DP_OK) st = opt_master_setup_packed(s, z->wshard, C); /* mixed precision: f32 master of the partition */
     if (st != DP_OK) { z3_teardown(s); return st; }
     z->fetch = (opt_param_fetch){z, z3_acquire, z3_release};
     om->fetch = &z->fetch;
@@ -151,9 +152,13 @@ static dp_status z3_update(opt_dpsgd *s, double div) {
     DP_TRY(OPT_CALL(be, div_scalar, s->pgrad, s->pgrad, div, C));
     if (z->wprev) DP_TRY(OPT_CALL(be, copy, z->wprev, z->wshard, opt_backend_esize(be) * (size_t)C)); /* BUG (test-only) */
     /* elementwise over the packed partition (padding stays 0: zero gradient, zero state) */
-    if (c->opt == DP_OPT_SGD) return OPT_CALL(be, sgd_momentum, z->wshard, s->m1, s->pgrad, c->lr, c->momentum, 0.0, s->t, C);
-    return OPT_CALL(be, adamw, z->wshard, s->m1, s->m2, s->pgrad, c->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay,
-                    s->t, C);
+    /* mixed precision: the optimizer runs on the f32 master partition, the half partition
+     * is re-derived from it */
+    void *wu = s->master ? s->master : z->wshard;
+    if (c->opt == DP_OPT_SGD) DP_TRY(OPT_CALL(be, sgd_momentum, wu, s->m1, s->pgrad, c->lr, c->momentum, 0.0, s->t, C));
+    else DP_TRY(OPT_CALL(be, adamw, wu, s->m1, s->m2, s->pgrad, c->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay,
+                         s->t, C));
+    return s->master ? opt_master_store(s, z->wshard, s->master, C) : DP_OK;
 }
 
 /* host[0..total) from every rank's packed partition dev [C] */

@@ -1,7 +1,8 @@
 /* optimized/tests/test_zero_memory.c — the memory ledger's peak bytes of the model states
  * per rank match the ZeRO formulas of docs/zero.md "Memory" exactly (the ledger records
  * requested bytes: the allocator overhead is 0 by definition), for replicated, zero1 and
- * zero2, sgd-momentum (k = 1 state) and AdamW (k = 2), f64 and f32. Run alone: N = 1;
+ * zero2, sgd-momentum (k = 1 state) and AdamW (k = 2), f64, f32, bf16 and fp16 (f32 master
+ * weights of the optimizer state's size and layout, docs/precision.md). Run alone: N = 1;
  * optimized/tests/mpi_zero.sh runs it under mpirun -n 2 and -n 4. With e the element
  * size, P the parameters, c = ceil(P / N):
  *   replicated: params P e, grads (2 P + P) e,        optimizer state k P e
@@ -21,6 +22,7 @@
 #include "optimized/tests/mpi_test.h"
 #include "optimized/dpsgd.h"
 #include "optimized/ledger.h"
+#include "optimized/tests/opt_test_tiny.h"
 
 static void expect_bytes(uint64_t got, uint64_t want, const char *what, const char *shard, const char *optn,
                          const char *dt, int N) {
@@ -28,7 +30,8 @@ static void expect_bytes(uint64_t got, uint64_t want, const char *what, const ch
             (unsigned long long)got, (unsigned long long)want);
 }
 
-static void run(int use_mpi, dp_dtype dt, opt_sharding sh, dp_optimizer optz, uint64_t seed) {
+static void run(int use_mpi, opt_prec prec, opt_sharding sh, dp_optimizer optz, uint64_t seed) {
+    const dp_dtype dt = opt_prec_backend_dtype(prec);
     dp_model_config mc;
     dp_model_config_default(&mc, DP_MLP);
     mc.in = 7; mc.hidden[0] = 9; mc.hidden[1] = 5; mc.classes = 4;
@@ -45,7 +48,7 @@ static void run(int use_mpi, dp_dtype dt, opt_sharding sh, dp_optimizer optz, ui
     opt_backend *be = NULL;
     T_OK(opt_backend_create(&be, &bc));
     if (!be) { dp_model_free(&m); dp_dataset_free(&d); return; }
-    opt_dp_options o = {.strategy = OPT_STRAT_GHOST, .sharding = sh};
+    opt_dp_options o = {.strategy = OPT_STRAT_GHOST, .sharding = sh, .prec = prec};
     opt_dpsgd s;
     T_OK(opt_dpsgd_init(&s, be, &c, &o, &m));
     /* peaks over the training steps (zero3's init loads the full model once, then keeps
@@ -66,12 +69,18 @@ static void run(int use_mpi, dp_dtype dt, opt_sharding sh, dp_optimizer optz, ui
                                                 : P + 2 * C3;
     uint64_t states = sh == OPT_SHARD_REPLICATED ? kst * P : kst * (sh == OPT_SHARD_ZERO3 ? C3 : cc);
     uint64_t params = sh == OPT_SHARD_ZERO3 ? C3 : P;
-    const char *sn = opt_sharding_names[sh], *on = optz == DP_OPT_SGD ? "sgd" : "adamw", *dn = dt == DP_F64 ? "f64" : "f32";
+    /* bf16/fp16 (docs/precision.md "Memory"): f32 master weights laid out as the optimizer
+     * state (sharded by zero1-3); the half parameters sit in f32 containers on the host */
+    uint64_t master = !opt_prec_is_half(prec) ? 0 : sh == OPT_SHARD_REPLICATED ? P : sh == OPT_SHARD_ZERO3 ? C3 : cc;
+    const char *sn = opt_sharding_names[sh], *on = optz == DP_OPT_SGD ? "sgd" : "adamw", *dn = opt_prec_names[prec];
     expect_bytes(r.peak[OPT_MEM_PARAMS], params * e, "params", sn, on, dn, (int)N);
     expect_bytes(r.peak[OPT_MEM_GRADS], grads * e, "grads", sn, on, dn, (int)N);
     expect_bytes(r.peak[OPT_MEM_OPTSTATE], states * e, "optimizer_state", sn, on, dn, (int)N);
-    expect_bytes(r.peak[OPT_MEM_MASTER], 0, "master_weights", sn, on, dn, (int)N);
-    expect_bytes(r.peak_model_states, (params + grads + states) * e, "model_states", sn, on, dn, (int)N);
+    expect_bytes(r.peak[OPT_MEM_MASTER], master * e, "master_weights", sn, on, dn, (int)N);
+    expect_bytes(r.peak_model_states, (params + grads + states + master) * e, "model_states", sn, on, dn, (int)N);
+    if (N > 1 && sh != OPT_SHARD_REPLICATED && master)
+        T_CHECK(master < P, "%s %s N=%llu: master weights %llu not below the replicated %llu", sn, dn,
+                (unsigned long long)N, (unsigned long long)master, (unsigned long long)P);
     /* zero3: layers gathered and released (visible in the ledger), none left after a step;
      * at most two layers' tensors alive at once (the current one and the prefetch) */
     if (sh == OPT_SHARD_ZERO3) {
@@ -90,10 +99,10 @@ static void run(int use_mpi, dp_dtype dt, opt_sharding sh, dp_optimizer optz, ui
             "%s: activations %llu (> 0 expected), per-example %llu (0 expected with ghost norms)", sn,
             (unsigned long long)r.peak[OPT_MEM_ACTIVATIONS], (unsigned long long)r.peak[OPT_MEM_PER_EXAMPLE]);
     if (be->comm.rank == 0)
-        printf("%-10s %-5s %s N=%llu: model states %llu bytes per rank (params %llu, grads %llu, optimizer %llu)\n", sn,
-               on, dn, (unsigned long long)N, (unsigned long long)r.peak_model_states,
-               (unsigned long long)r.peak[OPT_MEM_PARAMS], (unsigned long long)r.peak[OPT_MEM_GRADS],
-               (unsigned long long)r.peak[OPT_MEM_OPTSTATE]);
+        printf("%-10s %-5s %s N=%llu: model states %llu bytes per rank (params %llu, master %llu, grads %llu, "
+               "optimizer %llu)\n", sn, on, dn, (unsigned long long)N, (unsigned long long)r.peak_model_states,
+               (unsigned long long)r.peak[OPT_MEM_PARAMS], (unsigned long long)r.peak[OPT_MEM_MASTER],
+               (unsigned long long)r.peak[OPT_MEM_GRADS], (unsigned long long)r.peak[OPT_MEM_OPTSTATE]);
     dp_dpsgd_step_free(&out);
     opt_dpsgd_free(&s);
     opt_mem_get(&r, be);
@@ -106,17 +115,10 @@ static void run(int use_mpi, dp_dtype dt, opt_sharding sh, dp_optimizer optz, ui
 /* zero1..3 with a backend lacking all-gather: a usage error naming the operation. */
 static void check_no_allgather(void) {
     dp_model_config mc;
-    dp_model_config_default(&mc, DP_MLP);
-    mc.in = 3; mc.hidden[0] = 4; mc.nhidden = 1; mc.classes = 2;
     dp_dpsgd_config c;
-    dp_dpsgd_config_default(&c);
-    c.n = 8; c.q = 0.5; c.steps = 1; c.clip = 1; c.sigma = 1;
     dp_model m;
-    T_OK(dp_model_init(&m, &mc, c.seed));
-    opt_backend_config bc = {.name = "host", .dtype = DP_F64, .threads = 1, .use_mpi = 0};
-    opt_backend *be = NULL;
-    T_OK(opt_backend_create(&be, &bc));
-    if (!be) { dp_model_free(&m); return; }
+    opt_backend *be;
+    if (!opt_test_tiny(&m, &mc, &c, &be, DP_F64)) return;
     be->ops.allgather = NULL;
     for (int sh = OPT_SHARD_ZERO1; sh < OPT_SHARD_COUNT; sh++) {
         opt_dp_options o = {.sharding = (opt_sharding)sh};
@@ -140,8 +142,8 @@ int main(void) {
     uint64_t seed = t_seed(31);
     if (!use_mpi) check_no_allgather();
     for (int sh = 0; sh < OPT_SHARD_COUNT; sh++)
-        for (int dt = 0; dt < 2; dt++)
+        for (int pr = 0; pr < OPT_PREC_COUNT; pr++)
             for (int op = 0; op < 2; op++)
-                run(use_mpi, dt ? DP_F32 : DP_F64, (opt_sharding)sh, op ? DP_OPT_ADAMW : DP_OPT_SGD, seed);
+                run(use_mpi, (opt_prec)pr, (opt_sharding)sh, op ? DP_OPT_ADAMW : DP_OPT_SGD, seed);
     return t_mpi_finish(use_mpi);
 }

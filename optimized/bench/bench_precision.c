@@ -1,0 +1,96 @@
+/* optimized/bench/bench_precision.c — mixed precision on the host backend
+ * (docs/precision.md "Benchmark"): seconds per DP-SGD step and the memory ledger's peaks
+ * (all tags, and the model states) at f32, bf16 and fp16, as ratios to f32, measured side
+ * by side in one run: the precisions take turns step by step (round robin), so machine
+ * load affects them alike; the medians of the timed steps are compared.
+ *
+ * Model: llama V 64, D 64, L 2, H 4, F 128, T 16 (P = 90,432), 64 examples, q = 0.5,
+ * flat abadi C = 1, sigma = 1, AdamW, one thread, strategies grad-sample and book-keeping;
+ * 1 warm-up step, then 5 timed steps per precision.
+ *
+ * What to expect on the host: bf16/fp16 are SLOWER than f32 and use MORE ledger memory.
+ * The host keeps the half values in f32 containers (docs/precision.md "Memory") and rounds
+ * them at the storage points through download/round/upload, so the half types cost time
+ * (the rounding passes) and save no memory; the f32 master weights (P x 4 bytes, tag
+ * master_weights) come on top. The saving mixed precision is for needs half storage and
+ * half GEMMs on a GPU (the GPU issue).
+ * Reproduce: make -j2 && build/bench/optimized_bench_precision */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "optimized/dpsgd.h"
+#include "optimized/ledger.h"
+#include "optimized/bench/bench_util.h"
+
+enum { NPREC = 3, WARM = 1, REPS = 5 };
+
+int main(void) {
+    static const opt_prec precs[NPREC] = {OPT_PREC_F32, OPT_PREC_BF16, OPT_PREC_FP16};
+    static const opt_strategy strats[] = {OPT_STRAT_GRAD_SAMPLE, OPT_STRAT_BOOK_KEEPING};
+    dp_model_config mc;
+    dp_model_config_default(&mc, DP_LLAMA);
+    mc.vocab = 64; mc.dim = 64; mc.layers = 2; mc.heads = 4; mc.ffn = 128; mc.seq = 16;
+    dp_dpsgd_config c;
+    dp_dpsgd_config_default(&c);
+    c.n = 64; c.q = 0.5; c.steps = WARM + REPS; c.clip = 1; c.sigma = 1; c.opt = DP_OPT_ADAMW;
+    c.seed.k = 1; c.key.k = 2;
+    dp_model m;
+    dp_dataset d;
+    if (dp_model_init(&m, &mc, c.seed) != DP_OK || dp_dataset_generate(&d, &mc, c.n, c.seed) != DP_OK) {
+        fprintf(stderr, "bench_precision: %s\n", dp_last_error());
+        return 3;
+    }
+    printf("llama V%d D%d L%d T%d, P = %lld, %lld examples, q = %g, AdamW, 1 thread; %d warm-up + %d timed steps per "
+           "precision, round robin\n", mc.vocab, mc.dim, mc.layers, mc.seq, (long long)m.total, (long long)c.n, c.q, WARM,
+           REPS);
+    printf("%-13s %-5s %11s %8s %16s %8s %17s %8s\n", "strategy", "prec", "median s", "vs f32", "peak total B", "vs f32",
+           "peak model st. B", "vs f32");
+    int rc = 0;
+    for (size_t si = 0; si < sizeof strats / sizeof strats[0] && rc == 0; si++) {
+        opt_backend *be[NPREC] = {0};
+        opt_dpsgd s[NPREC];
+        memset(s, 0, sizeof s);
+        double t[NPREC][REPS];
+        dp_dpsgd_step_out out;
+        memset(&out, 0, sizeof out);
+        dp_status st = DP_OK;
+        for (int i = 0; i < NPREC && st == DP_OK; i++) {
+            opt_backend_config bc = {.name = "host", .dtype = opt_prec_backend_dtype(precs[i]), .threads = 1, .use_mpi = 0};
+            opt_dp_options o = {.strategy = strats[si], .prec = precs[i]};
+            st = opt_backend_create(&be[i], &bc);
+            if (st == DP_OK) st = opt_dpsgd_init(&s[i], be[i], &c, &o, &m);
+        }
+        for (int64_t k = 1; st == DP_OK && k <= WARM + REPS; k++)
+            for (int i = 0; st == DP_OK && i < NPREC; i++) {
+                double t0 = opt_bench_now();
+                st = opt_dpsgd_step(&out, &s[i], &d, k);
+                if (k > WARM) t[i][k - WARM - 1] = opt_bench_now() - t0;
+            }
+        if (st != DP_OK) { fprintf(stderr, "bench_precision: %s\n", dp_last_error()); rc = 3; }
+        double med[NPREC];
+        opt_mem_report r[NPREC];
+        for (int i = 0; rc == 0 && i < NPREC; i++) {
+            qsort(t[i], REPS, sizeof(double), opt_bench_cmp_double);
+            med[i] = t[i][REPS / 2];
+            opt_mem_get(&r[i], be[i]);
+        }
+        for (int i = 0; rc == 0 && i < NPREC; i++)
+            printf("%-13s %-5s %11.4f %8.3f %16llu %8.3f %17llu %8.3f\n", opt_strategy_names[strats[si]],
+                   opt_prec_names[precs[i]], med[i], med[i] / med[0], (unsigned long long)r[i].peak_total,
+                   (double)r[i].peak_total / (double)r[0].peak_total, (unsigned long long)r[i].peak_model_states,
+                   (double)r[i].peak_model_states / (double)r[0].peak_model_states);
+        dp_dpsgd_step_free(&out);
+        for (int i = 0; i < NPREC; i++) {
+            opt_dpsgd_free(&s[i]);
+            if (be[i]) opt_backend_destroy(be[i]);
+        }
+    }
+    printf("host half storage saves no time and no memory (half values in f32 containers, rounding passes, f32 master "
+           "weights on top): docs/precision.md \"Memory\"\n");
+    printf("reproduce: make -j2 && build/bench/optimized_bench_precision\n");
+    dp_model_free(&m);
+    dp_dataset_free(&d);
+    return rc;
+}

@@ -1,0 +1,81 @@
+/* optimized/precision.h — mixed precision in the engine (docs/precision.md):
+ * `--precision f64|f32|bf16|fp16` for `dpcert train dpsgd`.
+ *
+ * In bf16/fp16 the backend computes in f32 (GEMMs and reductions accumulate in f32) and
+ * the engine rounds to the half type at the storage points of docs/precision.md
+ * ("Rounding points"): parameters (re-derived from the f32 master weights after every
+ * step), the input and output of every linear layer, every linear layer's output
+ * gradient, and the per-example gradients that are held in memory (instantiated or
+ * direct). Norms, clip factors, clipped sums, noise, the private gradient, the
+ * optimizer and the master weights stay f32. The half values live in f32 containers
+ * of the backend (exactly representable, so every later read is the exact half value):
+ * the results are those of a half-storage implementation, the memory is not saved on
+ * the host (docs/precision.md "Memory").
+ *
+ * The seam for loss scaling (issue 11 part 2, docs/precision.md "Loss-scaling seam"):
+ *   - the per-example gradients held in the half type are rounded by
+ *     opt_prec_round_pe(), which counts the elements that overflow to inf and the ones
+ *     that underflow (flushed to zero or subnormal) in opt_prec_stats::pe;
+ *   - the output gradients are rounded by opt_prec_round() with the counts in ::grad;
+ *   - opt_prec_after_clip() is called by opt_dpsgd_step once per step after per-sample
+ *     clipping (the clipped sums of every chunk are in s->flat[0, zoff)) and before the
+ *     reduction and noise: the place where an unscale by the loss scale S happens (a
+ *     no-op here);
+ *   - the loss scale itself would multiply the cross-entropy row weights of the tape
+ *     pass (opt_forward_backward), i.e. the output gradient of the loss.
+ * Conversions go only through common/tensor.h (dp_f32_to_bf16 / dp_f32_to_f16 and back). */
+#ifndef OPT_PRECISION_H
+#define OPT_PRECISION_H
+
+#include <stdint.h>
+
+#include "common/status.h"
+#include "optimized/backend.h"
+
+/* X(ID, cli-name) — index = opt_prec */
+#define OPT_PRECISIONS(X) X(F64, "f64") X(F32, "f32") X(BF16, "bf16") X(FP16, "fp16")
+typedef enum {
+#define OPT_PREC_ID_(ID, name) OPT_PREC_##ID,
+    OPT_PRECISIONS(OPT_PREC_ID_)
+#undef OPT_PREC_ID_
+    OPT_PREC_COUNT
+} opt_prec;
+extern const char *const opt_prec_names[]; /* NULL-terminated, index = opt_prec */
+
+/* 1 for bf16 and fp16 (half storage, f32 compute and master weights). */
+int opt_prec_is_half(opt_prec p);
+/* The backend dtype a precision computes in (f64 -> DP_F64, the rest DP_F32). */
+dp_dtype opt_prec_backend_dtype(opt_prec p);
+/* The storage dtype of the half copies (DP_BF16, DP_F16; DP_F32/DP_F64 otherwise). */
+dp_dtype opt_prec_storage_dtype(opt_prec p);
+
+/* Rounding counters of one kind of tensor (reset by the caller). */
+typedef struct {
+    uint64_t elements;  /* elements rounded */
+    uint64_t overflow;  /* finite before, +-inf after (|x| beyond the half range) */
+    uint64_t underflow; /* nonzero before, zero or subnormal after (flushed or lost precision) */
+} opt_prec_count;
+
+typedef struct {
+    opt_prec_count pe;   /* per-example gradients held in the half type */
+    opt_prec_count grad; /* output gradients of linear layers */
+} opt_prec_stats;
+
+/* One f32 value rounded to the half type p and back (exact); identity for f64/f32. */
+float opt_prec_round_value(opt_prec p, float x);
+
+/* x[0..n) (device, the backend's f32) rounded in place to the half type p (no-op for
+ * f64/f32); cnt (may be NULL) accumulates the counts. Through download/upload, so any
+ * backend gives the same bits at this point. */
+dp_status opt_prec_round_dev(opt_backend *be, opt_prec p, void *x, int64_t n, opt_prec_count *cnt);
+
+/* The seam where an unscale by the loss scale happens (docs/precision.md "Loss-scaling
+ * seam"): called once per step on this rank's clipped sums S [n] (f32, device) after
+ * per-sample clipping of every chunk, before the reduction over ranks and the noise.
+ * Mixed precision without loss scaling leaves S unchanged (returns DP_OK). */
+dp_status opt_prec_after_clip(opt_backend *be, opt_prec p, void *sums, int64_t n);
+
+/* The largest finite value of the half type (fp16 65504, bf16 about 3.39e38). */
+double opt_prec_max_finite(opt_prec p);
+
+#endif
