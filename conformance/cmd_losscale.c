@@ -108,24 +108,9 @@ int dp_cmd_losscale(int argc, char **argv) {
     }
     json_t *root = json_object();
     int nfail = 0;
-    char *txtbuf = NULL;
-    size_t txtlen = 0;
-    FILE *txt = json ? NULL : open_memstream(&txtbuf, &txtlen);
-    st = conf_ls_report(root, &nfail, seed, S, clip, bsz, mask, txt);
-    if (txt) fclose(txt);
-    if (st == DP_OK && txtbuf) {
-        /* the table, without the rows of pipelines left out by --pipelines */
-        for (char *line = strtok(txtbuf, "\n"); line; line = strtok(NULL, "\n")) {
-            int skip = 0;
-            for (int p = 0; p < CONF_LS_COUNT; p++) {
-                size_t l = strlen(conf_ls_pipelines[p].name);
-                if (!keep[p] && !strncmp(line, conf_ls_pipelines[p].name, l) && line[l] == ' ') skip = 1;
-            }
-            if (!skip) printf("%s\n", line);
-        }
+    st = conf_ls_report(root, &nfail, seed, S, clip, bsz, mask, pipes ? keep : NULL, json ? NULL : stdout);
+    if (st == DP_OK && !json)
         printf("losscale: %s\n", nfail ? "rows differ from the derivation (docs/precision.md)" : "every row as derived");
-    }
-    free(txtbuf);
     if (st == DP_OK && json) {
         json_dumpf(root, stdout, JSON_INDENT(1) | JSON_ENSURE_ASCII);
         printf("\n");

@@ -26,7 +26,7 @@
     X(SCALED_CLIP, "dp-scaled-threshold", "1-2-3-4*-5-6", 1, 1, 1, 1, 0, "overflow")       \
     X(DPZERO, "dp-zero", "1-3-4-6", 1, 0, 0, 0, 0, "underflow")                            \
     X(NO_UNSCALE, "dp-no-unscale", "1-2-3-4-6", 1, 1, 0, 0, 0, "overflow")                 \
-    X(DYNAMIC, "dp-dynamic", "1-2-3-4*-5-6 (dynamic S)", 1, 1, 1, 1, 1, "overflow (skip)")
+    X(DYNAMIC, "dp-dynamic", "1-2-3-4*-5-6 dyn", 1, 1, 1, 1, 1, "overflow (skip)")
 
 typedef enum {
 #define CONF_LS_ID_(ID, ...) CONF_LS_##ID,
@@ -167,10 +167,11 @@ int conf_t3_fp16_issue(const conf_t3_cell *c);
 
 /* ---- `dpcert losscale` pieces shared with the reproduce target (cmd_losscale.c) ---- */
 struct json_t;
-/* The side-by-side table as JSON rows (every pipeline x batch x dtype), the neighbouring
- * datasets demonstration and the Table 3 rows; prints the table on txt (may be NULL).
+/* The side-by-side table as JSON rows (every pipeline x batch x dtype; keep[pipeline] = 0
+ * leaves a pipeline out, keep NULL keeps all), the neighbouring datasets demonstration and
+ * the Table 3 rows; prints the table on txt (may be NULL). dtypes_mask: 1 fp16, 2 bf16.
  * *nfail: rows whose verdict differs from the expected one (docs/precision.md). */
 dp_status conf_ls_report(struct json_t *root, int *nfail, uint64_t seed, double S, double C, int64_t B,
-                         int dtypes_mask, FILE *txt);
+                         int dtypes_mask, const int *keep, FILE *txt);
 
 #endif

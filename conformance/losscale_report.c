@@ -101,7 +101,7 @@ static int table3(json_t *root, FILE *txt) {
 }
 
 dp_status conf_ls_report(json_t *root, int *nfail, uint64_t seed, double S, double C, int64_t B, int dtypes_mask,
-                         FILE *txt) {
+                         const int *keep, FILE *txt) {
     *nfail = 0;
     const int dflt = S == 1024.0 && C == 1.0;
     static const dp_dtype DT[2] = {DP_F16, DP_BF16};
@@ -113,7 +113,7 @@ dp_status conf_ls_report(json_t *root, int *nfail, uint64_t seed, double S, doub
     json_object_set_new(root, "clip", json_real(C));
     json_object_set_new(root, "batch_size", json_integer(B));
     if (txt)
-        fprintf(txt, "%-20s %-13s %-8s %-5s %8s %8s %8s %12s %-30s %s\n", "pipeline", "steps", "batch", "dtype",
+        fprintf(txt, "%-20s %-16s %-8s %-5s %8s %8s %8s %12s %-30s %s\n", "pipeline", "steps", "batch", "dtype",
                 "S", "overflow", "underfl", "sum ratio", "verdict", "diagnosis");
     int64_t issue_ovf[CONF_LS_COUNT] = {0}, issue_unf[CONF_LS_COUNT] = {0};
     for (int bk = 0; bk < CONF_LSB_COUNT; bk++) {
@@ -121,7 +121,7 @@ dp_status conf_ls_report(json_t *root, int *nfail, uint64_t seed, double S, doub
         DP_TRY(conf_ls_batch_make(&b, (conf_ls_batch_kind)bk, seed, B));
         for (int pp = 0; pp < CONF_LS_COUNT; pp++)
             for (int di = 0; di < 2; di++) {
-                if (!(dtypes_mask & (1 << di))) continue;
+                if (!(dtypes_mask & (1 << di)) || (keep && !keep[pp])) continue;
                 conf_ls_result r;
                 conf_ls_dynamic dy = dyn_start(S);
                 dp_status st = conf_ls_run(&r, (conf_ls_pipeline)pp, &b, DT[di], C, S, &dy);
@@ -153,7 +153,7 @@ dp_status conf_ls_report(json_t *root, int *nfail, uint64_t seed, double S, doub
                 }
                 json_array_append_new(rows, o);
                 if (txt)
-                    fprintf(txt, "%-20s %-13s %-8s %-5s %8g %8lld %8lld %12.6g %-30s %s%s\n", pi->name, pi->steps,
+                    fprintf(txt, "%-20s %-16s %-8s %-5s %8g %8lld %8lld %12.6g %-30s %s%s\n", pi->name, pi->steps,
                             conf_ls_batch_names[bk], DTN[di], r.S, (long long)r.overflow, (long long)r.underflow,
                             r.ratio, conf_ls_verdict_name(r.check.verdict), r.check.diag, ok ? "" : "  [UNEXPECTED]");
             }
@@ -164,6 +164,7 @@ dp_status conf_ls_report(json_t *root, int *nfail, uint64_t seed, double S, doub
     json_t *t4 = json_array();
     if (txt && (dtypes_mask & 1)) fprintf(txt, "\nDP-ZeRO Table 4 (fp16 issue, S = %g)\n", S);
     for (int pp = 0; pp < CONF_LS_COUNT && (dtypes_mask & 1); pp++) {
+        if (keep && !keep[pp]) continue;
         const conf_ls_pipeline_info *pi = &conf_ls_pipelines[pp];
         const char *got = issue_name(issue_ovf[pp], issue_unf[pp]);
         const int same = !strncmp(pi->paper_issue, got, strlen(got));

@@ -15,7 +15,7 @@ dp_status conf_repro_dp_zero_losscale(conf_repro *r, FILE *txt) {
     conf_repro_columns(r, cols);
     json_t *ls = json_object();
     int nfail = 0;
-    dp_status st = conf_ls_report(ls, &nfail, 1, 1024, 1.0, 16, 3, NULL);
+    dp_status st = conf_ls_report(ls, &nfail, 1, 1024, 1.0, 16, 3, NULL, NULL);
     if (st != DP_OK) { json_decref(ls); return st; }
     char buf[160];
     size_t i;
