@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# conformance/tests/losscale_engine_seeds.sh — the losscale check accepts the engine's
+# conformance/tests/losscale_engine_seeds_slow.sh — the losscale check accepts the engine's
 # correct loss-scaled pipeline (--loss-scale static:1024, steps 1-2-3-4*-5-6) at fp16 and
 # bf16 on 100 seeds without a false alarm, against the f64 reference
 # (docs/precision.md "The losscale check"). The check's PASS decision uses the derived
