@@ -78,6 +78,8 @@ typedef struct {
     double bound_frac; /* ||cand - ref|| / bound */
     char diag[256];
 } conf_ls_check;
+/* ratio = <cs, rs> / <rs, rs>, rel_err = ||cs - rs|| / ||rs|| (NaN when rs = 0) */
+void conf_ls_ratio_err(double *ratio, double *rel_err, const double *cs, const double *rs, int64_t n);
 void conf_ls_check_arrays(conf_ls_check *out, const double *cand_norm, const double *ref_norm, int64_t B,
                           const double *cand_sum, const double *ref_sum, int64_t n, double bound, int skipped,
                           int underflowed);

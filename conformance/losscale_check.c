@@ -115,15 +115,19 @@ static void decide(conf_ls_check *o, const ls_facts *f) {
     }
 }
 
-static void ratio_err(conf_ls_check *o, const double *cs, const double *rs, int64_t n) {
+void conf_ls_ratio_err(double *ratio, double *rel_err, const double *cs, const double *rs, int64_t n) {
     double rr = 0, cr = 0, dd = 0;
     for (int64_t e = 0; e < n; e++) {
         rr += rs[e] * rs[e];
         cr += cs[e] * rs[e];
         dd += (cs[e] - rs[e]) * (cs[e] - rs[e]);
     }
-    o->ratio = rr > 0 ? cr / rr : NAN;
-    o->rel_err = rr > 0 ? sqrt(dd / rr) : NAN;
+    *ratio = rr > 0 ? cr / rr : NAN;
+    *rel_err = rr > 0 ? sqrt(dd / rr) : NAN;
+}
+
+static void ratio_err(conf_ls_check *o, const double *cs, const double *rs, int64_t n) {
+    conf_ls_ratio_err(&o->ratio, &o->rel_err, cs, rs, n);
 }
 
 static double scaled_err(const double *cs, const double *rs, int64_t n, int k) {

@@ -219,14 +219,7 @@ dp_status conf_ls_run(conf_ls_result *r, conf_ls_pipeline pipe, const conf_ls_ba
     if (pi->dynamic) r->skipped = conf_ls_dynamic_update(dyn, nonfinite_any);
     r->overflow = h.overflow;
     r->underflow = h.underflow;
-    double rr = 0, cr = 0, dd = 0;
-    for (int64_t e = 0; e < n; e++) {
-        rr += ref[e] * ref[e];
-        cr += sum64[e] * ref[e];
-        dd += (sum64[e] - ref[e]) * (sum64[e] - ref[e]);
-    }
-    r->ratio = rr > 0 ? cr / rr : NAN;
-    r->rel_err = rr > 0 ? sqrt(dd / rr) : NAN;
+    conf_ls_ratio_err(&r->ratio, &r->rel_err, sum64, ref, n);
     if (pi->dp)
         conf_ls_check_arrays(&r->check, cn, rn, B, sum64, ref, n, bound, r->skipped || pi->dynamic, h.underflow > 0);
     else {
