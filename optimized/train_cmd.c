@@ -366,6 +366,9 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
         if (st == DP_OK) st = opt_check_update_finite(&m, &before, step);
         if (st != DP_OK || rank != 0) continue;
         dp_dpsgd_print_step(&out);
+        if (s.ls_skipped) /* the step log shows the skip (a data-dependent release, docs/precision.md) */
+            printf("step %lld skipped: overflow at loss scale %.17g (dynamic), no update; next scale %.17g\n",
+                   (long long)step, s.ls_used, s.ls_S);
         fflush(stdout);
         opt_mem_report mr;
         opt_mem_get(&mr, be);

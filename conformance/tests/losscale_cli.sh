@@ -70,7 +70,8 @@ DPCERT_TEST_INJECT=1 "$D" $T --loss-scale static:2^20 --inject-bug ls-no-unscale
 check "ls-no-unscale (1-2-3-4-6): FAIL loss scale not removed 2^20" '[ $rc -eq 1 ] && grep -q "^losscale: FAIL: loss scale not removed .*2^20 x the reference" c2.txt'
 A3="--model mlp --dataset-size 64 --q 0.25 --steps 3 --clip 1 --sigma 1 --seed 1 --noise-key 2"
 "$D" reference dpsgd $A3 --export ref3 >/dev/null || fail=1
-"$D" train dpsgd --impl optimized --backend host --dtype f32 $A3 --loss-scale dynamic:2^127:1000 --export dyn >/dev/null 2>&1 || fail=1
+"$D" train dpsgd --impl optimized --backend host --dtype f32 $A3 --loss-scale dynamic:2^127:1000 --export dyn >dyn.log 2>&1 || fail=1
+check "dynamic: the step log shows the skip of step 3" 'grep -q "^step 3 skipped: overflow at loss scale 1.7014118346046923e+38 (dynamic)" dyn.log && [ "$(grep -c skipped dyn.log)" -eq 1 ]'
 "$D" losscale --check ref3 dyn >c3.txt; rc=$?
 check "dynamic: step 3 skipped on overflow, FAIL data-dependent release" \
   '[ $rc -eq 1 ] && grep -q "^step-000003.safetensors .*a step was skipped on overflow" c3.txt && grep -q "^step-000001.safetensors .*skip decision reads" c3.txt'
