@@ -239,11 +239,14 @@ static dp_status check_step(conf_ls_check *o, const dp_tensor_set *ref, dp_tenso
     const char *sk = dp_tset_meta(cand, "loss_scale_skipped"), *mode = dp_tset_meta(cand, "loss_scale");
     f.skipped = (sk && !strcmp(sk, "1")) || params_unmoved(cand);
     f.dynamic = mode && !strncmp(mode, "dynamic", 7);
+    /* per-example norms are optional (a third party may not export them): without them
+     * only the clipped sums, the metadata and the parameters speak */
     const dp_tensor *cn = dp_tset_find(cand, "per_sample.norm"), *rn = dp_tset_find(ref, "per_sample.norm");
-    if (!cn || !rn || dp_tensor_numel(cn) != dp_tensor_numel(rn))
-        return dp_error(DP_ERR_FORMAT, "losscale: per_sample.norm missing in %s export (or batch sizes differ)",
-                        cn ? "the reference" : "the candidate");
-    f.B = dp_tensor_numel(cn);
+    if (cn && rn && dp_tensor_numel(cn) != dp_tensor_numel(rn))
+        return dp_error(DP_ERR_FORMAT, "losscale: per_sample.norm has %lld examples in the candidate, %lld in the "
+                        "reference (not the same batch)", (long long)dp_tensor_numel(cn), (long long)dp_tensor_numel(rn));
+    if (!rn) cn = NULL;
+    f.B = cn ? dp_tensor_numel(cn) : 0;
     double *cnv = malloc(sizeof(double) * (size_t)(f.B + 1)), *rnv = malloc(sizeof(double) * (size_t)(f.B + 1));
     double *cs = NULL, *rs = NULL;
     int64_t n = 0;
@@ -338,7 +341,9 @@ dp_status conf_ls_check_exports(conf_ls_verdict *worst, char *diag, size_t diagl
         dp_tset_free(&cs);
         if (st != DP_OK) break;
         if (txt) fprintf(txt, "%-28s %-30s %s\n", rd ? base : cp, conf_ls_verdict_name(c.verdict), c.diag);
-        if (RANK[c.verdict] > rank_worst) {
+        /* the most serious verdict; on a tie a step that was actually skipped names it */
+        if (RANK[c.verdict] > rank_worst || (diaglen && RANK[c.verdict] == rank_worst && strstr(c.diag, "was skipped") &&
+                                             !strstr(diag, "was skipped"))) {
             rank_worst = RANK[c.verdict];
             *worst = c.verdict;
             if (diaglen) snprintf(diag, diaglen, "%s: %s", rd ? base : cp, c.diag);

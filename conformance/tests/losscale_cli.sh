@@ -65,6 +65,29 @@ check "none: losscale check PASS (JSON)" '[ $rc -eq 0 ] && grep -q "\"verdict\":
 DPCERT_TEST_INJECT=1 "$D" $T --loss-scale static:1024 --inject-bug ls-unscale-after-clip --export b1 >/dev/null 2>&1 || fail=1
 "$D" losscale --check ref b1 >c1.txt; rc=$?
 check "ls-unscale-after-clip (1-2-3-4-5-6): FAIL over-shrink 2^10" '[ $rc -eq 1 ] && grep -q "^losscale: FAIL: over-shrink .*loss scale applied after clipping, factor 2^10" c1.txt'
+# a third party that exports no per-example norms: the clipped sums alone show the
+# over-shrink when it is exact (every example clipped: --clip 0.01)
+AT="--model mlp --dataset-size 64 --q 0.25 --steps 1 --clip 0.01 --sigma 1 --seed 1 --noise-key 2"
+"$D" reference dpsgd $AT --export reft >/dev/null || fail=1
+DPCERT_TEST_INJECT=1 "$D" train dpsgd --impl optimized --backend host --dtype f32 $AT --loss-scale static:1024 \
+  --inject-bug ls-unscale-after-clip --export bt >/dev/null 2>&1 || fail=1
+python3 - <<'PY' || fail=1
+import json, struct, os
+def rewrite(src, dst, drop):
+    b = open(src, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); d = b[8 + n:]
+    out, data, off = {}, b"", 0
+    for k, v in h.items():
+        if k == "__metadata__": out[k] = v; continue
+        if k == drop: continue
+        blob = d[v["data_offsets"][0]:v["data_offsets"][1]]
+        out[k] = dict(v, data_offsets=[off, off + len(blob)]); data += blob; off += len(blob)
+    hdr = json.dumps(out).encode(); hdr += b" " * (-len(hdr) % 8)
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    open(dst, "wb").write(struct.pack("<Q", len(hdr)) + hdr + data)
+rewrite("bt/step-000001.safetensors", "tp/step-000001.safetensors", "per_sample.norm")
+PY
+"$D" losscale --check reft/step-000001.safetensors tp/step-000001.safetensors >c5.txt; rc=$?
+check "no per_sample.norm (third party): over-shrink 2^10 from the sums alone" '[ $rc -eq 1 ] && grep -q "^losscale: FAIL: over-shrink .*factor 2^10$" c5.txt'
 DPCERT_TEST_INJECT=1 "$D" $T --loss-scale static:2^20 --inject-bug ls-no-unscale --export b2 >/dev/null 2>&1 || fail=1
 "$D" losscale --check ref b2 >c2.txt; rc=$?
 check "ls-no-unscale (1-2-3-4-6): FAIL loss scale not removed 2^20" '[ $rc -eq 1 ] && grep -q "^losscale: FAIL: loss scale not removed .*2^20 x the reference" c2.txt'
