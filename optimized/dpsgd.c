@@ -388,7 +388,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
     for (int64_t b = 0; b < Bc; b++) any_drop |= co->dropped[b] | special[b];
     /* the weighted second pass is a per-rank choice (any_drop): not with per-layer
      * parameter gathers (zero3), whose passes must be the same on every rank */
-    int second_pass = s->norm->second_pass && G == 1 && !any_drop && !om->fetch && s->ls_used == 1;
+    int second_pass = s->norm->second_pass && G == 1 && !any_drop && !opt_fetch_collective(om) && s->ls_used == 1;
     if (st == DP_OK && second_pass) {
         void **gp = calloc((size_t)np, sizeof(void *));
         if (!gp) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
@@ -516,7 +516,7 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
         int64_t clo = nl * j / k, chi = nl * (j + 1) / k, Bc = chi - clo;
         /* with per-layer parameter gathers (zero3) every rank runs every chunk, empty or
          * not, so that the gathers stay collective */
-        if (Bc == 0 && !om->fetch) continue;
+        if (Bc == 0 && !opt_fetch_collective(om)) continue;
         chunk_out cc = {co.loss + clo, co.gn + clo * (G + 1), co.c + clo * G, co.dropped + clo, NULL};
         if (pgr) {
             if (!cg) { st = dp_error(DP_ERR_NOMEM, "engine: out of memory"); break; }

@@ -106,6 +106,7 @@ typedef struct {
     void *m1, *m2;         /* device [chunk] optimizer state of positions [lo, hi) (m2: adamw only) */
     int64_t t;             /* optimizer steps taken */
     void *shard_state;     /* the sharding's own state (zero3), or NULL */
+    void *half_state;      /* bf16/fp16 with a range sharding: the half parameters (strategies/half_params.c) */
     void *master;          /* bf16/fp16: device [chunk] f32 master weights, laid out as pgrad (docs/precision.md); else NULL */
     opt_prec_stats pstats; /* bf16/fp16: half-rounding counts of the last step (the loss-scaling seam) */
     double ls_S;           /* the loss scale of the next step (1: none) */

@@ -448,7 +448,7 @@ dp_status opt_forward_backward(opt_tape *tp, const opt_model *om, const dp_datas
                                int64_t B) {
     DP_TRY(tape_init(tp, om, B));
     DP_TRY(A_(tp, &tp->loss, B));
-    if (B == 0 && !om->fetch) return DP_OK; /* zero3: every rank walks the layers (gathers are collective) */
+    if (B == 0 && !opt_fetch_collective(om)) return DP_OK; /* zero3: every rank walks the layers (gathers are collective) */
     opt_fwd *f = calloc(1, sizeof *f);
     if (!f) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     tp->fwd_ = f;

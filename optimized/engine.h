@@ -71,7 +71,14 @@ typedef struct opt_param_fetch {
     dp_status (*acquire)(void *ctx, opt_model *om, int p, int prefetch);
     /* Free w[p] (w[p] = NULL); completes a started gather first. */
     dp_status (*release)(void *ctx, opt_model *om, int p);
+    /* 1: acquire/release are collective (zero3's gathers): every rank walks every layer,
+     * empty batch or not, and the per-rank choice of the weighted second pass is off.
+     * 0: local (the half parameters' f32 working copies, docs/precision.md). */
+    int collective;
 } opt_param_fetch;
+
+/* 1 when om's parameter fetch is collective (see opt_param_fetch). */
+static inline int opt_fetch_collective(const opt_model *om) { return om->fetch && om->fetch->collective; }
 
 /* A device buffer list freed together. */
 typedef struct {

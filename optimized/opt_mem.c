@@ -43,6 +43,9 @@ double opt_mem_dpsgd(const dp_model_config *mc, const dp_dpsgd_config *c, const 
     /* backend (device) buffers in the dtype: weights, their gradients, [S | Z], private
      * gradient, two optimizer states; the chunk's activations, tape and strategy buffers */
     double dev = esize * (7 * P + bc * (opt_mem_example(mc) + strat + 8));
+    /* --precision bf16|fp16 (docs/precision.md): the f32 master weights (at most P per
+     * rank) and the rounding's host scratch (one block of 65536 doubles) */
+    if (opt_prec_is_half(o->prec)) dev += 4 * P + 8 * 65536.0;
     /* host f64: the model, the copy before the step, S and Z, the private gradient, the
      * step's outputs (clipped sum, noise, private gradient); per-example arrays */
     double host = 8 * (8 * P + 16 * b);

@@ -7,10 +7,11 @@
  * step), the input and output of every linear layer, every linear layer's output
  * gradient, and the per-example gradients that are held in memory (instantiated or
  * direct). Norms, clip factors, clipped sums, noise, the private gradient, the
- * optimizer and the master weights stay f32. The half values live in f32 containers
- * of the backend (exactly representable, so every later read is the exact half value):
- * the results are those of a half-storage implementation, the memory is not saved on
- * the host (docs/precision.md "Memory").
+ * optimizer and the master weights stay f32. The parameters are stored as 2-byte half
+ * tensors (replicated, zero1, zero2: optimized/strategies/half_params.c); the other half
+ * values live in f32 containers of the backend (exactly representable, so every later
+ * read is the exact half value): the results are those of a half-storage
+ * implementation, that memory is not saved on the host (docs/precision.md "Memory").
  *
  * The seam for loss scaling (issue 11 part 2, docs/precision.md "Loss-scaling seam"):
  *   - the per-example gradients held in the half type are rounded by
@@ -46,8 +47,6 @@ extern const char *const opt_prec_names[]; /* NULL-terminated, index = opt_prec 
 int opt_prec_is_half(opt_prec p);
 /* The backend dtype a precision computes in (f64 -> DP_F64, the rest DP_F32). */
 dp_dtype opt_prec_backend_dtype(opt_prec p);
-/* The storage dtype of the half copies (DP_BF16, DP_F16; DP_F32/DP_F64 otherwise). */
-dp_dtype opt_prec_storage_dtype(opt_prec p);
 
 /* Rounding counters of one kind of tensor (reset by the caller). */
 typedef struct {
@@ -63,6 +62,15 @@ typedef struct {
 
 /* One f32 value rounded to the half type p and back (exact); identity for f64/f32. */
 float opt_prec_round_value(opt_prec p, float x);
+
+/* The half bits of an f32 value (round to nearest even) and the f32 value of half bits
+ * (exact): common/tensor.h's conversions for bf16 / fp16. */
+uint16_t opt_prec_encode(opt_prec p, float x);
+float opt_prec_decode(opt_prec p, uint16_t h);
+/* Device conversions (the backend's f32 <-> 2-byte half elements), n elements, through
+ * host blocks: dst_half = encode(src_f32); dst_f32 = decode(src_half). */
+dp_status opt_prec_to_half(opt_backend *be, opt_prec p, void *dst_half, const void *src_f32, int64_t n);
+dp_status opt_prec_from_half(opt_backend *be, opt_prec p, void *dst_f32, const void *src_half, int64_t n);
 
 /* x[0..n) (device, the backend's f32) rounded in place to the half type p (no-op for
  * f64/f32); cnt (may be NULL) accumulates the counts. Through download/upload, so any

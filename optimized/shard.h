@@ -127,9 +127,20 @@ void opt_shard_range_teardown(opt_dpsgd *s);
  * unless s->om.prec is bf16/fp16. */
 dp_status opt_master_setup_range(opt_dpsgd *s);
 dp_status opt_master_setup_packed(opt_dpsgd *s, void *wpart, int64_t n);
-/* After the optimizer updated master [n] (elements from master_at): the half parameters
- * w [n] = round(master) (the master itself rounded first under the master-half bug). */
-dp_status opt_master_store(opt_dpsgd *s, void *w, const void *master_at, int64_t n);
+/* After the optimizer updated master [n] (elements from master_at): the master itself
+ * rounded to the half type under the test-only master-half bug (else nothing); then
+ * opt_master_store: the f32 container w [n] = round(master) (zero3's partition). */
+dp_status opt_master_bug(opt_dpsgd *s, void *master_at, int64_t n);
+dp_status opt_master_store(opt_dpsgd *s, void *w, void *master_at, int64_t n);
+/* The half parameters of the range shardings (strategies/half_params.c, docs/precision.md):
+ * setup turns every om->w[p] (f32, already the master's values) into a 2-byte half tensor
+ * and installs a local parameter fetch that decodes f32 working copies; store re-encodes
+ * n elements of tensor p from element e0 from the f32 master; allgather shares every
+ * rank's partition (zero1/zero2 parameter sync). */
+dp_status opt_half_params_setup(opt_dpsgd *s);
+void opt_half_params_teardown(opt_dpsgd *s);
+dp_status opt_half_params_store(opt_dpsgd *s, int p, int64_t e0, const void *master_at, int64_t n);
+dp_status opt_half_params_allgather(opt_dpsgd *s);
 
 /* This rank's shard of N (rank r: [r chunk, min((r + 1) chunk, total))). */
 void opt_shard_range(int64_t *lo, int64_t *hi, int64_t total, int64_t chunk, int r);

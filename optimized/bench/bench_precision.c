@@ -8,12 +8,13 @@
  * flat abadi C = 1, sigma = 1, AdamW, one thread, strategies grad-sample and book-keeping;
  * 1 warm-up step, then 5 timed steps per precision.
  *
- * What to expect on the host: bf16/fp16 are SLOWER than f32 and use MORE ledger memory.
- * The host keeps the half values in f32 containers (docs/precision.md "Memory") and rounds
- * them at the storage points through download/round/upload, so the half types cost time
- * (the rounding passes) and save no memory; the f32 master weights (P x 4 bytes, tag
- * master_weights) come on top. The saving mixed precision is for needs half storage and
- * half GEMMs on a GPU (the GPU issue).
+ * What to expect on the host: bf16/fp16 are SLOWER than f32 and use slightly MORE ledger
+ * memory at one rank. The parameters are 2-byte half tensors (2 P bytes saved) but the f32
+ * master weights add 4 P (tag master_weights; DP-ZeRO shards them, test_zero_memory shows
+ * the saving at N > 2); activations and gradients stay in f32 containers holding half
+ * values (docs/precision.md "Memory"), and every rounding point and every layer's f32
+ * working copy is a host conversion pass, so the half types cost time. The time saving
+ * needs half GEMMs on a GPU (the GPU issue).
  * Reproduce: make -j2 && build/bench/optimized_bench_precision */
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,8 +88,8 @@ int main(void) {
             if (be[i]) opt_backend_destroy(be[i]);
         }
     }
-    printf("host half storage saves no time and no memory (half values in f32 containers, rounding passes, f32 master "
-           "weights on top): docs/precision.md \"Memory\"\n");
+    printf("host: half parameters (2 bytes) but f32 master weights on top and activations in f32 containers; the "
+           "rounding and decoding passes cost time: docs/precision.md \"Memory\"\n");
     printf("reproduce: make -j2 && build/bench/optimized_bench_precision\n");
     dp_model_free(&m);
     dp_dataset_free(&d);

@@ -23,6 +23,7 @@ dp_status opt_shard_noise(opt_dpsgd *s, int64_t step, int64_t lo, int64_t hi) {
 }
 
 dp_status opt_shard_allgather_params(opt_dpsgd *s) {
+    if (s->half_state) return opt_half_params_allgather(s); /* bf16/fp16: the half bytes */
     opt_backend *be = s->be;
     const opt_model *om = &s->om;
     const int N = s->par.dp;
@@ -76,16 +77,17 @@ static dp_status update_partition(opt_dpsgd *s) {
     for (int p = 0; p < om->np; p++) {
         int64_t a = s->off[p] > tlo ? s->off[p] : tlo, e = s->off[p] + om->numel[p] < thi ? s->off[p] + om->numel[p] : thi;
         if (a >= e) continue;
-        void *w = opt_dev_at(s, om->w[p], a - s->off[p]), *g = opt_dev_at(s, s->pgrad, a - tlo), *m1 = opt_dev_at(s, s->m1, a - tlo);
+        void *g = opt_dev_at(s, s->pgrad, a - tlo), *m1 = opt_dev_at(s, s->m1, a - tlo);
         /* mixed precision: the optimizer runs on the f32 master weights, then the half
          * parameters are re-derived from them */
-        void *wu = s->master ? opt_dev_at(s, s->master, a - tlo) : w;
+        void *wu = s->master ? opt_dev_at(s, s->master, a - tlo) : opt_dev_at(s, om->w[p], a - s->off[p]);
         if (c->opt == DP_OPT_SGD)
             DP_TRY(OPT_CALL(be, sgd_momentum, wu, m1, g, c->lr, c->momentum, 0.0, s->t, e - a));
         else
             DP_TRY(OPT_CALL(be, adamw, wu, m1, opt_dev_at(s, s->m2, a - tlo), g, c->lr, c->beta1, c->beta2, c->adam_eps,
                             c->weight_decay, s->t, e - a));
-        if (s->master) DP_TRY(opt_master_store(s, w, wu, e - a));
+        if (s->master) DP_TRY(opt_master_bug(s, wu, e - a));
+        if (s->master) DP_TRY(opt_half_params_store(s, p, a - s->off[p], wu, e - a));
     }
     return DP_OK;
 }
@@ -102,8 +104,7 @@ dp_status opt_master_setup_range(opt_dpsgd *s) {
             DP_TRY(OPT_CALL(be, copy, opt_dev_at(s, s->master, a - s->lo), opt_dev_at(s, om->w[p], a - s->off[p]),
                             es * (size_t)(b - a)));
     }
-    for (int p = 0; p < om->np; p++) DP_TRY(opt_prec_round_dev(be, om->prec, om->w[p], om->numel[p], NULL));
-    return DP_OK;
+    return opt_half_params_setup(s); /* the parameters become half tensors (half_params.c) */
 }
 
 dp_status opt_master_setup_packed(opt_dpsgd *s, void *wpart, int64_t n) {
@@ -115,10 +116,15 @@ dp_status opt_master_setup_packed(opt_dpsgd *s, void *wpart, int64_t n) {
     return opt_prec_round_dev(be, s->om.prec, wpart, n, NULL);
 }
 
-dp_status opt_master_store(opt_dpsgd *s, void *w, const void *master_at, int64_t n) {
+dp_status opt_master_bug(opt_dpsgd *s, void *master_at, int64_t n) {
+    if (!s->hooks->master_half) return DP_OK;
+    /* BUG (test-only): the master weights lose what the half type cannot hold */
+    return opt_prec_round_dev(s->be, s->om.prec, master_at, n, NULL);
+}
+
+dp_status opt_master_store(opt_dpsgd *s, void *w, void *master_at, int64_t n) {
     opt_backend *be = s->be;
-    if (s->hooks->master_half) /* BUG (test-only): the master weights lose what the half type cannot hold */
-        DP_TRY(opt_prec_round_dev(be, s->om.prec, (void *)master_at, n, NULL));
+    DP_TRY(opt_master_bug(s, master_at, n));
     DP_TRY(OPT_CALL(be, copy, w, master_at, opt_backend_esize(be) * (size_t)n));
     return opt_prec_round_dev(be, s->om.prec, w, n, NULL);
 }
@@ -141,4 +147,4 @@ dp_status opt_shard_range_gather_sums(opt_dpsgd *s, double *hS) {
 dp_status opt_shard_range_gather_pgrad(opt_dpsgd *s, double *hp) { return gather_positions(s, hp, s->pgrad, s->lo); }
 
 dp_status opt_shard_range_setup(opt_dpsgd *s) { return opt_master_setup_range(s); }
-void opt_shard_range_teardown(opt_dpsgd *s) {}
+void opt_shard_range_teardown(opt_dpsgd *s) { opt_half_params_teardown(s); }

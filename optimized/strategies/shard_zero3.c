@@ -113,7 +113,7 @@ static dp_status z3_setup(opt_dpsgd *s) {
     for (int p = 0; st == DP_OK && p < np; p++) { opt_mem_free(be, om->w[p]); om->w[p] = NULL; }
     if (st == DP_OK) st = opt_master_setup_packed(s, z->wshard, C); /* mixed precision: f32 master of the partition */
     if (st != DP_OK) { z3_teardown(s); return st; }
-    z->fetch = (opt_param_fetch){z, z3_acquire, z3_release};
+    z->fetch = (opt_param_fetch){z, z3_acquire, z3_release, 1};
     om->fetch = &z->fetch;
     return DP_OK;
 }

@@ -4,7 +4,8 @@
  *     FLT_MAX), and opt_prec_round_dev on the host backend gives the same bits and the
  *     overflow / underflow counts of the loss-scaling seam; f32/f64 leave bits alone;
  *   - a bf16 and an fp16 DP-SGD run (mlp and llama, grad-sample and fused, replicated and
- *     zero1/zero3 at one rank): after every step each device parameter is a half value,
+ *     zero1/zero3 at one rank): after every step each parameter (decoded from the 2-byte
+ *     half tensors through the parameter fetch) is a half value,
  *     equal to the rounded master weight that opt_dpsgd_get_params returns; the master
  *     weights are not all half values (else the master is not f32: the negative control
  *     the f32 run gives, where the parameters are not all half values either);

@@ -70,17 +70,25 @@ static void run(int use_mpi, opt_prec prec, opt_sharding sh, dp_optimizer optz, 
     uint64_t states = sh == OPT_SHARD_REPLICATED ? kst * P : kst * (sh == OPT_SHARD_ZERO3 ? C3 : cc);
     uint64_t params = sh == OPT_SHARD_ZERO3 ? C3 : P;
     /* bf16/fp16 (docs/precision.md "Memory"): f32 master weights laid out as the optimizer
-     * state (sharded by zero1-3); the half parameters sit in f32 containers on the host */
+     * state (sharded by zero1-3); the parameters are 2-byte half tensors (replicated, zero1,
+     * zero2) or zero3's partition in f32 containers */
     uint64_t master = !opt_prec_is_half(prec) ? 0 : sh == OPT_SHARD_REPLICATED ? P : sh == OPT_SHARD_ZERO3 ? C3 : cc;
+    const uint64_t pbytes = opt_prec_is_half(prec) && sh != OPT_SHARD_ZERO3 ? 2 * P : params * e;
     const char *sn = opt_sharding_names[sh], *on = optz == DP_OPT_SGD ? "sgd" : "adamw", *dn = opt_prec_names[prec];
-    expect_bytes(r.peak[OPT_MEM_PARAMS], params * e, "params", sn, on, dn, (int)N);
+    expect_bytes(r.peak[OPT_MEM_PARAMS], pbytes, "params", sn, on, dn, (int)N);
     expect_bytes(r.peak[OPT_MEM_GRADS], grads * e, "grads", sn, on, dn, (int)N);
     expect_bytes(r.peak[OPT_MEM_OPTSTATE], states * e, "optimizer_state", sn, on, dn, (int)N);
     expect_bytes(r.peak[OPT_MEM_MASTER], master * e, "master_weights", sn, on, dn, (int)N);
-    expect_bytes(r.peak_model_states, (params + grads + states + master) * e, "model_states", sn, on, dn, (int)N);
+    expect_bytes(r.peak_model_states, pbytes + (grads + states + master) * e, "model_states", sn, on, dn, (int)N);
     if (N > 1 && sh != OPT_SHARD_REPLICATED && master)
         T_CHECK(master < P, "%s %s N=%llu: master weights %llu not below the replicated %llu", sn, dn,
                 (unsigned long long)N, (unsigned long long)master, (unsigned long long)P);
+    /* the mixed-precision model-state saving (DP-ZeRO): half parameters + sharded f32
+     * master below the f32 run's parameters once N > 2 (zero1, zero2: 2 P + 4 ceil(P/N) < 4 P) */
+    if (N > 2 && master && (sh == OPT_SHARD_ZERO1 || sh == OPT_SHARD_ZERO2))
+        T_CHECK(pbytes + master * e < 4 * P, "%s %s N=%llu: half parameters + master %llu bytes not below the f32 "
+                "parameters %llu", sn, dn, (unsigned long long)N, (unsigned long long)(pbytes + master * e),
+                (unsigned long long)(4 * P));
     /* zero3: layers gathered and released (visible in the ledger), none left after a step;
      * at most two layers' tensors alive at once (the current one and the prefetch) */
     if (sh == OPT_SHARD_ZERO3) {
