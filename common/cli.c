@@ -115,6 +115,25 @@ dp_status dp_parse_i64_list(int64_t *out, size_t max, size_t *n, const char *wha
     return parse_list(out, 0, max, n, what, s);
 }
 
+dp_status dp_parse_pow2(double *out, const char *what, const char *s) {
+    double v;
+    if (s && s[0] == '2' && s[1] == '^') {
+        int64_t k;
+        DP_TRY(dp_parse_i64(&k, what, s + 2));
+        if (k < -1022 || k > 1023)
+            return dp_error(DP_ERR_INVALID, "%s: 2^%lld is not a finite normal double (K must be in [-1022, 1023])", what,
+                            (long long)k);
+        v = ldexp(1.0, (int)k);
+    } else {
+        DP_TRY(dp_parse_double(&v, what, s));
+    }
+    int e;
+    if (!(v > 0) || frexp(v, &e) != 0.5)
+        return dp_error(DP_ERR_INVALID, "%s: '%s' is not a positive finite power of two (e.g. 1024 or 2^10)", what, s);
+    *out = v;
+    return DP_OK;
+}
+
 dp_status dp_parse_choice(int *out, const char *what, const char *s, const char *const *names) {
     char choices[512] = "";
     for (int i = 0; names[i]; i++) {

@@ -47,6 +47,9 @@ dp_status dp_parse_u64(uint64_t *out, const char *what, const char *s);
 /* Comma-separated lists; *n receives the count (at most max). */
 dp_status dp_parse_double_list(double *out, size_t max, size_t *n, const char *what, const char *s);
 dp_status dp_parse_i64_list(int64_t *out, size_t max, size_t *n, const char *what, const char *s);
+/* A positive finite power of two written as a number ("1024") or "2^K" (K an integer):
+ * a loss scale (docs/precision.md "Loss scaling"); anything else is DP_ERR_INVALID. */
+dp_status dp_parse_pow2(double *out, const char *what, const char *s);
 /* Index of s in the NULL-terminated list names, or usage error listing the choices. */
 dp_status dp_parse_choice(int *out, const char *what, const char *s, const char *const *names);
 

@@ -32,5 +32,6 @@ dp_status conf_repro_longshield_table2(conf_repro *r, FILE *txt);
 dp_status conf_repro_longshield_memory(conf_repro *r, FILE *txt);
 dp_status conf_repro_dp_zero_memory(conf_repro *r, FILE *txt);
 dp_status conf_repro_flashdp_memory(conf_repro *r, FILE *txt);
+dp_status conf_repro_dp_zero_losscale(conf_repro *r, FILE *txt); /* conformance/repro_losscale.c */
 
 #endif

@@ -290,7 +290,7 @@ dp_status conf_repro_dp_zero_memory(conf_repro *r, FILE *txt) {
            1 - states_mx / states_f32, "fraction saved", "differs",
            "with f32 master weights and AdamW both are 16 bytes/param: the saving is in activations and traffic");
     conf_repro_caveat(r, "model states only: activations depend on the batch and sequence length (DP-ZeRO footnote 4)");
-    conf_repro_caveat(r, "dp-zero-losscale (Tables 3 and 4) needs `dpcert losscale` (issue 11): not available");
+    conf_repro_caveat(r, "loss scaling (Tables 3 and 4) is the target dp-zero-losscale");
     return DP_OK;
 }
 

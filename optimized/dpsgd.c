@@ -141,6 +141,8 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const dp_dpsgd_config *c
     s->zlo = s->shard->noise_partition ? s->lo : 0;
     dp_status st = opt_clip_groups_make(&s->groups, cfg, m);
     if (st != DP_OK) { opt_parallel_free(&s->par); return st; }
+    st = opt_ls_init(s);
+    if (st != DP_OK) { opt_clip_groups_free(&s->groups); opt_parallel_free(&s->par); return st; }
     st = opt_dpsgd_bounds(cfg, s->groups.c_total);
     if (st != DP_OK) { opt_clip_groups_free(&s->groups); opt_parallel_free(&s->par); return st; }
     st = opt_model_create(&s->om, be, m);
@@ -275,6 +277,10 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
     double *hsq = malloc(sizeof(double) * (size_t)(G * Bc + 1)), *hc = malloc(sizeof(double) * (size_t)(G * Bc + 1));
     void *sq = NULL, *cdev = NULL;
     if (!mode || !inst || !nlin || !hsq || !hc || !special || !hcx) { if (st == DP_OK) st = dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
+    /* loss scaling: the tape holds S x the gradients; clipping at S C (and gamma S) gives the
+     * unscaled factors exactly; exported norms and gradients / S (ls_clip_unscaled: a
+     * test-only bug clips at C and exports what it saw) */
+    const double lsS = opt_ls_clip_scale(s), lsE = opt_ls_export_scale(s);
     if (st == DP_OK) st = opt_arena_alloc_tag(&tp.ar, &sq, es * (size_t)(G * Bc + 1), OPT_MEM_WORKSPACE);   /* [G, Bc] */
     if (st == DP_OK) st = opt_arena_alloc_tag(&tp.ar, &cdev, es * (size_t)(G * Bc + 1), OPT_MEM_WORKSPACE); /* [G, Bc] */
     if (st != DP_OK) goto done;
@@ -335,10 +341,10 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
             if (mode[p] == M_FUSED1 && gr->group_of[p] == g) fused_p = p;
         if (fused_p >= 0)
             st = OPT_CALL(be, fused_clip_accum, dev_at(s, sum0, s->off[fused_p]), sqg, cg, tp.A[fused_p], tp.G[fused_p],
-                          sqg, gr->thresh[g], (opt_clip_fn)s->cfg.clip_fn, s->cfg.gamma, Bc, tp.T, tp.din[fused_p],
+                          sqg, lsS * gr->thresh[g], (opt_clip_fn)s->cfg.clip_fn, lsS * s->cfg.gamma, Bc, tp.T, tp.din[fused_p],
                           tp.dout[fused_p]);
         else
-            st = OPT_CALL(be, clip_factors, cg, sqg, gr->thresh[g], (opt_clip_fn)s->cfg.clip_fn, s->cfg.gamma, Bc);
+            st = OPT_CALL(be, clip_factors, cg, sqg, lsS * gr->thresh[g], (opt_clip_fn)s->cfg.clip_fn, lsS * s->cfg.gamma, Bc);
     }
     /* ---- special examples: a finite loss but a non-finite squared group norm. Either a
      * gradient element is not finite (dropped, as the reference), or the squares / ghost
@@ -406,7 +412,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
                 st = opt_norms_double(&co->gn[b * (G + 1) + G], &co->gn[b * (G + 1)], &hm, gr, gi, 1);
                 for (int g = 0; g < G; g++)
                     hcx[g * Bc + b] = opt_clip_factor((dp_clip_fn)s->cfg.clip_fn, co->gn[b * (G + 1) + g],
-                                                      gr->thresh[g], s->cfg.gamma);
+                                                      lsS * gr->thresh[g], lsS * s->cfg.gamma);
             }
         }
         if (co->dropped[b] || special[b]) {
@@ -417,6 +423,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
         }
     }
     free(hm.params);
+    for (int64_t i = 0; lsE != 1 && i < Bc * (G + 1); i++) co->gn[i] /= lsE;
     if (st == DP_OK) s->hooks->factors(hc, co->dropped, G, Bc); /* identity unless a test-only bug (bugs.c) */
     if (st == DP_OK && (changed || s->hooks != &opt_hooks_correct)) st = OPT_CALL(be, upload_f64, cdev, hc, G * Bc);
 
@@ -425,7 +432,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
     for (int64_t b = 0; b < Bc; b++) any_drop |= co->dropped[b] | special[b];
     /* the weighted second pass is a per-rank choice (any_drop): not with per-layer
      * parameter gathers (zero3), whose passes must be the same on every rank */
-    int second_pass = s->norm->second_pass && G == 1 && !any_drop && !opt_fetch_collective(om);
+    int second_pass = s->norm->second_pass && G == 1 && !any_drop && !opt_fetch_collective(om) && s->ls_used == 1;
     if (st == DP_OK && second_pass) {
         void **gp = calloc((size_t)np, sizeof(void *));
         if (!gp) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
@@ -476,6 +483,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
             for (int64_t b = 0; st == DP_OK && hrow && b < Bc; b++)
                 if (co->dropped[b] || special[b])
                     memcpy(co->grad[p] + b * om->numel[p], hrow[p] + b * om->numel[p], sizeof(double) * (size_t)om->numel[p]);
+            for (int64_t e = 0; lsE != 1 && e < Bc * om->numel[p]; e++) co->grad[p][e] /= lsE;
         }
     }
 done:
@@ -544,6 +552,8 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
     if (st == DP_OK) st = OPT_CALL(be, zero, s->flat, es * (size_t)(s->zoff + (s->shard->noise_partition ? s->chunk : s->zoff)));
 
     memset(&s->pstats, 0, sizeof s->pstats);
+    s->ls_used = s->ls_S > 0 ? s->ls_S : 1;
+    s->om.loss_scale = s->ls_used;
     /* micro-batches: the local share in k contiguous chunks; sums carry across chunks */
     int64_t k = c->micro_batches;
     double **cg = pgr ? calloc((size_t)np, sizeof(double *)) : NULL;
@@ -565,6 +575,10 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
     /* ---- after per-sample clipping, before the reduction: the loss-scaling seam
      * (optimized/precision.h; no-op without a loss scale) ---- */
     if (st == DP_OK) st = opt_prec_after_clip(be, s->om.prec, s->flat, s->zoff);
+    /* ---- loss scaling: step 5 (clipped sums / S, before the noise) and the dynamic
+     * scaler's decision (optimized/opt_losscale.c) ---- */
+    int skip = 0;
+    if (st == DP_OK) st = opt_ls_after_chunks(&skip, s, co.loss, co.dropped, nl);
     /* ---- the sharding's reduction: S and Z (noise exactly once) of positions [lo, hi) ---- */
     if (st == DP_OK) st = s->shard->reduce(s, step);
     /* host copies of S and Z (the whole gradient, for the outputs) */
@@ -574,8 +588,8 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
     if (st == DP_OK) st = s->hooks->post_sum(s, hS); /* no-op unless a test-only bug (bugs.c) */
     /* ---- private gradient (S + Z) / (q N), optimizer and parameter sync of the rank's
      * positions (the sharding's) ---- */
-    if (st == DP_OK) s->t++;
-    if (st == DP_OK) st = s->shard->update(s, s->hooks->divisor(s, b));
+    if (st == DP_OK && !skip) s->t++;
+    if (st == DP_OK && !skip) st = s->shard->update(s, s->hooks->divisor(s, b));
 
     /* ---- outputs (per-example arrays gathered in global order) ---- */
     out->step = step;
@@ -624,8 +638,9 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
         out->private_grad = calloc((size_t)np, sizeof(double *));
         double *hp = malloc(sizeof(double) * (size_t)(s->total + 1));
         if (!out->clipped_sum || !out->noise || !out->private_grad || !hp) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
-        if (st == DP_OK) st = s->shard->gather_pgrad(s, hp);
-        if (st == DP_OK) st = pgrad_finite(s, hp, step);
+        if (st == DP_OK && !skip) st = s->shard->gather_pgrad(s, hp);
+        if (st == DP_OK && skip) memset(hp, 0, sizeof(double) * (size_t)s->total); /* nothing released */
+        if (st == DP_OK && !skip) st = pgrad_finite(s, hp, step);
         for (int p = 0; st == DP_OK && p < np; p++) {
             size_t nb = sizeof(double) * (size_t)om->numel[p];
             out->clipped_sum[p] = malloc(nb); out->noise[p] = malloc(nb); out->private_grad[p] = malloc(nb);

@@ -54,6 +54,21 @@ extern const char *const opt_cp_pattern_names[];   /* "input", "output" */
 extern const char *const opt_cp_overlap_names[];   /* "on", "off" */
 extern const char *const opt_checkpoint_names[];   /* "none", "block" */
 
+/* --loss-scale (docs/precision.md "Loss scaling"): none (all-zero), static:S (steps
+ * 1-2-3-4*-5-6: loss x S, clipping at S C, clipped sum / S before the noise), dynamic
+ * (the same with S adapted: x 2 after K clean steps, / 2 and the step skipped when a
+ * per-example gradient overflows — a data-dependent release the losscale check FAILs). */
+typedef enum { OPT_LS_NONE = 0, OPT_LS_STATIC = 1, OPT_LS_DYNAMIC = 2 } opt_ls_mode;
+typedef struct {
+    opt_ls_mode mode;
+    double S;  /* static: the scale; dynamic: the initial scale (powers of two) */
+    int64_t K; /* dynamic: growth interval in steps */
+} opt_loss_scale;
+/* "none" | "static:S" | "dynamic[:S0[:K]]" (S, S0 positive powers of two, dp_parse_pow2) */
+dp_status opt_loss_scale_parse(opt_loss_scale *out, const char *s);
+/* "none", "static:S" or "dynamic:S0:K" into buf (the export's metadata "loss_scale") */
+void opt_ls_describe(char *buf, size_t n, const opt_loss_scale *ls);
+
 /* All-zero = grad-sample, replicated, the DP group = the world. */
 typedef struct opt_dp_options {
     opt_strategy strategy;
@@ -69,6 +84,7 @@ typedef struct opt_dp_options {
     int cp_output;         /* --cp-pattern: 1 output-stationary, 0 input-stationary */
     int cp_no_overlap;     /* --cp-overlap off: each reduce-scatter waited as soon as it is posted */
     int checkpoint;        /* --checkpoint block: 1 (docs/longshield.md "Activation checkpointing") */
+    opt_loss_scale ls;     /* --loss-scale (none) */
 } opt_dp_options;
 
 struct opt_shard_strategy;
@@ -99,6 +115,11 @@ typedef struct {
     void *half_state;      /* bf16/fp16 with a range sharding: the half parameters (strategies/half_params.c) */
     void *master;          /* bf16/fp16: device [chunk] f32 master weights, laid out as pgrad (docs/precision.md); else NULL */
     opt_prec_stats pstats; /* bf16/fp16: half-rounding counts of the last step (the loss-scaling seam) */
+    double ls_S;           /* the loss scale of the next step (1: none) */
+    int64_t ls_good;       /* dynamic: steps since the last overflow or growth */
+    double ls_used;        /* the loss scale of the last step */
+    int ls_skipped;        /* 1: the last step was skipped (dynamic, overflow) */
+    double ls_max;         /* the largest S whose S C (S gamma) is finite in the backend's type */
 } opt_dpsgd;
 
 /* m: the initial model (copied to the device). Validates cfg (opt_dpsgd_config_check) and

@@ -530,13 +530,17 @@ dp_status opt_forward_backward(opt_tape *tp, const opt_model *om, const dp_datas
     if (!f) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     tp->fwd_ = f;
     DP_TRY(upload_batch(tp, om, d, idx));
+    /* loss scaling (step 2): the loss weights of the backward x S (exact: a power of two) */
+    const int scaled = om->loss_scale > 0 && om->loss_scale != 1;
     if (om->cfg.kind == DP_MLP) {
         DP_TRY(mlp_forward(f, tp, om));
         DP_TRY(OPT_CALL(om->be, copy, tp->loss, f->lrows, opt_backend_esize(om->be) * (size_t)B));
+        if (scaled) DP_TRY(OPT_CALL(om->be, div_scalar, f->wrow, f->wrow, 1.0 / om->loss_scale, B));
         return mlp_backward(tp, om, f, MODE_TAPE, NULL, f->wrow);
     }
     DP_TRY(llama_forward(f, tp, om));
     DP_TRY(OPT_CALL(om->be, sum_rows, tp->loss, f->lrows, 0, B, tp->T, 1)); /* [B] */
+    if (scaled) DP_TRY(OPT_CALL(om->be, div_scalar, f->wrow, f->wrow, 1.0 / om->loss_scale, B * tp->T));
     return llama_backward(tp, om, f, MODE_TAPE, NULL, f->wrow);
 }
 

@@ -69,6 +69,7 @@ typedef struct {
      * freed) instead of freed. */
     int checkpoint, ckpt_keep_forward;
     opt_arena ckpt_kept;
+    double loss_scale;        /* the tape pass backpropagates S x the loss (0 or 1: none; --loss-scale) */
 } opt_model;
 
 typedef struct opt_tape_hook {

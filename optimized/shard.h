@@ -59,6 +59,9 @@ typedef struct opt_step_hooks {
     /* mixed precision (docs/precision.md "Negative control"; correct: 0) */
     int master_half;     /* 1: the master weights are themselves rounded to the half type after every update */
     int ckpt_keep_forward; /* 1: --checkpoint block keeps the first forward's block activations (dangling) */
+    /* loss scaling (docs/precision.md "Loss scaling", negative controls; correct: 0) */
+    int ls_clip_unscaled; /* 1: clipping at C on the scaled gradient (and its norms exported as seen) */
+    int ls_no_unscale;    /* 1: step 5 left out: the clipped sum keeps S */
 } opt_step_hooks;
 
 extern const opt_step_hooks opt_hooks_correct;
@@ -111,6 +114,17 @@ typedef struct {
 dp_status opt_cp_output_slice(void *slice, opt_cp_gathered *ga, opt_dpsgd *s, const opt_tape *tp, int p, int64_t Bc);
 /* One chunk under CP, input-stationary (the norm strategy's instantiation on slices). */
 dp_status opt_cp_run_chunk(opt_chunk_out *co, opt_dpsgd *s, const dp_dataset *d, const int64_t *idx, int64_t Bc);
+
+/* ---- loss scaling (optimized/opt_losscale.c, docs/precision.md "Loss scaling") ---- */
+/* s->ls_* from s->o.ls; refuses --cp > 1 and a loss-scale bug without static:S, S > 1 */
+dp_status opt_ls_init(opt_dpsgd *s);
+/* the factor on the clipping threshold (and gamma), and the divisor of the exported norms
+ * and per-example gradients: S of the step (1 under the ls-* bugs, which clip at C) */
+double opt_ls_clip_scale(const opt_dpsgd *s);
+double opt_ls_export_scale(const opt_dpsgd *s);
+/* after the chunks of a step: step 5 on the local clipped sums, then the dynamic scaler
+ * (*skip = 1: no update this step); loss/dropped: this rank's [nl] examples */
+dp_status opt_ls_after_chunks(int *skip, opt_dpsgd *s, const double *loss, const int *dropped, int64_t nl);
 
 /* ---- helpers shared by the sharding strategies (optimized/strategies/shard_common.c) ---- */
 void *opt_dev_at(const opt_dpsgd *s, void *base, int64_t elem);

@@ -29,7 +29,8 @@
     X(REALIZED_DIVISOR, "realized-batch-divisor") X(ZERO_NOISE_SAME_SEED, "zero-noise-same-seed") \
     X(ZERO_WRONG_SLICE, "zero-wrong-slice") X(ZERO_STALE_PARAMS, "zero-stale-params")                 \
     X(CP_DROP_PARTIAL, "cp-drop-partial") X(CP_LOCAL_NORMS, "cp-local-norms")                         \
-    X(CP_FULL_NOISE, "cp-full-noise") X(MASTER_HALF, "master-half") X(CKPT_KEEP_FORWARD, "ckpt-keep-forward")
+    X(CP_FULL_NOISE, "cp-full-noise") X(MASTER_HALF, "master-half") X(CKPT_KEEP_FORWARD, "ckpt-keep-forward") \
+    X(LS_UNSCALE_AFTER_CLIP, "ls-unscale-after-clip") X(LS_NO_UNSCALE, "ls-no-unscale")
 
 /* How a parameter's norms and clipped sum are computed in a chunk. */
 typedef enum {

@@ -28,8 +28,10 @@ typedef struct {
     int seen_cp_overlap;
     const char *checkpoint;                /* --checkpoint none|block */
     int seen_checkpoint;
+    const char *loss_scale;     /* --loss-scale none|static:S|dynamic[:S0[:K]] */
+    int seen_loss_scale;
 } opt_train_cli;
-#define OPT_TRAIN_NOPTS 19
+#define OPT_TRAIN_NOPTS 20
 
 void opt_train_cli_init(opt_train_cli *t);
 void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t);

@@ -158,6 +158,8 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
     if (!(t->collective_timeout > 0) || t->collective_timeout > 1e6)
         return dp_error(DP_ERR_USAGE, "--collective-timeout must be in (0, 1e6] seconds (got %g)", t->collective_timeout);
     opt_collective_timeout_ = t->collective_timeout;
+    if (algo_dpzo && t->seen_loss_scale) return dp_error(DP_ERR_USAGE, "--loss-scale applies to dpsgd only");
+    DP_TRY(opt_loss_scale_parse(&o->ls, t->loss_scale));
     return DP_OK;
 }
 
@@ -193,6 +195,8 @@ void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t) {
                             "DP-safe activation checkpointing: none | block (llama blocks recomputed in the backward) (none)"};
     opts[(*n)++] = (dp_opt){"--collective-timeout", DP_OPT_DOUBLE, &t->collective_timeout, NULL,
                             "seconds a collective waits for the other ranks before the run fails (600)"};
+    opts[(*n)++] = (dp_opt){"--loss-scale", DP_OPT_STRING, &t->loss_scale, &t->seen_loss_scale,
+                            "none | static:S | dynamic[:S0[:K]] (S a power of two; docs/precision.md) (none)"};
     opts[(*n)++] = (dp_opt){"--memory-report", DP_OPT_FLAG, &t->memory_report, NULL,
                             "print every rank's memory ledger and communicated bytes at the end (rank 0, stderr)"};
 }
@@ -201,7 +205,7 @@ void opt_train_cli_init(opt_train_cli *t) {
     memset(t, 0, sizeof *t);
     t->impl = "optimized"; t->backend = "host"; t->strategy = "grad-sample"; t->noise_mode = "single";
     t->dtype = "f64"; t->precision = "f64"; t->bug = "none"; t->mixed_rule = "flop"; t->threads = 1;
-    t->sharding = "replicated"; t->cp = 1; t->cp_attention = "allgather"; t->cp_pattern = "input"; t->cp_overlap = "on"; t->checkpoint = "none"; t->collective_timeout = OPT_COLLECTIVE_TIMEOUT_DEFAULT;
+    t->sharding = "replicated"; t->cp = 1; t->cp_attention = "allgather"; t->cp_pattern = "input"; t->cp_overlap = "on"; t->checkpoint = "none"; t->loss_scale = "none"; t->collective_timeout = OPT_COLLECTIVE_TIMEOUT_DEFAULT;
 }
 
 dp_status opt_make_dir(const char *dir) {
@@ -369,6 +373,8 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     if (!host && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "out of memory");
     for (int p = 0; host && p < m.nparams; p++) host[p] = m.params[p].data;
     char nranks[32], nthreads[32], peak_ms[32] = "0", peak_tot[32] = "0"; /* peaks: rank 0's ledger so far */
+    char ls_desc[96], ls_used[40] = "1", ls_skip[4] = "0"; /* --loss-scale and this step's S / skip */
+    opt_ls_describe(ls_desc, sizeof ls_desc, &o.ls);
     snprintf(nranks, sizeof nranks, "%d", be->comm.size);
     snprintf(nthreads, sizeof nthreads, "%d", be->threads);
     const char *extra[] = {"impl", "optimized", "backend", be->name, "strategy", opt_strategy_names[o.strategy],
@@ -376,7 +382,8 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
                            opt_mixed_rule_names[o.mixed_rule], "dtype", opt_prec_names[o.prec],
                            "ranks", nranks, "threads", nthreads, "inject_bug", opt_bug_names[o.bug],
                            "sharding", opt_sharding_names[o.sharding], "memory_peak_model_states", peak_ms,
-                           "memory_peak_total", peak_tot, NULL};
+                           "memory_peak_total", peak_tot, "loss_scale", ls_desc, "loss_scale_used", ls_used,
+                           "loss_scale_skipped", ls_skip, NULL};
     for (int64_t step = 1; st == DP_OK && step <= c.steps; step++) {
         dp_model_free(&before); /* every rank: the update check compares with it */
         st = dp_model_copy(&before, &m);
@@ -391,11 +398,16 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
         dp_dpsgd_print_step(&out);
         opt_overlap_print(stdout, step, ovl, novl);
         free(ovl);
+        if (s.ls_skipped) /* the step log shows the skip (a data-dependent release, docs/precision.md) */
+            printf("step %lld skipped: overflow at loss scale %.17g (dynamic), no update; next scale %.17g\n",
+                   (long long)step, s.ls_used, s.ls_S);
         fflush(stdout);
         opt_mem_report mr;
         opt_mem_get(&mr, be);
         snprintf(peak_ms, sizeof peak_ms, "%llu", (unsigned long long)mr.peak_model_states);
         snprintf(peak_tot, sizeof peak_tot, "%llu", (unsigned long long)mr.peak_total);
+        snprintf(ls_used, sizeof ls_used, "%.17g", s.ls_used);
+        snprintf(ls_skip, sizeof ls_skip, "%d", s.ls_skipped);
         if (t.seen_export)
             st = dp_dpsgd_export_write(t.export_dir, &mc, &c, &s.groups, &before, &m, &d, &out,
                                         extra);

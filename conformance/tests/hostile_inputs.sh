@@ -141,6 +141,9 @@ expect 2 "--steps: '99999999999999999999' is out of range" account --sigma 1 --q
 expect 2 '--micro-batches must be in \[1, 2\^32 - 1\]' reference dpsgd --model mlp --dataset-size 8 --q 0.5 --micro-batches 9223372036854775807
 expect 2 '--noise-ranks must be in \[1, 255\]' compare --noise-shares --noise-ranks 0 ra ra
 expect 2 '--model-k must be in \[1, ' compare --model-k 9223372036854775807 ra ra
+expect 2 "--loss-scale: '1000' is not a positive finite power of two" losscale --loss-scale 1000
+expect 2 "--loss-scale static:S: '1e400' is not a finite number" train dpsgd --model mlp --dataset-size 8 --q 0.5 --loss-scale static:1e400
+lost losscale --json
 expect_out 0 '^6627e8d5 e169c58d bc57ac4c 9b00dbd8$' rng philox --key 00000000,00000000 --counter 00000000,0,0x0,0
 w=$("$D" rng philox --key 0,0 --counter 0,0,0,0 | tr ' ' ',')
 expect_out 0 '^[0-9a-f]{8} [0-9a-f]{8} [0-9a-f]{8} [0-9a-f]{8}$' rng philox --key 0,0 --counter "$w"

@@ -14,7 +14,7 @@ check "--list exits 0" '[ $rc -eq 0 ]'
 for t in dpzo-tables longshield-table2 longshield-memory dp-zero-memory flashdp-memory dp-zero-losscale; do
   check "--list names $t with its paper and tables" 'grep -Eq "^$t +[A-Za-z].*: .*Table" list.txt'
 done
-check "--list marks dp-zero-losscale unavailable (issue 11)" 'grep -A1 "^dp-zero-losscale" list.txt | grep -q "UNAVAILABLE: needs issue 11"'
+check "--list: dp-zero-losscale is available (issue 11)" '! grep -A1 "^dp-zero-losscale" list.txt | grep -q "UNAVAILABLE"'
 "$D" reproduce --list --json >list.json; rc=$?
 check "--list --json" '[ $rc -eq 0 ] && grep -q "\"modelled_vs_measured\"" list.json && [ "$(grep -c "\"target\"" list.json)" -eq 6 ]'
 
@@ -45,8 +45,12 @@ check "dpzo-tables: Table 11 row is CONSISTENT" 'grep -Eq "^11 +gaussian +15.9 .
 check "longshield-table2: the 8B infinite-GPU cells are the ones that differ" \
   '[ "$(grep -c "differs" longshield-table2.txt)" -eq 4 ] && [ "$(grep "differs" longshield-table2.txt | grep -c "Llama 3.1 8B .* inf ")" -eq 4 ]'
 
-"$D" reproduce dp-zero-losscale >ls.txt 2>ls.err; rc=$?
-check "dp-zero-losscale: exit 3, not supported, names issue 11" '[ $rc -eq 3 ] && grep -q "not supported: .*issue 11" ls.err'
+expect dp-zero-losscale 0 0 ' match$'
+check "dp-zero-losscale: Table 3's DP ghost Gram overflows, Table 4 has the six pipelines and dynamic" \
+  'grep -Eq "DP w/ scaling .*ghost vec\(dL/ds .*1e0\.\.1e6 \(fp16: overflow\) +match" dp-zero-losscale.txt && [ "$(grep -c "^4 .*fp16 issue" dp-zero-losscale.txt)" -eq 7 ]'
+"$D" reproduce dp-zero-losscale --json >ls.json; rc=$?
+check "dp-zero-losscale --json: rows with verdicts and the losscale side-by-side rows" \
+  '[ $rc -eq 0 ] && python3 -c "import json,sys; d=json.load(open(\"ls.json\")); t=d[\"targets\"][0] if \"targets\" in d else d; r=t[\"rows\"]; assert all(x[\"verdict\"]==\"match\" for x in r); assert len(t[\"losscale\"][\"rows\"])==42"'
 "$D" reproduce nosuch 2>err.txt; rc=$?
 check "unknown target: exit 2 naming it and the known ones" '[ $rc -eq 2 ] && grep -q "nosuch" err.txt && grep -q "longshield-table2" err.txt'
 "$D" reproduce 2>err.txt; rc=$?

@@ -35,8 +35,13 @@ static double divisor_expected(const opt_dpsgd *s, int64_t b) { return s->cfg.q 
 
 static int owner_self(const opt_dpsgd *s) { return s->par.dp_rank; }
 
-const opt_step_hooks opt_hooks_correct = {1, factors_keep, span_keep, noise_global, post_sum_keep, divisor_expected,
-                                          owner_self, 0, 0, 0, 0, 0, 0};
+/* The correct points; a bug's table names the fields it changes (designated initializers:
+ * a flag added to opt_step_hooks is 0 everywhere it is not named). */
+#define OPT_HOOKS_CORRECT_FNS                                                                              \
+    .fused_single_pass = 1, .factors = factors_keep, .noise_span = span_keep, .noise = noise_global,          \
+    .post_sum = post_sum_keep, .divisor = divisor_expected, .update_owner = owner_self
+
+const opt_step_hooks opt_hooks_correct = {OPT_HOOKS_CORRECT_FNS};
 
 /* ---- clip-after-sum: no per-example clipping; the batch sum is clipped per group ---- */
 static void factors_unit(double *c, const int *dropped, int G, int64_t Bc) {
@@ -74,33 +79,33 @@ static dp_status noise_same_seed(opt_dpsgd *s, void *z, int64_t zlo, int64_t ste
 /* ---- zero-wrong-slice: the update writes the next rank's partition ---- */
 static int owner_next(const opt_dpsgd *s) { return (s->par.dp_rank + 1) % s->par.dp; }
 
-static const opt_step_hooks hooks_clip_after_sum = {0, factors_unit, span_keep, noise_global, post_sum_clip,
-                                                    divisor_expected, owner_self, 0, 0, 0, 0, 0, 0};
-static const opt_step_hooks hooks_noise_every_rank = {1, factors_keep, span_all, noise_global, post_sum_keep,
-                                                      divisor_expected, owner_self, 0, 0, 0, 0, 0, 0};
-static const opt_step_hooks hooks_realized_divisor = {1, factors_keep, span_keep, noise_global, post_sum_keep,
-                                                      divisor_realized, owner_self, 0, 0, 0, 0, 0, 0};
-static const opt_step_hooks hooks_same_seed = {1, factors_keep, span_keep, noise_same_seed, post_sum_keep,
-                                               divisor_expected, owner_self, 0, 0, 0, 0, 0, 0};
-static const opt_step_hooks hooks_wrong_slice = {1, factors_keep, span_keep, noise_global, post_sum_keep,
-                                                 divisor_expected, owner_next, 0, 0, 0, 0, 0, 0};
-static const opt_step_hooks hooks_stale_params = {1, factors_keep, span_keep, noise_global, post_sum_keep,
-                                                  divisor_expected, owner_self, 1, 0, 0, 0, 0, 0};
+static const opt_step_hooks hooks_clip_after_sum = {.fused_single_pass = 0, .factors = factors_unit, .noise_span = span_keep, .noise = noise_global,
+    .post_sum = post_sum_clip, .divisor = divisor_expected, .update_owner = owner_self};
+static const opt_step_hooks hooks_noise_every_rank = {.fused_single_pass = 1, .factors = factors_keep, .noise_span = span_all, .noise = noise_global,
+    .post_sum = post_sum_keep, .divisor = divisor_expected, .update_owner = owner_self};
+static const opt_step_hooks hooks_realized_divisor = {.fused_single_pass = 1, .factors = factors_keep, .noise_span = span_keep, .noise = noise_global,
+    .post_sum = post_sum_keep, .divisor = divisor_realized, .update_owner = owner_self};
+static const opt_step_hooks hooks_same_seed = {.fused_single_pass = 1, .factors = factors_keep, .noise_span = span_keep, .noise = noise_same_seed,
+    .post_sum = post_sum_keep, .divisor = divisor_expected, .update_owner = owner_self};
+static const opt_step_hooks hooks_wrong_slice = {.fused_single_pass = 1, .factors = factors_keep, .noise_span = span_keep, .noise = noise_global,
+    .post_sum = post_sum_keep, .divisor = divisor_expected, .update_owner = owner_next};
+static const opt_step_hooks hooks_stale_params = {OPT_HOOKS_CORRECT_FNS, .skip_param_sync = 1};
 
 /* ---- context parallelism (docs/longshield.md "Negative controls") ---- */
-static const opt_step_hooks hooks_cp_drop_partial = {1, factors_keep, span_keep, noise_global, post_sum_keep,
-                                                     divisor_expected, owner_self, 0, 1, 0, 0, 0, 0};
-static const opt_step_hooks hooks_cp_local_norms = {1, factors_keep, span_keep, noise_global, post_sum_keep,
-                                                    divisor_expected, owner_self, 0, 0, 1, 0, 0, 0};
-static const opt_step_hooks hooks_cp_full_noise = {1, factors_keep, span_keep, noise_global, post_sum_keep,
-                                                   divisor_expected, owner_self, 0, 0, 0, 1, 0, 0};
+static const opt_step_hooks hooks_cp_drop_partial = {OPT_HOOKS_CORRECT_FNS, .cp_drop_partial = 1};
+static const opt_step_hooks hooks_cp_local_norms = {OPT_HOOKS_CORRECT_FNS, .cp_local_norms = 1};
+static const opt_step_hooks hooks_cp_full_noise = {OPT_HOOKS_CORRECT_FNS, .cp_full_noise = 1};
 
 /* ---- master-half: master weights kept in the half type (small updates lost) ---- */
-static const opt_step_hooks hooks_master_half = {1, factors_keep, span_keep, noise_global, post_sum_keep,
-                                                 divisor_expected, owner_self, 0, 0, 0, 0, 1, 0};
+static const opt_step_hooks hooks_master_half = {OPT_HOOKS_CORRECT_FNS, .master_half = 1};
+
+/* ---- loss scaling: 1-2-3-4-5-6 (unscale after clipping at C: over-shrink) and 1-2-3-4-6
+ * (no unscale: examples below S C keep S) ---- */
+static const opt_step_hooks hooks_ls_unscale_after_clip = {OPT_HOOKS_CORRECT_FNS, .ls_clip_unscaled = 1};
+static const opt_step_hooks hooks_ls_no_unscale = {OPT_HOOKS_CORRECT_FNS, .ls_clip_unscaled = 1, .ls_no_unscale = 1};
+
 /* ---- activation checkpointing (docs/longshield.md "Activation checkpointing") ---- */
-static const opt_step_hooks hooks_ckpt_keep_forward = {1, factors_keep, span_keep, noise_global, post_sum_keep,
-                                                       divisor_expected, owner_self, 0, 0, 0, 0, 0, 1};
+static const opt_step_hooks hooks_ckpt_keep_forward = {OPT_HOOKS_CORRECT_FNS, .ckpt_keep_forward = 1};
 
 const opt_step_hooks *opt_bug_hooks(opt_bug bug) {
     static const opt_step_hooks *const table[OPT_BUG_COUNT] = {
@@ -116,6 +121,8 @@ const opt_step_hooks *opt_bug_hooks(opt_bug bug) {
         [OPT_BUG_CP_FULL_NOISE] = &hooks_cp_full_noise,
         [OPT_BUG_MASTER_HALF] = &hooks_master_half,
         [OPT_BUG_CKPT_KEEP_FORWARD] = &hooks_ckpt_keep_forward,
+        [OPT_BUG_LS_UNSCALE_AFTER_CLIP] = &hooks_ls_unscale_after_clip,
+        [OPT_BUG_LS_NO_UNSCALE] = &hooks_ls_no_unscale,
     };
     return (bug >= 0 && bug < OPT_BUG_COUNT && table[bug]) ? table[bug] : &opt_hooks_correct;
 }
