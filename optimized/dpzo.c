@@ -137,7 +137,7 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     dp_opt opts[DP_DPZO_NOPTS + OPT_TRAIN_NOPTS];
     size_t nopts = 0;
     DP_TRY(dp_dpzo_cli_add_opts(opts, &nopts, DP_DPZO_NOPTS, &z));
-    opt_train_add_opts(opts, &nopts, &t);
+    DP_TRY(opt_train_add_opts(opts, &nopts, sizeof opts / sizeof opts[0], &t));
     DP_TRY(dp_opts_parse(opts, nopts, argc, argv, NULL, 0, NULL, help));
     if (*help) {
         printf("usage: dpcert train dpzo --impl optimized --backend host|cuda --model mlp|llama [model flags]\n"

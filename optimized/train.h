@@ -34,7 +34,8 @@ typedef struct {
 #define OPT_TRAIN_NOPTS 20
 
 void opt_train_cli_init(opt_train_cli *t);
-void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t);
+/* Appends the engine options (at most OPT_TRAIN_NOPTS) to opts[*n, cap). */
+dp_status opt_train_add_opts(dp_opt *opts, size_t *n, size_t cap, opt_train_cli *t);
 /* Validates the engine options; algo_dpzo rejects the DP-SGD-only ones. */
 dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_train_cli *t, int algo_dpzo);
 /* The default of --threads: the cores available to this process / the ranks on this node. */

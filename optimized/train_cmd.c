@@ -163,42 +163,50 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
     return DP_OK;
 }
 
-void opt_train_add_opts(dp_opt *opts, size_t *n, opt_train_cli *t) {
-    opts[(*n)++] = (dp_opt){"--impl", DP_OPT_STRING, &t->impl, NULL, "optimized (the only implementation here)"};
-    opts[(*n)++] = (dp_opt){"--backend", DP_OPT_STRING, &t->backend, NULL, "host | cuda (host)"};
-    opts[(*n)++] = (dp_opt){"--strategy", DP_OPT_STRING, &t->strategy, &t->seen_strategy,
-                            "grad-sample | ghost | mixed-ghost | book-keeping | fused (grad-sample)"};
-    opts[(*n)++] = (dp_opt){"--noise-mode", DP_OPT_STRING, &t->noise_mode, &t->seen_noise_mode,
-                            "single (rank 0 adds all noise) | shares (each rank N(0, s^2 C^2 / R)) (single)"};
-    opts[(*n)++] = (dp_opt){"--mixed-rule", DP_OPT_STRING, &t->mixed_rule, &t->seen_mixed_rule,
-                            "mixed-ghost/book-keeping layer rule: flop (T < pd/(p+d)) | memory (2T^2 <= pd) (flop)"};
-    opts[(*n)++] = (dp_opt){"--dtype", DP_OPT_STRING, &t->dtype, &t->seen_dtype, "alias of --precision (f64)"};
-    opts[(*n)++] = (dp_opt){"--precision", DP_OPT_STRING, &t->precision, &t->seen_precision,
-                            "f64 | f32 | bf16 | fp16: bf16/fp16 = half storage, f32 compute and master weights, dpsgd only (f64)"};
-    opts[(*n)++] = (dp_opt){"--threads", DP_OPT_INT, &t->threads, &t->seen_threads,
-                            "host threads, 1 to 256 (the cores available / ranks on this node)"};
-    opts[(*n)++] = (dp_opt){"--inject-bug", DP_OPT_STRING, &t->bug, &t->seen_bug,
-                            "TEST ONLY (needs DPCERT_TEST_INJECT=1): clip-after-sum | noise-every-rank | realized-batch-divisor"};
-    opts[(*n)++] = (dp_opt){"--export", DP_OPT_STRING, &t->export_dir, &t->seen_export,
-                            "write DIR/step-NNNNNN.safetensors (rank 0)"};
-    opts[(*n)++] = (dp_opt){"--sharding", DP_OPT_STRING, &t->sharding, &t->seen_sharding,
-                            "replicated | zero1 | zero2 | zero3 (DP-ZeRO stages, docs/zero.md) (replicated)"};
-    opts[(*n)++] = (dp_opt){"--dp", DP_OPT_INT, &t->dp, &t->seen_dp, "data-parallel ranks N (world size / M)"};
-    opts[(*n)++] = (dp_opt){"--cp", DP_OPT_INT, &t->cp, &t->seen_cp, "context-parallel ranks M, N M = world size; llama sequence sharding, docs/longshield.md (1)"};
-    opts[(*n)++] = (dp_opt){"--cp-attention", DP_OPT_STRING, &t->cp_attention, &t->seen_cp_attention,
-                            "attention across CP shards: allgather | ring (allgather)"};
-    opts[(*n)++] = (dp_opt){"--cp-pattern", DP_OPT_STRING, &t->cp_pattern, &t->seen_cp_pattern,
-                            "per-sample gradients under CP: input (reduce-scatter of partials) | output (gather, then slices) (input)"};
-    opts[(*n)++] = (dp_opt){"--cp-overlap", DP_OPT_STRING, &t->cp_overlap, &t->seen_cp_overlap,
-                            "post each layer's reduce-scatter during the backward: on | off (after it) (on)"};
-    opts[(*n)++] = (dp_opt){"--checkpoint", DP_OPT_STRING, &t->checkpoint, &t->seen_checkpoint,
-                            "DP-safe activation checkpointing: none | block (llama blocks recomputed in the backward) (none)"};
-    opts[(*n)++] = (dp_opt){"--collective-timeout", DP_OPT_DOUBLE, &t->collective_timeout, NULL,
-                            "seconds a collective waits for the other ranks before the run fails (600)"};
-    opts[(*n)++] = (dp_opt){"--loss-scale", DP_OPT_STRING, &t->loss_scale, &t->seen_loss_scale,
-                            "none | static:S | dynamic[:S0[:K]] (S a power of two; docs/precision.md) (none)"};
-    opts[(*n)++] = (dp_opt){"--memory-report", DP_OPT_FLAG, &t->memory_report, NULL,
-                            "print every rank's memory ledger and communicated bytes at the end (rank 0, stderr)"};
+dp_status opt_train_add_opts(dp_opt *opts, size_t *n, size_t cap, opt_train_cli *t) {
+    /* every entry checks the room left (OPT_TRAIN_NOPTS is kept by hand) */
+#define ADD_(...)                                                                                        \
+    do {                                                                                             \
+        if (*n >= cap) return dp_error(DP_ERR_INTERNAL, "dpcert train: option table full (OPT_TRAIN_NOPTS)"); \
+        opts[(*n)++] = (dp_opt)__VA_ARGS__;                                                          \
+    } while (0)
+    ADD_({"--impl", DP_OPT_STRING, &t->impl, NULL, "optimized (the only implementation here)"});
+    ADD_({"--backend", DP_OPT_STRING, &t->backend, NULL, "host | cuda (host)"});
+    ADD_({"--strategy", DP_OPT_STRING, &t->strategy, &t->seen_strategy,
+                            "grad-sample | ghost | mixed-ghost | book-keeping | fused (grad-sample)"});
+    ADD_({"--noise-mode", DP_OPT_STRING, &t->noise_mode, &t->seen_noise_mode,
+                            "single (rank 0 adds all noise) | shares (each rank N(0, s^2 C^2 / R)) (single)"});
+    ADD_({"--mixed-rule", DP_OPT_STRING, &t->mixed_rule, &t->seen_mixed_rule,
+                            "mixed-ghost/book-keeping layer rule: flop (T < pd/(p+d)) | memory (2T^2 <= pd) (flop)"});
+    ADD_({"--dtype", DP_OPT_STRING, &t->dtype, &t->seen_dtype, "alias of --precision (f64)"});
+    ADD_({"--precision", DP_OPT_STRING, &t->precision, &t->seen_precision,
+                            "f64 | f32 | bf16 | fp16: bf16/fp16 = half storage, f32 compute and master weights, dpsgd only (f64)"});
+    ADD_({"--threads", DP_OPT_INT, &t->threads, &t->seen_threads,
+                            "host threads, 1 to 256 (the cores available / ranks on this node)"});
+    ADD_({"--inject-bug", DP_OPT_STRING, &t->bug, &t->seen_bug,
+                            "TEST ONLY (needs DPCERT_TEST_INJECT=1): clip-after-sum | noise-every-rank | realized-batch-divisor"});
+    ADD_({"--export", DP_OPT_STRING, &t->export_dir, &t->seen_export,
+                            "write DIR/step-NNNNNN.safetensors (rank 0)"});
+    ADD_({"--sharding", DP_OPT_STRING, &t->sharding, &t->seen_sharding,
+                            "replicated | zero1 | zero2 | zero3 (DP-ZeRO stages, docs/zero.md) (replicated)"});
+    ADD_({"--dp", DP_OPT_INT, &t->dp, &t->seen_dp, "data-parallel ranks N (world size / M)"});
+    ADD_({"--cp", DP_OPT_INT, &t->cp, &t->seen_cp, "context-parallel ranks M, N M = world size; llama sequence sharding, docs/longshield.md (1)"});
+    ADD_({"--cp-attention", DP_OPT_STRING, &t->cp_attention, &t->seen_cp_attention,
+                            "attention across CP shards: allgather | ring (allgather)"});
+    ADD_({"--cp-pattern", DP_OPT_STRING, &t->cp_pattern, &t->seen_cp_pattern,
+                            "per-sample gradients under CP: input (reduce-scatter of partials) | output (gather, then slices) (input)"});
+    ADD_({"--cp-overlap", DP_OPT_STRING, &t->cp_overlap, &t->seen_cp_overlap,
+                            "post each layer's reduce-scatter during the backward: on | off (after it) (on)"});
+    ADD_({"--checkpoint", DP_OPT_STRING, &t->checkpoint, &t->seen_checkpoint,
+                            "DP-safe activation checkpointing: none | block (llama blocks recomputed in the backward) (none)"});
+    ADD_({"--collective-timeout", DP_OPT_DOUBLE, &t->collective_timeout, NULL,
+                            "seconds a collective waits for the other ranks before the run fails (600)"});
+    ADD_({"--loss-scale", DP_OPT_STRING, &t->loss_scale, &t->seen_loss_scale,
+                            "none | static:S | dynamic[:S0[:K]] (S a power of two; docs/precision.md) (none)"});
+    ADD_({"--memory-report", DP_OPT_FLAG, &t->memory_report, NULL,
+                            "print every rank's memory ledger and communicated bytes at the end (rank 0, stderr)"});
+    return DP_OK;
+#undef ADD_
 }
 
 void opt_train_cli_init(opt_train_cli *t) {
@@ -325,7 +333,7 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     dp_opt opts[DP_DPSGD_NOPTS + OPT_TRAIN_NOPTS];
     size_t n = 0;
     DP_TRY(dp_dpsgd_cli_add_opts(opts, &n, DP_DPSGD_NOPTS + OPT_TRAIN_NOPTS, &cli));
-    opt_train_add_opts(opts, &n, &t);
+    DP_TRY(opt_train_add_opts(opts, &n, sizeof opts / sizeof opts[0], &t));
     DP_TRY(dp_opts_parse(opts, n, argc, argv, NULL, 0, NULL, help));
     if (*help) {
         printf("usage: dpcert train dpsgd --impl optimized --backend host|cuda --strategy NAME [options]\n"
