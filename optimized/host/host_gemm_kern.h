@@ -106,6 +106,30 @@ static void GK(write_row)(R *Ci, const R *accr, int64_t nc, R alpha, R beta) {
     }
 }
 
+/* One micro-panel (rows ri..ri+MR-1) over the K slice [k0, k0 + kc) of a triangular
+ * problem, accumulators already holding the earlier slices (zero at the start): the k
+ * where all MR rows take part run on the micro-kernel; the at most MR - 1 k where only
+ * some do run row by row (opt_hgemm_axpy: the same rounded product and add per lane);
+ * a row never sees a k outside its triangle. Every row's k stay in increasing order. */
+static void GK(tri_panel)(GK(ukr_fn) ukr, opt_hgemm_tri tri, int64_t ri, int64_t k0, int64_t kc, const R *a,
+                          const R *b, R *acc) {
+    const int64_t ke = k0 + kc;
+    /* lower: all rows for k <= ri, some for ri < k < ri + MR; upper: some for ri <= k <
+     * ri + MR - 1, all from ri + MR - 1 on */
+    int64_t fb = tri == OPT_HGEMM_TRI_LOWER ? k0 : ri + HG_MR - 1, fe = tri == OPT_HGEMM_TRI_LOWER ? ri + 1 : ke;
+    int64_t mb = tri == OPT_HGEMM_TRI_LOWER ? ri + 1 : ri, me = tri == OPT_HGEMM_TRI_LOWER ? ri + HG_MR : ri + HG_MR - 1;
+    if (fb < k0) fb = k0;
+    if (fe > ke) fe = ke;
+    if (mb < k0) mb = k0;
+    if (me > ke) me = ke;
+    if (tri == OPT_HGEMM_TRI_LOWER && fb < fe) ukr(fe - fb, a + (fb - k0) * HG_MR, b + (fb - k0) * GK(NR), acc, 0);
+    for (int64_t k = mb; k < me; k++)
+        for (int r = 0; r < HG_MR; r++)
+            if (tri == OPT_HGEMM_TRI_LOWER ? k <= ri + r : k >= ri + r)
+                GK(opt_hgemm_axpy)(acc + r * GK(NR), a[(k - k0) * HG_MR + r], b + (k - k0) * GK(NR), GK(NR));
+    if (tri == OPT_HGEMM_TRI_UPPER && fb < fe) ukr(fe - fb, a + (fb - k0) * HG_MR, b + (fb - k0) * GK(NR), acc, 0);
+}
+
 void GK(opt_hgemm_run)(const opt_hgemm_problem *p, int64_t lo, int64_t hi, void *ws) {
     const int64_t mt = (p->M + HG_MC - 1) / HG_MC, nt = (p->N + HG_NC - 1) / HG_NC;
     const int64_t ldc = p->ldc ? p->ldc : p->N;
@@ -121,7 +145,7 @@ void GK(opt_hgemm_run)(const opt_hgemm_problem *p, int64_t lo, int64_t hi, void 
         R *C = (R *)p->C + b * p->sC;
         /* accumulator micro-tile (ir, jr) at acc + (ir njr + jr) MR NR, row-major MR x NR */
         int64_t nir = (mc + HG_MR - 1) / HG_MR, njr = (nc + GK(NR) - 1) / GK(NR);
-        if (p->K == 0) memset(acc, 0, sizeof(R) * (size_t)(nir * njr * HG_MR * GK(NR)));
+        if (p->K == 0 || p->tri) memset(acc, 0, sizeof(R) * (size_t)(nir * njr * HG_MR * GK(NR)));
         for (int64_t k0 = 0; k0 < p->K; k0 += HG_KC) {
             int64_t kc = p->K - k0 < HG_KC ? p->K - k0 : HG_KC;
             GK(pack_a)(Ap, p, A, i0, mc, k0, kc);
@@ -129,6 +153,11 @@ void GK(opt_hgemm_run)(const opt_hgemm_problem *p, int64_t lo, int64_t hi, void 
             for (int64_t jr = 0; jr < njr; jr++)
                 for (int64_t ir = 0; ir < nir; ir++) {
                     if (p->sym && j0 + jr * GK(NR) > i0 + ir * HG_MR + HG_MR - 1) continue;
+                    if (p->tri) {
+                        GK(tri_panel)(ukr, p->tri, i0 + ir * HG_MR, k0, kc, Ap + ir * HG_MR * kc, Bp + jr * GK(NR) * kc,
+                                      acc + (ir * njr + jr) * HG_MR * GK(NR));
+                        continue;
+                    }
                     ukr(kc, Ap + ir * HG_MR * kc, Bp + jr * GK(NR) * kc, acc + (ir * njr + jr) * HG_MR * GK(NR),
                         k0 == 0);
                 }
