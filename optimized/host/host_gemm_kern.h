@@ -29,7 +29,8 @@ static void GK(ukr_generic)(int64_t kc, const R *restrict a, const R *restrict b
 }
 
 /* Ap: ceil(mc/MR) panels, panel q = rows i0 + q MR .. + MR, stored [k][r]; rows past
- * the matrix are 0 (their accumulators are never written back). */
+ * the matrix are 0 (their accumulators are never written back). Full panels copy with
+ * constant-length inner loops (vectorised, no memmove call per k). */
 static void GK(pack_a)(R *restrict Ap, const opt_hgemm_problem *p, const R *A, int64_t i0, int64_t mc, int64_t k0,
                        int64_t kc) {
     const R *ks = p->kscale;
@@ -43,10 +44,28 @@ static void GK(pack_a)(R *restrict Ap, const opt_hgemm_problem *p, const R *A, i
                 const R *src = A + (k0 + k) * lda + ib;
                 R *d = dst + k * HG_MR, f = ks ? ks[(k0 + k) / p->kdiv] : 0;
                 int r = 0;
+                if (rn == HG_MR) {
+                    if (ks) for (r = 0; r < HG_MR; r++) d[r] = f * src[r];
+                    else memcpy(d, src, sizeof(R) * HG_MR);
+                    continue;
+                }
                 if (ks) for (; r < rn; r++) d[r] = f * src[r];
                 else for (; r < rn; r++) d[r] = src[r];
                 for (; r < HG_MR; r++) d[r] = 0;
             }
+            continue;
+        }
+        if (rn == HG_MR) { /* MR row streams, written contiguously */
+            const R *s[HG_MR];
+            for (int r = 0; r < HG_MR; r++) s[r] = A + (ib + r) * lda + k0;
+            if (ks)
+                for (int64_t k = 0; k < kc; k++) {
+                    R f = ks[(k0 + k) / p->kdiv];
+                    for (int r = 0; r < HG_MR; r++) dst[k * HG_MR + r] = f * s[r][k];
+                }
+            else
+                for (int64_t k = 0; k < kc; k++)
+                    for (int r = 0; r < HG_MR; r++) dst[k * HG_MR + r] = s[r][k];
             continue;
         }
         for (int r = 0; r < HG_MR; r++) {
@@ -75,10 +94,16 @@ static void GK(pack_b)(R *restrict Bp, const opt_hgemm_problem *p, const R *B, i
             for (int64_t k = 0; k < kc; k++) {
                 const R *src = B + (k0 + k) * ldb + jb;
                 R *d = dst + k * GK(NR);
+                if (jn == GK(NR)) { memcpy(d, src, sizeof(R) * GK(NR)); continue; }
                 int64_t c = 0;
                 for (; c < jn; c++) d[c] = src[c];
                 for (; c < GK(NR); c++) d[c] = 0;
             }
+        } else if (jn == GK(NR)) { /* NR row streams, written contiguously */
+            const R *s[GK(NR)];
+            for (int c = 0; c < GK(NR); c++) s[c] = B + (jb + c) * ldb + k0;
+            for (int64_t k = 0; k < kc; k++)
+                for (int c = 0; c < GK(NR); c++) dst[k * GK(NR) + c] = s[c][k];
         } else {
             for (int64_t c = 0; c < GK(NR); c++) {
                 if (c >= jn) { for (int64_t k = 0; k < kc; k++) dst[k * GK(NR) + c] = 0; continue; }
@@ -101,7 +126,8 @@ static void GK(write_row)(R *Ci, const R *accr, int64_t nc, R alpha, R beta) {
         const R *a = accr + jr * HG_MR * GK(NR);
         R *c = Ci + jr * GK(NR);
         int64_t n = nc - jr * GK(NR) < GK(NR) ? nc - jr * GK(NR) : GK(NR);
-        if (beta == 0) for (int64_t j = 0; j < n; j++) c[j] = alpha * a[j];
+        if (beta == 0 && n == GK(NR)) for (int j = 0; j < GK(NR); j++) c[j] = alpha * a[j];
+        else if (beta == 0) for (int64_t j = 0; j < n; j++) c[j] = alpha * a[j];
         else for (int64_t j = 0; j < n; j++) { R v = alpha * a[j]; c[j] = v + beta * c[j]; }
     }
 }
