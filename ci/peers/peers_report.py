@@ -110,8 +110,8 @@ def build(rows, gemm_txt, command, loads=()):
             summary.append((sz, dt, th, r1, r2, r3, r4))
     out.append("")
     out.append("The same ratios in CPU seconds per step (the process's CPU time, all threads; less disturbed "
-               "by other processes on a shared machine than wall time at one thread, but at 2 threads it "
-               "counts PyTorch's spinning OpenMP workers); each side's best by CPU seconds:")
+               "by other processes on a shared machine than wall time; with OMP_WAIT=active it would "
+               "also count PyTorch's spinning OpenMP workers); each side's best by CPU seconds:")
     out.append("")
     out.append("| D, L, T, B | dtype | threads | dpcert best DP (CPU s) | Opacus best DP (CPU s) "
                "| PyTorch non-DP (CPU s) | dpcert DP / Opacus DP | dpcert DP / PyTorch non-DP "
