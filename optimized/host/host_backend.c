@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "common/philox.h"
+#include "common/rng.h"
 #include "optimized/backend.h"
 #include "optimized/host/host_gemm.h"
 #include "optimized/host/host_pool.h"

@@ -471,12 +471,29 @@ static dp_status K(fused_sqnorm)(void *ctx, void *sq_, const void *A, const void
     return DP_OK;
 }
 
+/* x[j] = x[j] + std N(0,1), the gaussian element offset + j of the secret noise stream
+ * (docs/rng.md), drawn a pair per Philox block (dp_rng_fill_gaussian: the same values
+ * as element by element). Each element depends only on its index, so chunks of
+ * HOST_NOISE_CHUNK elements are split across threads. */
+#ifndef HOST_NOISE_CHUNK
+#define HOST_NOISE_CHUNK 512
+#endif
+typedef struct { R *x; dp_stream s; double std; uint64_t offset; int64_t n; } K(noise_job);
+static void K(noise_range)(void *arg, int64_t lo, int64_t hi, int tid) {
+    K(noise_job) *j = arg;
+    double g[HOST_NOISE_CHUNK];
+    for (int64_t c = lo; c < hi; c++) {
+        int64_t j0 = c * HOST_NOISE_CHUNK, m = j->n - j0 < HOST_NOISE_CHUNK ? j->n - j0 : HOST_NOISE_CHUNK;
+        dp_rng_fill_gaussian(g, &j->s, j->offset + (uint64_t)j0, (size_t)m);
+        for (int64_t i = 0; i < m; i++) j->x[j0 + i] = (R)((double)j->x[j0 + i] + j->std * g[i]);
+    }
+}
 static dp_status K(noise_add)(void *ctx, void *x_, dp_noise_key key, uint32_t stream, uint32_t lane, double std,
                               uint64_t offset, int64_t n) {
-    R *x = x_;
     if (lane >= (1u << 24)) return dp_error(DP_ERR_INVALID, "noise: lane %u >= 2^24", lane);
-    for (int64_t j = 0; j < n; j++)
-        x[j] = (R)((double)x[j] + std * dp_stream_gaussian(key.k, DP_PURPOSE_NOISE, stream, lane, offset + (uint64_t)j));
+    K(noise_job) j = {x_, {0}, std, offset, n};
+    DP_TRY(dp_stream_secret(&j.s, key, DP_PURPOSE_NOISE, stream, lane));
+    if (n > 0) host_parallel(ctx, K(noise_range), &j, (n + HOST_NOISE_CHUNK - 1) / HOST_NOISE_CHUNK, 50 * HOST_NOISE_CHUNK);
     return DP_OK;
 }
 

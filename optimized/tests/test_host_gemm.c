@@ -8,8 +8,8 @@
  * shapes that cross every block edge (HG_MR, NR, HG_MC, HG_NC, HG_KC), K = 0, empty
  * outputs, strided batches, the symmetric (Gram) mode, the k-scaled (book-keeping)
  * mode and the triangular mode (absent entries never added), in f64 and f32; and the backend ops that run on it (gemm, ghost_sqnorm,
- * bk_gemm, fused_clip_accum, fused_sqnorm, attention) give the same bits with 1, 2
- * and 4 threads, and the same bits as their documented loops (docs/engine.md §2).
+ * bk_gemm, fused_clip_accum, fused_sqnorm, attention, noise_add) give the same bits
+ * with 1, 2 and 4 threads, and the same bits as their documented loops (docs/engine.md §2).
  * Negative controls (must differ, or the exact checks could not see an order change):
  * the same sums with k reversed, and with fused multiply-adds, differ from the
  * documented order on these inputs. */
@@ -456,6 +456,32 @@ static void test_attn_loop(int threads, int64_t Bx, int64_t T, int64_t H, int64_
     opt_backend_destroy(be);
 }
 
+/* noise_add over several chunks of the pairwise Philox fill, from an odd offset, at 1, 2
+ * and 4 threads: element-exact against dp_stream_gaussian element by element. */
+static void test_noise_threads(void) {
+    const int64_t n = 3 * 512 + 77;
+    const uint64_t offset = 11;
+    dp_noise_key key = {0x5eed};
+    for (int th = 1; th <= 4; th *= 2) {
+        opt_backend *be = NULL;
+        opt_backend_config c = {"host", DP_F64, th, 0};
+        T_OK(opt_backend_create(&be, &c));
+        if (!be) return;
+        double *x = rvec(n, 31);
+        void *dx = up(be, x, n);
+        T_OK(be->ops.noise_add(be->ctx, dx, key, 5, 9, 0.75, offset, n));
+        double *y = down(be, dx, n);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; i++)
+            bad += !same_d(y[i], x[i] + 0.75 * dp_stream_gaussian(key.k, DP_PURPOSE_NOISE, 5, 9, offset + (uint64_t)i));
+        T_CHECK(bad == 0, "noise_add, %d threads: %lld of %lld elements differ from the element-wise stream", th,
+                (long long)bad, (long long)n);
+        be->ops.free(be->ctx, dx);
+        free(x); free(y);
+        opt_backend_destroy(be);
+    }
+}
+
 static void test_threads(dp_dtype dt) {
     const int th[3] = {1, 2, 4};
     op_outs o[3];
@@ -539,6 +565,7 @@ int main(void) {
     test_threads(DP_F32);
     test_attn_loop(1, 2, 37, 2, 8);
     test_attn_loop(2, 1, 263, 2, 5);
+    test_noise_threads();
     test_pool();
     test_default_threads();
     return t_finish();
