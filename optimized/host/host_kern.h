@@ -80,21 +80,33 @@ static dp_status K(silu_bwd)(void *ctx, void *dx_, const void *dy_, const void *
     }
     return DP_OK;
 }
+/* SwiGLU element-wise passes, split across threads in ranges of elements (each element
+ * is computed on its own; aliasing of outputs and inputs at the same index is allowed) */
+typedef struct { R *da, *db; const R *dh, *a, *b; } K(swiglu_job);
+static void K(swiglu_fwd_range)(void *arg, int64_t lo, int64_t hi, int tid) {
+    K(swiglu_job) *j = arg;
+    for (int64_t i = lo; i < hi; i++) j->da[i] = j->a[i] * K(sigmoid)(j->a[i]) * j->b[i];
+}
 static dp_status K(swiglu_fwd)(void *ctx, void *h_, const void *a_, const void *b_, int64_t n) {
-    R *h = h_; const R *a = a_, *b = b_;
-    for (int64_t i = 0; i < n; i++) h[i] = a[i] * K(sigmoid)(a[i]) * b[i];
+    K(swiglu_job) j = {h_, NULL, NULL, a_, b_};
+    host_parallel(ctx, K(swiglu_fwd_range), &j, n, 30);
     return DP_OK;
 }
-static dp_status K(swiglu_bwd)(void *ctx, void *da_, void *db_, const void *dh_, const void *a_,
-                               const void *b_, int64_t n) {
-    R *da = da_, *db = db_; const R *dh = dh_, *a = a_, *b = b_;
-    for (int64_t i = 0; i < n; i++) {
+static void K(swiglu_bwd_range)(void *arg, int64_t lo, int64_t hi, int tid) {
+    K(swiglu_job) *j = arg;
+    for (int64_t i = lo; i < hi; i++) {
+        const R *a = j->a, *b = j->b, *dh = j->dh;
         R s = K(sigmoid)(a[i]);
         R silu = a[i] * s;
         R dbi = dh[i] * silu;
-        da[i] = dh[i] * b[i] * (s * (1 + a[i] * (1 - s)));
-        db[i] = dbi;
+        j->da[i] = dh[i] * b[i] * (s * (1 + a[i] * (1 - s)));
+        j->db[i] = dbi;
     }
+}
+static dp_status K(swiglu_bwd)(void *ctx, void *da_, void *db_, const void *dh_, const void *a_,
+                               const void *b_, int64_t n) {
+    K(swiglu_job) j = {da_, db_, dh_, a_, b_};
+    host_parallel(ctx, K(swiglu_bwd_range), &j, n, 40);
     return DP_OK;
 }
 
@@ -322,13 +334,20 @@ static dp_status K(embed_bwd)(void *ctx, void *dt_, const void *dy_, const int32
 }
 
 /* ---- DP operations ---- */
-static dp_status K(sqnorm_rows)(void *ctx, void *sq_, const void *g_, int64_t B, int64_t n) {
-    R *sq = sq_; const R *g = g_;
-    for (int64_t b = 0; b < B; b++) {
+/* sq[b] += sum_j g[b,j]^2 in j order; examples split across threads */
+typedef struct { R *sq; const R *g; int64_t n; } K(sqnorm_job);
+static void K(sqnorm_range)(void *arg, int64_t lo, int64_t hi, int tid) {
+    K(sqnorm_job) *j = arg;
+    for (int64_t b = lo; b < hi; b++) {
+        const R *g = j->g + b * j->n;
         R acc = 0;
-        for (int64_t j = 0; j < n; j++) acc += g[b * n + j] * g[b * n + j];
-        sq[b] += acc;
+        for (int64_t i = 0; i < j->n; i++) acc += g[i] * g[i];
+        j->sq[b] += acc;
     }
+}
+static dp_status K(sqnorm_rows)(void *ctx, void *sq_, const void *g_, int64_t B, int64_t n) {
+    K(sqnorm_job) j = {sq_, g_, n};
+    host_parallel(ctx, K(sqnorm_range), &j, B, n);
     return DP_OK;
 }
 

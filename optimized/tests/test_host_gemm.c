@@ -269,10 +269,12 @@ static double *rvec(int64_t n, uint64_t off) {
     return v;
 }
 
-enum { O_GEMM, O_GHOST, O_BK, O_FUSED_W, O_FUSED_SQ, O_FUSED_C, O_SQNORM, O_ATTN, O_DQ, O_CLIPACC, O_NOUT };
+enum { O_GEMM, O_GHOST, O_BK, O_FUSED_W, O_FUSED_SQ, O_FUSED_C, O_SQNORM, O_ATTN, O_DQ, O_CLIPACC, O_SWIGLU, O_SWIGLU_DA,
+       O_SQROWS, O_NOUT };
 static const char *k_out_names[O_NOUT] = {"gemm", "ghost_sqnorm", "bk_gemm", "fused_clip_accum dW",
                                           "fused_clip_accum sq", "fused_clip_accum c", "fused_sqnorm",
-                                          "attn_fwd", "attn_bwd dq", "clip_accum"};
+                                          "attn_fwd", "attn_bwd dq", "clip_accum", "swiglu_fwd", "swiglu_bwd da",
+                                          "sqnorm_rows"};
 
 typedef struct { double *v[O_NOUT]; int64_t n[O_NOUT]; } op_outs;
 
@@ -314,7 +316,7 @@ static void run_ops(op_outs *o, dp_dtype dt, int threads) {
     T_OK(be->ops.attn_bwd(be->ctx, gq, gk, gv, dout_, dq, dk, dv, dp, XB, XT, XH, XHD));
     o->v[O_ATTN] = down(be, dout2, o->n[O_ATTN] = na);
     o->v[O_DQ] = down(be, gq, o->n[O_DQ] = na);
-    const int64_t nc = 10007; /* clip_accum over several cache blocks */
+    const int64_t nc = 30011; /* clip_accum over several cache blocks; sqnorm_rows over the parallel cut-off */
     double *gs = rvec(XB * nc, 13), *s0 = rvec(nc, 14);
     void *dgs = up(be, gs, XB * nc), *dsum = up(be, s0, nc);
     T_OK(be->ops.clip_accum(be->ctx, dsum, dgs, dc, XB, nc));
@@ -328,6 +330,24 @@ static void run_ops(op_outs *o, dp_dtype dt, int threads) {
         }
         T_CHECK(bad == 0, "clip_accum differs from its documented loop in %lld elements", (long long)bad);
     }
+    /* element-wise and per-example passes split across threads */
+    void *dh = up(be, NULL, nc), *dda = up(be, NULL, nc), *ddb = up(be, NULL, nc), *dsr = up(be, ex, XB);
+    T_OK(be->ops.swiglu_fwd(be->ctx, dh, dgs, dsum, nc));
+    T_OK(be->ops.swiglu_bwd(be->ctx, dda, ddb, dsum, dgs, (char *)dgs + opt_backend_esize(be) * (size_t)nc, nc));
+    T_OK(be->ops.sqnorm_rows(be->ctx, dsr, dgs, XB, nc));
+    o->v[O_SWIGLU] = down(be, dh, o->n[O_SWIGLU] = nc);
+    o->v[O_SWIGLU_DA] = down(be, dda, o->n[O_SWIGLU_DA] = nc);
+    o->v[O_SQROWS] = down(be, dsr, o->n[O_SQROWS] = XB);
+    if (dt == DP_F64) { /* sq[b] = ex[b] + sum_j g[b,j]^2 in j order */
+        int64_t bad = 0;
+        for (int64_t b = 0; b < XB; b++) {
+            double acc = 0;
+            for (int64_t j = 0; j < nc; j++) acc += gs[b * nc + j] * gs[b * nc + j];
+            bad += !same_d(ex[b] + acc, o->v[O_SQROWS][b]);
+        }
+        T_CHECK(bad == 0, "sqnorm_rows differs from its documented loop in %lld examples", (long long)bad);
+    }
+    be->ops.free(be->ctx, dh); be->ops.free(be->ctx, dda); be->ops.free(be->ctx, ddb); be->ops.free(be->ctx, dsr);
     be->ops.free(be->ctx, dgs); be->ops.free(be->ctx, dsum); free(gs); free(s0);
     void *bufs[] = {dA, dB, dC, da, dg, dc, dex, dsq, dW, dW2, dsq2, dcc, dsq3, dq, dk, dv, dout_, dout2, dp, gq, gk, gv};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->ops.free(be->ctx, bufs[i]);
