@@ -6,7 +6,7 @@
 # from PyPI into BUILD/peers-venv on first use (about 5.5 GB: the PyPI torch wheel
 # brings the CUDA libraries; about 2 minutes here).
 # Knobs (environment): SIZES ("D,L,T,B ..."), DTYPES, THREADS, STRATEGIES (dpcert),
-# MODES (PyTorch), WARMUP, REPS, DOC.
+# MODES (PyTorch), OMP_WAIT (PyTorch's OMP_WAIT_POLICY), WARMUP, REPS, DOC.
 set -euo pipefail
 BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,6 +16,9 @@ DTYPES=${DTYPES:-"f32 f64"}
 THREADS=${THREADS:-"1 2"}
 STRATEGIES=${STRATEGIES:-"grad-sample ghost mixed-ghost book-keeping fused non-dp"}
 MODES=${MODES:-"nondp opacus-hooks opacus-ghost"}
+# PyTorch's OpenMP workers sleep while waiting (as dpcert's pool workers do); spinning
+# (OMP_WAIT=active, libgomp's default) collapses when the cores are oversubscribed.
+OMP_WAIT=${OMP_WAIT:-passive}
 WARMUP=${WARMUP:-2}
 REPS=${REPS:-5}
 DOC=${DOC:-$ROOT/docs/performance.md}
@@ -48,11 +51,13 @@ for sz in $SIZES; do
   for dt in $DTYPES; do
     for th in $THREADS; do
       for s in $STRATEGIES; do
+        echo "LOAD $(cut -d' ' -f1 /proc/loadavg)" >> "$RES"
         "$BUILD/bench/optimized_bench_step" --dtype "$dt" --threads "$th" --dim "$D" --layers "$L" --seq "$T" \
           --batch "$B" --warmup "$WARMUP" --reps "$REPS" --strategy "$s" | tee -a "$RES"
       done
       for m in $MODES; do
-        export OMP_NUM_THREADS=$th
+        export OMP_NUM_THREADS=$th OMP_WAIT_POLICY=$OMP_WAIT
+        echo "LOAD $(cut -d' ' -f1 /proc/loadavg)" >> "$RES"
         "$VENV/bin/python" -W ignore "$ROOT/ci/peers/llama_peers.py" --mode "$m" --dtype "$dt" --threads "$th" \
           --dim "$D" --layers "$L" --seq "$T" --batch "$B" --warmup "$WARMUP" --reps "$REPS" | tee -a "$RES"
       done
@@ -60,6 +65,7 @@ for sz in $SIZES; do
   done
 done
 CMD="make bench-peers"
-[ "$SIZES$DTYPES$THREADS$REPS" = "128,4,128,16 256,4,256,16f32 f641 25" ] || \
-  CMD="SIZES='$SIZES' DTYPES='$DTYPES' THREADS='$THREADS' STRATEGIES='$STRATEGIES' MODES='$MODES' WARMUP=$WARMUP REPS=$REPS make bench-peers"
+KNOBS="SIZES='$SIZES' DTYPES='$DTYPES' THREADS='$THREADS' STRATEGIES='$STRATEGIES' MODES='$MODES' OMP_WAIT=$OMP_WAIT WARMUP=$WARMUP REPS=$REPS"
+[ "$KNOBS" = "SIZES='128,4,128,16 256,4,256,16' DTYPES='f32 f64' THREADS='1 2' STRATEGIES='grad-sample ghost mixed-ghost book-keeping fused non-dp' MODES='nondp opacus-hooks opacus-ghost' OMP_WAIT=passive WARMUP=2 REPS=5" ] || \
+  CMD="$KNOBS make bench-peers"
 "$VENV/bin/python" "$ROOT/ci/peers/peers_report.py" "$RES" "$GEMM" "$DOC" "$CMD"

@@ -21,6 +21,12 @@ DP_STRATS = ["grad-sample", "ghost", "mixed-ghost", "book-keeping", "fused"]
 OPACUS = ["opacus-hooks", "opacus-ghost"]
 
 
+def parse_loads(path):
+    """the LOAD lines bench-peers.sh writes before each configuration (/proc/loadavg)"""
+    with open(path) as f:
+        return [float(line.split()[1]) for line in f if line.startswith("LOAD ") and len(line.split()) > 1]
+
+
 def parse(path):
     rows = []
     with open(path) as f:
@@ -47,7 +53,7 @@ def fmt(x, nd=2):
     return "n/a" if x is None else f"{x:.{nd}f}"
 
 
-def build(rows, gemm_txt, command):
+def build(rows, gemm_txt, command, loads=()):
     idx = {}
     for r in rows:
         key = (r["tool"], r["strategy"], r["dtype"], int(r["threads"]), int(r["D"]), int(r["L"]), int(r["T"]),
@@ -102,6 +108,35 @@ def build(rows, gemm_txt, command):
                        f"{fmt(bop[0], 3) if bop else 'n/a'} ({bop[1] if bop else '-'}) | {fmt(nd_pt, 3)} | "
                        f"{fmt(r1)} | {fmt(r2)} | {fmt(r3)} | {fmt(r4)} |")
             summary.append((sz, dt, th, r1, r2, r3, r4))
+    out.append("")
+    out.append("The same ratios in CPU seconds per step (the process's CPU time, all threads; less disturbed "
+               "by other processes on a shared machine than wall time; with OMP_WAIT=active it would "
+               "also count PyTorch's spinning OpenMP workers); each side's best by CPU seconds:")
+    out.append("")
+    out.append("| D, L, T, B | dtype | threads | dpcert best DP (CPU s) | Opacus best DP (CPU s) "
+               "| PyTorch non-DP (CPU s) | dpcert DP / Opacus DP | dpcert DP / PyTorch non-DP "
+               "| dpcert BK / own non-DP |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
+    for sz in sizes:
+        for dt, th in combos:
+            dp = [x for x in ((get("dpcert", s, dt, th, sz, "cpu_s"), s) for s in DP_STRATS) if x[0] is not None]
+            op = [x for x in ((get("pytorch", m, dt, th, sz, "cpu_s"), m) for m in OPACUS) if x[0] is not None]
+            if not dp and not op:
+                continue
+            nd_pt = get("pytorch", "nondp", dt, th, sz, "cpu_s")
+            nd_dc = get("dpcert", "non-dp", dt, th, sz, "cpu_s")
+            bk = get("dpcert", "book-keeping", dt, th, sz, "cpu_s")
+            bdp, bop = (min(dp) if dp else None), (min(op) if op else None)
+            out.append(f"| {sz[0]}, {sz[1]}, {sz[2]}, {sz[3]} | {dt} | {th} | "
+                       f"{fmt(bdp[0], 3) if bdp else 'n/a'} ({bdp[1] if bdp else '-'}) | "
+                       f"{fmt(bop[0], 3) if bop else 'n/a'} ({bop[1] if bop else '-'}) | {fmt(nd_pt, 3)} | "
+                       f"{fmt(bdp[0] / bop[0] if bdp and bop else None)} | "
+                       f"{fmt(bdp[0] / nd_pt if bdp and nd_pt else None)} | {fmt(bk / nd_dc if bk and nd_dc else None)} |")
+    if loads:
+        out.append("")
+        out.append(f"Machine load during the run (1-minute load average, sampled before each configuration): "
+                   f"min {min(loads):.1f}, median {sorted(loads)[len(loads) // 2]:.1f}, max {max(loads):.1f} "
+                   f"on {os.cpu_count()} cores.")
     out.append("")
     out.append("Every configuration measured (median s/step, CPU s/step of the process, peak RSS MB):")
     out.append("")
@@ -167,7 +202,7 @@ def main():
     if not rows:
         print(f"peers_report: no RESULT lines in {sys.argv[1]}", file=sys.stderr)
         return 1
-    body, summary = build(rows, sys.argv[2], sys.argv[4])
+    body, summary = build(rows, sys.argv[2], sys.argv[4], parse_loads(sys.argv[1]))
     print(body)
     write_doc(sys.argv[3], body)
     print(f"\nwritten to {sys.argv[3]}")

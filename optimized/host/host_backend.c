@@ -9,12 +9,16 @@
  * reduction algorithm either. */
 #include <math.h>
 #include <mpi.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "common/philox.h"
+#include "common/rng.h"
 #include "optimized/backend.h"
 #include "optimized/host/host_gemm.h"
 #include "optimized/host/host_pool.h"
@@ -93,7 +97,27 @@ static void *host_scratch(void *ctx, size_t per_thread) {
 #undef R
 #undef K
 
-/* ---- memory ---- */
+/* ---- memory ----
+ * A training step allocates and frees the same buffers (tape, per-example blocks,
+ * scratch) every step. glibc would serve each one above its mmap threshold by a fresh
+ * mmap and return freed heap tops to the kernel, so every step paid page faults and
+ * kernel page zeroing again (docs/performance.md "Where the remaining time goes").
+ * host_keep_heap (once per process, on backend creation) keeps blocks up to 32 MiB in
+ * the heap and freed pages mapped, so later steps reuse them: calloc then zeroes
+ * memory it reuses, so contents are unchanged, and the peak RSS stays the peak of
+ * live blocks (freed memory is reused, not added to). Values never depend on this. */
+#if defined(__GLIBC__)
+static void host_keep_heap_once(void) {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum on 64-bit (HEAP_MAX_SIZE / 2) */
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+#endif
+static void host_keep_heap(void) {
+#if defined(__GLIBC__)
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, host_keep_heap_once);
+#endif
+}
 static dp_status host_alloc(void *ctx, void **out, size_t nbytes) {
     *out = calloc(1, nbytes ? nbytes : 1);
     return *out ? DP_OK : dp_error(DP_ERR_NOMEM, "host backend: cannot allocate %zu bytes", nbytes);
@@ -459,6 +483,7 @@ static void host_destroy(void *ctx) {
 }
 
 dp_status opt_backend_host_create(opt_backend *be, const opt_backend_config *cfg) {
+    host_keep_heap();
     host_ctx *hc = calloc(1, sizeof *hc);
     if (!hc) return dp_error(DP_ERR_NOMEM, "host backend: out of memory");
     hc->threads = cfg->threads;

@@ -29,8 +29,16 @@ typedef enum { OPT_HGEMM_ISA_AUTO = 0, OPT_HGEMM_ISA_GENERIC, OPT_HGEMM_ISA_AVX2
  *   sym = 1: op(A_b) op(B_b) is known symmetric (a Gram matrix X X^T): only tiles on or
  *     below the diagonal are computed and C[j,i] receives C[i,j]; requires M = N and
  *     beta = 0. Bit-identical to the full product because x y = y x exactly;
+ *   tri (opt_hgemm_tri): a triangular op(A) whose other entries are absent, not zero:
+ *     OPT_HGEMM_TRI_LOWER sums only k <= i, OPT_HGEMM_TRI_UPPER only k >= i (i, k the
+ *     row and reduction indices of op(A)); each C[i,j] is still one accumulator over
+ *     its k in increasing order, so C[t,:] of a causal P V is bit-identical to the loop
+ *     "acc = 0; for s = 0..t: acc = acc + P[t,s] v_s" (attention, host_kern.h);
+ *     requires sym = 0 and no kscale;
  *   lda, ldb, ldc: row strides in elements of A_b, B_b, C_b as stored (0: dense, i.e.
  *     K or M for A, N or K for B, N for C), e.g. one head's rows of [T, H, hd]. */
+typedef enum { OPT_HGEMM_TRI_NONE = 0, OPT_HGEMM_TRI_LOWER, OPT_HGEMM_TRI_UPPER } opt_hgemm_tri;
+
 typedef struct {
     void *C;
     const void *A, *B;
@@ -43,6 +51,7 @@ typedef struct {
     int sym;
     opt_hgemm_isa isa;
     int64_t lda, ldb, ldc;
+    opt_hgemm_tri tri;
 } opt_hgemm_problem;
 
 /* Number of independent output macro-tiles of the problem (batch included). */

@@ -29,7 +29,8 @@ static void GK(ukr_generic)(int64_t kc, const R *restrict a, const R *restrict b
 }
 
 /* Ap: ceil(mc/MR) panels, panel q = rows i0 + q MR .. + MR, stored [k][r]; rows past
- * the matrix are 0 (their accumulators are never written back). */
+ * the matrix are 0 (their accumulators are never written back). Full panels copy with
+ * constant-length inner loops (vectorised, no memmove call per k). */
 static void GK(pack_a)(R *restrict Ap, const opt_hgemm_problem *p, const R *A, int64_t i0, int64_t mc, int64_t k0,
                        int64_t kc) {
     const R *ks = p->kscale;
@@ -43,10 +44,28 @@ static void GK(pack_a)(R *restrict Ap, const opt_hgemm_problem *p, const R *A, i
                 const R *src = A + (k0 + k) * lda + ib;
                 R *d = dst + k * HG_MR, f = ks ? ks[(k0 + k) / p->kdiv] : 0;
                 int r = 0;
+                if (rn == HG_MR) {
+                    if (ks) for (r = 0; r < HG_MR; r++) d[r] = f * src[r];
+                    else memcpy(d, src, sizeof(R) * HG_MR);
+                    continue;
+                }
                 if (ks) for (; r < rn; r++) d[r] = f * src[r];
                 else for (; r < rn; r++) d[r] = src[r];
                 for (; r < HG_MR; r++) d[r] = 0;
             }
+            continue;
+        }
+        if (rn == HG_MR) { /* MR row streams, written contiguously */
+            const R *s[HG_MR];
+            for (int r = 0; r < HG_MR; r++) s[r] = A + (ib + r) * lda + k0;
+            if (ks)
+                for (int64_t k = 0; k < kc; k++) {
+                    R f = ks[(k0 + k) / p->kdiv];
+                    for (int r = 0; r < HG_MR; r++) dst[k * HG_MR + r] = f * s[r][k];
+                }
+            else
+                for (int64_t k = 0; k < kc; k++)
+                    for (int r = 0; r < HG_MR; r++) dst[k * HG_MR + r] = s[r][k];
             continue;
         }
         for (int r = 0; r < HG_MR; r++) {
@@ -75,10 +94,16 @@ static void GK(pack_b)(R *restrict Bp, const opt_hgemm_problem *p, const R *B, i
             for (int64_t k = 0; k < kc; k++) {
                 const R *src = B + (k0 + k) * ldb + jb;
                 R *d = dst + k * GK(NR);
+                if (jn == GK(NR)) { memcpy(d, src, sizeof(R) * GK(NR)); continue; }
                 int64_t c = 0;
                 for (; c < jn; c++) d[c] = src[c];
                 for (; c < GK(NR); c++) d[c] = 0;
             }
+        } else if (jn == GK(NR)) { /* NR row streams, written contiguously */
+            const R *s[GK(NR)];
+            for (int c = 0; c < GK(NR); c++) s[c] = B + (jb + c) * ldb + k0;
+            for (int64_t k = 0; k < kc; k++)
+                for (int c = 0; c < GK(NR); c++) dst[k * GK(NR) + c] = s[c][k];
         } else {
             for (int64_t c = 0; c < GK(NR); c++) {
                 if (c >= jn) { for (int64_t k = 0; k < kc; k++) dst[k * GK(NR) + c] = 0; continue; }
@@ -101,9 +126,34 @@ static void GK(write_row)(R *Ci, const R *accr, int64_t nc, R alpha, R beta) {
         const R *a = accr + jr * HG_MR * GK(NR);
         R *c = Ci + jr * GK(NR);
         int64_t n = nc - jr * GK(NR) < GK(NR) ? nc - jr * GK(NR) : GK(NR);
-        if (beta == 0) for (int64_t j = 0; j < n; j++) c[j] = alpha * a[j];
+        if (beta == 0 && n == GK(NR)) for (int j = 0; j < GK(NR); j++) c[j] = alpha * a[j];
+        else if (beta == 0) for (int64_t j = 0; j < n; j++) c[j] = alpha * a[j];
         else for (int64_t j = 0; j < n; j++) { R v = alpha * a[j]; c[j] = v + beta * c[j]; }
     }
+}
+
+/* One micro-panel (rows ri..ri+MR-1) over the K slice [k0, k0 + kc) of a triangular
+ * problem, accumulators already holding the earlier slices (zero at the start): the k
+ * where all MR rows take part run on the micro-kernel; the at most MR - 1 k where only
+ * some do run row by row (opt_hgemm_axpy: the same rounded product and add per lane);
+ * a row never sees a k outside its triangle. Every row's k stay in increasing order. */
+static void GK(tri_panel)(GK(ukr_fn) ukr, opt_hgemm_tri tri, int64_t ri, int64_t k0, int64_t kc, const R *a,
+                          const R *b, R *acc) {
+    const int64_t ke = k0 + kc;
+    /* lower: all rows for k <= ri, some for ri < k < ri + MR; upper: some for ri <= k <
+     * ri + MR - 1, all from ri + MR - 1 on */
+    int64_t fb = tri == OPT_HGEMM_TRI_LOWER ? k0 : ri + HG_MR - 1, fe = tri == OPT_HGEMM_TRI_LOWER ? ri + 1 : ke;
+    int64_t mb = tri == OPT_HGEMM_TRI_LOWER ? ri + 1 : ri, me = tri == OPT_HGEMM_TRI_LOWER ? ri + HG_MR : ri + HG_MR - 1;
+    if (fb < k0) fb = k0;
+    if (fe > ke) fe = ke;
+    if (mb < k0) mb = k0;
+    if (me > ke) me = ke;
+    if (tri == OPT_HGEMM_TRI_LOWER && fb < fe) ukr(fe - fb, a + (fb - k0) * HG_MR, b + (fb - k0) * GK(NR), acc, 0);
+    for (int64_t k = mb; k < me; k++)
+        for (int r = 0; r < HG_MR; r++)
+            if (tri == OPT_HGEMM_TRI_LOWER ? k <= ri + r : k >= ri + r)
+                GK(opt_hgemm_axpy)(acc + r * GK(NR), a[(k - k0) * HG_MR + r], b + (k - k0) * GK(NR), GK(NR));
+    if (tri == OPT_HGEMM_TRI_UPPER && fb < fe) ukr(fe - fb, a + (fb - k0) * HG_MR, b + (fb - k0) * GK(NR), acc, 0);
 }
 
 void GK(opt_hgemm_run)(const opt_hgemm_problem *p, int64_t lo, int64_t hi, void *ws) {
@@ -121,7 +171,7 @@ void GK(opt_hgemm_run)(const opt_hgemm_problem *p, int64_t lo, int64_t hi, void 
         R *C = (R *)p->C + b * p->sC;
         /* accumulator micro-tile (ir, jr) at acc + (ir njr + jr) MR NR, row-major MR x NR */
         int64_t nir = (mc + HG_MR - 1) / HG_MR, njr = (nc + GK(NR) - 1) / GK(NR);
-        if (p->K == 0) memset(acc, 0, sizeof(R) * (size_t)(nir * njr * HG_MR * GK(NR)));
+        if (p->K == 0 || p->tri) memset(acc, 0, sizeof(R) * (size_t)(nir * njr * HG_MR * GK(NR)));
         for (int64_t k0 = 0; k0 < p->K; k0 += HG_KC) {
             int64_t kc = p->K - k0 < HG_KC ? p->K - k0 : HG_KC;
             GK(pack_a)(Ap, p, A, i0, mc, k0, kc);
@@ -129,6 +179,11 @@ void GK(opt_hgemm_run)(const opt_hgemm_problem *p, int64_t lo, int64_t hi, void 
             for (int64_t jr = 0; jr < njr; jr++)
                 for (int64_t ir = 0; ir < nir; ir++) {
                     if (p->sym && j0 + jr * GK(NR) > i0 + ir * HG_MR + HG_MR - 1) continue;
+                    if (p->tri) {
+                        GK(tri_panel)(ukr, p->tri, i0 + ir * HG_MR, k0, kc, Ap + ir * HG_MR * kc, Bp + jr * GK(NR) * kc,
+                                      acc + (ir * njr + jr) * HG_MR * GK(NR));
+                        continue;
+                    }
                     ukr(kc, Ap + ir * HG_MR * kc, Bp + jr * GK(NR) * kc, acc + (ir * njr + jr) * HG_MR * GK(NR),
                         k0 == 0);
                 }

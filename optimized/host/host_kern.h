@@ -80,21 +80,33 @@ static dp_status K(silu_bwd)(void *ctx, void *dx_, const void *dy_, const void *
     }
     return DP_OK;
 }
+/* SwiGLU element-wise passes, split across threads in ranges of elements (each element
+ * is computed on its own; aliasing of outputs and inputs at the same index is allowed) */
+typedef struct { R *da, *db; const R *dh, *a, *b; } K(swiglu_job);
+static void K(swiglu_fwd_range)(void *arg, int64_t lo, int64_t hi, int tid) {
+    K(swiglu_job) *j = arg;
+    for (int64_t i = lo; i < hi; i++) j->da[i] = j->a[i] * K(sigmoid)(j->a[i]) * j->b[i];
+}
 static dp_status K(swiglu_fwd)(void *ctx, void *h_, const void *a_, const void *b_, int64_t n) {
-    R *h = h_; const R *a = a_, *b = b_;
-    for (int64_t i = 0; i < n; i++) h[i] = a[i] * K(sigmoid)(a[i]) * b[i];
+    K(swiglu_job) j = {h_, NULL, NULL, a_, b_};
+    host_parallel(ctx, K(swiglu_fwd_range), &j, n, 30);
     return DP_OK;
 }
-static dp_status K(swiglu_bwd)(void *ctx, void *da_, void *db_, const void *dh_, const void *a_,
-                               const void *b_, int64_t n) {
-    R *da = da_, *db = db_; const R *dh = dh_, *a = a_, *b = b_;
-    for (int64_t i = 0; i < n; i++) {
+static void K(swiglu_bwd_range)(void *arg, int64_t lo, int64_t hi, int tid) {
+    K(swiglu_job) *j = arg;
+    for (int64_t i = lo; i < hi; i++) {
+        const R *a = j->a, *b = j->b, *dh = j->dh;
         R s = K(sigmoid)(a[i]);
         R silu = a[i] * s;
         R dbi = dh[i] * silu;
-        da[i] = dh[i] * b[i] * (s * (1 + a[i] * (1 - s)));
-        db[i] = dbi;
+        j->da[i] = dh[i] * b[i] * (s * (1 + a[i] * (1 - s)));
+        j->db[i] = dbi;
     }
+}
+static dp_status K(swiglu_bwd)(void *ctx, void *da_, void *db_, const void *dh_, const void *a_,
+                               const void *b_, int64_t n) {
+    K(swiglu_job) j = {da_, db_, dh_, a_, b_};
+    host_parallel(ctx, K(swiglu_bwd_range), &j, n, 40);
     return DP_OK;
 }
 
@@ -174,22 +186,23 @@ typedef struct {
     void *ctx;
     R *out, *probs; const R *q, *k, *v; int64_t T, H, hd;
     R *dq, *dk, *dv; const R *dout;
-    R *scratch; /* per-thread: T*T + T + 1 elements (backward: dP, dS) */
+    R *scratch; /* per-thread: T*T elements (backward: dP, then c) */
 } K(attn_job);
 
 /* One block C = alpha op(A) op(B) of the host GEMM on the calling thread (tid's
- * workspace), rows strided by lda, ldb, ldc (0: dense). */
+ * workspace), rows strided by lda, ldb, ldc (0: dense); sym and tri as in host_gemm.h. */
 static void K(gemm1)(void *ctx, int tid, R *C, const R *A, const R *B, int ta, int tb, int64_t M, int64_t N,
-                     int64_t Kd, R alpha, int64_t lda, int64_t ldb, int64_t ldc, int sym) {
+                     int64_t Kd, R alpha, int64_t lda, int64_t ldb, int64_t ldc, int sym, opt_hgemm_tri tri) {
     opt_hgemm_problem pr = {.C = C, .A = A, .B = B, .ta = ta, .tb = tb, .M = M, .N = N, .K = Kd, .alpha = alpha,
-                            .beta = 0.0, .batch = 1, .kdiv = 1, .sym = sym, .lda = lda, .ldb = ldb, .ldc = ldc};
+                            .beta = 0.0, .batch = 1, .kdiv = 1, .lda = lda, .ldb = ldb, .ldc = ldc, .sym = sym,
+                            .tri = tri};
     K(opt_hgemm_run)(&pr, 0, opt_hgemm_tiles(&pr), host_gemm_ws(ctx, tid));
 }
 
 /* Per (b, h): scores P[t, s] = scale (q_t . k_s) (one GEMM over the head's strided
  * rows; the e-ordered dot of each entry, entries s > t computed and discarded); the
- * softmax over s <= t; out_t[e] = sum_{s <= t} P[t, s] v_s[e] in s order (row updates
- * vectorised over e). */
+ * softmax over s <= t; out_t[e] = sum_{s <= t} P[t, s] v_s[e] in s order (one GEMM
+ * P V whose op(A) is lower triangular: the terms s > t are never added). */
 static void K(attn_fwd_bh)(void *arg, int64_t lo, int64_t hi, int tid) {
     K(attn_job) *a = arg;
     int64_t T = a->T, H = a->H, hd = a->hd;
@@ -198,7 +211,7 @@ static void K(attn_fwd_bh)(void *arg, int64_t lo, int64_t hi, int tid) {
         int64_t b = it / H, h = it % H;
         R *P = a->probs + it * T * T;
         const R *qh = a->q + (b * T * H + h) * hd, *kh = a->k + (b * T * H + h) * hd;
-        K(gemm1)(a->ctx, tid, P, qh, kh, 0, 1, T, T, hd, scale, H * hd, H * hd, T, 0);
+        K(gemm1)(a->ctx, tid, P, qh, kh, 0, 1, T, T, hd, scale, H * hd, H * hd, T, 0, OPT_HGEMM_TRI_NONE);
         for (int64_t t = 0; t < T; t++) {
             R mx = -INFINITY;
             for (int64_t s = 0; s <= t; s++)
@@ -210,10 +223,9 @@ static void K(attn_fwd_bh)(void *arg, int64_t lo, int64_t hi, int tid) {
             }
             for (int64_t s = 0; s <= t; s++) P[t * T + s] /= z;
             for (int64_t s = t + 1; s < T; s++) P[t * T + s] = 0;
-            R *ot = a->out + ((b * T + t) * H + h) * hd;
-            for (int64_t e = 0; e < hd; e++) ot[e] = 0;
-            for (int64_t s = 0; s <= t; s++) K(opt_hgemm_axpy)(ot, P[t * T + s], a->v + ((b * T + s) * H + h) * hd, hd);
         }
+        K(gemm1)(a->ctx, tid, a->out + (b * T * H + h) * hd, P, a->v + (b * T * H + h) * hd, 0, 0, T, hd, T, 1, T,
+                 H * hd, H * hd, 0, OPT_HGEMM_TRI_LOWER);
     }
 }
 static dp_status K(attn_fwd)(void *ctx, void *out, void *probs, const void *q, const void *k, const void *v,
@@ -223,47 +235,40 @@ static dp_status K(attn_fwd)(void *ctx, void *out, void *probs, const void *q, c
     host_parallel(ctx, K(attn_fwd_bh), &a, B * H, T * T * hd);
     return DP_OK;
 }
-/* dP[t,s] = dout_t . v_s (one GEMM, as the scores); dS = P * (dP - sum_s P dP);
- * dq_t = sum_s (scale dS) k_s; dk_s = sum_t (scale dS) q_t; dv_s = sum_t P[t,s] dout_t,
- * each in t-then-s order as the scalar loop (row updates vectorised over e). (b, h)
- * slices are independent; q/k/v rows of one (b, h) are written only by that item. */
+/* dP[t,s] = dout_t . v_s (one GEMM, as the scores); dS = P * (dP - sum_s P dP) and
+ * c[t,s] = scale dS[t,s] (s <= t, in place of dP; 0 above the diagonal, never added);
+ * dq_t = sum_{s <= t} c[t,s] k_s in s order (GEMM c K, lower triangular);
+ * dk_s = sum_{t >= s} c[t,s] q_t and dv_s = sum_{t >= s} P[t,s] dout_t in t order (GEMMs
+ * c^T Q and P^T dout, upper triangular): each element the same accumulator, in the same
+ * order, as the scalar loop "for t: for s <= t: dq_t += c k_s; dk_s += c q_t;
+ * dv_s += P dout_t". (b, h) slices are independent; q/k/v rows of one (b, h) are
+ * written only by that item. */
 static void K(attn_bwd_bh)(void *arg, int64_t lo, int64_t hi, int tid) {
     K(attn_job) *a = arg;
     int64_t T = a->T, H = a->H, hd = a->hd;
     R scale = (R)(1.0 / sqrt((double)hd));
-    R *dP = a->scratch + tid * (T * T + T + 1), *dS = dP + T * T;
+    R *dP = a->scratch + tid * T * T;
     for (int64_t it = lo; it < hi; it++) {
-        int64_t b = it / H, h = it % H;
+        int64_t b = it / H, h = it % H, o = (b * T * H + h) * hd, ld = H * hd;
         const R *P = a->probs + it * T * T;
-#define IX(t) (((b * T + (t)) * H + h) * hd)
-        K(gemm1)(a->ctx, tid, dP, a->dout + IX(0), a->v + IX(0), 0, 1, T, T, hd, 1, H * hd, H * hd, T, 0);
+        K(gemm1)(a->ctx, tid, dP, a->dout + o, a->v + o, 0, 1, T, T, hd, 1, ld, ld, T, 0, OPT_HGEMM_TRI_NONE);
         for (int64_t t = 0; t < T; t++) {
-            for (int64_t e = 0; e < hd; e++) { a->dq[IX(t) + e] = 0; a->dk[IX(t) + e] = 0; a->dv[IX(t) + e] = 0; }
+            R sum = 0, *row = dP + t * T;
+            const R *pr = P + t * T;
+            for (int64_t s = 0; s <= t; s++) sum += pr[s] * row[s];
+            for (int64_t s = 0; s <= t; s++) row[s] = scale * (pr[s] * (row[s] - sum));
+            for (int64_t s = t + 1; s < T; s++) row[s] = 0;
         }
-        for (int64_t t = 0; t < T; t++) {
-            const R *dot_ = a->dout + IX(t);
-            R sum = 0;
-            for (int64_t s = 0; s <= t; s++) {
-                R dp = dP[t * T + s];
-                dS[s] = dp;
-                sum += P[t * T + s] * dp;
-            }
-            for (int64_t s = 0; s <= t; s++) dS[s] = P[t * T + s] * (dS[s] - sum);
-            for (int64_t s = 0; s <= t; s++) {
-                R c = scale * dS[s];
-                K(opt_hgemm_axpy)(a->dq + IX(t), c, a->k + IX(s), hd);
-                K(opt_hgemm_axpy)(a->dk + IX(s), c, a->q + IX(t), hd);
-                K(opt_hgemm_axpy)(a->dv + IX(s), P[t * T + s], dot_, hd);
-            }
-        }
-#undef IX
+        K(gemm1)(a->ctx, tid, a->dq + o, dP, a->k + o, 0, 0, T, hd, T, 1, T, ld, ld, 0, OPT_HGEMM_TRI_LOWER);
+        K(gemm1)(a->ctx, tid, a->dk + o, dP, a->q + o, 1, 0, T, hd, T, 1, T, ld, ld, 0, OPT_HGEMM_TRI_UPPER);
+        K(gemm1)(a->ctx, tid, a->dv + o, P, a->dout + o, 1, 0, T, hd, T, 1, T, ld, ld, 0, OPT_HGEMM_TRI_UPPER);
     }
 }
 static dp_status K(attn_bwd)(void *ctx, void *dq, void *dk, void *dv, const void *dout, const void *q,
                              const void *k, const void *v, const void *probs, int64_t B, int64_t T, int64_t H,
                              int64_t hd) {
     DP_TRY(host_gemm_ws_ready(ctx));
-    R *scratch = host_scratch(ctx, sizeof(R) * (size_t)(T * T + T + 1));
+    R *scratch = host_scratch(ctx, sizeof(R) * (size_t)(T * T + 1));
     if (!scratch) return dp_error(DP_ERR_NOMEM, "attn_bwd: out of memory");
     K(attn_job) a = {ctx, NULL, (R *)probs, q, k, v, T, H, hd, dq, dk, dv, dout, scratch};
     host_parallel(ctx, K(attn_bwd_bh), &a, B * H, T * T * hd);
@@ -329,13 +334,20 @@ static dp_status K(embed_bwd)(void *ctx, void *dt_, const void *dy_, const int32
 }
 
 /* ---- DP operations ---- */
-static dp_status K(sqnorm_rows)(void *ctx, void *sq_, const void *g_, int64_t B, int64_t n) {
-    R *sq = sq_; const R *g = g_;
-    for (int64_t b = 0; b < B; b++) {
+/* sq[b] += sum_j g[b,j]^2 in j order; examples split across threads */
+typedef struct { R *sq; const R *g; int64_t n; } K(sqnorm_job);
+static void K(sqnorm_range)(void *arg, int64_t lo, int64_t hi, int tid) {
+    K(sqnorm_job) *j = arg;
+    for (int64_t b = lo; b < hi; b++) {
+        const R *g = j->g + b * j->n;
         R acc = 0;
-        for (int64_t j = 0; j < n; j++) acc += g[b * n + j] * g[b * n + j];
-        sq[b] += acc;
+        for (int64_t i = 0; i < j->n; i++) acc += g[i] * g[i];
+        j->sq[b] += acc;
     }
+}
+static dp_status K(sqnorm_rows)(void *ctx, void *sq_, const void *g_, int64_t B, int64_t n) {
+    K(sqnorm_job) j = {sq_, g_, n};
+    host_parallel(ctx, K(sqnorm_range), &j, B, n);
     return DP_OK;
 }
 
@@ -348,8 +360,8 @@ static void K(ghost_ex)(void *arg, int64_t lo, int64_t hi, int tid) {
     R *ga = j->scratch + tid * (2 * T * T + 1), *gg = ga + T * T;
     for (int64_t b = lo; b < hi; b++) {
         const R *A = j->A + b * T * j->d, *G = j->G + b * T * j->p;
-        K(gemm1)(j->ctx, tid, ga, A, A, 0, 1, T, T, j->d, 1, 0, 0, 0, 1);
-        K(gemm1)(j->ctx, tid, gg, G, G, 0, 1, T, T, j->p, 1, 0, 0, 0, 1);
+        K(gemm1)(j->ctx, tid, ga, A, A, 0, 1, T, T, j->d, 1, 0, 0, 0, 1, OPT_HGEMM_TRI_NONE);
+        K(gemm1)(j->ctx, tid, gg, G, G, 0, 1, T, T, j->p, 1, 0, 0, 0, 1, OPT_HGEMM_TRI_NONE);
         R acc = 0;
         for (int64_t i = 0; i < T * T; i++) acc += ga[i] * gg[i];
         j->sq[b] += acc;
@@ -409,7 +421,7 @@ static dp_status K(bk_gemm)(void *ctx, void *dW, const void *A, const void *G, c
 /* one block g_b[i, e] = sum_t G[b,t,i] A[b,t,e] (t order) into blk [p, d] (the host
  * GEMM on thread tid); returns ||g_b||^2 summed in (i, e) order */
 static R K(block)(void *ctx, int tid, R *blk, const R *A, const R *G, int64_t b, int64_t T, int64_t d, int64_t p) {
-    K(gemm1)(ctx, tid, blk, G + b * T * p, A + b * T * d, 1, 0, p, d, T, 1, 0, 0, 0, 0);
+    K(gemm1)(ctx, tid, blk, G + b * T * p, A + b * T * d, 1, 0, p, d, T, 1, 0, 0, 0, 0, OPT_HGEMM_TRI_NONE);
     R sq = 0;
     for (int64_t i = 0; i < p * d; i++) sq += blk[i] * blk[i];
     return sq;
@@ -478,12 +490,29 @@ static dp_status K(fused_sqnorm)(void *ctx, void *sq_, const void *A, const void
     return DP_OK;
 }
 
+/* x[j] = x[j] + std N(0,1), the gaussian element offset + j of the secret noise stream
+ * (docs/rng.md), drawn a pair per Philox block (dp_rng_fill_gaussian: the same values
+ * as element by element). Each element depends only on its index, so chunks of
+ * HOST_NOISE_CHUNK elements are split across threads. */
+#ifndef HOST_NOISE_CHUNK
+#define HOST_NOISE_CHUNK 512
+#endif
+typedef struct { R *x; dp_stream s; double std; uint64_t offset; int64_t n; } K(noise_job);
+static void K(noise_range)(void *arg, int64_t lo, int64_t hi, int tid) {
+    K(noise_job) *j = arg;
+    double g[HOST_NOISE_CHUNK];
+    for (int64_t c = lo; c < hi; c++) {
+        int64_t j0 = c * HOST_NOISE_CHUNK, m = j->n - j0 < HOST_NOISE_CHUNK ? j->n - j0 : HOST_NOISE_CHUNK;
+        dp_rng_fill_gaussian(g, &j->s, j->offset + (uint64_t)j0, (size_t)m);
+        for (int64_t i = 0; i < m; i++) j->x[j0 + i] = (R)((double)j->x[j0 + i] + j->std * g[i]);
+    }
+}
 static dp_status K(noise_add)(void *ctx, void *x_, dp_noise_key key, uint32_t stream, uint32_t lane, double std,
                               uint64_t offset, int64_t n) {
-    R *x = x_;
     if (lane >= (1u << 24)) return dp_error(DP_ERR_INVALID, "noise: lane %u >= 2^24", lane);
-    for (int64_t j = 0; j < n; j++)
-        x[j] = (R)((double)x[j] + std * dp_stream_gaussian(key.k, DP_PURPOSE_NOISE, stream, lane, offset + (uint64_t)j));
+    K(noise_job) j = {x_, {0}, std, offset, n};
+    DP_TRY(dp_stream_secret(&j.s, key, DP_PURPOSE_NOISE, stream, lane));
+    if (n > 0) host_parallel(ctx, K(noise_range), &j, (n + HOST_NOISE_CHUNK - 1) / HOST_NOISE_CHUNK, 50 * HOST_NOISE_CHUNK);
     return DP_OK;
 }
 

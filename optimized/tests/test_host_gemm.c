@@ -6,10 +6,10 @@
  * as NaN), for the AVX2 and the portable micro-kernel, all transposes, alpha/beta (the
  * shapes over 1e6 multiply-adds with alpha = 0.5, beta = 2 only, to keep the test short),
  * shapes that cross every block edge (HG_MR, NR, HG_MC, HG_NC, HG_KC), K = 0, empty
- * outputs, strided batches, the symmetric (Gram) mode and the k-scaled (book-keeping)
- * mode, in f64 and f32; and the backend ops that run on it (gemm, ghost_sqnorm,
- * bk_gemm, fused_clip_accum, fused_sqnorm, attention) give the same bits with 1, 2
- * and 4 threads, and the same bits as their documented loops (docs/engine.md §2).
+ * outputs, strided batches, the symmetric (Gram) mode, the k-scaled (book-keeping)
+ * mode and the triangular mode (absent entries never added), in f64 and f32; and the backend ops that run on it (gemm, ghost_sqnorm,
+ * bk_gemm, fused_clip_accum, fused_sqnorm, attention, noise_add) give the same bits
+ * with 1, 2 and 4 threads, and the same bits as their documented loops (docs/engine.md §2).
  * Negative controls (must differ, or the exact checks could not see an order change):
  * the same sums with k reversed, and with fused multiply-adds, differ from the
  * documented order on these inputs. */
@@ -153,6 +153,67 @@ static void test_api(void) {
         }
 }
 
+/* Triangular mode (host_gemm.h tri): each C[i,j] is the loop over the k of row i's
+ * triangle only, in order. The absent entries of A hold NaN and infinities, so a kernel
+ * that multiplied them by zero instead of skipping them would differ (negative control:
+ * the loop that adds every k with the absent entries set to zero is also checked to
+ * differ from the triangular loop on these inputs, through those NaNs). */
+#define TRI_CASE(R, SFX, SAME)                                                                                   \
+    static void tri_case_##SFX(int64_t M, int64_t N, int ta, opt_hgemm_tri tri, opt_hgemm_isa isa, uint64_t off, \
+                               int64_t *bad, int64_t *leak) {                                                    \
+        R *A = malloc(sizeof(R) * (size_t)(M * M)), *B = malloc(sizeof(R) * (size_t)(M * N));                     \
+        R *C = malloc(sizeof(R) * (size_t)(M * N));                                                              \
+        for (int64_t x = 0; x < M * M; x++) {                                                                    \
+            int64_t i = ta ? x % M : x / M, k = ta ? x / M : x % M; /* op(A)[i,k] is A[x] */                     \
+            int in = tri == OPT_HGEMM_TRI_LOWER ? k <= i : k >= i;                                               \
+            A[x] = in ? (R)urand(off + (uint64_t)x) : (x % 3 == 0 ? (R)NAN : x % 3 == 1 ? (R)INFINITY : (R)-INFINITY); \
+        }                                                                                                        \
+        for (int64_t x = 0; x < M * N; x++) { B[x] = (R)urand(off + 5000000 + (uint64_t)x); C[x] = (R)NAN; }   \
+        opt_hgemm_problem p = {.C = C, .A = A, .B = B, .ta = ta, .M = M, .N = N, .K = M, .alpha = 1, .batch = 1,    \
+                               .kdiv = 1, .isa = isa, .tri = tri};                                               \
+        void *ws = aligned_alloc(64, (opt_hgemm_ws_bytes(sizeof(R)) + 63) / 64 * 64);                          \
+        opt_hgemm_run_##SFX(&p, 0, opt_hgemm_tiles(&p), ws);                                                     \
+        for (int64_t i = 0; i < M; i++)                                                                          \
+            for (int64_t j = 0; j < N; j++) {                                                                    \
+                R acc = 0, all = 0;                                                                              \
+                for (int64_t k = 0; k < M; k++) {                                                                \
+                    R a = ta ? A[k * M + i] : A[i * M + k];                                                      \
+                    int in = tri == OPT_HGEMM_TRI_LOWER ? k <= i : k >= i;                                       \
+                    if (in) { R prod = a * B[k * N + j]; acc = acc + prod; }                                     \
+                    R prod0 = (in ? a : (R)0 * a) * B[k * N + j];                                                \
+                    all = all + prod0;                                                                           \
+                }                                                                                                \
+                *bad += !SAME(acc, C[i * N + j]);                                                                \
+                *leak += !SAME(acc, all);                                                                        \
+            }                                                                                                    \
+        free(A); free(B); free(C); free(ws);                                                                     \
+    }
+TRI_CASE(double, f64, same_d)
+TRI_CASE(float, f32, same_f)
+
+static void test_tri(void) {
+    opt_hgemm_isa isas[2] = {OPT_HGEMM_ISA_GENERIC, OPT_HGEMM_ISA_AVX2};
+    int nisa = opt_hgemm_isa_best() == OPT_HGEMM_ISA_AVX2 ? 2 : 1;
+    const int64_t sizes[][2] = {{1, 1}, {5, 3}, {7, 17}, {37, 8}, {100, 33}, {263, 19}};
+    int64_t leak = 0;
+    uint64_t off = 500000000;
+    for (int is = 0; is < nisa; is++)
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+            for (int t = 0; t < 4; t++) {
+                int ta = t & 1;
+                opt_hgemm_tri tri = t >> 1 ? OPT_HGEMM_TRI_UPPER : OPT_HGEMM_TRI_LOWER;
+                int64_t b64 = 0, b32 = 0;
+                off += 1000000;
+                tri_case_f64(sizes[s][0], sizes[s][1], ta, tri, isas[is], off, &b64, &leak);
+                tri_case_f32(sizes[s][0], sizes[s][1], ta, tri, isas[is], off, &b32, &leak);
+                T_CHECK(b64 == 0 && b32 == 0, "tri %s %s M=%lld N=%lld ta=%d: f64 %lld, f32 %lld elements differ",
+                        opt_hgemm_isa_name(isas[is]), tri == OPT_HGEMM_TRI_LOWER ? "lower" : "upper",
+                        (long long)sizes[s][0], (long long)sizes[s][1], ta, (long long)b64, (long long)b32);
+            }
+    printf("tri negative control: multiplying the absent entries by zero changes %lld elements\n", (long long)leak);
+    T_CHECK(leak > 0, "tri control: zero-multiplied absent entries changed nothing: the check cannot see a leak");
+}
+
 /* Row strides (one head's rows of [T, H, hd]): the same bits as dense copies. */
 static void test_strided(void) {
     const int64_t M = 37, N = 29, K = 19, lda = 3 * K + 1, ldb = 2 * K + 5, ldc = N + 4;
@@ -208,10 +269,12 @@ static double *rvec(int64_t n, uint64_t off) {
     return v;
 }
 
-enum { O_GEMM, O_GHOST, O_BK, O_FUSED_W, O_FUSED_SQ, O_FUSED_C, O_SQNORM, O_ATTN, O_DQ, O_CLIPACC, O_NOUT };
+enum { O_GEMM, O_GHOST, O_BK, O_FUSED_W, O_FUSED_SQ, O_FUSED_C, O_SQNORM, O_ATTN, O_DQ, O_CLIPACC, O_SWIGLU, O_SWIGLU_DA,
+       O_SQROWS, O_NOUT };
 static const char *k_out_names[O_NOUT] = {"gemm", "ghost_sqnorm", "bk_gemm", "fused_clip_accum dW",
                                           "fused_clip_accum sq", "fused_clip_accum c", "fused_sqnorm",
-                                          "attn_fwd", "attn_bwd dq", "clip_accum"};
+                                          "attn_fwd", "attn_bwd dq", "clip_accum", "swiglu_fwd", "swiglu_bwd da",
+                                          "sqnorm_rows"};
 
 typedef struct { double *v[O_NOUT]; int64_t n[O_NOUT]; } op_outs;
 
@@ -253,7 +316,7 @@ static void run_ops(op_outs *o, dp_dtype dt, int threads) {
     T_OK(be->ops.attn_bwd(be->ctx, gq, gk, gv, dout_, dq, dk, dv, dp, XB, XT, XH, XHD));
     o->v[O_ATTN] = down(be, dout2, o->n[O_ATTN] = na);
     o->v[O_DQ] = down(be, gq, o->n[O_DQ] = na);
-    const int64_t nc = 10007; /* clip_accum over several cache blocks */
+    const int64_t nc = 30011; /* clip_accum over several cache blocks; sqnorm_rows over the parallel cut-off */
     double *gs = rvec(XB * nc, 13), *s0 = rvec(nc, 14);
     void *dgs = up(be, gs, XB * nc), *dsum = up(be, s0, nc);
     T_OK(be->ops.clip_accum(be->ctx, dsum, dgs, dc, XB, nc));
@@ -267,6 +330,24 @@ static void run_ops(op_outs *o, dp_dtype dt, int threads) {
         }
         T_CHECK(bad == 0, "clip_accum differs from its documented loop in %lld elements", (long long)bad);
     }
+    /* element-wise and per-example passes split across threads */
+    void *dh = up(be, NULL, nc), *dda = up(be, NULL, nc), *ddb = up(be, NULL, nc), *dsr = up(be, ex, XB);
+    T_OK(be->ops.swiglu_fwd(be->ctx, dh, dgs, dsum, nc));
+    T_OK(be->ops.swiglu_bwd(be->ctx, dda, ddb, dsum, dgs, (char *)dgs + opt_backend_esize(be) * (size_t)nc, nc));
+    T_OK(be->ops.sqnorm_rows(be->ctx, dsr, dgs, XB, nc));
+    o->v[O_SWIGLU] = down(be, dh, o->n[O_SWIGLU] = nc);
+    o->v[O_SWIGLU_DA] = down(be, dda, o->n[O_SWIGLU_DA] = nc);
+    o->v[O_SQROWS] = down(be, dsr, o->n[O_SQROWS] = XB);
+    if (dt == DP_F64) { /* sq[b] = ex[b] + sum_j g[b,j]^2 in j order */
+        int64_t bad = 0;
+        for (int64_t b = 0; b < XB; b++) {
+            double acc = 0;
+            for (int64_t j = 0; j < nc; j++) acc += gs[b * nc + j] * gs[b * nc + j];
+            bad += !same_d(ex[b] + acc, o->v[O_SQROWS][b]);
+        }
+        T_CHECK(bad == 0, "sqnorm_rows differs from its documented loop in %lld examples", (long long)bad);
+    }
+    be->ops.free(be->ctx, dh); be->ops.free(be->ctx, dda); be->ops.free(be->ctx, ddb); be->ops.free(be->ctx, dsr);
     be->ops.free(be->ctx, dgs); be->ops.free(be->ctx, dsum); free(gs); free(s0);
     void *bufs[] = {dA, dB, dC, da, dg, dc, dex, dsq, dW, dW2, dsq2, dcc, dsq3, dq, dk, dv, dout_, dout2, dp, gq, gk, gv};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->ops.free(be->ctx, bufs[i]);
@@ -319,6 +400,106 @@ static void check_against_loops(const op_outs *o) {
     T_CHECK(bad_bk == 0, "bk_gemm differs from its documented loop in %lld elements", (long long)bad_bk);
     T_CHECK(bad_fu == 0, "fused ops differ from their documented loops in %lld values", (long long)bad_fu);
     free(Aa); free(Gg); free(cf); free(W0); free(ex); free(W2); free(ga); free(gg); free(blk);
+}
+
+/* attn_fwd / attn_bwd (f64) bit for bit against their documented scalar loops
+ * (docs/engine.md §2): scores scale (q_t . k_s) over e in order; softmax over s <= t;
+ * out_t = sum_{s <= t} P[t,s] v_s, s in order; dP[t,s] = dout_t . v_s;
+ * c = scale (P (dP - sum_{s<=t} P dP)); for t: for s <= t: dq_t += c k_s, dk_s += c q_t,
+ * dv_s += P[t,s] dout_t. T = 263 crosses the GEMM's row (96) and k (256) blocks. */
+static void test_attn_loop(int threads, int64_t Bx, int64_t T, int64_t H, int64_t hd) {
+    opt_backend *be = NULL;
+    opt_backend_config c = {"host", DP_F64, threads, 0};
+    T_OK(opt_backend_create(&be, &c));
+    if (!be) return;
+    const int64_t na = Bx * T * H * hd, np = Bx * H * T * T;
+    double *q = rvec(na, 21), *k = rvec(na, 22), *v = rvec(na, 23), *dout = rvec(na, 24);
+    void *dq = up(be, q, na), *dk = up(be, k, na), *dv = up(be, v, na), *ddo = up(be, dout, na);
+    void *dout2 = up(be, NULL, na), *dp = up(be, NULL, np), *gq = up(be, NULL, na), *gk = up(be, NULL, na),
+         *gv = up(be, NULL, na);
+    T_OK(be->ops.attn_fwd(be->ctx, dout2, dp, dq, dk, dv, Bx, T, H, hd));
+    T_OK(be->ops.attn_bwd(be->ctx, gq, gk, gv, ddo, dq, dk, dv, dp, Bx, T, H, hd));
+    double *o = down(be, dout2, na), *P = down(be, dp, np), *oq = down(be, gq, na), *ok = down(be, gk, na),
+           *ov = down(be, gv, na);
+    double *wo = calloc((size_t)na, sizeof(double)), *wq = calloc((size_t)na, sizeof(double));
+    double *wk = calloc((size_t)na, sizeof(double)), *wv = calloc((size_t)na, sizeof(double));
+    double *WP = malloc(sizeof(double) * (size_t)(T * T)), *dS = malloc(sizeof(double) * (size_t)T);
+    const double scale = 1.0 / sqrt((double)hd);
+    int64_t bad_f = 0, bad_b = 0;
+    for (int64_t b = 0; b < Bx; b++)
+        for (int64_t h = 0; h < H; h++) {
+#define IX(t) ((((b) * T + (t)) * H + (h)) * hd)
+            for (int64_t t = 0; t < T; t++) {
+                double mx = -INFINITY, z = 0;
+                for (int64_t s = 0; s <= t; s++) {
+                    double acc = 0;
+                    for (int64_t e = 0; e < hd; e++) acc = acc + q[IX(t) + e] * k[IX(s) + e];
+                    WP[t * T + s] = scale * acc;
+                    if (WP[t * T + s] > mx) mx = WP[t * T + s];
+                }
+                for (int64_t s = 0; s <= t; s++) { WP[t * T + s] = exp(WP[t * T + s] - mx); z += WP[t * T + s]; }
+                for (int64_t s = 0; s <= t; s++) WP[t * T + s] /= z;
+                for (int64_t s = t + 1; s < T; s++) WP[t * T + s] = 0;
+                for (int64_t s = 0; s <= t; s++)
+                    for (int64_t e = 0; e < hd; e++) wo[IX(t) + e] = wo[IX(t) + e] + WP[t * T + s] * v[IX(s) + e];
+            }
+            for (int64_t i = 0; i < T * T; i++) bad_f += !same_d(WP[i], P[(b * H + h) * T * T + i]);
+            for (int64_t t = 0; t < T; t++) {
+                double sum = 0;
+                for (int64_t s = 0; s <= t; s++) {
+                    double acc = 0;
+                    for (int64_t e = 0; e < hd; e++) acc = acc + dout[IX(t) + e] * v[IX(s) + e];
+                    dS[s] = acc;
+                    sum += WP[t * T + s] * acc;
+                }
+                for (int64_t s = 0; s <= t; s++) {
+                    double cc = scale * (WP[t * T + s] * (dS[s] - sum));
+                    for (int64_t e = 0; e < hd; e++) {
+                        wq[IX(t) + e] = wq[IX(t) + e] + cc * k[IX(s) + e];
+                        wk[IX(s) + e] = wk[IX(s) + e] + cc * q[IX(t) + e];
+                        wv[IX(s) + e] = wv[IX(s) + e] + WP[t * T + s] * dout[IX(t) + e];
+                    }
+                }
+            }
+#undef IX
+        }
+    for (int64_t i = 0; i < na; i++) {
+        bad_f += !same_d(wo[i], o[i]);
+        bad_b += !same_d(wq[i], oq[i]) + !same_d(wk[i], ok[i]) + !same_d(wv[i], ov[i]);
+    }
+    T_CHECK(bad_f == 0 && bad_b == 0, "attention B=%lld T=%lld H=%lld hd=%lld, %d threads: forward %lld, backward %lld values differ from the loops",
+            (long long)Bx, (long long)T, (long long)H, (long long)hd, threads, (long long)bad_f, (long long)bad_b);
+    void *bufs[] = {dq, dk, dv, ddo, dout2, dp, gq, gk, gv};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->ops.free(be->ctx, bufs[i]);
+    free(q); free(k); free(v); free(dout); free(o); free(P); free(oq); free(ok); free(ov);
+    free(wo); free(wq); free(wk); free(wv); free(WP); free(dS);
+    opt_backend_destroy(be);
+}
+
+/* noise_add over several chunks of the pairwise Philox fill, from an odd offset, at 1, 2
+ * and 4 threads: element-exact against dp_stream_gaussian element by element. */
+static void test_noise_threads(void) {
+    const int64_t n = 3 * 512 + 77;
+    const uint64_t offset = 11;
+    dp_noise_key key = {0x5eed};
+    for (int th = 1; th <= 4; th *= 2) {
+        opt_backend *be = NULL;
+        opt_backend_config c = {"host", DP_F64, th, 0};
+        T_OK(opt_backend_create(&be, &c));
+        if (!be) return;
+        double *x = rvec(n, 31);
+        void *dx = up(be, x, n);
+        T_OK(be->ops.noise_add(be->ctx, dx, key, 5, 9, 0.75, offset, n));
+        double *y = down(be, dx, n);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; i++)
+            bad += !same_d(y[i], x[i] + 0.75 * dp_stream_gaussian(key.k, DP_PURPOSE_NOISE, 5, 9, offset + (uint64_t)i));
+        T_CHECK(bad == 0, "noise_add, %d threads: %lld of %lld elements differ from the element-wise stream", th,
+                (long long)bad, (long long)n);
+        be->ops.free(be->ctx, dx);
+        free(x); free(y);
+        opt_backend_destroy(be);
+    }
 }
 
 static void test_threads(dp_dtype dt) {
@@ -398,9 +579,13 @@ int main(void) {
     printf("gemm micro-kernel on this CPU: %s\n", opt_hgemm_isa_name(OPT_HGEMM_ISA_AUTO));
     test_api();
     test_strided();
+    test_tri();
     test_controls();
     test_threads(DP_F64);
     test_threads(DP_F32);
+    test_attn_loop(1, 2, 37, 2, 8);
+    test_attn_loop(2, 1, 263, 2, 5);
+    test_noise_threads();
     test_pool();
     test_default_threads();
     return t_finish();
