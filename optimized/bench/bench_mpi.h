@@ -1,5 +1,5 @@
 /* optimized/bench/bench_mpi.h — what the MPI benchmarks (bench_zero.c, bench_cp.c) share:
- * the clock, running one configuration as `mpirun -n N SELF --worker ARGS` and reading
+ * running one configuration as `mpirun -n N SELF --worker ARGS` and reading
  * its RESULT line, and a worker's teardown. Header-only: each benchmark is one program. */
 #ifndef OPT_BENCH_MPI_H
 #define OPT_BENCH_MPI_H
@@ -8,13 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "optimized/bench/bench_util.h"
 #include "optimized/dpsgd.h"
-
-static inline double bench_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Runs `mpirun -n n self --worker args` (as root, oversubscribed) and copies its first
  * line starting with "RESULT " into line [cap]; 0 when found, -1 otherwise. */
@@ -39,10 +34,10 @@ static inline dp_status bench_timed_steps(double *sec, dp_dpsgd_step_out *out, o
     opt_comm_stats cs;
     DP_TRY(OPT_CALL(be, comm_stats, &cs, 1));
     DP_TRY(OPT_CALL(be, barrier, NULL));
-    const double t0 = bench_now();
+    const double t0 = opt_bench_now();
     for (int i = 0; i < steps; i++) DP_TRY(opt_dpsgd_step(out, s, d, first + i));
     DP_TRY(OPT_CALL(be, barrier, NULL));
-    *sec = (bench_now() - t0) / steps;
+    *sec = (opt_bench_now() - t0) / steps;
     return DP_OK;
 }
 
