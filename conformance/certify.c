@@ -357,6 +357,17 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
         snprintf(k.msg, sizeof k.msg, "vectors filtered by '%.200s': not every vector of the suite was run", o->filter);
         st = cert_result_push(r, &k);
     }
+    if (st == DP_OK && o->scope && strcmp(o->scope, "all") != 0) { /* what the verdict covers, in every report */
+        cert_check k;
+        memset(&k, 0, sizeof k);
+        k.status = CERT_PASS;
+        snprintf(k.name, sizeof k.name, "scope");
+        snprintf(k.scope, sizeof k.scope, "%zu vectors", nv);
+        snprintf(k.msg, sizeof k.msg, "--scope %s: the verdict covers %s only", o->scope,
+                 strcmp(o->scope, "dpsgd") == 0 ? "DP-SGD (step and sampling vectors), not DP-ZO"
+                                                : "DP-ZO (dpzo vectors), not DP-SGD");
+        st = cert_result_push(r, &k);
+    }
     cert_pool_free(&all); cert_pool_free(&coord); cert_pool_free(&rep); cert_pool_free(&across);
     cert_dpzo_pools_free(&dz);
     free_names(names, nv);
@@ -389,4 +400,16 @@ int64_t cert_repeats_needed(int64_t per_repeat, double alpha) {
     int64_t need = 1;
     while (need < 1000 && cert_power_variance(per_repeat * need, alpha, CERT_CERTIFY_STD) < CERT_CERTIFY_POWER) need++;
     return need < 2 ? 2 : need;
+}
+
+int cert_scope_has(const char *scope, const char *name) {
+    if (!scope || strcmp(scope, "all") == 0) return 1;
+    const int zo = strncmp(name, "dpzo-", 5) == 0;
+    return strcmp(scope, "dpzo") == 0 ? zo : !zo;
+}
+
+dp_status cert_scope_check(const char *s) {
+    if (s && strcmp(s, "all") != 0 && strcmp(s, "dpsgd") != 0 && strcmp(s, "dpzo") != 0)
+        return dp_error(DP_ERR_USAGE, "--scope: unknown scope '%s' (all, dpsgd or dpzo)", s);
+    return DP_OK;
 }

@@ -122,7 +122,14 @@ typedef struct {
     const char *candidate;  /* the command */
     const char *filter;     /* NULL, or a POSIX extended regex on vector names: a partial run,
                                whose verdict is at best INCOMPLETE */
+    const char *scope;      /* NULL or "all"; "dpsgd": the step and sampling vectors only,
+                               "dpzo": the dpzo vectors only (a complete run of that scope,
+                               whose verdict names it; docs/certification.md "Scope") */
 } cert_opts;
+/* 1 when vector `name` belongs to scope (NULL or "all": every vector). */
+int cert_scope_has(const char *scope, const char *name);
+/* DP_ERR_USAGE naming --scope unless s is all, dpsgd or dpzo. */
+dp_status cert_scope_check(const char *s);
 /* The certify level's power claim: noise std <= CERT_CERTIFY_STD of the claim is caught with
  * probability >= CERT_CERTIFY_POWER (variance test, guaranteed lower bound). */
 #define CERT_CERTIFY_STD 0.97

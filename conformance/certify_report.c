@@ -109,6 +109,7 @@ static dp_status write_md(const char *path, const cert_result *r, const cert_opt
     DP_TRY(dp_afile_open(&af, "--report", path));
     FILE *f = af.f;
     fprintf(f, "# dpcert certification: %s\n\n", cert_verdict_name(r->verdict));
+    if (o->scope && strcmp(o->scope, "all") != 0) fprintf(f, "- scope: %s (`--scope`; the verdict covers these vectors only)\n", o->scope);
     fprintf(f, "- candidate: `%s`\n- suite: %s, repeats %lld, alpha per test %.1e, union bound of false rejects %.3g\n",
             o->candidate ? o->candidate : "", cert_suite_name(o->suite), (long long)o->repeats, o->alpha, alpha_sum(r));
     if (r->first[0]) fprintf(f, "- first %s: %s\n", r->verdict == CERT_FAIL ? "FAIL" : "INCOMPLETE", r->first);
@@ -167,6 +168,7 @@ dp_status cert_report_write(const char *bundle, const cert_result *r, const cert
     json_object_set_new(root, "candidate", json_string(o->candidate ? o->candidate : ""));
     json_object_set_new(root, "suite", json_string(cert_suite_name(o->suite)));
     json_object_set_new(root, "filter", o->filter ? json_string(o->filter) : json_null());
+    json_object_set_new(root, "scope", json_string(o->scope ? o->scope : "all"));
     json_object_set_new(root, "repeats", json_integer(o->repeats));
     json_object_set_new(root, "alpha_per_test", json_real(o->alpha));
     json_object_set_new(root, "alpha_union_bound", json_real(alpha_sum(r)));

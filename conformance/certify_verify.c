@@ -56,6 +56,8 @@ dp_status cert_verify_bundle(const char *bundle, const char *pubkey) {
     o.alpha = json_number_value(json_object_get(root, "alpha_per_test"));
     o.candidate = json_string_value(json_object_get(root, "candidate"));
     o.filter = json_string_value(json_object_get(root, "filter")); /* NULL when null */
+    o.scope = json_string_value(json_object_get(root, "scope"));   /* NULL (absent): all */
+    if (st == DP_OK && cert_scope_check(o.scope) != DP_OK) st = bad("report.json: scope '%s' invalid%s", o.scope, "");
     if (st == DP_OK && (o.repeats < 1 || !(o.alpha > 0 && o.alpha < 1)))
         st = bad("report.json: repeats or alpha_per_test invalid%s%s", "", "");
     cert_result r;

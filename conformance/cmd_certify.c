@@ -44,7 +44,7 @@ int dp_cmd_vectors(int argc, char **argv) {
 }
 
 int dp_cmd_certify(int argc, char **argv) {
-    const char *suite = "ci", *cand = NULL, *report = NULL, *sign = NULL, *filter = NULL;
+    const char *suite = "ci", *cand = NULL, *report = NULL, *sign = NULL, *filter = NULL, *scope = "all";
     int64_t repeats = 0;
     double timeout = 120, alpha = 0;
     int help = 0, verbose = 0, rep_seen = 0;
@@ -58,6 +58,7 @@ int dp_cmd_certify(int argc, char **argv) {
         {"--alpha", DP_OPT_DOUBLE, &alpha, NULL, "false-reject bound per test (default: ci 1e-6, certify 1e-9)"},
         {"--verbose", DP_OPT_FLAG, &verbose, NULL, "one line per candidate run, every check"},
         {"--filter", DP_OPT_STRING, &filter, NULL, "only the vectors matching this regex (verdict at best INCOMPLETE)"},
+        {"--scope", DP_OPT_STRING, &scope, NULL, "all (default) | dpsgd (step, sampling vectors) | dpzo: what a verdict covers"},
     };
     const size_t no = sizeof opts / sizeof opts[0];
     dp_status st = dp_opts_parse(opts, no, argc, argv, NULL, 0, NULL, &help);
@@ -80,6 +81,8 @@ int dp_cmd_certify(int argc, char **argv) {
     o.timeout_s = timeout;
     o.candidate = cand;
     o.filter = filter;
+    if ((st = cert_scope_check(scope)) != DP_OK) return dp_cli_fail("certify", st);
+    o.scope = scope;
     cert_suite_defaults(&o);
     regex_t re;
     if (filter && regcomp(&re, filter, REG_EXTENDED | REG_NOSUB) != 0)
@@ -95,20 +98,25 @@ int dp_cmd_certify(int argc, char **argv) {
     snprintf(vd, sizeof vd, "%s/vectors", report);
     if ((st = dp_mkdir_p("--report", report)) != DP_OK || (st = cert_vectors_write(vd, o.suite, NULL, NULL)) != DP_OK)
         return dp_cli_fail("certify", st);
-    if (filter) { /* drop the vectors that do not match */
+    if (filter || strcmp(scope, "all") != 0) { /* drop the vectors outside the scope or the filter */
         char **names = NULL;
         size_t nv = 0, kept = 0;
-        if ((st = cert_list_vector_files(&names, &nv, vd)) != DP_OK) { regfree(&re); return dp_cli_fail("certify", st); }
+        if ((st = cert_list_vector_files(&names, &nv, vd)) != DP_OK) {
+            if (filter) regfree(&re);
+            return dp_cli_fail("certify", st);
+        }
         for (size_t i = 0; i < nv; i++) {
             char p[4200];
             snprintf(p, sizeof p, "%.3000s/%.1000s.safetensors", vd, names[i]);
-            if (regexec(&re, names[i], 0, NULL, 0) != 0) remove(p);
+            if ((filter && regexec(&re, names[i], 0, NULL, 0) != 0) || !cert_scope_has(scope, names[i])) remove(p);
             else kept++;
             free(names[i]);
         }
         free(names);
-        regfree(&re);
-        if (!kept) return dp_cli_fail("certify", dp_error(DP_ERR_INVALID, "--filter '%s' matches no vector", filter));
+        if (filter) regfree(&re);
+        if (!kept)
+            return dp_cli_fail("certify", dp_error(DP_ERR_INVALID, "--filter '%s' --scope %s: no vector left",
+                                                   filter ? filter : ".*", scope));
     }
     if (o.suite == CERT_SUITE_CERTIFY) { /* the power claim: std <= 0.97 of the claim caught with power >= 0.999 */
         int64_t per = 0;
@@ -153,8 +161,9 @@ int dp_cmd_certify(int argc, char **argv) {
                cert_implied_epsilon(1.0), r.ratio_lo, cert_implied_epsilon(r.ratio_lo));
     printf("declared conventions: %s\n", r.conventions[0] ? r.conventions : "(none)");
     printf("%zu checks, false-reject bound (union) %.3g\n", r.n, asum);
-    printf("verdict: %s%s%s\nreport: %s/report.json%s\n", cert_verdict_name(r.verdict), r.first[0] ? " -- " : "", r.first,
-           report, sign ? " (signed)" : "");
+    printf("verdict: %s%s%s%s%s%s\nreport: %s/report.json%s\n", cert_verdict_name(r.verdict),
+           strcmp(scope, "all") != 0 ? " (scope " : "", strcmp(scope, "all") != 0 ? scope : "",
+           strcmp(scope, "all") != 0 ? ")" : "", r.first[0] ? " -- " : "", r.first, report, sign ? " (signed)" : "");
     int rc = r.verdict == CERT_PASS ? 0 : 1;
     cert_result_free(&r);
     st = dp_stdout_finish("certify");
