@@ -27,35 +27,6 @@ static const char *const data_files[] = {MIA_DATASETS(MIA_DATA_FILE_) NULL};
 static const char *const data_sha[] = {MIA_DATASETS(MIA_DATA_SHA_) NULL};
 #undef MIA_DATA_SHA_
 
-static int file_exists(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
-/* attacks/data/FILE: $DPCERT_ROOT/attacks/data, else next to the binary (BIN/../attacks/data,
- * BIN/../../attacks/data), else ./attacks/data (as `dpcert conform` finds its cases). */
-static void find_data(char *out, size_t len, const char *file) {
-    const char *root = getenv("DPCERT_ROOT");
-    if (root && *root) {
-        snprintf(out, len, "%s/attacks/data/%s", root, file);
-        if (file_exists(out)) return;
-    }
-    char exe[2048];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *sl = strrchr(exe, '/');
-        if (sl) {
-            *sl = 0;
-            snprintf(out, len, "%s/../attacks/data/%s", exe, file);
-            if (file_exists(out)) return;
-            snprintf(out, len, "%s/../../attacks/data/%s", exe, file);
-            if (file_exists(out)) return;
-        }
-    }
-    snprintf(out, len, "attacks/data/%s", file);
-}
-
 /* One number and its separator (',' or, for the last field of a line, the end of the line);
  * *p advanced past both. */
 static dp_status field(double *v, const char **p, const char *path, int64_t line, int last) {
@@ -136,7 +107,11 @@ dp_status mia_dataset_load(ref_dataset *d, int *classes, const char *spec, int64
     int reg = -1;
     for (int i = 0; mia_dataset_names[i]; i++)
         if (strcmp(spec, mia_dataset_names[i]) == 0) reg = i;
-    if (reg >= 0) find_data(path, sizeof path, data_files[reg]);
+    if (reg >= 0) { /* attacks/data/FILE of the source tree (as `dpcert conform` finds its cases) */
+        char rel[512];
+        snprintf(rel, sizeof rel, "attacks/data/%s", data_files[reg]);
+        dp_find_tree_path(path, sizeof path, rel, NULL, 0);
+    }
     else snprintf(path, sizeof path, "%s", spec);
     char *buf = NULL;
     size_t len = 0;

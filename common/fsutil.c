@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -171,4 +172,32 @@ dp_status dp_read_file_max(char **buf, size_t *len, const char *what, const char
     *buf = p;
     *len = n;
     return DP_OK;
+}
+
+static int tree_path_is(const char *p, int want_dir) {
+    struct stat sb;
+    return stat(p, &sb) == 0 && (want_dir ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode));
+}
+
+void dp_find_tree_path(char *out, size_t len, const char *rel, const char *exe, int want_dir) {
+    const char *root = getenv("DPCERT_ROOT");
+    if (root && *root) {
+        snprintf(out, len, "%s/%s", root, rel);
+        if (tree_path_is(out, want_dir)) return;
+    }
+    char d[2048] = "";
+    if (exe) snprintf(d, sizeof d, "%.2000s", exe);
+    else {
+        ssize_t n = readlink("/proc/self/exe", d, sizeof d - 1);
+        d[n > 0 ? n : 0] = 0;
+    }
+    char *sl = strrchr(d, '/');
+    if (sl) {
+        *sl = 0;
+        snprintf(out, len, "%s/../%s", d, rel);
+        if (tree_path_is(out, want_dir)) return;
+        snprintf(out, len, "%s/../../%s", d, rel);
+        if (tree_path_is(out, want_dir)) return;
+    }
+    snprintf(out, len, "%s", rel);
 }

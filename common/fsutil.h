@@ -46,4 +46,10 @@ dp_status dp_read_file_max(char **buf, size_t *len, const char *what, const char
  * `what`; commands call it before returning success. */
 dp_status dp_stdout_finish(const char *what);
 
+/* A file or directory of the source tree (rel, e.g. "conformance/cases"), found in order at
+ * $DPCERT_ROOT/rel, EXEDIR/../rel, EXEDIR/../../rel (EXEDIR: the directory of exe, or of
+ * /proc/self/exe when exe is NULL), else rel itself (relative to the working directory).
+ * want_dir: 1 a directory, 0 a regular file. out [len] receives the path. */
+void dp_find_tree_path(char *out, size_t len, const char *rel, const char *exe, int want_dir);
+
 #endif

@@ -17,32 +17,6 @@
 
 #define CMD "conform"
 
-static int dir_exists(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
-/* Cases directory: --cases, else $DPCERT_ROOT/conformance/cases, else next to the
- * binary (BIN/../conformance/cases, BIN/../../conformance/cases), else ./conformance/cases. */
-static void find_cases_dir(char *out, size_t len, const char *exe) {
-    const char *root = getenv("DPCERT_ROOT");
-    if (root && *root) {
-        snprintf(out, len, "%s/conformance/cases", root);
-        if (dir_exists(out)) return;
-    }
-    char d[2048];
-    snprintf(d, sizeof d, "%.2000s", exe);
-    char *sl = strrchr(d, '/');
-    if (sl) {
-        *sl = '\0';
-        snprintf(out, len, "%s/../conformance/cases", d);
-        if (dir_exists(out)) return;
-        snprintf(out, len, "%s/../../conformance/cases", d);
-        if (dir_exists(out)) return;
-    }
-    snprintf(out, len, "conformance/cases");
-}
-
 int dp_cmd_conform(int argc, char **argv) {
     const char *suite = NULL, *backend = "host", *ranks_s = NULL, *filter = NULL, *report = NULL, *dpcert = NULL,
                *cases = NULL, *work = NULL;
@@ -109,7 +83,7 @@ int dp_cmd_conform(int argc, char **argv) {
     }
     char casedir[4096];
     if (cases) snprintf(casedir, sizeof casedir, "%s", cases);
-    else find_cases_dir(casedir, sizeof casedir, dpcert);
+    else dp_find_tree_path(casedir, sizeof casedir, "conformance/cases", dpcert, 1);
     conf_case *cs = NULL;
     size_t ncs = 0;
     if ((st = conf_cases_load_suite(&cs, &ncs, casedir, suite)) != DP_OK) {

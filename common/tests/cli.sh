@@ -5,13 +5,7 @@
 # `inspect` on a safetensors file written byte by byte with printf (digests
 # checked against coreutils sha256sum), and exit code 2 with a message for bad
 # usage. Run through ci/run-tests.sh ($DPCERT, $DPCERT_ROOT; cwd is a temp dir).
-set -u
-D=${DPCERT:?run through ci/run-tests.sh}
-ROOT=${DPCERT_ROOT:?run through ci/run-tests.sh}
-fails=0; checks=0
-ok()   { checks=$((checks+1)); echo "ok   $*"; }
-bad()  { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+. "${DPCERT_ROOT:?run through ci/run-tests.sh}/common/tests/check_lib.bash"
 differ() { ! cmp -s "$1" "$2"; }
 # expect_rc CODE PATTERN ARGS...: exit code CODE and stderr matching PATTERN (grep -E)
 expect_rc() {

@@ -7,13 +7,7 @@
 # clamped or silently lost). Every probe can fail: each asserts an exit code and a message or a
 # file state, and the "control" probes assert that the valid neighbour of a refused input runs.
 # Run through ci/run-tests.sh ($DPCERT, $DPCERT_ROOT; cwd is a fresh temporary folder).
-set -u
-D=${DPCERT:?run through ci/run-tests.sh}
-ROOT=${DPCERT_ROOT:?run through ci/run-tests.sh}
-fails=0; checks=0
-ok()  { checks=$((checks+1)); echo "ok   $*"; }
-bad() { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+. "${DPCERT_ROOT:?run through ci/run-tests.sh}/common/tests/check_lib.bash"
 # expect CODE PATTERN ARGS...: exit code CODE and stderr matching PATTERN (grep -E), within 60 s
 expect() {
   local want=$1 pat=$2; shift 2
