@@ -154,6 +154,11 @@ dp_status conf_case_parse(conf_case *c, const char *buf, size_t len, const char 
     }
     snprintf(c->file, sizeof c->file, "%s", path);
     if ((st = get_str(c->name, sizeof c->name, root, "name", NULL, path, NULL)) != DP_OK) goto out;
+    /* the name becomes a directory under the run's output: never empty, never "." / ".." */
+    if (c->name[0] == '\0' || c->name[0] == '.') {
+        st = FERR("'name' must be non-empty and must not start with '.' (got '%s')", c->name);
+        goto out;
+    }
     for (const char *p = c->name; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.')) {
             st = FERR("'name' may use only letters, digits, - _ . (got '%s')", c->name);
