@@ -1,7 +1,8 @@
 /* optimized/strategies/shard_cp.c — the state layout of context parallelism
- * (docs/longshield.md "Sharded state"): each CP rank holds the slices of every
- * parameter (opt_cp_geom_of: rows, or columns under --cp-pattern output) for the clipped sums S, the noise Z, the private gradient and
- * the optimizer states, packed (opt_cp_state); the DP group sums S and Z slice by slice;
+ * (docs/longshield.md "Sharded state"): each CP rank holds the slices of every parameter
+ * (opt_cp_geom_of: rows, or columns of a linear parameter under --cp-pattern output) for
+ * the clipped sums S, the noise Z, the private gradient and the optimizer states, packed
+ * (opt_cp_state); the DP group sums S and Z slice by slice;
  * the optimizer updates the rank's slices and the parameters are all-gathered over the
  * CP group for the next forward. Selected by --cp M > 1 (not a --sharding name). */
 #include <stdio.h>
@@ -151,7 +152,8 @@ static dp_status cp_reduce(opt_dpsgd *s, int64_t step) {
             full = NULL;
             continue;
         }
-        /* per run of the slice (tensor elements [e, e + n)): the part of [off[p] + e, off[p] + e + n) inside the span [lo, hi) */
+        /* per run of the slice (tensor elements [e, e + n)): the part of
+         * [off[p] + e, off[p] + e + n) inside the span [lo, hi) */
         int64_t u, e, n;
         for (int64_t k = 0; st == DP_OK && opt_cp_geom_run(&u, &e, &n, &g, 0, g.nseg * g.w, k); k++) {
             int64_t x = s->off[p] + e > lo ? s->off[p] + e : lo, y = s->off[p] + e + n < hi ? s->off[p] + e + n : hi;
