@@ -16,6 +16,8 @@
 #ifndef OPT_DPSGD_H
 #define OPT_DPSGD_H
 
+#include <stdio.h>
+
 #include "optimized/engine.h"
 #include "optimized/opt_spec.h"
 #include "optimized/parallel.h"
@@ -154,6 +156,10 @@ dp_status opt_prec_check_data(const opt_dp_options *o, const dp_dataset *d, cons
  * (docs/longshield.md "Overlap"): hidden = sum over posted groups of (wait start - post),
  * total = sum of (wait end - post), seconds; both 0 without --cp M > 1. Resets them. */
 void opt_dpsgd_comm_overlap(opt_dpsgd *s, double *hidden, double *total);
+/* Under context parallelism, one line per parameter: its slice orientation and every CP
+ * rank's rows or columns (docs/longshield.md "Slice geometry"), e.g.
+ * "cp slice layers.0.mlp.down [8, 12]: columns [0, 6) [6, 12)"; nothing otherwise. */
+void opt_cp_describe(FILE *f, const opt_dpsgd *s);
 
 /* Rank r's share [lo, hi) of a batch of b examples over R ranks: lo = floor(b r / R). */
 void opt_rank_share(int64_t *lo, int64_t *hi, int64_t b, int rank, int size);

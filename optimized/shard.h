@@ -83,9 +83,9 @@ dp_status opt_instantiate(void *out, const opt_model *om, const opt_tape *tp, in
 
 /* ---- context parallelism (optimized/strategies/shard_cp.c, cp_input.c; docs/longshield.md) ----
  * The CP rank's state: its sequence shard (om.cp points to cp) and the packed layout of
- * its row slices: parameter p's slice on CP rank j is the rows [R j / M, R (j + 1) / M) of
- * its R = shape[0] rows (elements [a, b), opt_cp_slice); every rank stores it at packed
- * offset poff[p] with room pmax[p] = ceil(R / M) * cols (the rest zeros), L in all. */
+ * its slices (opt_cp_geom_of): every rank stores parameter p's slice at packed offset
+ * poff[p] with room pmax[p] = the largest slice of p over the CP ranks (the rest zeros),
+ * L in all. */
 typedef struct {
     opt_cp cp;
     int64_t *poff, *pmax;
@@ -100,17 +100,42 @@ extern const opt_shard_strategy opt_shard_cp;
 /* The layouts --cp M > 1 supports (usage error, exit 2, otherwise): the llama, M <= T,
  * --sharding replicated, --strategy grad-sample, --noise-mode single. */
 dp_status opt_cp_check(const dp_dpsgd_config *cfg, const opt_dp_options *o, const dp_model *m);
-void opt_cp_slice(int64_t *a, int64_t *b, const opt_dpsgd *s, int p, int j);
-/* The gathered input activations of the output-stationary pattern: the whole sequence's
- * A [Bc, T, d] of the tape buffer src (the next parameter with the same input reuses it). */
+/* The slice of parameter p held by CP rank j (docs/longshield.md "Slice geometry"; the one
+ * place that maps a packed slice to tensor elements): nseg segments of w contiguous
+ * elements of the flattened tensor, segment k starting at element e0 + k stride, packed
+ * contiguously (segment k at packed offset k w; n = nseg w elements in all).
+ *   row slice (every parameter unless below): the rows [r0, r1) = [floor(R j / M),
+ *     floor(R (j + 1) / M)) of the R = shape[0] rows of c = numel / R columns: nseg 1,
+ *     e0 = r0 c, w = (r1 - r0) c, stride 0;
+ *   column slice (opt_cp_by_columns: a linear W [P, d] with P < d under --cp-pattern
+ *     output): the columns [c0, c1) = [floor(d j / M), floor(d (j + 1) / M)) of every row:
+ *     nseg P, e0 = c0, w = c1 - c0, stride d (packed [P, w], row-major). */
+typedef struct {
+    int64_t e0, w, nseg, stride;
+    int cols; /* 1: column slice */
+} opt_cp_geom;
+int opt_cp_by_columns(const opt_dpsgd *s, int p);
+void opt_cp_geom_of(opt_cp_geom *g, const opt_dpsgd *s, int p, int j);
+/* The k-th (k = 0, 1, ...) contiguous run of the packed elements [u0, u1) of slice g: packed
+ * offset *u, tensor element *e, length *n (> 0); returns 0 when there is no k-th run. */
+int opt_cp_geom_run(int64_t *u, int64_t *e, int64_t *n, const opt_cp_geom *g, int64_t u0, int64_t u1, int64_t k);
+/* Copies the packed elements [u0, u1) of slice g between packed (packed element u at
+ * packed + (u - u0)) and the flattened tensor: to_tensor 1: tensor <- packed, 0: packed <-
+ * tensor. */
+dp_status opt_cp_geom_copy(const opt_dpsgd *s, const opt_cp_geom *g, void *tensor, void *packed, int64_t u0, int64_t u1,
+                           int to_tensor);
+/* The all-gathered tensor of the output-stationary pattern: the whole sequence's
+ * [Bc, T, width] of the tape buffer src (input activations A of a row slice, output
+ * gradients G of a column slice; the next parameter with the same src reuses it). */
 typedef struct {
     const void *src;
     void *full;
     opt_arena ar;
 } opt_cp_gathered;
 /* Output-stationary (docs/longshield.md "output-stationary"): slice [Bc, pmax[p]] = the
- * complete per-example gradients of this CP rank's row slice of linear parameter p, from
- * the all-gathered input activations and the all-to-all'ed output-gradient columns. */
+ * complete per-example gradients of this CP rank's slice of linear parameter p: row slice
+ * from the all-gathered input activations and the all-to-all'ed output-gradient columns,
+ * column slice from the all-gathered output gradients and the all-to-all'ed input columns. */
 dp_status opt_cp_output_slice(void *slice, opt_cp_gathered *ga, opt_dpsgd *s, const opt_tape *tp, int p, int64_t Bc);
 /* One chunk under CP, input-stationary (the norm strategy's instantiation on slices). */
 dp_status opt_cp_run_chunk(opt_chunk_out *co, opt_dpsgd *s, const dp_dataset *d, const int64_t *idx, int64_t Bc);

@@ -375,6 +375,7 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
                                     "the run");
     if (st == DP_OK) st = dp_model_init(&m, &mc, c.seed);
     if (st == DP_OK) st = opt_dpsgd_init(&s, be, &c, &o, &m);
+    if (st == DP_OK && t.memory_report && rank == 0) opt_cp_describe(stdout, &s);
     dp_dpsgd_step_out out;
     memset(&out, 0, sizeof out);
     double **host = calloc((size_t)(m.nparams + 1), sizeof(double *));

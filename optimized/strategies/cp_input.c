@@ -5,7 +5,7 @@
  *   1. forward and backward on the rank's positions (engine.c, engine_cp.c);
  *   2. per parameter, the partial per-example gradients of those positions [Bc, numel],
  *      packed by destination slice and reduce-scattered over the CP group: the rank
- *      receives the complete per-example gradients of its row slice [Bc, pmax];
+ *      receives the complete per-example gradients of its slice [Bc, pmax] (opt_cp_geom_of);
  *   3. squared norms of the slice, all-reduced over the CP group (Bc scalars per
  *      parameter), added into the groups' norms (flat: every parameter) before any clip
  *      factor is formed;
@@ -62,11 +62,11 @@ static dp_status post_reduce_scatter(cp_chunk *k, const opt_tape *tp, int p) {
     if (st == DP_OK) st = OPT_CALL(be, zero, send, es * (size_t)(M * Bc * pm));
     /* block j of send [M, Bc, pm] = the rows of slice j of every example */
     for (int j = 0; st == DP_OK && j < M; j++) {
-        int64_t a, b;
-        opt_cp_slice(&a, &b, s, p, j);
-        for (int64_t e = 0; st == DP_OK && e < Bc && b > a; e++)
-            st = OPT_CALL(be, copy, opt_dev_at(s, send, (j * Bc + e) * pm), opt_dev_at(s, inst, e * n + a),
-                          es * (size_t)(b - a));
+        opt_cp_geom g;
+        opt_cp_geom_of(&g, s, p, j);
+        for (int64_t e = 0; st == DP_OK && e < Bc; e++)
+            st = opt_cp_geom_copy(s, &g, opt_dev_at(s, inst, e * n), opt_dev_at(s, send, (j * Bc + e) * pm), 0,
+                                  g.nseg * g.w, 0);
     }
     opt_mem_free(be, inst);
     if (st == DP_OK && s->hooks->cp_drop_partial && cs->cp.r == M - 1) /* negative control: this rank's partial is lost */
@@ -176,10 +176,12 @@ static dp_status export_grads(opt_chunk_out *co, cp_chunk *k, opt_dpsgd *s, opt_
         if (!h) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
         dp_status st = OPT_CALL(be, download_f64, h, recv, M * Bc * pm);
         for (int j = 0; st == DP_OK && j < M; j++) {
-            int64_t a, b;
-            opt_cp_slice(&a, &b, s, p, j);
+            opt_cp_geom g;
+            int64_t u, x, len;
+            opt_cp_geom_of(&g, s, p, j);
             for (int64_t e = 0; e < Bc; e++)
-                memcpy(co->grad[p] + e * n + a, h + (j * Bc + e) * pm, sizeof(double) * (size_t)(b - a));
+                for (int64_t k = 0; opt_cp_geom_run(&u, &x, &len, &g, 0, g.nseg * g.w, k); k++)
+                    memcpy(co->grad[p] + e * n + x, h + (j * Bc + e) * pm + u, sizeof(double) * (size_t)len);
         }
         free(h);
         DP_TRY(st);

@@ -1,9 +1,11 @@
 /* optimized/strategies/shard_cp.c — the state layout of context parallelism
- * (docs/longshield.md "Sharded state"): each CP rank holds the row slices of every
- * parameter (opt_cp_slice) for the clipped sums S, the noise Z, the private gradient and
- * the optimizer states, packed (opt_cp_state); the DP group sums S and Z slice by slice;
+ * (docs/longshield.md "Sharded state"): each CP rank holds the slices of every parameter
+ * (opt_cp_geom_of: rows, or columns of a linear parameter under --cp-pattern output) for
+ * the clipped sums S, the noise Z, the private gradient and the optimizer states, packed
+ * (opt_cp_state); the DP group sums S and Z slice by slice;
  * the optimizer updates the rank's slices and the parameters are all-gathered over the
  * CP group for the next forward. Selected by --cp M > 1 (not a --sharding name). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,11 +38,46 @@ dp_status opt_cp_check(const dp_dpsgd_config *cfg, const opt_dp_options *o, cons
 
 static opt_cp_state *state(const opt_dpsgd *s) { return (opt_cp_state *)s->shard_state; }
 
-void opt_cp_slice(int64_t *a, int64_t *b, const opt_dpsgd *s, int p, int j) {
+int opt_cp_by_columns(const opt_dpsgd *s, int p) {
+    const int64_t P = s->om.shape[p][0], d = s->om.numel[p] / P;
+    return s->o.cp_output && s->om.src[p] == OPT_SRC_LINEAR && P < d;
+}
+
+void opt_cp_geom_of(opt_cp_geom *g, const opt_dpsgd *s, int p, int j) {
     const int M = s->par.cp;
-    const int64_t R = s->om.shape[p][0], cols = s->om.numel[p] / R;
-    *a = R * j / M * cols;
-    *b = R * (j + 1) / M * cols;
+    const int64_t R = s->om.shape[p][0], c = s->om.numel[p] / R;
+    g->cols = opt_cp_by_columns(s, p);
+    if (g->cols) {
+        g->e0 = c * j / M;
+        g->w = c * (j + 1) / M - g->e0;
+        g->nseg = R;
+        g->stride = c;
+    } else {
+        g->e0 = R * j / M * c;
+        g->w = R * (j + 1) / M * c - g->e0;
+        g->nseg = 1;
+        g->stride = 0;
+    }
+}
+
+int opt_cp_geom_run(int64_t *u, int64_t *e, int64_t *n, const opt_cp_geom *g, int64_t u0, int64_t u1, int64_t k) {
+    if (g->w <= 0 || u1 <= u0) return 0;
+    const int64_t sg = u0 / g->w + k, a = sg * g->w > u0 ? sg * g->w : u0, b = (sg + 1) * g->w < u1 ? (sg + 1) * g->w : u1;
+    if (sg >= g->nseg || b <= a) return 0;
+    *u = a;
+    *e = g->e0 + sg * g->stride + (a - sg * g->w);
+    *n = b - a;
+    return 1;
+}
+
+dp_status opt_cp_geom_copy(const opt_dpsgd *s, const opt_cp_geom *g, void *tensor, void *packed, int64_t u0, int64_t u1,
+                           int to_tensor) {
+    const size_t es = opt_backend_esize(s->be);
+    int64_t u, e, n;
+    for (int64_t k = 0; opt_cp_geom_run(&u, &e, &n, g, u0, u1, k); k++)
+        DP_TRY(to_tensor ? OPT_CALL(s->be, copy, opt_dev_at(s, tensor, e), opt_dev_at(s, packed, u - u0), es * (size_t)n)
+                         : OPT_CALL(s->be, copy, opt_dev_at(s, packed, u - u0), opt_dev_at(s, tensor, e), es * (size_t)n));
+    return DP_OK;
 }
 
 static dp_status cp_setup(opt_dpsgd *s) {
@@ -61,9 +98,12 @@ static dp_status cp_setup(opt_dpsgd *s) {
     cs->output = s->o.cp_output;
     opt_cp_shard(&cs->cp.t0, &cs->cp.Tl, cs->cp.T, M, cs->cp.r);
     for (int p = 0; p < om->np; p++) {
-        const int64_t R = om->shape[p][0], cols = om->numel[p] / R;
         cs->poff[p] = cs->L;
-        cs->pmax[p] = (R + M - 1) / M * cols;
+        for (int j = 0; j < M; j++) {
+            opt_cp_geom g;
+            opt_cp_geom_of(&g, s, p, j);
+            if (g.nseg * g.w > cs->pmax[p]) cs->pmax[p] = g.nseg * g.w;
+        }
         cs->L += cs->pmax[p];
     }
     s->om.cp = &cs->cp;
@@ -100,23 +140,27 @@ static dp_status cp_reduce(opt_dpsgd *s, int64_t step) {
     void *Z = opt_dev_at(s, s->flat, s->zoff), *full = NULL;
     dp_status st = DP_OK;
     for (int p = 0; st == DP_OK && s->cfg.sigma > 0 && p < om->np; p++) {
-        int64_t a, b;
-        opt_cp_slice(&a, &b, s, p, cs->cp.r);
+        opt_cp_geom g;
+        opt_cp_geom_of(&g, s, p, cs->cp.r);
         if (s->hooks->cp_full_noise) { /* negative control: the whole layer's noise on every CP rank, summed */
             st = opt_mem_alloc(be, &full, es * (size_t)om->numel[p], OPT_MEM_WORKSPACE);
             if (st == DP_OK && hi > lo)
                 st = OPT_CALL(be, noise_add, full, s->cfg.key, (uint32_t)step, (uint32_t)p, std, 0, om->numel[p]);
             if (st == DP_OK) st = OPT_CALL(be, allreduce_sum, cs->cp.g, full, om->numel[p], NULL);
-            if (st == DP_OK && b > a) st = OPT_CALL(be, copy, opt_dev_at(s, Z, cs->poff[p]), opt_dev_at(s, full, a), es * (size_t)(b - a));
+            if (st == DP_OK) st = opt_cp_geom_copy(s, &g, full, opt_dev_at(s, Z, cs->poff[p]), 0, g.nseg * g.w, 0);
             opt_mem_free(be, full);
             full = NULL;
             continue;
         }
-        /* the part of [off[p] + a, off[p] + b) inside the span [lo, hi) */
-        int64_t x = s->off[p] + a > lo ? s->off[p] + a : lo, y = s->off[p] + b < hi ? s->off[p] + b : hi;
-        if (x < y)
-            st = OPT_CALL(be, noise_add, opt_dev_at(s, Z, cs->poff[p] + x - s->off[p] - a), s->cfg.key, (uint32_t)step,
-                          (uint32_t)p, std, (uint64_t)(x - s->off[p]), y - x);
+        /* per run of the slice (tensor elements [e, e + n)): the part of
+         * [off[p] + e, off[p] + e + n) inside the span [lo, hi) */
+        int64_t u, e, n;
+        for (int64_t k = 0; st == DP_OK && opt_cp_geom_run(&u, &e, &n, &g, 0, g.nseg * g.w, k); k++) {
+            int64_t x = s->off[p] + e > lo ? s->off[p] + e : lo, y = s->off[p] + e + n < hi ? s->off[p] + e + n : hi;
+            if (x < y)
+                st = OPT_CALL(be, noise_add, opt_dev_at(s, Z, cs->poff[p] + u + x - s->off[p] - e), s->cfg.key,
+                              (uint32_t)step, (uint32_t)p, std, (uint64_t)(x - s->off[p]), y - x);
+        }
     }
     if (st != DP_OK) return st;
     return OPT_CALL(be, allreduce_sum, s->par.dp_group, s->flat, 2 * cs->L, NULL);
@@ -136,9 +180,11 @@ static dp_status cp_gather_host(opt_dpsgd *s, double *host, const void *dev) {
     if (st == DP_OK) st = OPT_CALL(be, download_f64, h, recv, M * cs->L);
     for (int j = 0; st == DP_OK && j < M; j++)
         for (int p = 0; p < s->om.np; p++) {
-            int64_t a, b;
-            opt_cp_slice(&a, &b, s, p, j);
-            memcpy(host + s->off[p] + a, h + j * cs->L + cs->poff[p], sizeof(double) * (size_t)(b - a));
+            opt_cp_geom g;
+            int64_t u, e, n;
+            opt_cp_geom_of(&g, s, p, j);
+            for (int64_t k = 0; opt_cp_geom_run(&u, &e, &n, &g, 0, g.nseg * g.w, k); k++)
+                memcpy(host + s->off[p] + e, h + j * cs->L + cs->poff[p] + u, sizeof(double) * (size_t)n);
         }
     opt_mem_free(be, recv);
     free(h);
@@ -156,18 +202,16 @@ static dp_status cp_allgather_params(opt_dpsgd *s) {
     dp_status st = opt_mem_alloc(be, &send, es * (size_t)cs->L, OPT_MEM_COMM);
     if (st == DP_OK) st = opt_mem_alloc(be, &recv, es * (size_t)(M * cs->L), OPT_MEM_COMM);
     for (int p = 0; st == DP_OK && p < om->np; p++) {
-        int64_t a, b;
-        opt_cp_slice(&a, &b, s, p, cs->cp.r);
-        if (b > a) st = OPT_CALL(be, copy, opt_dev_at(s, send, cs->poff[p]), opt_dev_at(s, om->w[p], a), es * (size_t)(b - a));
+        opt_cp_geom g;
+        opt_cp_geom_of(&g, s, p, cs->cp.r);
+        st = opt_cp_geom_copy(s, &g, om->w[p], opt_dev_at(s, send, cs->poff[p]), 0, g.nseg * g.w, 0);
     }
     if (st == DP_OK) st = OPT_CALL(be, allgather, cs->cp.g, recv, send, cs->L, NULL);
     for (int j = 0; st == DP_OK && j < M; j++)
         for (int p = 0; st == DP_OK && p < om->np; p++) {
-            int64_t a, b;
-            opt_cp_slice(&a, &b, s, p, j);
-            if (b > a)
-                st = OPT_CALL(be, copy, opt_dev_at(s, om->w[p], a), opt_dev_at(s, recv, j * cs->L + cs->poff[p]),
-                              es * (size_t)(b - a));
+            opt_cp_geom g;
+            opt_cp_geom_of(&g, s, p, j);
+            st = opt_cp_geom_copy(s, &g, om->w[p], opt_dev_at(s, recv, j * cs->L + cs->poff[p]), 0, g.nseg * g.w, 1);
         }
     opt_mem_free(be, send);
     opt_mem_free(be, recv);
@@ -189,15 +233,16 @@ static dp_status cp_zero1_sync(opt_dpsgd *s) {
     for (int dir = 0; dir < 2 && st == DP_OK; dir++) {
         if (dir == 1) st = OPT_CALL(be, allgather, s->par.dp_group, recv, send, s->chunk, NULL);
         for (int p = 0; st == DP_OK && p < om->np; p++) {
-            int64_t a, b;
-            opt_cp_slice(&a, &b, s, p, cs->cp.r);
+            opt_cp_geom g;
+            opt_cp_geom_of(&g, s, p, cs->cp.r);
+            const int64_t n = g.nseg * g.w;
             /* dir 0: this rank's range of the slice into send; dir 1: the whole slice back */
             int64_t x0 = dir ? cs->poff[p] : (cs->poff[p] > s->lo ? cs->poff[p] : s->lo);
-            int64_t x1 = dir ? cs->poff[p] + (b - a) : (cs->poff[p] + (b - a) < s->hi ? cs->poff[p] + (b - a) : s->hi);
+            int64_t x1 = dir ? cs->poff[p] + n : (cs->poff[p] + n < s->hi ? cs->poff[p] + n : s->hi);
             if (x1 <= x0) continue;
-            void *w = opt_dev_at(s, om->w[p], a + x0 - cs->poff[p]);
-            st = dir ? OPT_CALL(be, copy, w, opt_dev_at(s, recv, x0), es * (size_t)(x1 - x0))
-                     : OPT_CALL(be, copy, opt_dev_at(s, send, x0 - s->lo), w, es * (size_t)(x1 - x0));
+            st = dir ? opt_cp_geom_copy(s, &g, om->w[p], opt_dev_at(s, recv, x0), 0, n, 1)
+                     : opt_cp_geom_copy(s, &g, om->w[p], opt_dev_at(s, send, x0 - s->lo), x0 - cs->poff[p],
+                                        x1 - cs->poff[p], 0);
         }
     }
     opt_mem_free(be, send);
@@ -219,17 +264,20 @@ static dp_status cp_update(opt_dpsgd *s, double div) {
         DP_TRY(OPT_CALL(be, div_scalar, s->pgrad, s->pgrad, div, hi - lo));
     }
     for (int p = 0; p < om->np; p++) {
-        int64_t a, b;
-        opt_cp_slice(&a, &b, s, p, cs->cp.r);
-        int64_t x0 = cs->poff[p] > lo ? cs->poff[p] : lo, x1 = cs->poff[p] + (b - a) < hi ? cs->poff[p] + (b - a) : hi;
-        if (x1 <= x0) continue;
-        void *w = opt_dev_at(s, om->w[p], a + x0 - cs->poff[p]), *g = opt_dev_at(s, s->pgrad, x0 - lo),
-             *m1 = opt_dev_at(s, s->m1, x0 - lo);
-        if (c->opt == DP_OPT_SGD)
-            DP_TRY(OPT_CALL(be, sgd_momentum, w, m1, g, c->lr, c->momentum, 0.0, s->t, x1 - x0));
-        else
-            DP_TRY(OPT_CALL(be, adamw, w, m1, opt_dev_at(s, s->m2, x0 - lo), g, c->lr, c->beta1, c->beta2, c->adam_eps,
-                            c->weight_decay, s->t, x1 - x0));
+        opt_cp_geom sg;
+        opt_cp_geom_of(&sg, s, p, cs->cp.r);
+        const int64_t n = sg.nseg * sg.w;
+        int64_t x0 = cs->poff[p] > lo ? cs->poff[p] : lo, x1 = cs->poff[p] + n < hi ? cs->poff[p] + n : hi, u, e, len;
+        /* element-wise, one call per contiguous run of the slice's elements [x0, x1) */
+        for (int64_t k = 0; x1 > x0 && opt_cp_geom_run(&u, &e, &len, &sg, x0 - cs->poff[p], x1 - cs->poff[p], k); k++) {
+            const int64_t x = cs->poff[p] + u - lo; /* the run's position in pgrad, m1, m2 */
+            void *w = opt_dev_at(s, om->w[p], e), *g = opt_dev_at(s, s->pgrad, x), *m1 = opt_dev_at(s, s->m1, x);
+            if (c->opt == DP_OPT_SGD)
+                DP_TRY(OPT_CALL(be, sgd_momentum, w, m1, g, c->lr, c->momentum, 0.0, s->t, len));
+            else
+                DP_TRY(OPT_CALL(be, adamw, w, m1, opt_dev_at(s, s->m2, x), g, c->lr, c->beta1, c->beta2, c->adam_eps,
+                                c->weight_decay, s->t, len));
+        }
     }
     if (s->hooks->skip_param_sync) return DP_OK;
     if (cs->zero1) DP_TRY(cp_zero1_sync(s));
@@ -243,6 +291,23 @@ void opt_dpsgd_comm_overlap(opt_dpsgd *s, double *hidden, double *total) {
     *hidden = cs->ovl_hidden;
     *total = cs->ovl_total;
     cs->ovl_hidden = cs->ovl_total = 0.0;
+}
+
+void opt_cp_describe(FILE *f, const opt_dpsgd *s) {
+    if (s->shard != &opt_shard_cp || !s->shard_state) return;
+    for (int p = 0; p < s->om.np; p++) {
+        const int64_t R = s->om.shape[p][0], c = s->om.numel[p] / R;
+        opt_cp_geom g;
+        opt_cp_geom_of(&g, s, p, 0);
+        fprintf(f, "cp slice %s [%lld, %lld]: %s", s->om.name[p], (long long)R, (long long)c, g.cols ? "columns" : "rows");
+        for (int j = 0; j < s->par.cp; j++) {
+            opt_cp_geom_of(&g, s, p, j);
+            const int64_t div = g.cols ? 1 : c;
+            fprintf(f, " [%lld, %lld)", (long long)(g.e0 / div), (long long)((g.e0 + g.w) / div));
+        }
+        fputc('\n', f);
+    }
+    fflush(f);
 }
 
 static dp_status cp_gather_sums(opt_dpsgd *s, double *hS) {

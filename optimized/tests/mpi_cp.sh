@@ -66,10 +66,14 @@ comm_check() { # M T attention
 rm -f rs.txt mem.txt
 for T in 64 256 1024; do comm_check 2 $T ring; done
 comm_check 2 256 allgather; comm_check 4 64 allgather; comm_check 4 1024 allgather; comm_check 4 64 ring; comm_check 4 1024 ring
-# output-stationary (section 4b): per linear parameter an all-to-all of b Tmax ceil(P_p / M)
-# elements (output-gradient columns), per distinct linear input an all-gather of b Tmax d
-# (a, y, m [D], act [F], the final norm's output [D]); the reduce-scatter only for the
-# token embedding (ceil(V / M) D) and the 3 gains (ceil(D / M) each); all bytes e (M - 1)
+# output-stationary (section 4b): the narrower of a linear parameter's input activations
+# A [d] and output gradients G [P] is all-gathered, the other exchanged by all-to-all. Here
+# (D 8, F 12, V 16) every parameter but down has P >= d (row slice: all-to-all of
+# b Tmax ceil(P / M) G columns; all-gather of b Tmax d per distinct input: a, y, m [D] and
+# the final norm's output [D]); down has P = D < d = F (column slice: all-gather of its G,
+# b Tmax D; all-to-all of b Tmax ceil(F / M) A columns); the reduce-scatter only for the
+# token embedding (ceil(V / M) D) and the 3 gains (ceil(D / M) each); all bytes e (M - 1).
+# --memory-report prints the orientation: down by columns [floor(F j / M), floor(F (j + 1) / M)).
 out_check() { # M T attention
   local M=$1 T=$2 att=$3
   timeout 120 mpirun -x ASAN_OPTIONS -n "$M" "${TRAIN[@]}" "${CM[@]}" --seq "$T" --cp "$M" --cp-attention "$att" --cp-pattern output >comm.log 2>comm.err || { bad "output-stationary run M=$M T=$T $att"; tail -3 comm.err; return; }
@@ -83,11 +87,17 @@ out_check() { # M T attention
   Tmax=$(( (T + M - 1) / M )); L=$(( P / M )); cD=$(( (8 + M - 1) / M )); cF=$(( (12 + M - 1) / M )); cV=$(( (16 + M - 1) / M ))
   att_ag=$(( 4 * b * Tmax * 8 )); [ "$att" = ring ] && att_ag=0
   want_rs=$(( b * (cV * 8 + 3 * cD) * 8 * (M - 1) ))
-  want_a2a=$(( b * Tmax * (5 * cD + 2 * cF + cV) * 8 * (M - 1) ))
-  want_ag=$(( (att_ag + b * Tmax * (4 * 8 + 12) + 4 * L) * 8 * (M - 1) ))
+  want_a2a=$(( b * Tmax * (4 * cD + 3 * cF + cV) * 8 * (M - 1) ))
+  want_ag=$(( (att_ag + b * Tmax * 5 * 8 + 4 * L) * 8 * (M - 1) ))
+  local cols="" ncol j
+  for ((j = 0; j < M; j++)); do cols+=" [$(( 12 * j / M )), $(( 12 * (j + 1) / M )))"; done
+  ncol=$(grep -c '^cp slice .*: columns' comm.log)
+  if grep -qxF "cp slice layers.0.w_down [8, 12]: columns$cols" comm.log && [ "$ncol" -eq 1 ]; then
+    pass "output-stationary M=$M: w_down column-sliced ($cols), every other parameter by rows"
+  else bad "output-stationary M=$M: orientation (want w_down columns$cols and no other column slice)"; grep '^cp slice' comm.log; fi
   if [ "$rs" = "$want_rs" ] && [ "$ag" = "$want_ag" ] && [ "$a2a" = "$want_a2a" ]; then
     pass "output-stationary communication M=$M T=$T $att (batch $b): all-to-all $a2a, allgather $ag, reduce-scatter $rs bytes = the formulas"
-    echo "$M $T $b $(( a2a + b * Tmax * 44 * 8 * (M - 1) ))" >>gather.txt
+    echo "$M $T $b $(( a2a + b * Tmax * 40 * 8 * (M - 1) ))" >>gather.txt
   else bad "output-stationary communication M=$M T=$T $att (batch $b, P $P): all-to-all $a2a (want $want_a2a), allgather $ag (want $want_ag), reduce-scatter $rs (want $want_rs)"; fi
 }
 rm -f gather.txt
@@ -97,6 +107,20 @@ out_check 4 64 ring; out_check 4 1024 ring
 if awk '{ k = $1; if (!(k in t0)) { t0[k] = $2; g0[k] = $4 } else if ($4 * t0[k] != g0[k] * $2) { bad = 1 } } END { exit bad }' gather.txt && [ "$(wc -l <gather.txt)" -eq 5 ]; then
   pass "output-stationary gather bytes proportional to T (M = 2: T = 64, 256, 1024; M = 4: T = 64, 1024)"
 else bad "output-stationary gather bytes not proportional to T: $(tr '\n' ';' <gather.txt 2>/dev/null)"; fi
+# negative control cp-drop-partial under --cp-pattern output (the case neg-cp-out-drop-partial
+# FAILs at the first differing tensor, per_sample.norm): the dropped all-to-all blocks also
+# reach the column-sliced w_down, whose exported per-example gradient differs from a correct
+# run's, while w_gate (row slice) differs too
+NG=(dpsgd --seed 11 --noise-key 12345 --model llama --vocab 16 --dim 8 --layers 1 --heads 2 --ffn 12 --seq 5 --dataset-size 16 --q 0.25 --steps 1 --clip 1 --sigma 1 --cp 2 --cp-pattern output)
+rm -rf ng_ok ng_bug
+timeout 60 mpirun -x ASAN_OPTIONS -n 2 "${TRAIN[@]}" "${NG[@]}" --export ng_ok >/dev/null 2>&1 || bad "cp-drop-partial reference run"
+DPCERT_TEST_INJECT=1 timeout 60 mpirun -x ASAN_OPTIONS -x DPCERT_TEST_INJECT -n 2 "${TRAIN[@]}" "${NG[@]}" --inject-bug cp-drop-partial --export ng_bug >/dev/null 2>&1 || bad "cp-drop-partial run"
+for t in w_down w_gate; do
+  h_ok=$("${DPCERT:-$DPCERT_BUILD/dpcert}" inspect ng_ok/step-000001.safetensors 2>/dev/null | grep " per_sample.grad.layers.0.$t ")
+  h_bug=$("${DPCERT:-$DPCERT_BUILD/dpcert}" inspect ng_bug/step-000001.safetensors 2>/dev/null | grep " per_sample.grad.layers.0.$t ")
+  if [ -n "$h_ok" ] && [ -n "$h_bug" ] && [ "$h_ok" != "$h_bug" ]; then pass "cp-drop-partial (output) changes the per-example gradient of $t"
+  else bad "cp-drop-partial (output) leaves per_sample.grad.layers.0.$t unchanged or missing ('$h_ok' / '$h_bug')"; fi
+done
 # overlap (section 4c): each layer's reduce-scatter posted during the backward changes no
 # bit of the exports (against --cp-overlap off, both patterns, 2 layers, ring, 2 x 2
 # layout), and --memory-report prints every rank's hidden fraction of every step in [0, 1]
