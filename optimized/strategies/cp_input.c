@@ -7,7 +7,7 @@
  *      Bq = ceil(Bc / M) examples: a round's partials [Bq, numel] packed by destination
  *      slice and reduce-scattered over the CP group into the rows of those examples of
  *      the rank's slice [Bc, pmax] (no buffer ever holds more than Bq examples' partials,
- *      so the per-example bytes in flight are O(Bc numel / M), docs/longshield.md 4c);
+ *      so the per-example bytes in flight are O(Bc numel / M), docs/longshield.md 6b);
  *   3. squared norms of the slice, all-reduced over the CP group (Bc scalars per
  *      parameter), added into the groups' norms (flat: every parameter) before any clip
  *      factor is formed;
@@ -103,7 +103,11 @@ static dp_status post_rounds(cp_chunk *k, const opt_tape *tp, int p) {
         const double t0 = now_s();
         DP_TRY(post_round(&send, &as, k, tp, p, i));
         dp_status st = OPT_CALL(be, wait, as);
-        if (st != DP_OK) return st; /* the round may still be in flight: its buffers stay (the run ends) */
+        if (st != DP_OK) { /* the round may still be in flight: its buffers stay (the run ends) */
+            k->as[p] = as;
+            k->send[p] = send;
+            return st;
+        }
         opt_mem_free(be, send);
         cs->ovl_total += now_s() - t0;
     }
@@ -122,8 +126,8 @@ static dp_status wait_posted(cp_chunk *k) {
         k->done[p] = 1;
         if (!k->as[p] && !k->send[p]) continue; /* an empty chunk has no rounds */
         dp_status st = OPT_CALL(s->be, wait, k->as[p]);
+        if (st != DP_OK) return st; /* still in flight: k->as[p] keeps the slice and send alive */
         k->as[p] = NULL;
-        if (st != DP_OK) return st;
         opt_mem_free(s->be, k->send[p]);
         k->send[p] = NULL;
     }
