@@ -89,7 +89,8 @@ static dp_status post_round(void **send_out, opt_async **as, cp_chunk *k, const 
 }
 
 /* Step 2 for parameter p: rounds 0 .. nr - 2 one at a time (posted, waited and freed
- * before the next one is instantiated; their time counts as exposed), then the last round
+ * before the next one is instantiated; their time from post to completion counts as
+ * exposed), then the last round
  * posted non-blocking (k->send[p], k->as[p]), waited by wait_posted. Every round needs the
  * tape, which --checkpoint block frees after the hook: so the round left in flight is the
  * last one. */
@@ -100,8 +101,8 @@ static dp_status post_rounds(cp_chunk *k, const opt_tape *tp, int p) {
     for (int64_t i = 0; i + 1 < nr; i++) {
         void *send;
         opt_async *as;
-        const double t0 = now_s();
         DP_TRY(post_round(&send, &as, k, tp, p, i));
+        const double t0 = now_s(); /* posted: its time to completion is exposed */
         dp_status st = OPT_CALL(be, wait, as);
         if (st != DP_OK) { /* the round may still be in flight: its buffers stay (the run ends) */
             k->as[p] = as;
