@@ -192,17 +192,26 @@ int opt_mixed_pick_ghost(int rule, int64_t T, int64_t d, int64_t p) {
 /* out [B, numel] = per-example gradient of parameter pi (linear: G_b^T A_b batched). */
 #define instantiate opt_instantiate
 dp_status opt_instantiate(void *out, const opt_model *om, const opt_tape *tp, int pi) {
+    return opt_instantiate_examples(out, om, tp, pi, 0, tp->B);
+}
+
+/* out [ne, numel] = the per-example gradients of examples [e0, e0 + ne) of parameter pi. */
+dp_status opt_instantiate_examples(void *out, const opt_model *om, const opt_tape *tp, int pi, int64_t e0, int64_t ne) {
     opt_backend *be = om->be;
-    int64_t B = tp->B, T = tp->T;
+    const size_t es = opt_backend_esize(be);
+    int64_t T = tp->T, n = om->numel[pi];
+    if (ne <= 0) return DP_OK;
     if (om->src[pi] == OPT_SRC_DIRECT)
-        return OPT_CALL(be, copy, out, tp->direct[pi], opt_backend_esize(be) * (size_t)(B * om->numel[pi]));
+        return OPT_CALL(be, copy, out, (const char *)tp->direct[pi] + es * (size_t)(e0 * n), es * (size_t)(ne * n));
     int64_t d = tp->din[pi], p = tp->dout[pi];
     /* out_b [p, d] = G_b^T [p, T] A_b [T, d] */
-    DP_TRY(OPT_CALL(be, gemm, out, tp->G[pi], tp->A[pi], 1, 0, p, d, T, 1.0, 0.0, B, T * p, T * d, p * d));
-    if (om->src[pi] == OPT_SRC_BOTH) DP_TRY(OPT_CALL(be, add, out, out, tp->direct[pi], B * p * d));
+    DP_TRY(OPT_CALL(be, gemm, out, (const char *)tp->G[pi] + es * (size_t)(e0 * T * p),
+                    (const char *)tp->A[pi] + es * (size_t)(e0 * T * d), 1, 0, p, d, T, 1.0, 0.0, ne, T * p, T * d, p * d));
+    if (om->src[pi] == OPT_SRC_BOTH)
+        DP_TRY(OPT_CALL(be, add, out, out, (const char *)tp->direct[pi] + es * (size_t)(e0 * n), ne * p * d));
     /* mixed precision, point P: an instantiated per-example gradient is held in the half
      * type (docs/precision.md) */
-    return opt_prec_round(om, out, B * p * d, OPT_PREC_KIND_PE);
+    return opt_prec_round(om, out, ne * p * d, OPT_PREC_KIND_PE);
 }
 
 /* Zero every tape slice of example b (its terms then contribute nothing). */

@@ -80,6 +80,8 @@ typedef struct {
 /* out [B, numel] = per-example gradient of parameter pi from the tape (linear: G_b^T A_b
  * batched; under CP the sum over the rank's positions only). */
 dp_status opt_instantiate(void *out, const opt_model *om, const opt_tape *tp, int pi);
+/* out [ne, numel] = the same for the examples [e0, e0 + ne) of the tape only (ne = 0: nothing). */
+dp_status opt_instantiate_examples(void *out, const opt_model *om, const opt_tape *tp, int pi, int64_t e0, int64_t ne);
 
 /* ---- context parallelism (optimized/strategies/shard_cp.c, cp_input.c; docs/longshield.md) ----
  * The CP rank's state: its sequence shard (om.cp points to cp) and the packed layout of

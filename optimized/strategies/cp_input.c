@@ -3,9 +3,12 @@
  * --cp-pattern output the linear parameters' slices come from cp_output.c instead of
  * step 2's reduce-scatter):
  *   1. forward and backward on the rank's positions (engine.c, engine_cp.c);
- *   2. per parameter, the partial per-example gradients of those positions [Bc, numel],
- *      packed by destination slice and reduce-scattered over the CP group: the rank
- *      receives the complete per-example gradients of its slice [Bc, pmax] (opt_cp_geom_of);
+ *   2. per parameter, the partial per-example gradients of those positions, in rounds of
+ *      Bq = ceil(Bc / M) examples: a round's partials [Bq, numel] packed by destination
+ *      slice (opt_cp_geom_of) and reduce-scattered over the CP group into the rows of
+ *      those examples of the rank's slice [Bc, pmax] (no buffer ever holds more than Bq
+ *      examples' partials, so the per-example bytes in flight are O(Bc numel / M),
+ *      docs/longshield.md 6b);
  *   3. squared norms of the slice, all-reduced over the CP group (Bc scalars per
  *      parameter), added into the groups' norms (flat: every parameter) before any clip
  *      factor is formed;
@@ -23,8 +26,10 @@
 typedef struct {
     opt_dpsgd *s;
     void **slice;      /* [np] -> [Bc, pmax[p]] complete per-example gradients of the slice */
-    void **send;       /* [np] the reduce-scatter's send buffer while it is in flight */
-    opt_async **as;    /* [np] the posted reduce-scatter, until waited */
+    char *done;        /* [np] 1: slice[p] is complete (every round waited, or output-stationary) */
+    void **send;       /* [np] the last round's send buffer while it is in flight */
+    opt_async **as;    /* [np] the posted last round, until waited */
+    int64_t Bq;        /* examples per round: ceil(Bc / M) */
     int pf, pn;        /* the posted group not yet waited: parameters [pf, pf + pn) (pn 0: none) */
     double t_post;     /* when that group was posted (seconds) */
     double *hsq, *hc;  /* [G, Bc] */
@@ -44,52 +49,87 @@ static int uses_reduce_scatter(const opt_dpsgd *s, int p) {
     return !((const opt_cp_state *)s->shard_state)->output || s->om.src[p] != OPT_SRC_LINEAR;
 }
 
-/* Step 2 for parameter p, input-stationary: the partials packed by destination slice and
- * the reduce-scatter into k->slice[p] posted (non-blocking: k->as[p]). */
-static dp_status post_reduce_scatter(cp_chunk *k, const opt_tape *tp, int p) {
+/* Step 2 for parameter p, input-stationary, round i: the partials of the examples
+ * [i Bq, min((i + 1) Bq, Bc)) instantiated, packed by destination slice into *send
+ * [M, ne, pm] and reduce-scattered into those examples' rows of k->slice[p] (posted
+ * non-blocking: *as; nothing when the round has no examples). The partial is freed once
+ * packed; both buffers hold partial per-example gradients (tag per_example). */
+static dp_status post_round(void **send_out, opt_async **as, cp_chunk *k, const opt_tape *tp, int p, int64_t i) {
     opt_dpsgd *s = k->s;
     opt_backend *be = s->be;
     const opt_model *om = &s->om;
     const opt_cp_state *cs = (const opt_cp_state *)s->shard_state;
     const int M = cs->cp.M;
-    const int64_t n = om->numel[p], pm = cs->pmax[p], Bc = tp->B;
+    const int64_t n = om->numel[p], pm = cs->pmax[p], e0 = i * k->Bq;
+    const int64_t ne = tp->B - e0 < k->Bq ? tp->B - e0 : k->Bq;
     const size_t es = opt_backend_esize(be);
     void *inst = NULL, *send = NULL;
-    /* the partial [Bc, numel] lives only until it is packed, the send buffer until the wait */
-    dp_status st = opt_mem_alloc(be, &inst, es * (size_t)(Bc * n), OPT_MEM_PER_EXAMPLE);
-    if (st == DP_OK) st = opt_instantiate(inst, om, tp, p);
-    if (st == DP_OK) st = opt_mem_alloc(be, &send, es * (size_t)(M * Bc * pm), OPT_MEM_COMM);
-    if (st == DP_OK) st = OPT_CALL(be, zero, send, es * (size_t)(M * Bc * pm));
-    /* block j of send [M, Bc, pm] = the rows of slice j of every example */
+    *send_out = NULL;
+    *as = NULL;
+    if (ne <= 0) return DP_OK;
+    dp_status st = opt_mem_alloc(be, &inst, es * (size_t)(ne * n), OPT_MEM_PER_EXAMPLE);
+    if (st == DP_OK) st = opt_instantiate_examples(inst, om, tp, p, e0, ne);
+    if (st == DP_OK) st = opt_mem_alloc(be, &send, es * (size_t)(M * ne * pm), OPT_MEM_PER_EXAMPLE);
+    if (st == DP_OK) st = OPT_CALL(be, zero, send, es * (size_t)(M * ne * pm));
+    /* block j of send [M, ne, pm] = the rows of slice j of every example of the round */
     for (int j = 0; st == DP_OK && j < M; j++) {
         opt_cp_geom g;
         opt_cp_geom_of(&g, s, p, j);
-        for (int64_t e = 0; st == DP_OK && e < Bc; e++)
-            st = opt_cp_geom_copy(s, &g, opt_dev_at(s, inst, e * n), opt_dev_at(s, send, (j * Bc + e) * pm), 0,
+        for (int64_t e = 0; st == DP_OK && e < ne; e++)
+            st = opt_cp_geom_copy(s, &g, opt_dev_at(s, inst, e * n), opt_dev_at(s, send, (j * ne + e) * pm), 0,
                                   g.nseg * g.w, 0);
     }
     opt_mem_free(be, inst);
     if (st == DP_OK && s->hooks->cp_drop_partial && cs->cp.r == M - 1) /* negative control: this rank's partial is lost */
-        st = OPT_CALL(be, zero, send, es * (size_t)(M * Bc * pm));
-    if (st == DP_OK) st = opt_mem_alloc(be, &k->slice[p], es * (size_t)(Bc * pm), OPT_MEM_PER_EXAMPLE);
-    if (st == DP_OK) st = OPT_CALL(be, reduce_scatter_sum, cs->cp.g, k->slice[p], send, Bc * pm, &k->as[p]);
-    if (st != DP_OK) { opt_mem_free(be, send); return st; }
-    k->send[p] = send;
+        st = OPT_CALL(be, zero, send, es * (size_t)(M * ne * pm));
+    if (st == DP_OK)
+        st = OPT_CALL(be, reduce_scatter_sum, cs->cp.g, opt_dev_at(s, k->slice[p], e0 * pm), send, ne * pm, as);
+    if (st != DP_OK) { opt_mem_free(be, send); *as = NULL; return st; }
+    *send_out = send;
     return DP_OK;
 }
 
-/* Wait for the posted group [pf, pf + pn) (the collective timeout applies) and account
- * its times: hidden += t_wait - t_post, total += t_done - t_post. */
+/* Step 2 for parameter p: rounds 0 .. nr - 2 one at a time (posted, waited and freed
+ * before the next one is instantiated; their time from post to completion counts as
+ * exposed), then the last round
+ * posted non-blocking (k->send[p], k->as[p]), waited by wait_posted. Every round needs the
+ * tape, which --checkpoint block frees after the hook: so the round left in flight is the
+ * last one. */
+static dp_status post_rounds(cp_chunk *k, const opt_tape *tp, int p) {
+    opt_backend *be = k->s->be;
+    opt_cp_state *cs = (opt_cp_state *)k->s->shard_state;
+    const int64_t nr = k->Bq > 0 ? (tp->B + k->Bq - 1) / k->Bq : 0;
+    for (int64_t i = 0; i + 1 < nr; i++) {
+        void *send;
+        opt_async *as;
+        DP_TRY(post_round(&send, &as, k, tp, p, i));
+        const double t0 = now_s(); /* posted: its time to completion is exposed */
+        dp_status st = OPT_CALL(be, wait, as);
+        if (st != DP_OK) { /* the round may still be in flight: its buffers stay (the run ends) */
+            k->as[p] = as;
+            k->send[p] = send;
+            return st;
+        }
+        opt_mem_free(be, send);
+        cs->ovl_total += now_s() - t0;
+    }
+    return nr > 0 ? post_round(&k->send[p], &k->as[p], k, tp, p, nr - 1) : DP_OK;
+}
+
+/* Wait for the last rounds of the posted group [pf, pf + pn) (the collective timeout
+ * applies) and account their times: hidden += t_wait - t_post, total += t_done - t_post. */
 static dp_status wait_posted(cp_chunk *k) {
     opt_dpsgd *s = k->s;
     opt_cp_state *cs = (opt_cp_state *)s->shard_state;
     if (k->pn == 0) return DP_OK;
     const double tw = now_s();
     for (int p = k->pf; p < k->pf + k->pn; p++) {
-        if (!k->as[p] && !k->send[p]) continue;
+        if (!uses_reduce_scatter(s, p)) continue;
+        k->done[p] = 1;
+        if (!k->as[p] && !k->send[p]) continue; /* an empty chunk has no rounds */
         dp_status st = OPT_CALL(s->be, wait, k->as[p]);
+        if (st != DP_OK) return st; /* still in flight: k->as[p] keeps the slice and send alive */
         k->as[p] = NULL;
-        if (st != DP_OK) return st;
         opt_mem_free(s->be, k->send[p]);
         k->send[p] = NULL;
     }
@@ -102,17 +142,18 @@ static dp_status wait_posted(cp_chunk *k) {
 
 static dp_status output_slice(cp_chunk *k, const opt_tape *tp, int p);
 
-/* opt_tape_hook: the tape of [first, first + n) is final: post their reduce-scatters,
- * then wait for the group posted before (one layer later in the model), whose
- * communication has overlapped this group's backward. */
+/* opt_tape_hook: the tape of [first, first + n) is final: wait for the group posted before
+ * (one layer later in the model), whose last rounds have overlapped this group's
+ * backward, then run this group's rounds and post their last ones (waited at the next
+ * hook). The previous group is waited first, so that the rounds of one group only are
+ * in flight at a time. */
 static dp_status tape_ready(void *ctx, const opt_tape *tp, int first, int n) {
     cp_chunk *k = ctx;
     opt_dpsgd *s = k->s;
-    for (int p = first; p < first + n; p++)
-        if (uses_reduce_scatter(s, p)) DP_TRY(post_reduce_scatter(k, tp, p));
-    const double tp_now = now_s();
     DP_TRY(wait_posted(k));
-    k->pf = first; k->pn = n; k->t_post = tp_now;
+    for (int p = first; p < first + n; p++)
+        if (uses_reduce_scatter(s, p)) DP_TRY(post_rounds(k, tp, p));
+    k->pf = first; k->pn = n; k->t_post = now_s();
     if (s->o.cp_no_overlap) DP_TRY(wait_posted(k)); /* --cp-overlap off: waited at once */
     if (s->om.checkpoint) { /* the block's tape is freed after this hook: the output-stationary slices now */
         for (int p = first; p < first + n; p++)
@@ -124,12 +165,12 @@ static dp_status tape_ready(void *ctx, const opt_tape *tp, int first, int n) {
 }
 
 /* After the backward: every reduce-scatter not posted by the hook (an empty chunk has no
- * backward) posted and waited at once, one at a time. */
+ * backward) posted and waited at once, one parameter at a time. */
 static dp_status finish_reduce_scatters(cp_chunk *k, const opt_tape *tp) {
     DP_TRY(wait_posted(k));
     for (int p = 0; p < k->s->om.np; p++)
-        if (uses_reduce_scatter(k->s, p) && !k->slice[p]) {
-            DP_TRY(post_reduce_scatter(k, tp, p));
+        if (uses_reduce_scatter(k->s, p) && !k->done[p]) {
+            DP_TRY(post_rounds(k, tp, p));
             k->pf = p; k->pn = 1; k->t_post = now_s();
             DP_TRY(wait_posted(k));
         }
@@ -138,10 +179,9 @@ static dp_status finish_reduce_scatters(cp_chunk *k, const opt_tape *tp) {
 
 /* Output-stationary slice of linear parameter p (cp_output.c) into k->slice[p]. */
 static dp_status output_slice(cp_chunk *k, const opt_tape *tp, int p) {
-    const opt_cp_state *cs = (const opt_cp_state *)k->s->shard_state;
-    const size_t es = opt_backend_esize(k->s->be);
-    DP_TRY(opt_mem_alloc(k->s->be, &k->slice[p], es * (size_t)(tp->B * cs->pmax[p]), OPT_MEM_PER_EXAMPLE));
-    return opt_cp_output_slice(k->slice[p], &k->gathered, k->s, tp, p, tp->B);
+    DP_TRY(opt_cp_output_slice(k->slice[p], &k->gathered, k->s, tp, p, tp->B));
+    k->done[p] = 1;
+    return DP_OK;
 }
 
 /* Steps 2 and 3 for parameter p: the slice (output-stationary for the linear parameters
@@ -152,7 +192,7 @@ static dp_status slice_and_norm(cp_chunk *k, opt_dpsgd *s, opt_tape *tp, int p, 
     const int64_t pm = cs->pmax[p];
     const size_t es = opt_backend_esize(be);
     void *sqp;
-    if (!k->slice[p]) DP_TRY(output_slice(k, tp, p));
+    if (!k->done[p]) DP_TRY(output_slice(k, tp, p));
     DP_TRY(opt_arena_alloc_tag(&tp->ar, &sqp, es * (size_t)Bc, OPT_MEM_WORKSPACE));
     DP_TRY(OPT_CALL(be, zero, sqp, es * (size_t)Bc));
     DP_TRY(OPT_CALL(be, sqnorm_rows, sqp, k->slice[p], Bc, pm));
@@ -251,11 +291,18 @@ dp_status opt_cp_run_chunk(opt_chunk_out *co, opt_dpsgd *s, const dp_dataset *d,
     k.slice = calloc((size_t)np, sizeof(void *));
     k.send = calloc((size_t)np, sizeof(void *));
     k.as = calloc((size_t)np, sizeof(opt_async *));
+    k.done = calloc((size_t)np + 1, 1);
     k.hsq = malloc(sizeof(double) * (size_t)(G * Bc + 1));
     k.hc = malloc(sizeof(double) * (size_t)(G * Bc + 1));
     const opt_tape_hook hook = {&k, tape_ready};
-    dp_status st = (!k.slice || !k.send || !k.as || !k.hsq || !k.hc) ? dp_error(DP_ERR_NOMEM, "engine: out of memory")
-                                                                      : DP_OK;
+    dp_status st = (!k.slice || !k.send || !k.as || !k.done || !k.hsq || !k.hc)
+                       ? dp_error(DP_ERR_NOMEM, "engine: out of memory") : DP_OK;
+    /* every slice [Bc, pmax] allocated up front (the rounds reduce-scatter into it) */
+    const opt_cp_state *cs = (const opt_cp_state *)s->shard_state;
+    const size_t es = opt_backend_esize(s->be);
+    k.Bq = (Bc + cs->cp.M - 1) / cs->cp.M;
+    for (int p = 0; st == DP_OK && p < np; p++)
+        st = opt_mem_alloc(s->be, &k.slice[p], es * (size_t)(Bc * cs->pmax[p]), OPT_MEM_PER_EXAMPLE);
     s->om.tape_hook = &hook;
     if (st == DP_OK) st = opt_forward_backward(&tp, &s->om, d, idx, Bc);
     else memset(&tp, 0, sizeof tp);
@@ -266,6 +313,6 @@ dp_status opt_cp_run_chunk(opt_chunk_out *co, opt_dpsgd *s, const dp_dataset *d,
     /* after a failure a reduce-scatter may still be in flight: its buffers stay (the run ends) */
     for (int p = 0; k.slice && k.as && p < np; p++)
         if (!k.as[p]) { opt_mem_free(s->be, k.slice[p]); opt_mem_free(s->be, k.send ? k.send[p] : NULL); }
-    free(k.slice); free(k.send); free(k.as); free(k.hsq); free(k.hc);
+    free(k.slice); free(k.send); free(k.as); free(k.done); free(k.hsq); free(k.hc);
     return st;
 }
