@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # optimized/tests/precision_cli.sh — `train dpsgd --precision` on the command line
 # (docs/precision.md): bad input exits 2 with a message naming it (unknown precision,
-# --dtype contradicting --precision, dpzo, an fp16 --data file whose input overflows
+# --dtype contradicting --precision, dpzo with --loss-scale or an injected bug other than
+# master-half, an fp16 --data file whose input overflows
 # fp16, the master-half bug without a half precision, compare --precision garbage);
 # positive controls: the same data file at bf16 trains, a bf16 and an fp16 run export
 # dtype=bf16/fp16 and agree with the reference under `compare --precision`, --dtype bf16
@@ -23,8 +24,14 @@ M=(--model mlp --in 2 --hidden 3 --classes 2 --dataset-size 2 --q 0.9 --steps 1 
 expect 2 "--precision" "unknown precision" -- $D train dpsgd "${M[@]}" --precision fp32
 expect 2 "--dtype" "unknown --dtype" -- $D train dpsgd "${M[@]}" --dtype half
 expect 2 "disagree" "--dtype contradicting --precision" -- $D train dpsgd "${M[@]}" --dtype f32 --precision bf16
-expect 2 "dpsgd only" "dpzo at bf16" -- $D train dpzo --model mlp --in 2 --hidden 3 --classes 2 --dataset-size 2 --q 0.9 \
-  --steps 1 --clip 1 --sigma 1 --phi 1e-3 --lr 1e-3 --seed 1 --noise-key 3 --noise gaussian --precision bf16
+Z=(--model mlp --in 2 --hidden 3 --classes 2 --dataset-size 2 --q 0.9 --steps 1 --clip 1 --sigma 1 --phi 1e-1 --lr 1e-3
+   --seed 1 --noise-key 3 --noise gaussian)
+expect 2 "--loss-scale.*no backward" "dpzo with --loss-scale" -- $D train dpzo "${Z[@]}" --precision fp16 --loss-scale static:1024
+expect 2 "clip-after-sum.*dpsgd only" "dpzo with --inject-bug clip-after-sum" -- env DPCERT_TEST_INJECT=1 $D train dpzo "${Z[@]}" \
+  --precision bf16 --inject-bug clip-after-sum
+expect 2 "master-half" "dpzo master-half bug at f32" -- env DPCERT_TEST_INJECT=1 $D train dpzo "${Z[@]}" --precision f32 \
+  --inject-bug master-half
+expect 0 "" "control: dpzo at bf16" -- $D train dpzo "${Z[@]}" --precision bf16
 expect 2 "master-half" "master-half bug at f32" -- env DPCERT_TEST_INJECT=1 $D train dpsgd "${M[@]}" --precision f32 \
   --inject-bug master-half
 # a data file: x F64 [2, 2] = (1e5, 1; 0.5, -0.25), y I32 [2] = (0, 1)
@@ -36,6 +43,8 @@ n=${#h}
   printf '\x00\x00\x00\x00\x00\x00\xe0\x3f\x00\x00\x00\x00\x00\x00\xd0\xbf'
   printf '\x00\x00\x00\x00\x01\x00\x00\x00'; } > big.safetensors
 expect 2 "big.safetensors.*example 0.*65504" "fp16 --data input 1e5 beyond 65504" -- $D train dpsgd "${M[@]}" \
+  --data big.safetensors --precision fp16
+expect 2 "big.safetensors.*example 0.*65504" "dpzo: fp16 --data input 1e5 beyond 65504" -- $D train dpzo "${Z[@]}" \
   --data big.safetensors --precision fp16
 expect 0 "" "control: the same file at bf16" -- $D train dpsgd "${M[@]}" --data big.safetensors --precision bf16
 expect 0 "" "control: the same file at f32" -- $D train dpsgd "${M[@]}" --data big.safetensors --dtype f32
