@@ -6,7 +6,8 @@
 # fp16, the master-half bug without a half precision, compare --precision garbage);
 # positive controls: the same data file at bf16 trains, a bf16 and an fp16 run export
 # dtype=bf16/fp16 and agree with the reference under `compare --precision`, --dtype bf16
-# is the alias, and --memory-report shows the f32 master weights.
+# is the alias, and --memory-report shows the f32 master weights; `train dpzo` at
+# bf16/fp16 passes compare --precision, and a vacuous bound (>= 2C) is INCOMPLETE.
 set -u
 D=${DPCERT:?}
 $D train --help >/dev/null 2>&1 || { echo "SKIP: no train command"; exit 77; }
@@ -63,4 +64,25 @@ expect 2 "--precision" "compare --precision fp8" -- $D compare ref c_bf16 --prec
 expect 2 "contradicts" "compare --precision bf16 --dtype f64" -- $D compare ref c_bf16 --precision bf16 --dtype f64
 # negative control of the comparison: the bf16 run compared as an f64 candidate fails
 $D compare ref c_bf16 >/dev/null 2>&1 && bad "a bf16 run passes under f64 tolerances"
+# DP-ZO at bf16/fp16 (docs/precision.md "DP-ZO"): agrees with the f64 reference under
+# compare --precision, exports dtype=bf16/fp16, is bit-identical at 1 and 2 threads; the
+# same run fails under f64 tolerances; a case whose loss-difference bound is >= 2C is
+# INCOMPLETE (exit 1), never a pass
+ZA=(--model mlp --in 7 --hidden 5,3 --classes 4 --dataset-size 16 --q 0.25 --steps 2 --sigma 1 --seed 11 --noise-key 12345
+    --phi 0.3 --lr 0.1)
+$D reference dpzo "${ZA[@]}" --clip 0.3 --export zref >/dev/null || bad "reference dpzo"
+for p in bf16 fp16; do
+  $D train dpzo "${ZA[@]}" --clip 0.3 --precision $p --export z_$p >/dev/null || bad "train dpzo --precision $p"
+  $D inspect z_$p/step-000001.safetensors 2>&1 | grep -q "dtype.*$p" || bad "dpzo $p export lacks dtype=$p metadata"
+  $D compare zref z_$p --precision $p >/dev/null || bad "compare --precision $p of a correct dpzo run"
+done
+$D train dpzo "${ZA[@]}" --clip 0.3 --precision bf16 --threads 2 --export z_t2 >/dev/null || bad "train dpzo bf16 --threads 2"
+cmp -s z_t2/step-000002.safetensors z_bf16/step-000002.safetensors || bad "dpzo bf16 differs between 1 and 2 threads"
+$D compare zref z_bf16 >/dev/null 2>&1 && bad "a bf16 dpzo run passes under f64 tolerances"
+$D reference dpzo "${ZA[@]}" --clip 0.05 --export zref_v >/dev/null || bad "reference dpzo (C 0.05)"
+$D train dpzo "${ZA[@]}" --clip 0.05 --precision bf16 --export z_v >/dev/null || bad "train dpzo bf16 (C 0.05)"
+out=$($D compare zref_v z_v --precision bf16 2>&1); rc=$?
+{ [ $rc -eq 1 ] && grep -q "overall: INCOMPLETE" <<<"$out" && grep -q "bound is >= 2C" <<<"$out"; } ||
+  bad "bf16 dpzo with C 0.05 (bound >= 2C): expected INCOMPLETE, exit 1 (got $rc)"
+echo "PASS  dpzo at bf16/fp16 (compare, dtype, threads, f64 tolerance fails, vacuous bound INCOMPLETE)"
 [ $fail -eq 0 ] && echo "PASS: precision CLI" || exit 1
