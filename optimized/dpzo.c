@@ -176,7 +176,8 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     DP_TRY(opt_train_add_opts(opts, &nopts, sizeof opts / sizeof opts[0], &t));
     DP_TRY(dp_opts_parse(opts, nopts, argc, argv, NULL, 0, NULL, help));
     if (*help) {
-        printf("usage: dpcert train dpzo --impl optimized --backend host|cuda --model mlp|llama [model flags]\n"
+        printf("usage: dpcert train dpzo --impl optimized --backend host|cuda [--precision f64|f32|bf16|fp16]\n"
+               "       --model mlp|llama [model flags]\n"
                "       (--dataset-size N | --data FILE) --q Q --steps K --clip C --sigma S [--noise gaussian|laplace]\n"
                "       --phi PHI --lr LR [--n-spsa n] --seed SEED [--noise-key KEY] [--weight-decay WD] [--export DIR]\n"
                "DP-ZO on the engine, data-parallel under mpirun (docs/engine.md): one line per step as\n"
