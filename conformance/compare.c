@@ -181,12 +181,13 @@ static void model_consts(const dp_tensor_set *ref, int64_t k_opt, double *K, dou
  * two or more dimensions (the linear layers: input, weight, output, output gradient and
  * the input gradient it passes on; plus the stored per-example gradient and the direct
  * parameters' path). */
-static double half_points(const dp_tensor_set *ref) {
+static double linear_tensors(const dp_tensor_set *ref) {
     double L = 0;
     for (size_t i = 0; i < ref->n; i++)
         if (strncmp(ref->items[i].name, "params.", 7) == 0 && ref->items[i].t.ndim >= 2) L++;
-    return 5.0 * L + 2.0;
+    return L;
 }
+static double half_points(const dp_tensor_set *ref) { return 5.0 * linear_tensors(ref) + 2.0; }
 
 /* ---- the step comparison ---- */
 static double noise_draw_bound(double u_ref) {
@@ -241,6 +242,9 @@ static void mark_incomplete(conf_cmp_result *out, const char *prefix, const char
     if (!out->incomplete++)
         snprintf(out->incomplete_why, sizeof out->incomplete_why, "%s%s: %s", prefix, name, why);
 }
+void conf_cmp_mark_incomplete(conf_cmp_result *out, const char *prefix, const char *name, const char *why) {
+    mark_incomplete(out, prefix, name, why);
+}
 
 const char *conf_cmp_overall(const conf_cmp_result *r) {
     if (r->status == CONF_FAIL) return "FAIL";
@@ -259,12 +263,14 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
     int64_t T;
     model_consts(ref, o->model_k, &k.K, &k.P, &T);
     k.gK = conf_gamma(k.K, k.u);
-    k.H = k.gH = 0;
+    k.H = k.gH = k.L = k.uh = 0;
     if (o->mixed) {
         if (o->cand_dtype != DP_F32 || (o->half_dtype != DP_BF16 && o->half_dtype != DP_F16))
             return dp_error(DP_ERR_INVALID, "mixed precision: the candidate computes in f32 with bf16 or f16 storage");
         k.H = half_points(ref);
-        k.gH = conf_gamma(k.H, conf_unit_roundoff(o->half_dtype));
+        k.L = linear_tensors(ref);
+        k.uh = conf_unit_roundoff(o->half_dtype);
+        k.gH = conf_gamma(k.H, k.uh);
         k.gK += k.gH;
     }
     k.rho = k.gK + (conf_gamma(k.P, k.u) / 2 + k.u) * (1 + k.gK);

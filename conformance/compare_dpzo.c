@@ -33,7 +33,10 @@ dp_status conf_compare_dpzo(conf_cmp_result *out, const dp_tensor_set *ref, cons
     double *bl = dp_malloc((size_t)(nb ? nb : 1) * 2 * sizeof *bl), *bd = dp_malloc((size_t)(nb ? nb : 1) * sizeof *bd);
     double *bz = dp_malloc((size_t)n * sizeof *bz), *bs_ = dp_malloc((size_t)n * sizeof *bs_), *tmp = NULL;
     if (!bl || !bd || !bz || !bs_) { st = DP_ERR_NOMEM; goto out; }
-    double gl = conf_gamma(k->K + 2, k->u), lnP = log(k->P > 1 ? k->P : 1);
+    /* mixed precision (docs/tolerances.md "DP-ZO in bf16 and fp16"): the half forward's
+       A, W (the perturbed parameters), Y rounding points, 3 per linear layer */
+    double gl = conf_gamma(k->K + 2, k->u) + (o->mixed ? conf_gamma(3.0 * k->L, k->uh) : 0.0);
+    double lnP = log(k->P > 1 ? k->P : 1);
     /* directions: |dz| <= bz (Box-Muller in double) + u_c |z| */
     for (size_t i = 0; i < ref->n; i++) {
         const char *nm = ref->items[i].name;
@@ -51,9 +54,24 @@ dp_status conf_compare_dpzo(conf_cmp_result *out, const dp_tensor_set *ref, cons
         bl[e] = gl * (fabs(dp_tensor_get(lp, e)) + lnP + 1);
         bl[nb + e] = gl * (fabs(dp_tensor_get(lm, e)) + lnP + 1);
     }
-    /* clipped differences: clip is 1-Lipschitz: |dd| <= |dl+| + |dl-| + u |d| */
-    for (int64_t e = 0; e < nb; e++) /* a dropped pair (non-finite l+ - l-) is exactly 0 on both sides */
-        bd[e] = isfinite(dp_tensor_get(lp, e) - dp_tensor_get(lm, e)) ? bl[e] + bl[nb + e] + k->u * fabs(dp_tensor_get(dc, e)) : 0.0;
+    /* clipped differences: the candidate's l+ - l- lies within b = b_{l+} + b_{l-} of the
+       reference's d, and clip is monotone and 1-Lipschitz, so its clip lies in
+       [clip(d - b), clip(d + b)]: at most min(b, 2C) from clip(d); plus u |d| and the
+       candidate's rounding of C (u_c C). b >= 2C is vacuous: INCOMPLETE. */
+    int64_t nvac = 0;
+    for (int64_t e = 0; e < nb; e++) { /* a dropped pair (non-finite l+ - l-) is exactly 0 on both sides */
+        double d = dp_tensor_get(lp, e) - dp_tensor_get(lm, e), b = bl[e] + bl[nb + e], cl = fmin(fmax(d, -clip), clip);
+        if (!isfinite(d)) { bd[e] = 0.0; continue; }
+        double up = fmin(fmax(d + b, -clip), clip) - cl, dn = cl - fmin(fmax(d - b, -clip), clip);
+        bd[e] = fmax(up, dn) + k->u * fabs(dp_tensor_get(dc, e)) + k->uc * fabs(clip);
+        if (!(b < 2 * fabs(clip))) nvac++;
+    }
+    if (nvac > 0) {
+        char why[200];
+        snprintf(why, sizeof why, "the loss-difference bound is >= 2C for %lld of %lld pairs (vacuous: raise --phi or "
+                 "--clip, docs/tolerances.md \"DP-ZO in bf16 and fp16\")", (long long)nvac, (long long)nb);
+        conf_cmp_mark_incomplete(out, prefix, "per_sample.diff_clipped", why);
+    }
     {
         const dp_tensor *c = dp_tset_find(cand, "per_sample.diff_clipped");
         if (!c) st = conf_cmp_push_missing(out, prefix, "per_sample.diff_clipped", "candidate");
@@ -105,7 +123,8 @@ dp_status conf_compare_dpzo(conf_cmp_result *out, const dp_tensor_set *ref, cons
         }
         double *x = conf_bstore_new(bs, pname, CONF_BS_PA, m);
         if (!x) { st = DP_ERR_NOMEM; goto out; }
-        double gn = conf_gamma((double)n + 3, k->u);
+        /* mixed precision: the f32 update also rounds lr and wd theta (n + 5 roundings) */
+        double gn = conf_gamma((double)n + (o->mixed ? 5 : 3), k->u);
         for (int64_t e = 0; e < m; e++) {
             double p = dp_tensor_get(rp, e), prop = 0, sz = 0;
             for (int64_t j = 0; j < n; j++) {

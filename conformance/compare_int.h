@@ -10,6 +10,7 @@ typedef struct {
     double K, P;
     double gK;       /* gamma_K (mixed precision: gamma_K(u) + gamma_H(u_half)) */
     double H, gH;    /* mixed precision: half rounding points on a path, gamma_H(u_half); 0 otherwise */
+    double L, uh;    /* mixed precision: params.* tensors of >= 2 dimensions, u_half; 0 otherwise */
     double rho;      /* relative norm bound */
     double bz;       /* |dz| bound of one standard draw (Box-Muller or Laplace) */
 } conf_consts;
@@ -30,6 +31,8 @@ dp_status conf_cmp_push_skip(conf_cmp_result *out, const char *prefix, const cha
  * the reference values (NULL: ref's). */
 dp_status conf_cmp_elems(conf_cmp_result *out, const char *prefix, const char *name, const dp_tensor *ref,
                          const dp_tensor *cand, const double *ref_vals, const double *bound, double warn);
+/* Mark the result INCOMPLETE (a check that could not run; never a pass by omission). */
+void conf_cmp_mark_incomplete(conf_cmp_result *out, const char *prefix, const char *name, const char *why);
 /* The first of the metadata keys (NULL-terminated) that holds a complete finite number. */
 int conf_meta_num(const dp_tensor_set *s, double *v, const char *const *keys);
 /* DP-ZO step (compare_dpzo.c; docs/tolerances.md "DP-ZO"). */

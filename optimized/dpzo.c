@@ -9,8 +9,10 @@
 #include <string.h>
 
 #include "common/safetensors.h"
+#include "optimized/dpsgd.h"
 #include "optimized/opt_spec.h"
 #include "optimized/opt_mem.h"
+#include "optimized/precision.h"
 #include "optimized/train.h"
 
 dp_status opt_dpzo_init(opt_dpzo *s, opt_backend *be, const dp_dpzo_hparams *hp, const dp_model *m) {
@@ -40,18 +42,46 @@ void opt_dpzo_free(opt_dpzo *s) {
     memset(s, 0, sizeof *s);
 }
 
+dp_status opt_dpzo_set_precision(opt_dpzo *s, opt_prec p, int master_half) {
+    if (master_half && !opt_prec_is_half(p))
+        return dp_error(DP_ERR_USAGE, "--inject-bug master-half applies to --precision bf16 or fp16 only");
+    s->prec = p;
+    s->master_half = master_half;
+    if (!opt_prec_is_half(p)) return DP_OK;
+    if (s->be->dtype != DP_F32)
+        return dp_error(DP_ERR_INTERNAL, "--precision %s needs an f32 backend (got %s)", opt_prec_names[p],
+                        dp_dtype_name(s->be->dtype));
+    for (int q = 0; q < s->nparams; q++) /* the f32 master weights */
+        for (int64_t e = 0; e < s->numel[q]; e++) s->theta[q][e] = (double)(float)s->theta[q][e];
+    s->om.prec = p;
+    return DP_OK;
+}
+
+/* theta +- phi z of one element. Half precision (docs/precision.md "DP-ZO"): from the f32
+ * master m in f32 arithmetic, round_h(m +- (phi z)), every operand f32. */
+static double perturbed(const opt_dpzo *s, double m, double z, double sign) {
+    if (!opt_prec_is_half(s->prec)) return sign > 0 ? m + s->hp.phi * z : m - s->hp.phi * z;
+    float pz = (float)s->hp.phi * (float)z;
+    float t = sign > 0 ? (float)m + pz : (float)m - pz;
+    return (double)opt_prec_round_value(s->prec, t);
+}
+
 /* Losses of the share idx[0..nl) at theta + sign phi z (z of the current direction). */
 static dp_status share_losses(double *out, opt_dpzo *s, const dp_dataset *d, const int64_t *idx, int64_t nl,
                               double sign) {
     for (int p = 0; p < s->nparams; p++)
-        for (int64_t e = 0; e < s->numel[p]; e++)
-            s->work[p][e] = sign > 0 ? s->theta[p][e] + s->hp.phi * s->z[p][e] : s->theta[p][e] - s->hp.phi * s->z[p][e];
+        for (int64_t e = 0; e < s->numel[p]; e++) s->work[p][e] = perturbed(s, s->theta[p][e], s->z[p][e], sign);
     DP_TRY(opt_model_set_params(&s->om, s->work));
     return opt_forward_loss(out, &s->om, d, idx, nl);
 }
 
+static double r32_(double x, int f32) { return f32 ? (double)(float)x : x; }
+static float bf16_round(float x) { return opt_prec_round_value(OPT_PREC_BF16, x); }
+static float fp16_round(float x) { return opt_prec_round_value(OPT_PREC_FP16, x); }
+
 dp_status opt_dpzo_step(dp_dpzo_step_out *out, opt_dpzo *s, const dp_dataset *d, int64_t step, int gather) {
     const dp_dpzo_hparams *hp = &s->hp;
+    const int half = opt_prec_is_half(s->prec);
     opt_backend *be = s->be;
     const int n = hp->n_spsa, R = be->comm.size, rank = be->comm.rank;
     if (out->cap_n_data < hp->n_data || out->n != n)
@@ -73,15 +103,16 @@ dp_status opt_dpzo_step(dp_dpzo_step_out *out, opt_dpzo *s, const dp_dataset *d,
         if (st == DP_OK && nl > 0) st = share_losses(lm + j * nl, s, d, out->idx + lo, nl, -1.0);
         double sum = 0;
         for (int64_t k = 0; st == DP_OK && k < nl; k++) {
-            double df = lp[j * nl + k] - lm[j * nl + k];
+            /* half: the f32 losses' difference, clip at the f32 C and the sum in f32 */
+            double df = r32_(lp[j * nl + k] - lm[j * nl + k], half);
             if (!isfinite(df)) { /* dropped as in the reference: contributes 0, counted */
                 dc[j * nl + k] = 0.0;
                 red[n + 1] += 1.0;
             } else {
-                dc[j * nl + k] = opt_dpzo_clip(df, hp->clip);
+                dc[j * nl + k] = opt_dpzo_clip(df, r32_(hp->clip, half));
                 red[n] += 0.5 * (lp[j * nl + k] + lm[j * nl + k]);
             }
-            sum += dc[j * nl + k];
+            sum = r32_(sum + dc[j * nl + k], half);
         }
         red[j] = sum;
     }
@@ -96,14 +127,16 @@ dp_status opt_dpzo_step(dp_dpzo_step_out *out, opt_dpzo *s, const dp_dataset *d,
         const double *a = all;
         for (int j = 0; st == DP_OK && j <= n + 1; j++) {
             double acc = a[j];
-            for (int r = 1; r < R; r++) acc += a[r * (n + 2) + j];
+            for (int r = 1; r < R; r++) acc = r32_(acc + a[r * (n + 2) + j], half && j < n);
             red[j] = acc;
         }
         free(all);
     }
     for (int j = 0; j < n; j++) out->sum[j] = red[j];
     if (st == DP_OK) st = opt_dpzo_noise(out->noise, hp, step); /* the single draw, same on every rank */
+    for (int j = 0; half && j < n; j++) out->noise[j] = r32_(out->noise[j], 1); /* f32 noise */
     if (st == DP_OK) st = opt_dpzo_scalars(out->scalar, hp, out->sum, out->noise, step);
+    for (int j = 0; half && j < n; j++) out->scalar[j] = r32_(out->scalar[j], 1); /* the f32 released scalar */
     out->ndropped = (int64_t)red[n + 1]; /* an exact integer count (< 2^53) */
     int64_t kept = b * (int64_t)n - out->ndropped;
     out->loss = kept ? red[n] / (double)kept : NAN;
@@ -121,8 +154,11 @@ dp_status opt_dpzo_step(dp_dpzo_step_out *out, opt_dpzo *s, const dp_dataset *d,
             }
     }
     /* the public update, identical on every rank */
-    if (st == DP_OK)
+    if (st == DP_OK && !half)
         st = opt_dpzo_update(s->theta, s->numel, s->nparams, hp->seed, step, out->scalar, n, hp->lr, hp->weight_decay);
+    else if (st == DP_OK) /* the f32 master weights */
+        st = opt_dpzo_update_f32(s->theta, s->numel, s->nparams, hp->seed, step, out->scalar, n, hp->lr,
+                                 hp->weight_decay, !s->master_half ? NULL : s->prec == OPT_PREC_FP16 ? fp16_round : bf16_round);
     free(lp); free(lm); free(dc); free(red);
     return st;
 }
@@ -140,7 +176,8 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     DP_TRY(opt_train_add_opts(opts, &nopts, sizeof opts / sizeof opts[0], &t));
     DP_TRY(dp_opts_parse(opts, nopts, argc, argv, NULL, 0, NULL, help));
     if (*help) {
-        printf("usage: dpcert train dpzo --impl optimized --backend host|cuda --model mlp|llama [model flags]\n"
+        printf("usage: dpcert train dpzo --impl optimized --backend host|cuda [--precision f64|f32|bf16|fp16]\n"
+               "       --model mlp|llama [model flags]\n"
                "       (--dataset-size N | --data FILE) --q Q --steps K --clip C --sigma S [--noise gaussian|laplace]\n"
                "       --phi PHI --lr LR [--n-spsa n] --seed SEED [--noise-key KEY] [--weight-decay WD] [--export DIR]\n"
                "DP-ZO on the engine, data-parallel under mpirun (docs/engine.md): one line per step as\n"
@@ -177,7 +214,10 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     if (st == DP_OK) st = dp_dpzo_cli_dataset(&d, &hp, &cfg, &z, opt_dpzo_check);
     if (st == DP_OK && z.m.seen_data)
         st = dp_model_cli_mem_check(&z.m, opt_mem_dpzo(&cfg, &hp, es, be->comm.size, (double)d.n, t.seen_export), "the run");
+    if (st == DP_OK && opt_prec_is_half(eo.prec)) st = opt_prec_check(be, &eo, &m); /* fp16 range at load */
+    if (st == DP_OK) st = opt_prec_check_data(&eo, &d, z.m.seen_data ? z.m.data : "the generated dataset");
     if (st == DP_OK) st = opt_dpzo_init(&s, be, &hp, &m);
+    if (st == DP_OK) st = opt_dpzo_set_precision(&s, eo.prec, eo.bug == OPT_BUG_MASTER_HALF);
     if (st == DP_OK) st = dp_dpzo_step_out_alloc(&out, hp.n_data, hp.n_spsa);
     if (st == DP_OK && t.seen_export) {
         if (rank == 0) st = opt_make_dir(t.export_dir);
@@ -187,7 +227,7 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     char nranks[32], nthreads[32];
     snprintf(nranks, sizeof nranks, "%d", be->comm.size);
     snprintf(nthreads, sizeof nthreads, "%d", be->threads);
-    const char *extra[] = {"impl", "optimized", "backend", be->name, "dtype", bc.dtype == DP_F64 ? "f64" : "f32",
+    const char *extra[] = {"impl", "optimized", "backend", be->name, "dtype", opt_prec_names[eo.prec],
                            "ranks", nranks, "threads", nthreads, NULL};
     if (st == DP_OK && rank == 0)
         printf("dpzo (optimized, %s backend, %d rank%s): model %s, %" PRId64 " parameters, N=%" PRId64 ", q=%g, K=%" PRId64

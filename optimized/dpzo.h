@@ -25,10 +25,19 @@ typedef struct {
     double **theta;   /* host f64 parameters (theta of docs/dpzo.md) */
     double **work;    /* host theta +- phi z */
     double **z;       /* [n][nparams] -> numel: directions of the current step */
+    /* --precision (docs/precision.md "DP-ZO"): bf16/fp16 keep theta as the f32 master
+     * weights (f32 values in doubles), perturb in f32 and round the perturbed parameters
+     * to the half type; 0 (f64) after opt_dpzo_init. master_half: test-only bug. */
+    opt_prec prec;
+    int master_half;
 } opt_dpzo;
 
 dp_status opt_dpzo_init(opt_dpzo *s, opt_backend *be, const dp_dpzo_hparams *hp, const dp_model *m);
 void opt_dpzo_free(opt_dpzo *s);
+/* Switch an initialised s to precision p (f64/f32: nothing to do; bf16/fp16: the master
+ * weights rounded to f32, the forward's half rounding points on). master_half (test-only
+ * bug) needs a half p. Call before the first step. */
+dp_status opt_dpzo_set_precision(opt_dpzo *s, opt_prec p, int master_half);
 
 /* One step on every rank. `out` must be allocated with dp_dpzo_step_out_alloc; rank 0
  * receives the whole batch's per-example arrays (global order) when gather != 0, other

@@ -99,21 +99,36 @@ void opt_f64_arrays_free(double **a, int nparams) {
     free(a);
 }
 
+/* x rounded to f32 when f32 != 0 (else unchanged). Every operand below is an f32 value
+ * in that case, and one f64 operation (+, -, *, /) on two f32 values followed by this
+ * rounding gives the correctly rounded f32 result (53 >= 2 * 24 + 2 bits), so this is
+ * the f32 arithmetic of the mixed-precision update (docs/precision.md "DP-ZO"). */
+static double r32(double x, int f32) { return f32 ? (double)(float)x : x; }
+
 /* Direction-major: u accumulates s_j z_j over all parameters for j = 0, 1, ... (per
- * element the order is j ascending, as docs/dpzo.md step 3), then theta is updated. */
-dp_status opt_dpzo_update(double *const *theta, const int64_t *numel, int nparams, dp_seed seed, int64_t step,
-                          const double *scalar, int n, double lr, double weight_decay) {
+ * element the order is j ascending, as docs/dpzo.md step 3), then theta is updated.
+ * f32: every value rounded to f32 after each operation (the master weights of a
+ * bf16/fp16 run); half_round (test-only bug master-half): the result rounded again
+ * to the half type. */
+static dp_status update_impl(double *const *theta, const int64_t *numel, int nparams, dp_seed seed, int64_t step,
+                             const double *scalar, int n, double lr, double weight_decay, int f32,
+                             float (*half_round)(float)) {
     if (n < 1 || n > DP_DPZO_MAX_N) return dp_error(DP_ERR_INVALID, "DP-ZO update: n-spsa %d out of range", n);
     double **u = opt_f64_arrays_alloc(numel, nparams), **z = opt_f64_arrays_alloc(numel, nparams);
     dp_status st = u && z ? DP_OK : dp_error(DP_ERR_NOMEM, "DP-ZO update: out of memory");
+    const double lr_ = r32(lr, f32), wd_ = r32(weight_decay, f32), n_ = (double)n;
     for (int j = 0; st == DP_OK && j < n; j++)
         for (int p = 0; st == DP_OK && p < nparams; p++) {
             st = opt_dpzo_direction(z[p], seed, step, p, j, numel[p]);
-            for (int64_t e = 0; st == DP_OK && e < numel[p]; e++) u[p][e] += scalar[j] * z[p][e];
+            const double sj = r32(scalar[j], f32);
+            for (int64_t e = 0; st == DP_OK && e < numel[p]; e++)
+                u[p][e] = r32(u[p][e] + r32(sj * r32(z[p][e], f32), f32), f32);
         }
     for (int p = 0; st == DP_OK && p < nparams; p++)
         for (int64_t e = 0; e < numel[p]; e++) {
-            double t = theta[p][e] - lr * (u[p][e] / (double)n + weight_decay * theta[p][e]);
+            double th = theta[p][e];
+            double t = r32(th - r32(lr_ * r32(r32(u[p][e] / n_, f32) + r32(wd_ * th, f32), f32), f32), f32);
+            if (half_round) t = (double)half_round((float)t);
             if (!isfinite(t)) {
                 st = dp_error(DP_ERR_INVALID, "step %" PRId64 ": parameter %d element %" PRId64 " becomes non-finite in "
                               "the update (lr %g, weight decay %g, s_0 %g): --lr, --phi, --clip, --sigma or "
@@ -125,6 +140,16 @@ dp_status opt_dpzo_update(double *const *theta, const int64_t *numel, int nparam
     opt_f64_arrays_free(u, nparams);
     opt_f64_arrays_free(z, nparams);
     return st;
+}
+
+dp_status opt_dpzo_update(double *const *theta, const int64_t *numel, int nparams, dp_seed seed, int64_t step,
+                          const double *scalar, int n, double lr, double weight_decay) {
+    return update_impl(theta, numel, nparams, seed, step, scalar, n, lr, weight_decay, 0, NULL);
+}
+
+dp_status opt_dpzo_update_f32(double *const *theta, const int64_t *numel, int nparams, dp_seed seed, int64_t step,
+                              const double *scalar, int n, double lr, double weight_decay, float (*half_round)(float)) {
+    return update_impl(theta, numel, nparams, seed, step, scalar, n, lr, weight_decay, 1, half_round);
 }
 
 dp_status opt_theta_sha256(char hex[65], double *const *theta, const int64_t *numel, int nparams) {

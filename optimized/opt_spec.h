@@ -65,6 +65,12 @@ dp_status opt_dpzo_scalars(double *scalar, const dp_dpzo_hparams *hp, const doub
  * (directions regenerated from the seed); DP_ERR_INVALID if an element becomes non-finite. */
 dp_status opt_dpzo_update(double *const *theta, const int64_t *numel, int nparams, dp_seed seed, int64_t step,
                           const double *scalar, int n, double lr, double weight_decay);
+/* The same update in f32 arithmetic (theta, scalar: f32 values held in doubles; every
+ * operation rounded to f32; docs/precision.md "DP-ZO"), for the f32 master weights of
+ * --precision bf16|fp16; half_round != NULL (test-only bug master-half) rounds the result
+ * to the half type. */
+dp_status opt_dpzo_update_f32(double *const *theta, const int64_t *numel, int nparams, dp_seed seed, int64_t step,
+                              const double *scalar, int n, double lr, double weight_decay, float (*half_round)(float));
 /* SHA-256 (hex) of theta's little-endian f64 bytes, parameters in order (streamed). */
 dp_status opt_theta_sha256(char hex[65], double *const *theta, const int64_t *numel, int nparams);
 

@@ -94,9 +94,6 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
     DP_TRY(dp_parse_choice(&k, prk ? "--precision" : "--dtype", prk ? t->precision : t->dtype, opt_prec_names));
     const opt_prec prec = (opt_prec)k;
     bc->dtype = opt_prec_backend_dtype(prec);
-    if (opt_prec_is_half(prec) && algo_dpzo)
-        return dp_error(DP_ERR_USAGE, "--precision %s applies to dpsgd only (mixed-precision DP-ZO is not implemented)",
-                        opt_prec_names[prec]);
     if (opt_prec_is_half(prec) && strcmp(bc->name, "host") != 0)
         return dp_error(DP_ERR_NOT_SUPPORTED, "--precision %s with --backend %s: mixed precision is implemented on the "
                         "host backend only (docs/precision.md \"Limits\")", opt_prec_names[prec], bc->name);
@@ -120,7 +117,8 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
                         algo_dpzo ? "none: dpzo" : opt_strategy_names[o->strategy]);
     o->mixed_rule = (opt_mixed_rule)k;
     DP_TRY(dp_parse_choice(&k, "--inject-bug", t->bug, opt_bug_names));
-    if (algo_dpzo && k != OPT_BUG_NONE) return dp_error(DP_ERR_USAGE, "--inject-bug applies to dpsgd only");
+    if (algo_dpzo && k != OPT_BUG_NONE && k != OPT_BUG_MASTER_HALF)
+        return dp_error(DP_ERR_USAGE, "--inject-bug %s applies to dpsgd only (dpzo: master-half)", t->bug);
     if (t->seen_bug) {
         /* test-only switch that breaks DP (e.g. removes per-example clipping): refused in
          * production unless the test environment asks for it explicitly */
@@ -158,7 +156,9 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
     if (!(t->collective_timeout > 0) || t->collective_timeout > 1e6)
         return dp_error(DP_ERR_USAGE, "--collective-timeout must be in (0, 1e6] seconds (got %g)", t->collective_timeout);
     opt_collective_timeout_ = t->collective_timeout;
-    if (algo_dpzo && t->seen_loss_scale) return dp_error(DP_ERR_USAGE, "--loss-scale applies to dpsgd only");
+    if (algo_dpzo && t->seen_loss_scale) /* docs/precision.md "DP-ZO": no backward pass, nothing to scale */
+        return dp_error(DP_ERR_USAGE, "--loss-scale applies to dpsgd only (DP-ZO has no backward pass: the loss scale "
+                        "protects small gradients from underflow, and a zeroth-order method computes none)");
     DP_TRY(opt_loss_scale_parse(&o->ls, t->loss_scale));
     return DP_OK;
 }

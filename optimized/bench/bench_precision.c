@@ -15,6 +15,10 @@
  * values (docs/precision.md "Memory"), and every rounding point and every layer's f32
  * working copy is a host conversion pass, so the half types cost time. The time saving
  * needs half GEMMs on a GPU (the GPU issue).
+ * DP-ZO rows (docs/precision.md "DP-ZO"): the same model and data, one direction, phi 0.1,
+ * C 1, sigma 1, lr 1e-3, round robin as above. Its half parameters live in the forward's
+ * f32 containers and its f32 master on the host (not in the ledger), so its ledger peak
+ * is the f32 run's; the perturbation rounding and the A/Y rounding points cost time.
  * Reproduce: make -j2 && build/bench/optimized_bench_precision */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,10 +26,62 @@
 #include <time.h>
 
 #include "optimized/dpsgd.h"
+#include "optimized/dpzo.h"
 #include "optimized/ledger.h"
 #include "optimized/bench/bench_util.h"
 
 enum { NPREC = 3, WARM = 1, REPS = 5 };
+
+/* The medians of the timed steps and the ledger peaks of each precision, as rows (ratios to
+ * precs[0] = f32). */
+static void print_rows(const char *what, const opt_prec *precs, double t[NPREC][REPS], opt_backend *const *be) {
+    double med[NPREC];
+    opt_mem_report r[NPREC];
+    for (int i = 0; i < NPREC; i++) {
+        qsort(t[i], REPS, sizeof(double), opt_bench_cmp_double);
+        med[i] = t[i][REPS / 2];
+        opt_mem_get(&r[i], be[i]);
+    }
+    for (int i = 0; i < NPREC; i++)
+        printf("%-13s %-5s %11.4f %8.3f %16llu %8.3f %17llu %8.3f\n", what, opt_prec_names[precs[i]], med[i],
+               med[i] / med[0], (unsigned long long)r[i].peak_total, (double)r[i].peak_total / (double)r[0].peak_total,
+               (unsigned long long)r[i].peak_model_states,
+               (double)r[i].peak_model_states / (double)r[0].peak_model_states);
+}
+
+/* DP-ZO: seconds per step and ledger peaks at f32, bf16, fp16, round robin. */
+static int bench_dpzo(const opt_prec *precs, const dp_model *m, const dp_dataset *d, int64_t n) {
+    dp_dpzo_hparams hp = {.n_data = n, .q = 0.5, .steps = WARM + REPS, .clip = 1, .sigma = 1, .mech = DP_DPZO_GAUSSIAN,
+                          .phi = 0.1, .lr = 1e-3, .n_spsa = 1, .seed = {.k = 1}, .key = {.k = 2}};
+    opt_backend *be[NPREC] = {0};
+    opt_dpzo s[NPREC];
+    memset(s, 0, sizeof s);
+    double t[NPREC][REPS];
+    dp_dpzo_step_out out;
+    memset(&out, 0, sizeof out);
+    dp_status st = dp_dpzo_step_out_alloc(&out, hp.n_data, hp.n_spsa);
+    for (int i = 0; i < NPREC && st == DP_OK; i++) {
+        opt_backend_config bc = {.name = "host", .dtype = opt_prec_backend_dtype(precs[i]), .threads = 1, .use_mpi = 0};
+        st = opt_backend_create(&be[i], &bc);
+        if (st == DP_OK) st = opt_dpzo_init(&s[i], be[i], &hp, m);
+        if (st == DP_OK) st = opt_dpzo_set_precision(&s[i], precs[i], 0);
+    }
+    for (int64_t k = 1; st == DP_OK && k <= WARM + REPS; k++)
+        for (int i = 0; st == DP_OK && i < NPREC; i++) {
+            double t0 = opt_bench_now();
+            st = opt_dpzo_step(&out, &s[i], d, k, 0);
+            if (k > WARM) t[i][k - WARM - 1] = opt_bench_now() - t0;
+        }
+    int rc = st == DP_OK ? 0 : 3;
+    if (rc) fprintf(stderr, "bench_precision (dpzo): %s\n", dp_last_error());
+    else print_rows("dpzo", precs, t, be);
+    dp_dpzo_step_out_free(&out);
+    for (int i = 0; i < NPREC; i++) {
+        if (s[i].be) opt_dpzo_free(&s[i]);
+        if (be[i]) opt_backend_destroy(be[i]);
+    }
+    return rc;
+}
 
 int main(void) {
     static const opt_prec precs[NPREC] = {OPT_PREC_F32, OPT_PREC_BF16, OPT_PREC_FP16};
@@ -70,24 +126,14 @@ int main(void) {
                 if (k > WARM) t[i][k - WARM - 1] = opt_bench_now() - t0;
             }
         if (st != DP_OK) { fprintf(stderr, "bench_precision: %s\n", dp_last_error()); rc = 3; }
-        double med[NPREC];
-        opt_mem_report r[NPREC];
-        for (int i = 0; rc == 0 && i < NPREC; i++) {
-            qsort(t[i], REPS, sizeof(double), opt_bench_cmp_double);
-            med[i] = t[i][REPS / 2];
-            opt_mem_get(&r[i], be[i]);
-        }
-        for (int i = 0; rc == 0 && i < NPREC; i++)
-            printf("%-13s %-5s %11.4f %8.3f %16llu %8.3f %17llu %8.3f\n", opt_strategy_names[strats[si]],
-                   opt_prec_names[precs[i]], med[i], med[i] / med[0], (unsigned long long)r[i].peak_total,
-                   (double)r[i].peak_total / (double)r[0].peak_total, (unsigned long long)r[i].peak_model_states,
-                   (double)r[i].peak_model_states / (double)r[0].peak_model_states);
+        else print_rows(opt_strategy_names[strats[si]], precs, t, be);
         dp_dpsgd_step_free(&out);
         for (int i = 0; i < NPREC; i++) {
             opt_dpsgd_free(&s[i]);
             if (be[i]) opt_backend_destroy(be[i]);
         }
     }
+    if (rc == 0) rc = bench_dpzo(precs, &m, &d, c.n);
     printf("host: half parameters (2 bytes) but f32 master weights on top and activations in f32 containers; the "
            "rounding and decoding passes cost time: docs/precision.md \"Memory\"\n");
     printf("reproduce: make -j2 && build/bench/optimized_bench_precision\n");

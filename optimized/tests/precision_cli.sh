@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # optimized/tests/precision_cli.sh — `train dpsgd --precision` on the command line
 # (docs/precision.md): bad input exits 2 with a message naming it (unknown precision,
-# --dtype contradicting --precision, dpzo, an fp16 --data file whose input overflows
+# --dtype contradicting --precision, dpzo with --loss-scale or an injected bug other than
+# master-half, an fp16 --data file whose input overflows
 # fp16, the master-half bug without a half precision, compare --precision garbage);
 # positive controls: the same data file at bf16 trains, a bf16 and an fp16 run export
 # dtype=bf16/fp16 and agree with the reference under `compare --precision`, --dtype bf16
-# is the alias, and --memory-report shows the f32 master weights.
+# is the alias, and --memory-report shows the f32 master weights; `train dpzo` at
+# bf16/fp16 passes compare --precision, and a vacuous bound (>= 2C) is INCOMPLETE.
 set -u
 D=${DPCERT:?}
 $D train --help >/dev/null 2>&1 || { echo "SKIP: no train command"; exit 77; }
@@ -23,8 +25,14 @@ M=(--model mlp --in 2 --hidden 3 --classes 2 --dataset-size 2 --q 0.9 --steps 1 
 expect 2 "--precision" "unknown precision" -- $D train dpsgd "${M[@]}" --precision fp32
 expect 2 "--dtype" "unknown --dtype" -- $D train dpsgd "${M[@]}" --dtype half
 expect 2 "disagree" "--dtype contradicting --precision" -- $D train dpsgd "${M[@]}" --dtype f32 --precision bf16
-expect 2 "dpsgd only" "dpzo at bf16" -- $D train dpzo --model mlp --in 2 --hidden 3 --classes 2 --dataset-size 2 --q 0.9 \
-  --steps 1 --clip 1 --sigma 1 --phi 1e-3 --lr 1e-3 --seed 1 --noise-key 3 --noise gaussian --precision bf16
+Z=(--model mlp --in 2 --hidden 3 --classes 2 --dataset-size 2 --q 0.9 --steps 1 --clip 1 --sigma 1 --phi 1e-1 --lr 1e-3
+   --seed 1 --noise-key 3 --noise gaussian)
+expect 2 "--loss-scale.*no backward" "dpzo with --loss-scale" -- $D train dpzo "${Z[@]}" --precision fp16 --loss-scale static:1024
+expect 2 "clip-after-sum.*dpsgd only" "dpzo with --inject-bug clip-after-sum" -- env DPCERT_TEST_INJECT=1 $D train dpzo "${Z[@]}" \
+  --precision bf16 --inject-bug clip-after-sum
+expect 2 "master-half" "dpzo master-half bug at f32" -- env DPCERT_TEST_INJECT=1 $D train dpzo "${Z[@]}" --precision f32 \
+  --inject-bug master-half
+expect 0 "" "control: dpzo at bf16" -- $D train dpzo "${Z[@]}" --precision bf16
 expect 2 "master-half" "master-half bug at f32" -- env DPCERT_TEST_INJECT=1 $D train dpsgd "${M[@]}" --precision f32 \
   --inject-bug master-half
 # a data file: x F64 [2, 2] = (1e5, 1; 0.5, -0.25), y I32 [2] = (0, 1)
@@ -36,6 +44,8 @@ n=${#h}
   printf '\x00\x00\x00\x00\x00\x00\xe0\x3f\x00\x00\x00\x00\x00\x00\xd0\xbf'
   printf '\x00\x00\x00\x00\x01\x00\x00\x00'; } > big.safetensors
 expect 2 "big.safetensors.*example 0.*65504" "fp16 --data input 1e5 beyond 65504" -- $D train dpsgd "${M[@]}" \
+  --data big.safetensors --precision fp16
+expect 2 "big.safetensors.*example 0.*65504" "dpzo: fp16 --data input 1e5 beyond 65504" -- $D train dpzo "${Z[@]}" \
   --data big.safetensors --precision fp16
 expect 0 "" "control: the same file at bf16" -- $D train dpsgd "${M[@]}" --data big.safetensors --precision bf16
 expect 0 "" "control: the same file at f32" -- $D train dpsgd "${M[@]}" --data big.safetensors --dtype f32
@@ -54,4 +64,25 @@ expect 2 "--precision" "compare --precision fp8" -- $D compare ref c_bf16 --prec
 expect 2 "contradicts" "compare --precision bf16 --dtype f64" -- $D compare ref c_bf16 --precision bf16 --dtype f64
 # negative control of the comparison: the bf16 run compared as an f64 candidate fails
 $D compare ref c_bf16 >/dev/null 2>&1 && bad "a bf16 run passes under f64 tolerances"
+# DP-ZO at bf16/fp16 (docs/precision.md "DP-ZO"): agrees with the f64 reference under
+# compare --precision, exports dtype=bf16/fp16, is bit-identical at 1 and 2 threads; the
+# same run fails under f64 tolerances; a case whose loss-difference bound is >= 2C is
+# INCOMPLETE (exit 1), never a pass
+ZA=(--model mlp --in 7 --hidden 5,3 --classes 4 --dataset-size 16 --q 0.25 --steps 2 --sigma 1 --seed 11 --noise-key 12345
+    --phi 0.3 --lr 0.1)
+$D reference dpzo "${ZA[@]}" --clip 0.3 --export zref >/dev/null || bad "reference dpzo"
+for p in bf16 fp16; do
+  $D train dpzo "${ZA[@]}" --clip 0.3 --precision $p --export z_$p >/dev/null || bad "train dpzo --precision $p"
+  $D inspect z_$p/step-000001.safetensors 2>&1 | grep -q "dtype.*$p" || bad "dpzo $p export lacks dtype=$p metadata"
+  $D compare zref z_$p --precision $p >/dev/null || bad "compare --precision $p of a correct dpzo run"
+done
+$D train dpzo "${ZA[@]}" --clip 0.3 --precision bf16 --threads 2 --export z_t2 >/dev/null || bad "train dpzo bf16 --threads 2"
+cmp -s z_t2/step-000002.safetensors z_bf16/step-000002.safetensors || bad "dpzo bf16 differs between 1 and 2 threads"
+$D compare zref z_bf16 >/dev/null 2>&1 && bad "a bf16 dpzo run passes under f64 tolerances"
+$D reference dpzo "${ZA[@]}" --clip 0.05 --export zref_v >/dev/null || bad "reference dpzo (C 0.05)"
+$D train dpzo "${ZA[@]}" --clip 0.05 --precision bf16 --export z_v >/dev/null || bad "train dpzo bf16 (C 0.05)"
+out=$($D compare zref_v z_v --precision bf16 2>&1); rc=$?
+{ [ $rc -eq 1 ] && grep -q "overall: INCOMPLETE" <<<"$out" && grep -q "bound is >= 2C" <<<"$out"; } ||
+  bad "bf16 dpzo with C 0.05 (bound >= 2C): expected INCOMPLETE, exit 1 (got $rc)"
+echo "PASS  dpzo at bf16/fp16 (compare, dtype, threads, f64 tolerance fails, vacuous bound INCOMPLETE)"
 [ $fail -eq 0 ] && echo "PASS: precision CLI" || exit 1
