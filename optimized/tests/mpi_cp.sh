@@ -17,7 +17,7 @@ expect_exit 2 "the mlp has no positions and no attention" 2 dpsgd --model mlp --
   --dataset-size 8 --q 0.5 --steps 1 --clip 1 --sigma 1 --cp 2
 expect_exit 2 "--cp 4 is larger than --seq 3" 4 "${LL[@]}" --cp 4
 expect_exit 2 "the layout needs 2 ranks, but the run has 3" 3 "${LL[@]}" --cp 2
-expect_exit 2 "--sharding zero2 is not supported with context parallelism" 2 "${LL[@]}" --cp 2 --sharding zero2
+expect_exit 2 "--sharding zero3 is not supported with context parallelism: its parameters would be gathered per layer over the DP group" 2 "${LL[@]}" --cp 2 --sharding zero3
 expect_exit 2 "--strategy ghost is not supported with context parallelism" 2 "${LL[@]}" --cp 2 --strategy ghost
 expect_exit 2 "--cp-pattern" 2 "${LL[@]}" --cp 2 --cp-pattern outputs
 expect_exit 2 "--cp-attention" 2 "${LL[@]}" --cp 2 --cp-attention rings
