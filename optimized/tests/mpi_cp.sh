@@ -43,6 +43,27 @@ n=$(awk '$1 == "rank" && $3 == "params" { P[$2] = $4 / 8 } $1 == "rank" && $3 ==
   END { for (r in o) { L = P[r] / 2; if (o[r] == 8 * int((L + 1) / 2)) k++ } print k + 0 }' z1.err)
 if [ "$n" -eq 4 ]; then pass "--cp 2 --sharding zero1 (2 x 2): optimizer states ceil(L / 2) per rank on all 4 ranks"
 else bad "--cp 2 --sharding zero1: $n of 4 ranks hold ceil(L / 2) optimizer states"; grep optimizer_state z1.err; fi
+# zero2 over the DP group (2 x 2, docs/longshield.md sections 5, 6 and 6b): the same run with
+# --sharding zero2; on every rank (L = P / 2 packed slice elements, c = ceil(L / 2), e = 8)
+# the ledger's grads are exactly (N c + 2 c) e (S [N c] | Z [c] | private gradient [c]),
+# against zero1's (2 L + c) e, the optimizer states c e; and the byte counters differ from
+# zero1's by exactly the DP-group formulas: the all-reduce of 2 L is gone (-2 L e (N - 1)),
+# one reduce-scatter of c per rank (+c e (N - 1)), two all-gathers of c for the exported S
+# and Z (+2 c e (N - 1)), N = 2.
+timeout 60 mpirun -x ASAN_OPTIONS -n 4 "${TRAIN[@]}" "${CM[@]}" --seq 8 --cp 2 --sharding zero2 >z2.log 2>z2.err || { bad "--cp 2 --sharding zero2 run"; tail -3 z2.err; }
+n=$(awk 'FNR == 1 { f++ } $1 != "rank" { next } f == 1 { k1[$2 " " $3] = ($3 == "params" || $3 == "grads") ? $4 : $5 }
+  f == 2 { k2[$2 " " $3] = ($3 == "params" || $3 == "grads" || $3 == "optimizer_state") ? $4 : $5 }
+  END { for (r = 0; r < 4; r++) { R = r ":"; P = k2[R " params"] / 8; L = P / 2; c = int((L + 1) / 2);
+      ok = k2[R " grads"] == 8 * (2 * c + 2 * c) && k1[R " grads"] == 8 * (2 * L + c) && k2[R " optimizer_state"] == 8 * c &&
+        k1[R " allreduce_sum"] - k2[R " allreduce_sum"] == 2 * L * 8 &&
+        k2[R " reduce_scatter_sum"] - k1[R " reduce_scatter_sum"] == c * 8 &&
+        k2[R " allgather"] - k1[R " allgather"] == 2 * c * 8;
+      if (ok && P > 0) k++; else printf "rank %d: P %d grads %d (zero1 %d) state %d allreduce %d/%d rs %d/%d ag %d/%d\n", r, P,
+        k2[R " grads"], k1[R " grads"], k2[R " optimizer_state"], k1[R " allreduce_sum"], k2[R " allreduce_sum"],
+        k1[R " reduce_scatter_sum"], k2[R " reduce_scatter_sum"], k1[R " allgather"], k2[R " allgather"] > "/dev/stderr" }
+    print k + 0 }' z1.err z2.err)
+if [ "$n" -eq 4 ]; then pass "--cp 2 --sharding zero2 (2 x 2): grads (N c + 2 c) e < zero1's (2 L + c) e and the DP-group bytes exact on all 4 ranks"
+else bad "--cp 2 --sharding zero2: $n of 4 ranks match the ledger and byte formulas"; grep -E 'grads|reduce_scatter' z2.err; fi
 comm_check() { # M T attention
   local M=$1 T=$2 att=$3
   timeout 120 mpirun -x ASAN_OPTIONS -n "$M" "${TRAIN[@]}" "${CM[@]}" --seq "$T" --cp "$M" --cp-attention "$att" >comm.log 2>comm.err || { bad "comm run M=$M T=$T $att"; tail -3 comm.err; return; }
