@@ -134,6 +134,14 @@ for pat in input output; do
   if [ "$n" -eq 8 ]; then pass "--memory-report: hidden fraction of 4 ranks x 2 steps in [0, 1] ($pat; e.g. $(grep -m1 'hidden fraction' ov.log))"
   else bad "--memory-report: $n of 8 hidden-fraction lines ($pat)"; grep overlap ov.log; fi
 done
+# zero2 over the DP group (section 5): --cp-overlap on and off give bit-identical exports
+rm -rf ovz_on ovz_off
+timeout 120 mpirun -x ASAN_OPTIONS -n 4 "${TRAIN[@]}" "${OV[@]}" --sharding zero2 --export ovz_on >/dev/null 2>&1 || bad "zero2 overlap run"
+timeout 120 mpirun -x ASAN_OPTIONS -n 4 "${TRAIN[@]}" "${OV[@]}" --sharding zero2 --export ovz_off --cp-overlap off >/dev/null 2>&1 || bad "zero2 --cp-overlap off run"
+same=1
+for f in ovz_on/*.safetensors; do cmp -s "$f" "ovz_off/$(basename "$f")" || same=0; done
+[ -s ovz_on/step-000002.safetensors ] || same=0
+if [ $same = 1 ]; then pass "overlap on/off: exports bit-identical (--sharding zero2, 2 x 2)"; else bad "overlap changes the exports (zero2)"; fi
 # the reduce-scatter bytes do not depend on T (same batch: the sampling does not see T)
 n=$(awk '{ print $1, $3 }' rs.txt 2>/dev/null | sort -u | awk '{ print $1 }' | sort | uniq -d | wc -l)
 if [ -s rs.txt ] && [ "$n" -eq 0 ]; then pass "reduce-scatter bytes constant over T = 64..1024 at M = 2 and 4"
