@@ -23,6 +23,8 @@ expect_exit 2 "--cp-pattern" 2 "${LL[@]}" --cp 2 --cp-pattern outputs
 expect_exit 2 "--cp-attention" 2 "${LL[@]}" --cp 2 --cp-attention rings
 DPCERT_TEST_INJECT=1 expect_exit 2 "--inject-bug cp-local-norms applies to context parallelism only" 1 "${LL[@]}" --inject-bug cp-local-norms
 DPCERT_TEST_INJECT=1 expect_exit 2 "--inject-bug clip-after-sum has no injection point under context parallelism" 2 "${LL[@]}" --cp 2 --inject-bug clip-after-sum
+DPCERT_TEST_INJECT=1 expect_exit 2 "--inject-bug cp-zero2-local-noise applies to --sharding zero2 only" 2 "${LL[@]}" --cp 2 --inject-bug cp-zero2-local-noise
+DPCERT_TEST_INJECT=1 expect_exit 2 "--sharding zero2: --inject-bug noise-every-rank has no injection point" 2 "${LL[@]}" --cp 2 --sharding zero2 --inject-bug noise-every-rank
 # the input-stationary reduce-scatter runs over the CP group: rank 1 reports its calls
 timeout 60 mpirun -x ASAN_OPTIONS -n 2 "${TRAIN[@]}" "${LL[@]}" --cp 2 --memory-report >rep.log 2>&1 || { bad "--cp 2 run"; tail -3 rep.log; }
 rs=$(awk '$1 == "rank" && $2 == "1:" && $3 == "reduce_scatter_sum" { print $4 }' rep.log)
