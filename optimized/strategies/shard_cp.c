@@ -133,6 +133,17 @@ static dp_status cp_reduce(opt_dpsgd *s, int64_t step) {
     return OPT_CALL(be, allreduce_sum, s->par.dp_group, s->flat, 2 * cs->L, NULL);
 }
 
+/* Noise of the packed elements [u0, u1) of this CP rank's slice of parameter p into
+ * z[u - u0] at their global (p, e) stream positions (the slice's packed -> tensor element
+ * map of opt_cp_slice; under the test-only cp-zero2-local-noise bug, at the slice-local
+ * position u instead). */
+static dp_status cp_noise_packed(opt_dpsgd *s, void *z, int p, int64_t u0, int64_t u1, int64_t step, double std) {
+    int64_t a, b;
+    opt_cp_slice(&a, &b, s, p, state(s)->cp.r);
+    const int64_t e0 = (s->hooks->cp_zero2_local_noise ? 0 : a) + u0; /* BUG (test-only) when the slice-local u0 */
+    return OPT_CALL(s->be, noise_add, z, s->cfg.key, (uint32_t)step, (uint32_t)p, std, (uint64_t)e0, u1 - u0);
+}
+
 /* zero2 (docs/longshield.md section 5): S reduce-scattered over the DP group, so the DP
  * rank keeps S of its range [lo, hi) of the packed slices; the rank draws the noise of
  * that range itself at the global (p, e) positions of the slice elements it covers. */
@@ -145,13 +156,9 @@ static dp_status cp_zero2_reduce(opt_dpsgd *s, int64_t step) {
     for (int p = 0; st == DP_OK && s->cfg.sigma > 0 && p < om->np; p++) {
         int64_t a, b;
         opt_cp_slice(&a, &b, s, p, cs->cp.r);
-        /* the packed positions [x, y) of the slice inside the range; slice element x - poff[p] */
+        /* the packed positions [x, y) of the slice inside the range [lo, hi) */
         int64_t x = cs->poff[p] > s->lo ? cs->poff[p] : s->lo, y = cs->poff[p] + (b - a) < s->hi ? cs->poff[p] + (b - a) : s->hi;
-        if (x >= y) continue;
-        /* BUG (test-only, cp-zero2-local-noise): the slice-local position instead of the global one */
-        int64_t e0 = (s->hooks->cp_zero2_local_noise ? 0 : a) + x - cs->poff[p];
-        st = OPT_CALL(s->be, noise_add, opt_dev_at(s, Z, x - s->zlo), s->cfg.key, (uint32_t)step, (uint32_t)p, std,
-                      (uint64_t)e0, y - x);
+        if (x < y) st = cp_noise_packed(s, opt_dev_at(s, Z, x - s->zlo), p, x - cs->poff[p], y - cs->poff[p], step, std);
     }
     return st;
 }
