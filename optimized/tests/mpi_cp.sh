@@ -2,7 +2,8 @@
 # optimized/tests/mpi_cp.sh — LongShield context parallelism (docs/longshield.md): the
 # layouts --cp refuses exit 2 naming the option, a --cp 2 run reports its reduce-scatter
 # over the CP group in --memory-report, and the byte counters of a step equal the
-# communication formulas of docs/longshield.md section 6 (reduce-scatter constant in T). The element-wise agreement with
+# communication formulas of docs/longshield.md section 6 (reduce-scatter constant in T), and
+# zero1/zero2 over the DP group (section 5: zero2's ledger grads and DP-group bytes exact). The element-wise agreement with
 # the reference is the conformance cases cp-ci-*, cp4-ci-* and neg-cp-* (conform_ci.sh).
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.bash"
