@@ -95,9 +95,10 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const dp_dpsgd_config *c
     s->norm = opt_norm_strategies[o->strategy];
     s->shard = opt_shard_strategies[o->sharding];
     const int cp_path = o->cp > 1 || o->cp_path;
-    if (cp_path) { DP_TRY(opt_cp_check(cfg, o, m)); s->shard = &opt_shard_cp; }
+    if (cp_path) { DP_TRY(opt_cp_check(cfg, o, m)); s->shard = o->sharding == OPT_SHARD_ZERO2 ? &opt_shard_cp_zero2 : &opt_shard_cp; }
     s->hooks = opt_bug_hooks(o->bug);
-    if (!cp_path && (s->hooks->cp_drop_partial || s->hooks->cp_local_norms || s->hooks->cp_full_noise))
+    if (!cp_path && (s->hooks->cp_drop_partial || s->hooks->cp_local_norms || s->hooks->cp_full_noise ||
+                     s->hooks->cp_zero2_local_noise))
         return dp_error(DP_ERR_USAGE, "--inject-bug %s applies to context parallelism only (--cp M > 1, or --cp 1 with "
                         "--cp-attention)",
                         opt_bug_names[o->bug]);
@@ -577,7 +578,7 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
             for (int p = 0; p < np; p++) cg[p] = pgr[p] + clo * om->numel[p];
             cc.grad = cg;
         }
-        st = s->shard == &opt_shard_cp ? opt_cp_run_chunk(&cc, s, d, idx + lo + clo, Bc) : run_chunk(&cc, s, d, idx + lo + clo, Bc);
+        st = opt_shard_is_cp(s) ? opt_cp_run_chunk(&cc, s, d, idx + lo + clo, Bc) : run_chunk(&cc, s, d, idx + lo + clo, Bc);
     }
     free(cg);
 

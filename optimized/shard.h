@@ -56,6 +56,7 @@ typedef struct opt_step_hooks {
     int cp_drop_partial; /* 1: the last CP rank's partial per-example gradients are left out of the reduce-scatter */
     int cp_local_norms;  /* 1: per-example norms from the local slice only (no all-reduce over the CP group) */
     int cp_full_noise;   /* 1: every CP rank adds noise to the whole layer, summed over the CP group */
+    int cp_zero2_local_noise; /* 1: zero2 under CP: a range's noise drawn at the slice-local instead of the global positions */
     /* mixed precision (docs/precision.md "Negative control"; correct: 0) */
     int master_half;     /* 1: the master weights are themselves rounded to the half type after every update */
     int ckpt_keep_forward; /* 1: --checkpoint block keeps the first forward's block activations (dangling) */
@@ -93,14 +94,19 @@ typedef struct {
     int64_t *poff, *pmax;
     int64_t L;
     int output;             /* --cp-pattern output (cp_output.c) */
-    int zero1;              /* --sharding zero1: pgrad, m1, m2 hold the DP rank's range [lo, hi) of [L] */
+    int zero1;              /* --sharding zero1 or zero2: pgrad, m1, m2 hold the DP rank's range [lo, hi) of [L] */
+    int zero2;              /* --sharding zero2: S [L] reduce-scattered over the DP group, Z holds [lo, hi) only */
     /* overlap of the reduce-scatters with the backward (docs/longshield.md "Overlap"),
      * seconds summed over the step's chunks (reset by the step) */
     double ovl_hidden, ovl_total;
 } opt_cp_state;
 extern const opt_shard_strategy opt_shard_cp;
+/* --cp with --sharding zero2 (the same functions; Z holds the DP rank's range only) */
+extern const opt_shard_strategy opt_shard_cp_zero2;
+/* 1: s->shard is one of the context-parallel strategies */
+int opt_shard_is_cp(const opt_dpsgd *s);
 /* The layouts --cp M > 1 supports (usage error, exit 2, otherwise): the llama, M <= T,
- * --sharding replicated, --strategy grad-sample, --noise-mode single. */
+ * --sharding replicated, zero1 or zero2, --strategy grad-sample, --noise-mode single. */
 dp_status opt_cp_check(const dp_dpsgd_config *cfg, const opt_dp_options *o, const dp_model *m);
 /* The slice of parameter p held by CP rank j (docs/longshield.md "Slice geometry"; the one
  * place that maps a packed slice to tensor elements): nseg segments of w contiguous
@@ -157,6 +163,8 @@ dp_status opt_ls_after_chunks(int *skip, opt_dpsgd *s, const double *loss, const
 void *opt_dev_at(const opt_dpsgd *s, void *base, int64_t elem);
 /* Noise of the positions [lo, hi) of this rank's noise span into Z (s->hooks). */
 dp_status opt_shard_noise(opt_dpsgd *s, int64_t step, int64_t lo, int64_t hi);
+/* zero2: S [chunk N] of flat reduce-scattered over the DP group into flat[lo, hi). */
+dp_status opt_shard_reduce_scatter_sums(opt_dpsgd *s);
 /* Allgather of every rank's [lo, hi) parameter positions over the DP group. */
 dp_status opt_shard_allgather_params(opt_dpsgd *s);
 /* The update and gathers of the range partitions (replicated: [0, total); zero1, zero2). */

@@ -30,7 +30,8 @@
     X(ZERO_WRONG_SLICE, "zero-wrong-slice") X(ZERO_STALE_PARAMS, "zero-stale-params")                 \
     X(CP_DROP_PARTIAL, "cp-drop-partial") X(CP_LOCAL_NORMS, "cp-local-norms")                         \
     X(CP_FULL_NOISE, "cp-full-noise") X(MASTER_HALF, "master-half") X(CKPT_KEEP_FORWARD, "ckpt-keep-forward") \
-    X(LS_UNSCALE_AFTER_CLIP, "ls-unscale-after-clip") X(LS_NO_UNSCALE, "ls-no-unscale")
+    X(LS_UNSCALE_AFTER_CLIP, "ls-unscale-after-clip") X(LS_NO_UNSCALE, "ls-no-unscale")         \
+    X(CP_ZERO2_LOCAL_NOISE, "cp-zero2-local-noise")
 
 /* How a parameter's norms and clipped sum are computed in a chunk. */
 typedef enum {

@@ -95,6 +95,7 @@ static const opt_step_hooks hooks_stale_params = {OPT_HOOKS_CORRECT_FNS, .skip_p
 static const opt_step_hooks hooks_cp_drop_partial = {OPT_HOOKS_CORRECT_FNS, .cp_drop_partial = 1};
 static const opt_step_hooks hooks_cp_local_norms = {OPT_HOOKS_CORRECT_FNS, .cp_local_norms = 1};
 static const opt_step_hooks hooks_cp_full_noise = {OPT_HOOKS_CORRECT_FNS, .cp_full_noise = 1};
+static const opt_step_hooks hooks_cp_zero2_local_noise = {OPT_HOOKS_CORRECT_FNS, .cp_zero2_local_noise = 1};
 
 /* ---- master-half: master weights kept in the half type (small updates lost) ---- */
 static const opt_step_hooks hooks_master_half = {OPT_HOOKS_CORRECT_FNS, .master_half = 1};
@@ -123,6 +124,7 @@ const opt_step_hooks *opt_bug_hooks(opt_bug bug) {
         [OPT_BUG_CKPT_KEEP_FORWARD] = &hooks_ckpt_keep_forward,
         [OPT_BUG_LS_UNSCALE_AFTER_CLIP] = &hooks_ls_unscale_after_clip,
         [OPT_BUG_LS_NO_UNSCALE] = &hooks_ls_no_unscale,
+        [OPT_BUG_CP_ZERO2_LOCAL_NOISE] = &hooks_cp_zero2_local_noise,
     };
     return (bug >= 0 && bug < OPT_BUG_COUNT && table[bug]) ? table[bug] : &opt_hooks_correct;
 }

@@ -22,6 +22,17 @@ dp_status opt_shard_noise(opt_dpsgd *s, int64_t step, int64_t lo, int64_t hi) {
     return s->hooks->noise(s, opt_dev_at(s, s->flat, s->zoff), s->zlo, step, lo, hi, std);
 }
 
+dp_status opt_shard_reduce_scatter_sums(opt_dpsgd *s) {
+    opt_backend *be = s->be;
+    size_t es = opt_backend_esize(be);
+    void *part = NULL;
+    dp_status st = opt_mem_alloc(be, &part, es * (size_t)s->chunk, OPT_MEM_COMM);
+    if (st == DP_OK) st = OPT_CALL(be, reduce_scatter_sum, s->par.dp_group, part, s->flat, s->chunk, NULL);
+    if (st == DP_OK) st = OPT_CALL(be, copy, opt_dev_at(s, s->flat, s->lo), part, es * (size_t)(s->hi - s->lo));
+    opt_mem_free(be, part);
+    return st;
+}
+
 dp_status opt_shard_allgather_params(opt_dpsgd *s) {
     if (s->half_state) return opt_half_params_allgather(s); /* bf16/fp16: the half bytes */
     opt_backend *be = s->be;

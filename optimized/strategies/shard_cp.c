@@ -20,9 +20,15 @@ dp_status opt_cp_check(const dp_dpsgd_config *cfg, const opt_dp_options *o, cons
     if (o->cp > m->cfg.seq)
         return dp_error(DP_ERR_USAGE, "--cp %d is larger than --seq %d: every CP rank needs at least one position", o->cp,
                         m->cfg.seq);
-    if (o->sharding != OPT_SHARD_REPLICATED && o->sharding != OPT_SHARD_ZERO1)
-        return dp_error(DP_ERR_USAGE, "--cp %d: --sharding %s is not supported with context parallelism (the CP state is "
-                        "already sliced; --sharding replicated or zero1)", o->cp, opt_sharding_names[o->sharding]);
+    if (o->sharding == OPT_SHARD_ZERO3)
+        return dp_error(DP_ERR_USAGE, "--cp %d: --sharding zero3 is not supported with context parallelism: its parameters "
+                        "would be gathered per layer over the DP group inside the CP forward, and the CP state is already "
+                        "sliced (--sharding replicated, zero1 or zero2)", o->cp);
+    if (o->sharding == OPT_SHARD_ZERO2 && (o->bug == OPT_BUG_NOISE_EVERY_RANK || o->bug == OPT_BUG_CP_FULL_NOISE))
+        return dp_error(DP_ERR_USAGE, "--cp %d --sharding zero2: --inject-bug %s has no injection point (each DP rank "
+                        "draws the noise of its own range)", o->cp, opt_bug_names[o->bug]);
+    if (o->bug == OPT_BUG_CP_ZERO2_LOCAL_NOISE && o->sharding != OPT_SHARD_ZERO2)
+        return dp_error(DP_ERR_USAGE, "--inject-bug %s applies to --sharding zero2 only", opt_bug_names[o->bug]);
     if (o->strategy != OPT_STRAT_GRAD_SAMPLE)
         return dp_error(DP_ERR_USAGE, "--cp %d: --strategy %s is not supported with context parallelism (the per-example "
                         "gradients are instantiated on row slices: --strategy grad-sample)", o->cp,
@@ -109,13 +115,18 @@ static dp_status cp_setup(opt_dpsgd *s) {
     s->om.cp = &cs->cp;
     s->chunk = cs->L; /* pgrad, m1, m2 [L]; flat = S [L] | Z [L] */
     s->lo = 0; s->hi = cs->L;
-    if (s->o.sharding == OPT_SHARD_ZERO1) { /* pgrad, m1, m2: the DP rank's range [lo, hi) of the packed [L] */
+    if (s->o.sharding == OPT_SHARD_ZERO1 || s->o.sharding == OPT_SHARD_ZERO2) { /* pgrad, m1, m2: the DP rank's range [lo, hi) of the packed [L] */
         cs->zero1 = 1;
         s->chunk = (cs->L + s->par.dp - 1) / s->par.dp;
         opt_shard_range(&s->lo, &s->hi, cs->L, s->chunk, s->par.dp_rank);
     }
     s->zoff = cs->L;
     s->zlo = 0;
+    if (s->o.sharding == OPT_SHARD_ZERO2) { /* flat = S [N c] (reduce-scattered) | Z [c] (the range [lo, hi)) */
+        cs->zero2 = 1;
+        s->zoff = s->chunk * s->par.dp;
+        s->zlo = s->lo;
+    }
     return DP_OK;
 }
 
@@ -164,6 +175,42 @@ static dp_status cp_reduce(opt_dpsgd *s, int64_t step) {
     }
     if (st != DP_OK) return st;
     return OPT_CALL(be, allreduce_sum, s->par.dp_group, s->flat, 2 * cs->L, NULL);
+}
+
+/* Noise of the packed elements [u0, u1) of this CP rank's slice of parameter p into
+ * z[u - u0] at their global (p, e) stream positions (the slice geometry's packed -> tensor
+ * element map, one call per contiguous run; under the test-only cp-zero2-local-noise bug,
+ * at the slice-local packed position u instead). */
+static dp_status cp_noise_packed(opt_dpsgd *s, void *z, int p, int64_t u0, int64_t u1, int64_t step, double std) {
+    opt_cp_geom g;
+    opt_cp_geom_of(&g, s, p, state(s)->cp.r);
+    int64_t u, e, n;
+    for (int64_t k = 0; opt_cp_geom_run(&u, &e, &n, &g, u0, u1, k); k++) {
+        const int64_t e0 = s->hooks->cp_zero2_local_noise ? u : e; /* BUG (test-only) when the slice-local u */
+        DP_TRY(OPT_CALL(s->be, noise_add, opt_dev_at(s, z, u - u0), s->cfg.key, (uint32_t)step, (uint32_t)p, std,
+                        (uint64_t)e0, n));
+    }
+    return DP_OK;
+}
+
+/* zero2 (docs/longshield.md section 5): S reduce-scattered over the DP group, so the DP
+ * rank keeps S of its range [lo, hi) of the packed slices; the rank draws the noise of
+ * that range itself at the global (p, e) positions of the slice elements it covers. */
+static dp_status cp_zero2_reduce(opt_dpsgd *s, int64_t step) {
+    const opt_model *om = &s->om;
+    opt_cp_state *cs = state(s);
+    const double std = s->cfg.sigma * s->groups.c_total;
+    dp_status st = opt_shard_reduce_scatter_sums(s);
+    void *Z = opt_dev_at(s, s->flat, s->zoff);
+    for (int p = 0; st == DP_OK && s->cfg.sigma > 0 && p < om->np; p++) {
+        opt_cp_geom g;
+        opt_cp_geom_of(&g, s, p, cs->cp.r);
+        const int64_t n = g.nseg * g.w;
+        /* the packed positions [x, y) of the slice inside the range [lo, hi) */
+        int64_t x = cs->poff[p] > s->lo ? cs->poff[p] : s->lo, y = cs->poff[p] + n < s->hi ? cs->poff[p] + n : s->hi;
+        if (x < y) st = cp_noise_packed(s, opt_dev_at(s, Z, x - s->zlo), p, x - cs->poff[p], y - cs->poff[p], step, std);
+    }
+    return st;
 }
 
 /* host [total] (global positions) = every CP rank's packed slices of dev [L]. */
@@ -260,7 +307,7 @@ static dp_status cp_update(opt_dpsgd *s, double div) {
     opt_cp_state *cs = state(s);
     const int64_t lo = s->lo, hi = s->hi; /* [0, L) unless zero1 */
     if (hi > lo) {
-        DP_TRY(OPT_CALL(be, add, s->pgrad, opt_dev_at(s, s->flat, lo), opt_dev_at(s, s->flat, s->zoff + lo), hi - lo));
+        DP_TRY(OPT_CALL(be, add, s->pgrad, opt_dev_at(s, s->flat, lo), opt_dev_at(s, s->flat, s->zoff + lo - s->zlo), hi - lo));
         DP_TRY(OPT_CALL(be, div_scalar, s->pgrad, s->pgrad, div, hi - lo));
     }
     for (int p = 0; p < om->np; p++) {
@@ -286,7 +333,7 @@ static dp_status cp_update(opt_dpsgd *s, double div) {
 
 void opt_dpsgd_comm_overlap(opt_dpsgd *s, double *hidden, double *total) {
     *hidden = *total = 0.0;
-    if (s->shard != &opt_shard_cp || !s->shard_state) return;
+    if (!opt_shard_is_cp(s) || !s->shard_state) return;
     opt_cp_state *cs = state(s);
     *hidden = cs->ovl_hidden;
     *total = cs->ovl_total;
@@ -294,7 +341,7 @@ void opt_dpsgd_comm_overlap(opt_dpsgd *s, double *hidden, double *total) {
 }
 
 void opt_cp_describe(FILE *f, const opt_dpsgd *s) {
-    if (s->shard != &opt_shard_cp || !s->shard_state) return;
+    if (!opt_shard_is_cp(s) || !s->shard_state) return;
     for (int p = 0; p < s->om.np; p++) {
         const int64_t R = s->om.shape[p][0], c = s->om.numel[p] / R;
         opt_cp_geom g;
@@ -310,7 +357,22 @@ void opt_cp_describe(FILE *f, const opt_dpsgd *s) {
     fflush(f);
 }
 
+/* host [total] = the packed [L] whose DP rank's range [lo, hi) is range [chunk] on every
+ * rank of the DP group: all-gathered over the DP group, then over the CP group. */
+static dp_status cp_gather_ranges(opt_dpsgd *s, double *host, const void *range) {
+    void *full = NULL;
+    dp_status st = opt_mem_alloc(s->be, &full, opt_backend_esize(s->be) * (size_t)(s->chunk * s->par.dp), OPT_MEM_COMM);
+    if (st == DP_OK) st = OPT_CALL(s->be, allgather, s->par.dp_group, full, range, s->chunk, NULL);
+    if (st == DP_OK) st = cp_gather_host(s, host, full);
+    opt_mem_free(s->be, full);
+    return st;
+}
+
 static dp_status cp_gather_sums(opt_dpsgd *s, double *hS) {
+    if (state(s)->zero2) { /* S and Z of the DP ranks' ranges first */
+        DP_TRY(cp_gather_ranges(s, hS, opt_dev_at(s, s->flat, s->lo)));
+        return cp_gather_ranges(s, hS + s->total, opt_dev_at(s, s->flat, s->zoff));
+    }
     DP_TRY(cp_gather_host(s, hS, s->flat));
     return cp_gather_host(s, hS + s->total, opt_dev_at(s, s->flat, s->zoff));
 }
@@ -318,14 +380,13 @@ static dp_status cp_gather_sums(opt_dpsgd *s, double *hS) {
 static dp_status cp_gather_pgrad(opt_dpsgd *s, double *hp) {
     opt_cp_state *cs = state(s);
     if (!cs->zero1) return cp_gather_host(s, hp, s->pgrad);
-    /* zero1: the DP ranks' ranges of the packed private gradient first */
-    void *full = NULL;
-    dp_status st = opt_mem_alloc(s->be, &full, opt_backend_esize(s->be) * (size_t)(s->chunk * s->par.dp), OPT_MEM_COMM);
-    if (st == DP_OK) st = OPT_CALL(s->be, allgather, s->par.dp_group, full, s->pgrad, s->chunk, NULL);
-    if (st == DP_OK) st = cp_gather_host(s, hp, full);
-    opt_mem_free(s->be, full);
-    return st;
+    return cp_gather_ranges(s, hp, s->pgrad); /* zero1, zero2: the DP ranks' ranges first */
 }
 
 const opt_shard_strategy opt_shard_cp = {"cp", 0, 0, cp_reduce, cp_update, cp_gather_sums, cp_gather_pgrad, cp_setup,
                                          cp_teardown};
+/* noise_partition = 1: flat's Z part holds [chunk] elements (the DP rank's range) */
+const opt_shard_strategy opt_shard_cp_zero2 = {"cp-zero2", 0, 1, cp_zero2_reduce, cp_update, cp_gather_sums,
+                                               cp_gather_pgrad, cp_setup, cp_teardown};
+
+int opt_shard_is_cp(const opt_dpsgd *s) { return s->shard == &opt_shard_cp || s->shard == &opt_shard_cp_zero2; }

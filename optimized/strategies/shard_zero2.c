@@ -2,12 +2,9 @@
  * The per-rank clipped sums are reduce-scattered (rank order), so each rank holds its
  * partition [lo, hi) of S; the noise of that partition is drawn there, at the global
  * (p, e) positions, exactly once across the group. */
-#include "optimized/ledger.h"
 #include "optimized/shard.h"
 
 static dp_status zero2_reduce(opt_dpsgd *s, int64_t step) {
-    opt_backend *be = s->be;
-    size_t es = opt_backend_esize(be);
     int64_t lo = s->lo, hi = s->hi;
     s->hooks->noise_span(s, &lo, &hi);
     double std = s->cfg.sigma * s->groups.c_total;
@@ -17,11 +14,7 @@ static dp_status zero2_reduce(opt_dpsgd *s, int64_t step) {
     if (s->cfg.sigma > 0 && lo < s->lo) st = s->hooks->noise(s, s->flat, 0, step, lo, s->lo < hi ? s->lo : hi, std);
     if (st == DP_OK && s->cfg.sigma > 0 && hi > s->hi)
         st = s->hooks->noise(s, s->flat, 0, step, lo > s->hi ? lo : s->hi, hi, std);
-    void *part = NULL;
-    if (st == DP_OK) st = opt_mem_alloc(be, &part, es * (size_t)s->chunk, OPT_MEM_COMM);
-    if (st == DP_OK) st = OPT_CALL(be, reduce_scatter_sum, s->par.dp_group, part, s->flat, s->chunk, NULL);
-    if (st == DP_OK) st = OPT_CALL(be, copy, opt_dev_at(s, s->flat, s->lo), part, es * (size_t)(s->hi - s->lo));
-    opt_mem_free(be, part);
+    if (st == DP_OK) st = opt_shard_reduce_scatter_sums(s);
     int64_t a = lo > s->lo ? lo : s->lo, b = hi < s->hi ? hi : s->hi;
     if (st == DP_OK && a < b) st = opt_shard_noise(s, step, a, b);
     return st;

@@ -2,7 +2,8 @@
 # optimized/tests/mpi_cp.sh — LongShield context parallelism (docs/longshield.md): the
 # layouts --cp refuses exit 2 naming the option, a --cp 2 run reports its reduce-scatter
 # over the CP group in --memory-report, and the byte counters of a step equal the
-# communication formulas of docs/longshield.md section 6 (reduce-scatter constant in T). The element-wise agreement with
+# communication formulas of docs/longshield.md section 6 (reduce-scatter constant in T), and
+# zero1/zero2 over the DP group (section 5: zero2's ledger grads and DP-group bytes exact). The element-wise agreement with
 # the reference is the conformance cases cp-ci-*, cp4-ci-* and neg-cp-* (conform_ci.sh).
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.bash"
@@ -17,12 +18,14 @@ expect_exit 2 "the mlp has no positions and no attention" 2 dpsgd --model mlp --
   --dataset-size 8 --q 0.5 --steps 1 --clip 1 --sigma 1 --cp 2
 expect_exit 2 "--cp 4 is larger than --seq 3" 4 "${LL[@]}" --cp 4
 expect_exit 2 "the layout needs 2 ranks, but the run has 3" 3 "${LL[@]}" --cp 2
-expect_exit 2 "--sharding zero2 is not supported with context parallelism" 2 "${LL[@]}" --cp 2 --sharding zero2
+expect_exit 2 "--sharding zero3 is not supported with context parallelism: its parameters would be gathered per layer over the DP group" 2 "${LL[@]}" --cp 2 --sharding zero3
 expect_exit 2 "--strategy ghost is not supported with context parallelism" 2 "${LL[@]}" --cp 2 --strategy ghost
 expect_exit 2 "--cp-pattern" 2 "${LL[@]}" --cp 2 --cp-pattern outputs
 expect_exit 2 "--cp-attention" 2 "${LL[@]}" --cp 2 --cp-attention rings
 DPCERT_TEST_INJECT=1 expect_exit 2 "--inject-bug cp-local-norms applies to context parallelism only" 1 "${LL[@]}" --inject-bug cp-local-norms
 DPCERT_TEST_INJECT=1 expect_exit 2 "--inject-bug clip-after-sum has no injection point under context parallelism" 2 "${LL[@]}" --cp 2 --inject-bug clip-after-sum
+DPCERT_TEST_INJECT=1 expect_exit 2 "--inject-bug cp-zero2-local-noise applies to --sharding zero2 only" 2 "${LL[@]}" --cp 2 --inject-bug cp-zero2-local-noise
+DPCERT_TEST_INJECT=1 expect_exit 2 "--sharding zero2: --inject-bug noise-every-rank has no injection point" 2 "${LL[@]}" --cp 2 --sharding zero2 --inject-bug noise-every-rank
 # the input-stationary reduce-scatter runs over the CP group: rank 1 reports its calls
 timeout 60 mpirun -x ASAN_OPTIONS -n 2 "${TRAIN[@]}" "${LL[@]}" --cp 2 --memory-report >rep.log 2>&1 || { bad "--cp 2 run"; tail -3 rep.log; }
 rs=$(awk '$1 == "rank" && $2 == "1:" && $3 == "reduce_scatter_sum" { print $4 }' rep.log)
@@ -43,6 +46,27 @@ n=$(awk '$1 == "rank" && $3 == "params" { P[$2] = $4 / 8 } $1 == "rank" && $3 ==
   END { for (r in o) { L = P[r] / 2; if (o[r] == 8 * int((L + 1) / 2)) k++ } print k + 0 }' z1.err)
 if [ "$n" -eq 4 ]; then pass "--cp 2 --sharding zero1 (2 x 2): optimizer states ceil(L / 2) per rank on all 4 ranks"
 else bad "--cp 2 --sharding zero1: $n of 4 ranks hold ceil(L / 2) optimizer states"; grep optimizer_state z1.err; fi
+# zero2 over the DP group (2 x 2, docs/longshield.md sections 5, 6 and 6b): the same run with
+# --sharding zero2; on every rank (L = P / 2 packed slice elements, c = ceil(L / 2), e = 8)
+# the ledger's grads are exactly (N c + 2 c) e (S [N c] | Z [c] | private gradient [c]),
+# against zero1's (2 L + c) e, the optimizer states c e; and the byte counters differ from
+# zero1's by exactly the DP-group formulas: the all-reduce of 2 L is gone (-2 L e (N - 1)),
+# one reduce-scatter of c per rank (+c e (N - 1)), two all-gathers of c for the exported S
+# and Z (+2 c e (N - 1)), N = 2.
+timeout 60 mpirun -x ASAN_OPTIONS -n 4 "${TRAIN[@]}" "${CM[@]}" --seq 8 --cp 2 --sharding zero2 >z2.log 2>z2.err || { bad "--cp 2 --sharding zero2 run"; tail -3 z2.err; }
+n=$(awk 'FNR == 1 { f++ } $1 != "rank" { next } f == 1 { k1[$2 " " $3] = ($3 == "params" || $3 == "grads") ? $4 : $5 }
+  f == 2 { k2[$2 " " $3] = ($3 == "params" || $3 == "grads" || $3 == "optimizer_state") ? $4 : $5 }
+  END { for (r = 0; r < 4; r++) { R = r ":"; P = k2[R " params"] / 8; L = P / 2; c = int((L + 1) / 2);
+      ok = k2[R " grads"] == 8 * (2 * c + 2 * c) && k1[R " grads"] == 8 * (2 * L + c) && k2[R " optimizer_state"] == 8 * c &&
+        k1[R " allreduce_sum"] - k2[R " allreduce_sum"] == 2 * L * 8 &&
+        k2[R " reduce_scatter_sum"] - k1[R " reduce_scatter_sum"] == c * 8 &&
+        k2[R " allgather"] - k1[R " allgather"] == 2 * c * 8;
+      if (ok && P > 0) k++; else printf "rank %d: P %d grads %d (zero1 %d) state %d allreduce %d/%d rs %d/%d ag %d/%d\n", r, P,
+        k2[R " grads"], k1[R " grads"], k2[R " optimizer_state"], k1[R " allreduce_sum"], k2[R " allreduce_sum"],
+        k1[R " reduce_scatter_sum"], k2[R " reduce_scatter_sum"], k1[R " allgather"], k2[R " allgather"] > "/dev/stderr" }
+    print k + 0 }' z1.err z2.err)
+if [ "$n" -eq 4 ]; then pass "--cp 2 --sharding zero2 (2 x 2): grads (N c + 2 c) e < zero1's (2 L + c) e and the DP-group bytes exact on all 4 ranks"
+else bad "--cp 2 --sharding zero2: $n of 4 ranks match the ledger and byte formulas"; grep -E 'grads|reduce_scatter' z2.err; fi
 comm_check() { # M T attention
   local M=$1 T=$2 att=$3
   timeout 120 mpirun -x ASAN_OPTIONS -n "$M" "${TRAIN[@]}" "${CM[@]}" --seq "$T" --cp "$M" --cp-attention "$att" >comm.log 2>comm.err || { bad "comm run M=$M T=$T $att"; tail -3 comm.err; return; }
@@ -137,6 +161,14 @@ for pat in input output; do
   if [ "$n" -eq 8 ]; then pass "--memory-report: hidden fraction of 4 ranks x 2 steps in [0, 1] ($pat; e.g. $(grep -m1 'hidden fraction' ov.log))"
   else bad "--memory-report: $n of 8 hidden-fraction lines ($pat)"; grep overlap ov.log; fi
 done
+# zero2 over the DP group (section 5): --cp-overlap on and off give bit-identical exports
+rm -rf ovz_on ovz_off
+timeout 120 mpirun -x ASAN_OPTIONS -n 4 "${TRAIN[@]}" "${OV[@]}" --sharding zero2 --export ovz_on >/dev/null 2>&1 || bad "zero2 overlap run"
+timeout 120 mpirun -x ASAN_OPTIONS -n 4 "${TRAIN[@]}" "${OV[@]}" --sharding zero2 --export ovz_off --cp-overlap off >/dev/null 2>&1 || bad "zero2 --cp-overlap off run"
+same=1
+for f in ovz_on/*.safetensors; do cmp -s "$f" "ovz_off/$(basename "$f")" || same=0; done
+[ -s ovz_on/step-000002.safetensors ] || same=0
+if [ $same = 1 ]; then pass "overlap on/off: exports bit-identical (--sharding zero2, 2 x 2)"; else bad "overlap changes the exports (zero2)"; fi
 # the reduce-scatter bytes do not depend on T (same batch: the sampling does not see T)
 n=$(awk '{ print $1, $3 }' rs.txt 2>/dev/null | sort -u | awk '{ print $1 }' | sort | uniq -d | wc -l)
 if [ -s rs.txt ] && [ "$n" -eq 0 ]; then pass "reduce-scatter bytes constant over T = 64..1024 at M = 2 and 4"
