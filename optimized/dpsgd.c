@@ -197,8 +197,13 @@ dp_status opt_instantiate(void *out, const opt_model *om, const opt_tape *tp, in
     if (om->src[pi] == OPT_SRC_DIRECT)
         return OPT_CALL(be, copy, out, tp->direct[pi], opt_backend_esize(be) * (size_t)(B * om->numel[pi]));
     int64_t d = tp->din[pi], p = tp->dout[pi];
-    /* out_b [p, d] = G_b^T [p, T] A_b [T, d] */
-    DP_TRY(OPT_CALL(be, gemm, out, tp->G[pi], tp->A[pi], 1, 0, p, d, T, 1.0, 0.0, B, T * p, T * d, p * d));
+    /* out_b [p, d] = G_b^T [p, T] A_b [T, d] (a half tape decoded into workspace) */
+    opt_arena ws = {.be = be};
+    const void *A, *G;
+    dp_status st = opt_tape_lin_f32(&A, &G, &ws, om, tp, pi);
+    if (st == DP_OK) st = OPT_CALL(be, gemm, out, G, A, 1, 0, p, d, T, 1.0, 0.0, B, T * p, T * d, p * d);
+    opt_arena_free(&ws);
+    DP_TRY(st);
     if (om->src[pi] == OPT_SRC_BOTH) DP_TRY(OPT_CALL(be, add, out, out, tp->direct[pi], B * p * d));
     /* mixed precision, point P: an instantiated per-example gradient is held in the half
      * type (docs/precision.md) */
@@ -208,12 +213,12 @@ dp_status opt_instantiate(void *out, const opt_model *om, const opt_tape *tp, in
 /* Zero every tape slice of example b (its terms then contribute nothing). */
 static dp_status zero_example(const opt_model *om, opt_tape *tp, int64_t b) {
     opt_backend *be = om->be;
-    size_t es = opt_backend_esize(be);
+    size_t es = opt_backend_esize(be), el = tp->half ? sizeof(uint16_t) : es; /* half tape: 2-byte A, G */
     int64_t T = tp->T;
     for (int p = 0; p < om->np; p++) {
         if (om->src[p] != OPT_SRC_DIRECT && tp->A[p]) { /* (--checkpoint block: freed blocks are NULL) */
-            DP_TRY(OPT_CALL(be, zero, (char *)tp->A[p] + es * (size_t)(b * T * tp->din[p]), es * (size_t)(T * tp->din[p])));
-            DP_TRY(OPT_CALL(be, zero, (char *)tp->G[p] + es * (size_t)(b * T * tp->dout[p]), es * (size_t)(T * tp->dout[p])));
+            DP_TRY(OPT_CALL(be, zero, (char *)tp->A[p] + el * (size_t)(b * T * tp->din[p]), el * (size_t)(T * tp->din[p])));
+            DP_TRY(OPT_CALL(be, zero, (char *)tp->G[p] + el * (size_t)(b * T * tp->dout[p]), el * (size_t)(T * tp->dout[p])));
         }
         if (om->src[p] != OPT_SRC_LINEAR)
             DP_TRY(OPT_CALL(be, zero, (char *)tp->direct[p] + es * (size_t)(b * om->numel[p]), es * (size_t)om->numel[p]));
@@ -318,8 +323,18 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
             }
             if (st == DP_OK) st = OPT_CALL(be, sqnorm_rows, sqg, inst[p], Bc, om->numel[p]);
             break;
-        case M_GHOST: st = OPT_CALL(be, ghost_sqnorm, sqg, tp.A[p], tp.G[p], Bc, tp.T, tp.din[p], tp.dout[p]); break;
-        case M_FUSEDNORM: st = OPT_CALL(be, fused_sqnorm, sqg, tp.A[p], tp.G[p], Bc, tp.T, tp.din[p], tp.dout[p]); break;
+        case M_GHOST:
+        case M_FUSEDNORM: {
+            opt_arena ws = {.be = be};
+            const void *A, *Gr;
+            st = opt_tape_lin_f32(&A, &Gr, &ws, om, &tp, p);
+            if (st == DP_OK && mode[p] == M_GHOST)
+                st = OPT_CALL(be, ghost_sqnorm, sqg, A, Gr, Bc, tp.T, tp.din[p], tp.dout[p]);
+            else if (st == DP_OK)
+                st = OPT_CALL(be, fused_sqnorm, sqg, A, Gr, Bc, tp.T, tp.din[p], tp.dout[p]);
+            opt_arena_free(&ws);
+            break;
+        }
         default: break;
         }
     }
@@ -339,11 +354,16 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
         int fused_p = -1;
         for (int p = 0; p < np; p++)
             if (mode[p] == M_FUSED1 && gr->group_of[p] == g) fused_p = p;
-        if (fused_p >= 0)
-            st = OPT_CALL(be, fused_clip_accum, dev_at(s, sum0, s->off[fused_p]), sqg, cg, tp.A[fused_p], tp.G[fused_p],
-                          sqg, lsS * gr->thresh[g], (opt_clip_fn)s->cfg.clip_fn, lsS * s->cfg.gamma, Bc, tp.T, tp.din[fused_p],
-                          tp.dout[fused_p]);
-        else
+        if (fused_p >= 0) {
+            opt_arena ws = {.be = be};
+            const void *A, *Gr;
+            st = opt_tape_lin_f32(&A, &Gr, &ws, om, &tp, fused_p);
+            if (st == DP_OK)
+                st = OPT_CALL(be, fused_clip_accum, dev_at(s, sum0, s->off[fused_p]), sqg, cg, A, Gr, sqg,
+                              lsS * gr->thresh[g], (opt_clip_fn)s->cfg.clip_fn, lsS * s->cfg.gamma, Bc, tp.T,
+                              tp.din[fused_p], tp.dout[fused_p]);
+            opt_arena_free(&ws);
+        } else
             st = OPT_CALL(be, clip_factors, cg, sqg, lsS * gr->thresh[g], (opt_clip_fn)s->cfg.clip_fn, lsS * s->cfg.gamma, Bc);
     }
     /* ---- special examples: a finite loss but a non-finite squared group norm. Either a
@@ -446,7 +466,14 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
         case M_DIRECT: st = OPT_CALL(be, clip_accum, sp, tp.direct[p], cg, Bc, om->numel[p]); break;
         case M_INST: st = OPT_CALL(be, clip_accum, sp, inst[p], cg, Bc, om->numel[p]); break;
         case M_GHOST:
-        case M_FUSEDNORM: st = OPT_CALL(be, bk_gemm, sp, tp.A[p], tp.G[p], cg, Bc, tp.T, tp.din[p], tp.dout[p]); break;
+        case M_FUSEDNORM: {
+            opt_arena ws = {.be = be};
+            const void *A, *Gr;
+            st = opt_tape_lin_f32(&A, &Gr, &ws, om, &tp, p);
+            if (st == DP_OK) st = OPT_CALL(be, bk_gemm, sp, A, Gr, cg, Bc, tp.T, tp.din[p], tp.dout[p]);
+            opt_arena_free(&ws);
+            break;
+        }
         default: break; /* M_FUSED1: done */
         }
     }
