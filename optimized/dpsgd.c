@@ -194,6 +194,7 @@ int opt_mixed_pick_ghost(int rule, int64_t T, int64_t d, int64_t p) {
 dp_status opt_instantiate(void *out, const opt_model *om, const opt_tape *tp, int pi) {
     opt_backend *be = om->be;
     int64_t B = tp->B, T = tp->T;
+    if (om->src[pi] == OPT_SRC_DIRECT && tp->half) return opt_prec_from_half(be, om->prec, out, tp->direct[pi], B * om->numel[pi]);
     if (om->src[pi] == OPT_SRC_DIRECT)
         return OPT_CALL(be, copy, out, tp->direct[pi], opt_backend_esize(be) * (size_t)(B * om->numel[pi]));
     int64_t d = tp->din[pi], p = tp->dout[pi];
@@ -204,7 +205,14 @@ dp_status opt_instantiate(void *out, const opt_model *om, const opt_tape *tp, in
     if (st == DP_OK) st = OPT_CALL(be, gemm, out, G, A, 1, 0, p, d, T, 1.0, 0.0, B, T * p, T * d, p * d);
     opt_arena_free(&ws);
     DP_TRY(st);
-    if (om->src[pi] == OPT_SRC_BOTH) DP_TRY(OPT_CALL(be, add, out, out, tp->direct[pi], B * p * d));
+    ws = (opt_arena){.be = be};
+    if (om->src[pi] == OPT_SRC_BOTH) {
+        const void *dir;
+        st = opt_tape_f32_view(&ws, &dir, om, tp->half, tp->direct[pi], B * p * d);
+        if (st == DP_OK) st = OPT_CALL(be, add, out, out, dir, B * p * d);
+        opt_arena_free(&ws);
+        DP_TRY(st);
+    }
     /* mixed precision, point P: an instantiated per-example gradient is held in the half
      * type (docs/precision.md) */
     return opt_prec_round(om, out, B * p * d, OPT_PREC_KIND_PE);
@@ -221,7 +229,7 @@ static dp_status zero_example(const opt_model *om, opt_tape *tp, int64_t b) {
             DP_TRY(OPT_CALL(be, zero, (char *)tp->G[p] + el * (size_t)(b * T * tp->dout[p]), el * (size_t)(T * tp->dout[p])));
         }
         if (om->src[p] != OPT_SRC_LINEAR)
-            DP_TRY(OPT_CALL(be, zero, (char *)tp->direct[p] + es * (size_t)(b * om->numel[p]), es * (size_t)om->numel[p]));
+            DP_TRY(OPT_CALL(be, zero, (char *)tp->direct[p] + el * (size_t)(b * om->numel[p]), el * (size_t)om->numel[p]));
     }
     return DP_OK;
 }
@@ -315,7 +323,14 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
     for (int p = 0; st == DP_OK && p < np; p++) {
         void *sqg = (char *)sq + es * (size_t)(gr->group_of[p] * Bc);
         switch (mode[p]) {
-        case M_DIRECT: st = OPT_CALL(be, sqnorm_rows, sqg, tp.direct[p], Bc, om->numel[p]); break;
+        case M_DIRECT: {
+            opt_arena ws = {.be = be};
+            const void *dir;
+            st = opt_tape_f32_view(&ws, &dir, om, tp.half, tp.direct[p], Bc * om->numel[p]);
+            if (st == DP_OK) st = OPT_CALL(be, sqnorm_rows, sqg, dir, Bc, om->numel[p]);
+            opt_arena_free(&ws);
+            break;
+        }
         case M_INST:
             if (!inst[p]) { /* (--checkpoint block: instantiated in the backward) */
                 st = opt_arena_alloc_tag(&tp.ar, &inst[p], es * (size_t)(Bc * om->numel[p]), OPT_MEM_PER_EXAMPLE);
@@ -395,8 +410,8 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
         hrow = calloc((size_t)np, sizeof(double *));
         if (!hrow) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
         for (int p = 0; st == DP_OK && p < np; p++) {
-            void *buf = mode[p] == M_DIRECT ? tp.direct[p] : inst[p];
-            if (!buf) {
+            void *buf = mode[p] == M_DIRECT && !tp.half ? tp.direct[p] : inst[p];
+            if (!buf) { /* (a half tape's direct gradients: decoded here) */
                 st = opt_arena_alloc_tag(&tp.ar, &buf, es * (size_t)(Bc * om->numel[p]), OPT_MEM_PER_EXAMPLE);
                 if (st == DP_OK) st = instantiate(buf, om, &tp, p);
             }
@@ -463,7 +478,14 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
     for (int p = 0; st == DP_OK && !second_pass && p < np; p++) {
         void *cg = (char *)cdev + es * (size_t)(gr->group_of[p] * Bc), *sp = dev_at(s, sum0, s->off[p]);
         switch (mode[p]) {
-        case M_DIRECT: st = OPT_CALL(be, clip_accum, sp, tp.direct[p], cg, Bc, om->numel[p]); break;
+        case M_DIRECT: {
+            opt_arena ws = {.be = be};
+            const void *dir;
+            st = opt_tape_f32_view(&ws, &dir, om, tp.half, tp.direct[p], Bc * om->numel[p]);
+            if (st == DP_OK) st = OPT_CALL(be, clip_accum, sp, dir, cg, Bc, om->numel[p]);
+            opt_arena_free(&ws);
+            break;
+        }
         case M_INST: st = OPT_CALL(be, clip_accum, sp, inst[p], cg, Bc, om->numel[p]); break;
         case M_GHOST:
         case M_FUSEDNORM: {

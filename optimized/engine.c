@@ -195,7 +195,8 @@ static dp_status stash(opt_arena *ar, opt_tape *tp, const opt_model *om, void **
 }
 
 /* *out = f32 values of x [n]: x itself (f32 tape) or a decoded workspace copy in ws */
-static dp_status expand(opt_arena *ws, const void **out, const opt_model *om, int half, const void *x, int64_t n) {
+#define expand opt_tape_f32_view
+dp_status opt_tape_f32_view(opt_arena *ws, const void **out, const opt_model *om, int half, const void *x, int64_t n) {
     *out = x;
     if (!half) return DP_OK;
     void *w;
@@ -254,7 +255,8 @@ static dp_status direct_grad(opt_tape *tp, const opt_model *om, opt_mode mode, v
     if (mode == MODE_TAPE) {
         if (!tp->direct[pi]) DP_TRY(A_(tp, &tp->direct[pi], tp->B * n));
         DP_TRY(OPT_CALL(om->be, sum_rows, tp->direct[pi], rowsbuf, 0, tp->B, tp->T, n));
-        return opt_prec_round(om, tp->direct[pi], tp->B * n, OPT_PREC_KIND_PE); /* point P */
+        DP_TRY(opt_prec_round(om, tp->direct[pi], tp->B * n, OPT_PREC_KIND_PE)); /* point P */
+        return stash(&tp->ar, NULL, om, &tp->direct[pi], tp->B * n);
     }
     return OPT_CALL(om->be, sum_rows, grads[pi], rowsbuf, 1, 1, tp->B * tp->T, n);
 }
@@ -566,6 +568,24 @@ static dp_status llama_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, o
         dh = dhn;
     }
     /* token embedding: per-example tables [B, V, D] (tape) or the summed table */
+    if (mode == MODE_TAPE && tape_half(om)) { /* half tape: example by example through one f32 [V, D] */
+        DP_TRY(opt_arena_alloc(&tp->ar, &tp->direct[0], sizeof(uint16_t) * (size_t)(B > 0 ? B * V * D : 1)));
+        opt_arena ws = {.be = be};
+        void *one;
+        dp_status st = opt_arena_alloc_tag(&ws, &one, sizeof(float) * (size_t)(V * D), OPT_MEM_WORKSPACE);
+        for (int64_t b = 0; st == DP_OK && b < B; b++) {
+            st = OPT_CALL(be, zero, one, sizeof(float) * (size_t)(V * D));
+            if (st == DP_OK)
+                st = OPT_CALL(be, embed_bwd, one, (const char *)dh + sizeof(float) * (size_t)(b * T * D),
+                              (const int32_t *)tp->x_dev + b * T, T, T, V, D);
+            if (st == DP_OK) st = opt_prec_round(om, one, V * D, OPT_PREC_KIND_PE); /* point P */
+            if (st == DP_OK)
+                st = opt_prec_to_half(be, om->prec, (char *)tp->direct[0] + sizeof(uint16_t) * (size_t)(b * V * D), one, V * D);
+        }
+        opt_arena_free(&ws);
+        DP_TRY(st);
+        return tape_ready(tp, om, mode, 0, 1);
+    }
     if (mode == MODE_TAPE) {
         if (!tp->direct[0]) DP_TRY(A_(tp, &tp->direct[0], B * V * D));
         DP_TRY(OPT_CALL(be, embed_bwd, tp->direct[0], dh, (const int32_t *)tp->x_dev, rows, T, V, D));

@@ -118,9 +118,9 @@ typedef struct opt_tape_s {
     void *x_dev;              /* mlp inputs [B, in] or llama tokens int32 [B, T] */
     int32_t *y_dev;           /* mlp labels int32 [B]; llama next-token targets int32 [B, T] (-1 last) */
     void *fwd_;               /* forward activations (engine.c) */
-    /* 1: the linear entries A and G are 2-byte half containers (bf16/fp16 without
-     * --checkpoint block or CP; docs/precision.md section 2); read them through
-     * opt_tape_lin_f32 */
+    /* 1: the linear entries A and G and the direct per-example gradients are 2-byte half
+     * containers (bf16/fp16 without --checkpoint block or CP; docs/precision.md section
+     * 2); read them through opt_tape_lin_f32 / opt_tape_f32_view */
     int half;
 } opt_tape;
 
@@ -151,6 +151,9 @@ void opt_tape_free(opt_tape *tp);
  * the kernel that reads them). */
 dp_status opt_tape_lin_f32(const void **A, const void **G, opt_arena *ws, const opt_model *om, const opt_tape *tp,
                            int pi);
+/* *out = the f32 values of x [n]: x itself (half = 0) or, x being a 2-byte half container
+ * (half = 1, om's half type), an f32 copy decoded into a workspace buffer of ws. */
+dp_status opt_tape_f32_view(opt_arena *ws, const void **out, const opt_model *om, int half, const void *x, int64_t n);
 
 /* zero3 parameter fetch (no-op when om->fetch is NULL): acquire parameters
  * [first, first + n), then start the gathers of [next_first, next_first + next_n)

@@ -9,11 +9,13 @@
  *     one buffer), per-example bias gradients B (Hs + K) (Hs = sum of the hidden
  *     widths, K classes);
  *   - bf16 and fp16: the f32 bytes minus 2 bytes per element of the half-stored tensors,
- *     derived from the shapes: mlp B (in + 2 Hs + K) (the inputs of the L + 1 linear
- *     layers and their output gradients); llama rows (L (8 D + 3 F) + D + V) (per block the
- *     inputs a, y, m [D] and act [F] of the linear layers and the output gradients dh,
- *     dh1 [D], dgt, dup [F], dq, dk, dv [D]; the final norm's output [D] and the logits'
- *     gradient [V]), tied and untied;
+ *     derived from the shapes: mlp B (in + 3 Hs + 2 K) (the inputs of the L + 1 linear
+ *     layers, their output gradients, the per-example bias gradients); llama
+ *     rows (L (8 D + 3 F) + D + V) + B ((2 L + 1) D + V D) (per block the inputs a, y,
+ *     m [D] and act [F] of the linear layers and the output gradients dh, dh1 [D], dgt,
+ *     dup [F], dq, dk, dv [D]; the final norm's output [D] and the logits' gradient [V];
+ *     the per-example gradients of the 2 L + 1 RMSNorm gains [D] and of the token
+ *     embedding [V, D]), tied and untied;
  *   - no workspace is left after the pass (every decoded f32 copy is freed);
  *   - the peak of the pass at bf16 is below the f32 one.
  * Negative control: at f32 the tape is not half (tp.half = 0) and the difference is 0,
@@ -100,13 +102,14 @@ int main(void) {
     {
         const uint64_t in = 7, Hs = 14, K = 4, b = (uint64_t)B;
         const uint64_t f32 = 4 * (b + b * in + (b + 1) + b * (Hs + K) + 2 * b + b * (Hs + K) + b * (Hs + K));
-        check("mlp", &mc, B, f32, b * (in + 2 * Hs + K));
+        check("mlp", &mc, B, f32, b * (in + 3 * Hs + 2 * K));
     }
     for (int tied = 0; tied < 2; tied++) {
         dp_model_config_default(&mc, DP_LLAMA);
         mc.vocab = 11; mc.dim = 8; mc.layers = 2; mc.heads = 2; mc.ffn = 12; mc.seq = 5; mc.tied = tied;
         const uint64_t rows = (uint64_t)B * 5, D = 8, F = 12, V = 11, L = 2;
-        check(tied ? "llama-tied" : "llama", &mc, B, 0, rows * (L * (8 * D + 3 * F) + D + V));
+        check(tied ? "llama-tied" : "llama", &mc, B, 0,
+              rows * (L * (8 * D + 3 * F) + D + V) + (uint64_t)B * ((2 * L + 1) * D + V * D));
     }
     return t_finish();
 }
