@@ -236,12 +236,31 @@ static dp_status zero_example(const opt_model *om, opt_tape *tp, int64_t b) {
 
 /* Zero row b of every instantiated per-example gradient (a dropped or host-handled
  * example then adds an exact 0 even where its row held NaN/inf: 0 * NaN would be NaN). */
-static dp_status zero_inst_row(const opt_model *om, void *const *inst, int64_t b) {
-    size_t es = opt_backend_esize(om->be);
+static dp_status zero_inst_row(const opt_model *om, void *const *inst, int half, int64_t b) {
+    size_t es = half ? sizeof(uint16_t) : opt_backend_esize(om->be); /* half tape: 2-byte rows */
     for (int p = 0; p < om->np; p++)
         if (inst[p])
             DP_TRY(OPT_CALL(om->be, zero, (char *)inst[p] + es * (size_t)(b * om->numel[p]), es * (size_t)om->numel[p]));
     return DP_OK;
+}
+
+/* host [B, numel] = the per-example gradient of p: held (f32, or a 2-byte container on a
+ * half tape) or, held NULL, instantiated from the tape into a per-example buffer of its
+ * arena. */
+static dp_status pe_download(double *host, const opt_model *om, opt_tape *tp, const void *held, int p) {
+    const int64_t n = tp->B * om->numel[p];
+    if (!held) {
+        void *buf;
+        DP_TRY(opt_arena_alloc_tag(&tp->ar, &buf, opt_backend_esize(om->be) * (size_t)n, OPT_MEM_PER_EXAMPLE));
+        DP_TRY(instantiate(buf, om, tp, p));
+        return OPT_CALL(om->be, download_f64, host, buf, n);
+    }
+    opt_arena ws = {.be = om->be};
+    const void *v;
+    dp_status st = opt_tape_f32_view(&ws, &v, om, tp->half, held, n);
+    if (st == DP_OK) st = OPT_CALL(om->be, download_f64, host, v, n);
+    opt_arena_free(&ws);
+    return st;
 }
 
 typedef opt_chunk_out chunk_out;
@@ -332,6 +351,19 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
             break;
         }
         case M_INST:
+            if (!inst[p] && tp.half) { /* half tape (point E): formed and rounded in an f32 workspace,
+                                        * its norms read there, then held in 2 bytes */
+                opt_arena ws = {.be = be};
+                void *f32;
+                const int64_t n = Bc * om->numel[p];
+                st = opt_arena_alloc_tag(&ws, &f32, es * (size_t)n, OPT_MEM_WORKSPACE);
+                if (st == DP_OK) st = instantiate(f32, om, &tp, p);
+                if (st == DP_OK) st = OPT_CALL(be, sqnorm_rows, sqg, f32, Bc, om->numel[p]);
+                if (st == DP_OK) st = opt_arena_alloc_tag(&tp.ar, &inst[p], sizeof(uint16_t) * (size_t)n, OPT_MEM_PER_EXAMPLE);
+                if (st == DP_OK) st = opt_prec_to_half(be, om->prec, inst[p], f32, n);
+                opt_arena_free(&ws);
+                break;
+            }
             if (!inst[p]) { /* (--checkpoint block: instantiated in the backward) */
                 st = opt_arena_alloc_tag(&tp.ar, &inst[p], es * (size_t)(Bc * om->numel[p]), OPT_MEM_PER_EXAMPLE);
                 if (st == DP_OK) st = instantiate(inst[p], om, &tp, p);
@@ -410,14 +442,9 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
         hrow = calloc((size_t)np, sizeof(double *));
         if (!hrow) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
         for (int p = 0; st == DP_OK && p < np; p++) {
-            void *buf = mode[p] == M_DIRECT && !tp.half ? tp.direct[p] : inst[p];
-            if (!buf) { /* (a half tape's direct gradients: decoded here) */
-                st = opt_arena_alloc_tag(&tp.ar, &buf, es * (size_t)(Bc * om->numel[p]), OPT_MEM_PER_EXAMPLE);
-                if (st == DP_OK) st = instantiate(buf, om, &tp, p);
-            }
             hrow[p] = malloc(sizeof(double) * (size_t)(Bc * om->numel[p]));
             if (st == DP_OK && !hrow[p]) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
-            if (st == DP_OK) st = OPT_CALL(be, download_f64, hrow[p], buf, Bc * om->numel[p]);
+            if (st == DP_OK) st = pe_download(hrow[p], om, &tp, mode[p] == M_DIRECT ? tp.direct[p] : inst[p], p);
         }
     }
     dp_model hm = {0}; /* a shape-only model for opt_norms_double */
@@ -452,7 +479,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
         }
         if (co->dropped[b] || special[b]) {
             if (st == DP_OK) st = zero_example(om, &tp, b);
-            if (st == DP_OK) st = zero_inst_row(om, inst, b);
+            if (st == DP_OK) st = zero_inst_row(om, inst, tp.half, b);
             for (int g = 0; g < G; g++) hc[g * Bc + b] = 0.0;
             changed = 1;
         }
@@ -486,7 +513,14 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
             opt_arena_free(&ws);
             break;
         }
-        case M_INST: st = OPT_CALL(be, clip_accum, sp, inst[p], cg, Bc, om->numel[p]); break;
+        case M_INST: {
+            opt_arena ws = {.be = be};
+            const void *g;
+            st = opt_tape_f32_view(&ws, &g, om, tp.half, inst[p], Bc * om->numel[p]);
+            if (st == DP_OK) st = OPT_CALL(be, clip_accum, sp, g, cg, Bc, om->numel[p]);
+            opt_arena_free(&ws);
+            break;
+        }
         case M_GHOST:
         case M_FUSEDNORM: {
             opt_arena ws = {.be = be};
@@ -522,12 +556,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
         for (int g = 0; g < G; g++) co->c[b * G + g] = special[b] ? hcx[g * Bc + b] : hc[g * Bc + b];
     if (co->grad) {
         for (int p = 0; st == DP_OK && p < np; p++) {
-            void *buf = inst[p];
-            if (!buf) {
-                st = opt_arena_alloc_tag(&tp.ar, &buf, es * (size_t)(Bc * om->numel[p]), OPT_MEM_PER_EXAMPLE);
-                if (st == DP_OK) st = instantiate(buf, om, &tp, p);
-            }
-            if (st == DP_OK) st = OPT_CALL(be, download_f64, co->grad[p], buf, Bc * om->numel[p]);
+            st = pe_download(co->grad[p], om, &tp, inst[p], p);
             /* rows zeroed above: export the gradients as they were */
             for (int64_t b = 0; st == DP_OK && hrow && b < Bc; b++)
                 if (co->dropped[b] || special[b])
