@@ -17,7 +17,11 @@
  *     the per-example gradients of the 2 L + 1 RMSNorm gains [D] and of the token
  *     embedding [V, D]), tied and untied;
  *   - no workspace is left after the pass (every decoded f32 copy is freed);
- *   - the peak of the pass at bf16 is below the f32 one.
+ *   - the peak of the pass at bf16 is below the f32 one;
+ *   - two grad-sample DP-SGD steps (mlp and llama, same seed, so the same Poisson
+ *     batches): every linear layer's per-example gradients are instantiated and held
+ *     until the chunk's clipped sums (tag per_example), so the per_example peak at
+ *     bf16 and fp16 is exactly half the f32 one (2 bytes against 4 an element).
  * Negative control: at f32 the tape is not half (tp.half = 0) and the difference is 0,
  * so a build that kept the f32 containers fails the bf16 equality by 2 S bytes. */
 #include <stdio.h>
@@ -94,6 +98,48 @@ static void check(const char *name, const dp_model_config *mc, int64_t B, uint64
     }
 }
 
+/* per_example peak of two grad-sample steps */
+static uint64_t pe_peak(const dp_model_config *mc, opt_prec prec) {
+    dp_dpsgd_config c;
+    dp_dpsgd_config_default(&c);
+    c.n = 24; c.q = 0.4; c.steps = 2; c.clip = 0.5; c.sigma = 0.7;
+    c.seed.k = 5; c.key.k = 6;
+    dp_model m;
+    dp_dataset d;
+    T_OK(dp_model_init(&m, mc, c.seed));
+    T_OK(dp_dataset_generate(&d, mc, c.n, c.seed));
+    opt_backend_config bc = {.name = "host", .dtype = DP_F32, .threads = 1, .use_mpi = 0};
+    opt_backend *be = NULL;
+    T_OK(opt_backend_create(&be, &bc));
+    uint64_t peak = 0;
+    opt_dp_options o = {.strategy = OPT_STRAT_GRAD_SAMPLE, .prec = prec};
+    opt_dpsgd s;
+    if (be && opt_dpsgd_init(&s, be, &c, &o, &m) == DP_OK) {
+        dp_dpsgd_step_out out;
+        memset(&out, 0, sizeof out);
+        for (int64_t k = 1; k <= c.steps; k++) T_OK(opt_dpsgd_step(&out, &s, &d, k));
+        opt_mem_report r;
+        opt_mem_get(&r, be);
+        peak = r.peak[OPT_MEM_PER_EXAMPLE];
+        dp_dpsgd_step_free(&out);
+        opt_dpsgd_free(&s);
+    } else T_CHECK(0, "grad-sample %s: init failed: %s", opt_prec_names[prec], dp_last_error());
+    if (be) opt_backend_destroy(be);
+    dp_model_free(&m);
+    dp_dataset_free(&d);
+    return peak;
+}
+
+static void check_pe(const char *name, const dp_model_config *mc) {
+    const uint64_t f = pe_peak(mc, OPT_PREC_F32);
+    T_CHECK(f > 0, "%s f32: no per-example gradients held", name);
+    for (int pr = OPT_PREC_BF16; pr <= OPT_PREC_FP16; pr++) {
+        const uint64_t h = pe_peak(mc, (opt_prec)pr);
+        T_CHECK(2 * h == f, "%s %s grad-sample: per_example peak %llu bytes, f32 %llu / 2 = %llu", name,
+                opt_prec_names[pr], (unsigned long long)h, (unsigned long long)f, (unsigned long long)(f / 2));
+    }
+}
+
 int main(void) {
     const int64_t B = 6;
     dp_model_config mc;
@@ -103,6 +149,7 @@ int main(void) {
         const uint64_t in = 7, Hs = 14, K = 4, b = (uint64_t)B;
         const uint64_t f32 = 4 * (b + b * in + (b + 1) + b * (Hs + K) + 2 * b + b * (Hs + K) + b * (Hs + K));
         check("mlp", &mc, B, f32, b * (in + 3 * Hs + 2 * K));
+        check_pe("mlp", &mc);
     }
     for (int tied = 0; tied < 2; tied++) {
         dp_model_config_default(&mc, DP_LLAMA);
@@ -110,6 +157,7 @@ int main(void) {
         const uint64_t rows = (uint64_t)B * 5, D = 8, F = 12, V = 11, L = 2;
         check(tied ? "llama-tied" : "llama", &mc, B, 0,
               rows * (L * (8 * D + 3 * F) + D + V) + (uint64_t)B * ((2 * L + 1) * D + V * D));
+        check_pe(tied ? "llama-tied" : "llama", &mc);
     }
     return t_finish();
 }
