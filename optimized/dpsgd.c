@@ -263,6 +263,74 @@ static dp_status pe_download(double *host, const opt_model *om, opt_tape *tp, co
     return st;
 }
 
+/* sqg [B] += the squared norms of parameter p's per-example gradients (mode m). M_INST
+ * forms them into inst[p] unless there (--checkpoint block: formed in the backward); a
+ * half tape forms them in an f32 workspace, reads their norms there and holds them in 2
+ * bytes (point E), and decodes whatever else it reads into an f32 workspace
+ * (docs/precision.md section 2 "Storage"). */
+static dp_status norm_term(void *sqg, void **inst, const opt_model *om, opt_tape *tp, int m, int p) {
+    opt_backend *be = om->be;
+    const int64_t B = tp->B, n = B * om->numel[p];
+    opt_arena ws = {.be = be};
+    const void *x, *A, *G;
+    void *f = NULL;
+    dp_status st = DP_OK;
+    switch (m) {
+    case M_DIRECT:
+        st = opt_tape_f32_view(&ws, &x, om, tp->half, tp->direct[p], n);
+        if (st == DP_OK) st = OPT_CALL(be, sqnorm_rows, sqg, x, B, om->numel[p]);
+        break;
+    case M_INST:
+        f = inst[p];
+        if (!f)
+            st = opt_arena_alloc_tag(tp->half ? &ws : &tp->ar, &f, opt_backend_esize(be) * (size_t)n,
+                                     tp->half ? OPT_MEM_WORKSPACE : OPT_MEM_PER_EXAMPLE);
+        if (st == DP_OK && !inst[p]) st = instantiate(f, om, tp, p);
+        if (st == DP_OK) st = OPT_CALL(be, sqnorm_rows, sqg, f, B, om->numel[p]);
+        if (st == DP_OK && !inst[p] && tp->half) {
+            st = opt_arena_alloc_tag(&tp->ar, &inst[p], sizeof(uint16_t) * (size_t)n, OPT_MEM_PER_EXAMPLE);
+            if (st == DP_OK) st = opt_prec_to_half(be, om->prec, inst[p], f, n);
+        } else if (!inst[p] && !tp->half)
+            inst[p] = f;
+        break;
+    case M_GHOST:
+    case M_FUSEDNORM:
+        st = opt_tape_lin_f32(&A, &G, &ws, om, tp, p);
+        if (st == DP_OK && m == M_GHOST) st = OPT_CALL(be, ghost_sqnorm, sqg, A, G, B, tp->T, tp->din[p], tp->dout[p]);
+        else if (st == DP_OK) st = OPT_CALL(be, fused_sqnorm, sqg, A, G, B, tp->T, tp->din[p], tp->dout[p]);
+        break;
+    default: break;
+    }
+    opt_arena_free(&ws);
+    return st;
+}
+
+/* sp [numel] += sum_b cg[b] g_b of parameter p (mode m; M_FUSED1: nothing, done with the
+ * clip factors); a half tape decodes what it reads into an f32 workspace. */
+static dp_status accum_term(void *sp, const void *cg, void *const *inst, const opt_model *om, opt_tape *tp, int m,
+                            int p) {
+    opt_backend *be = om->be;
+    const int64_t B = tp->B;
+    opt_arena ws = {.be = be};
+    const void *x, *A, *G;
+    dp_status st = DP_OK;
+    switch (m) {
+    case M_DIRECT:
+    case M_INST:
+        st = opt_tape_f32_view(&ws, &x, om, tp->half, m == M_DIRECT ? tp->direct[p] : inst[p], B * om->numel[p]);
+        if (st == DP_OK) st = OPT_CALL(be, clip_accum, sp, x, cg, B, om->numel[p]);
+        break;
+    case M_GHOST:
+    case M_FUSEDNORM:
+        st = opt_tape_lin_f32(&A, &G, &ws, om, tp, p);
+        if (st == DP_OK) st = OPT_CALL(be, bk_gemm, sp, A, G, cg, B, tp->T, tp->din[p], tp->dout[p]);
+        break;
+    default: break;
+    }
+    opt_arena_free(&ws);
+    return st;
+}
+
 typedef opt_chunk_out chunk_out;
 
 /* --checkpoint block: the per-example gradients of a block instantiated from its
@@ -341,49 +409,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
     if (st == DP_OK) st = OPT_CALL(be, zero, sq, es * (size_t)(G * Bc));
     for (int p = 0; st == DP_OK && p < np; p++) {
         void *sqg = (char *)sq + es * (size_t)(gr->group_of[p] * Bc);
-        switch (mode[p]) {
-        case M_DIRECT: {
-            opt_arena ws = {.be = be};
-            const void *dir;
-            st = opt_tape_f32_view(&ws, &dir, om, tp.half, tp.direct[p], Bc * om->numel[p]);
-            if (st == DP_OK) st = OPT_CALL(be, sqnorm_rows, sqg, dir, Bc, om->numel[p]);
-            opt_arena_free(&ws);
-            break;
-        }
-        case M_INST:
-            if (!inst[p] && tp.half) { /* half tape (point E): formed and rounded in an f32 workspace,
-                                        * its norms read there, then held in 2 bytes */
-                opt_arena ws = {.be = be};
-                void *f32;
-                const int64_t n = Bc * om->numel[p];
-                st = opt_arena_alloc_tag(&ws, &f32, es * (size_t)n, OPT_MEM_WORKSPACE);
-                if (st == DP_OK) st = instantiate(f32, om, &tp, p);
-                if (st == DP_OK) st = OPT_CALL(be, sqnorm_rows, sqg, f32, Bc, om->numel[p]);
-                if (st == DP_OK) st = opt_arena_alloc_tag(&tp.ar, &inst[p], sizeof(uint16_t) * (size_t)n, OPT_MEM_PER_EXAMPLE);
-                if (st == DP_OK) st = opt_prec_to_half(be, om->prec, inst[p], f32, n);
-                opt_arena_free(&ws);
-                break;
-            }
-            if (!inst[p]) { /* (--checkpoint block: instantiated in the backward) */
-                st = opt_arena_alloc_tag(&tp.ar, &inst[p], es * (size_t)(Bc * om->numel[p]), OPT_MEM_PER_EXAMPLE);
-                if (st == DP_OK) st = instantiate(inst[p], om, &tp, p);
-            }
-            if (st == DP_OK) st = OPT_CALL(be, sqnorm_rows, sqg, inst[p], Bc, om->numel[p]);
-            break;
-        case M_GHOST:
-        case M_FUSEDNORM: {
-            opt_arena ws = {.be = be};
-            const void *A, *Gr;
-            st = opt_tape_lin_f32(&A, &Gr, &ws, om, &tp, p);
-            if (st == DP_OK && mode[p] == M_GHOST)
-                st = OPT_CALL(be, ghost_sqnorm, sqg, A, Gr, Bc, tp.T, tp.din[p], tp.dout[p]);
-            else if (st == DP_OK)
-                st = OPT_CALL(be, fused_sqnorm, sqg, A, Gr, Bc, tp.T, tp.din[p], tp.dout[p]);
-            opt_arena_free(&ws);
-            break;
-        }
-        default: break;
-        }
+        st = norm_term(sqg, inst, om, &tp, mode[p], p);
     }
     void *const sum0 = s->flat;
     /* the sums of single-pass fused layers are saved: an example found special below
@@ -504,34 +530,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
     }
     for (int p = 0; st == DP_OK && !second_pass && p < np; p++) {
         void *cg = (char *)cdev + es * (size_t)(gr->group_of[p] * Bc), *sp = dev_at(s, sum0, s->off[p]);
-        switch (mode[p]) {
-        case M_DIRECT: {
-            opt_arena ws = {.be = be};
-            const void *dir;
-            st = opt_tape_f32_view(&ws, &dir, om, tp.half, tp.direct[p], Bc * om->numel[p]);
-            if (st == DP_OK) st = OPT_CALL(be, clip_accum, sp, dir, cg, Bc, om->numel[p]);
-            opt_arena_free(&ws);
-            break;
-        }
-        case M_INST: {
-            opt_arena ws = {.be = be};
-            const void *g;
-            st = opt_tape_f32_view(&ws, &g, om, tp.half, inst[p], Bc * om->numel[p]);
-            if (st == DP_OK) st = OPT_CALL(be, clip_accum, sp, g, cg, Bc, om->numel[p]);
-            opt_arena_free(&ws);
-            break;
-        }
-        case M_GHOST:
-        case M_FUSEDNORM: {
-            opt_arena ws = {.be = be};
-            const void *A, *Gr;
-            st = opt_tape_lin_f32(&A, &Gr, &ws, om, &tp, p);
-            if (st == DP_OK) st = OPT_CALL(be, bk_gemm, sp, A, Gr, cg, Bc, tp.T, tp.din[p], tp.dout[p]);
-            opt_arena_free(&ws);
-            break;
-        }
-        default: break; /* M_FUSED1: done */
-        }
+        st = accum_term(sp, cg, inst, om, &tp, mode[p], p); /* M_FUSED1: done */
     }
 
     /* ---- special examples: their clipped terms c * g_b, computed on the host ---- */
