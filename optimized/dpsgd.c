@@ -202,14 +202,29 @@ dp_status opt_instantiate_examples(void *out, const opt_model *om, const opt_tap
     const size_t es = opt_backend_esize(be);
     int64_t T = tp->T, n = om->numel[pi];
     if (ne <= 0) return DP_OK;
+    /* a half tape's 2-byte elements are decoded (docs/precision.md section 2) */
+    if (om->src[pi] == OPT_SRC_DIRECT && tp->half)
+        return opt_prec_from_half(be, om->prec, out, (const char *)tp->direct[pi] + 2 * (size_t)(e0 * n), ne * n);
     if (om->src[pi] == OPT_SRC_DIRECT)
         return OPT_CALL(be, copy, out, (const char *)tp->direct[pi] + es * (size_t)(e0 * n), es * (size_t)(ne * n));
     int64_t d = tp->din[pi], p = tp->dout[pi];
-    /* out_b [p, d] = G_b^T [p, T] A_b [T, d] */
-    DP_TRY(OPT_CALL(be, gemm, out, (const char *)tp->G[pi] + es * (size_t)(e0 * T * p),
-                    (const char *)tp->A[pi] + es * (size_t)(e0 * T * d), 1, 0, p, d, T, 1.0, 0.0, ne, T * p, T * d, p * d));
-    if (om->src[pi] == OPT_SRC_BOTH)
-        DP_TRY(OPT_CALL(be, add, out, out, (const char *)tp->direct[pi] + es * (size_t)(e0 * n), ne * p * d));
+    /* out_b [p, d] = G_b^T [p, T] A_b [T, d] (a half tape decoded into workspace) */
+    opt_arena ws = {.be = be};
+    const void *A, *G;
+    dp_status st = opt_tape_lin_f32(&A, &G, &ws, om, tp, pi);
+    if (st == DP_OK)
+        st = OPT_CALL(be, gemm, out, (const char *)G + es * (size_t)(e0 * T * p), (const char *)A + es * (size_t)(e0 * T * d),
+                      1, 0, p, d, T, 1.0, 0.0, ne, T * p, T * d, p * d);
+    opt_arena_free(&ws);
+    DP_TRY(st);
+    if (om->src[pi] == OPT_SRC_BOTH) {
+        const void *dir;
+        ws = (opt_arena){.be = be};
+        st = opt_tape_f32_view(&ws, &dir, om, tp->half, tp->direct[pi], tp->B * n);
+        if (st == DP_OK) st = OPT_CALL(be, add, out, out, (const char *)dir + es * (size_t)(e0 * n), ne * p * d);
+        opt_arena_free(&ws);
+        DP_TRY(st);
+    }
     /* mixed precision, point P: an instantiated per-example gradient is held in the half
      * type (docs/precision.md) */
     return opt_prec_round(om, out, ne * p * d, OPT_PREC_KIND_PE);
@@ -218,27 +233,114 @@ dp_status opt_instantiate_examples(void *out, const opt_model *om, const opt_tap
 /* Zero every tape slice of example b (its terms then contribute nothing). */
 static dp_status zero_example(const opt_model *om, opt_tape *tp, int64_t b) {
     opt_backend *be = om->be;
-    size_t es = opt_backend_esize(be);
+    size_t es = opt_backend_esize(be), el = tp->half ? sizeof(uint16_t) : es; /* half tape: 2-byte A, G */
     int64_t T = tp->T;
     for (int p = 0; p < om->np; p++) {
         if (om->src[p] != OPT_SRC_DIRECT && tp->A[p]) { /* (--checkpoint block: freed blocks are NULL) */
-            DP_TRY(OPT_CALL(be, zero, (char *)tp->A[p] + es * (size_t)(b * T * tp->din[p]), es * (size_t)(T * tp->din[p])));
-            DP_TRY(OPT_CALL(be, zero, (char *)tp->G[p] + es * (size_t)(b * T * tp->dout[p]), es * (size_t)(T * tp->dout[p])));
+            DP_TRY(OPT_CALL(be, zero, (char *)tp->A[p] + el * (size_t)(b * T * tp->din[p]), el * (size_t)(T * tp->din[p])));
+            DP_TRY(OPT_CALL(be, zero, (char *)tp->G[p] + el * (size_t)(b * T * tp->dout[p]), el * (size_t)(T * tp->dout[p])));
         }
         if (om->src[p] != OPT_SRC_LINEAR)
-            DP_TRY(OPT_CALL(be, zero, (char *)tp->direct[p] + es * (size_t)(b * om->numel[p]), es * (size_t)om->numel[p]));
+            DP_TRY(OPT_CALL(be, zero, (char *)tp->direct[p] + el * (size_t)(b * om->numel[p]), el * (size_t)om->numel[p]));
     }
     return DP_OK;
 }
 
 /* Zero row b of every instantiated per-example gradient (a dropped or host-handled
  * example then adds an exact 0 even where its row held NaN/inf: 0 * NaN would be NaN). */
-static dp_status zero_inst_row(const opt_model *om, void *const *inst, int64_t b) {
-    size_t es = opt_backend_esize(om->be);
+static dp_status zero_inst_row(const opt_model *om, void *const *inst, int half, int64_t b) {
+    size_t es = half ? sizeof(uint16_t) : opt_backend_esize(om->be); /* half tape: 2-byte rows */
     for (int p = 0; p < om->np; p++)
         if (inst[p])
             DP_TRY(OPT_CALL(om->be, zero, (char *)inst[p] + es * (size_t)(b * om->numel[p]), es * (size_t)om->numel[p]));
     return DP_OK;
+}
+
+/* host [B, numel] = the per-example gradient of p: held (f32, or a 2-byte container on a
+ * half tape) or, held NULL, instantiated from the tape into a per-example buffer of its
+ * arena. */
+static dp_status pe_download(double *host, const opt_model *om, opt_tape *tp, const void *held, int p) {
+    const int64_t n = tp->B * om->numel[p];
+    if (!held) {
+        void *buf;
+        DP_TRY(opt_arena_alloc_tag(&tp->ar, &buf, opt_backend_esize(om->be) * (size_t)n, OPT_MEM_PER_EXAMPLE));
+        DP_TRY(instantiate(buf, om, tp, p));
+        return OPT_CALL(om->be, download_f64, host, buf, n);
+    }
+    opt_arena ws = {.be = om->be};
+    const void *v;
+    dp_status st = opt_tape_f32_view(&ws, &v, om, tp->half, held, n);
+    if (st == DP_OK) st = OPT_CALL(om->be, download_f64, host, v, n);
+    opt_arena_free(&ws);
+    return st;
+}
+
+/* sqg [B] += the squared norms of parameter p's per-example gradients (mode m). M_INST
+ * forms them into inst[p] unless there (--checkpoint block: formed in the backward); a
+ * half tape forms them in an f32 workspace, reads their norms there and holds them in 2
+ * bytes (point E), and decodes whatever else it reads into an f32 workspace
+ * (docs/precision.md section 2 "Storage"). */
+static dp_status norm_term(void *sqg, void **inst, const opt_model *om, opt_tape *tp, int m, int p) {
+    opt_backend *be = om->be;
+    const int64_t B = tp->B, n = B * om->numel[p];
+    opt_arena ws = {.be = be};
+    const void *x, *A, *G;
+    void *f = NULL;
+    dp_status st = DP_OK;
+    switch (m) {
+    case M_DIRECT:
+        st = opt_tape_f32_view(&ws, &x, om, tp->half, tp->direct[p], n);
+        if (st == DP_OK) st = OPT_CALL(be, sqnorm_rows, sqg, x, B, om->numel[p]);
+        break;
+    case M_INST:
+        f = inst[p];
+        if (!f)
+            st = opt_arena_alloc_tag(tp->half ? &ws : &tp->ar, &f, opt_backend_esize(be) * (size_t)n,
+                                     tp->half ? OPT_MEM_WORKSPACE : OPT_MEM_PER_EXAMPLE);
+        if (st == DP_OK && !inst[p]) st = instantiate(f, om, tp, p);
+        if (st == DP_OK) st = OPT_CALL(be, sqnorm_rows, sqg, f, B, om->numel[p]);
+        if (st == DP_OK && !inst[p] && tp->half) {
+            st = opt_arena_alloc_tag(&tp->ar, &inst[p], sizeof(uint16_t) * (size_t)n, OPT_MEM_PER_EXAMPLE);
+            if (st == DP_OK) st = opt_prec_to_half(be, om->prec, inst[p], f, n);
+        } else if (!inst[p] && !tp->half)
+            inst[p] = f;
+        break;
+    case M_GHOST:
+    case M_FUSEDNORM:
+        st = opt_tape_lin_f32(&A, &G, &ws, om, tp, p);
+        if (st == DP_OK && m == M_GHOST) st = OPT_CALL(be, ghost_sqnorm, sqg, A, G, B, tp->T, tp->din[p], tp->dout[p]);
+        else if (st == DP_OK) st = OPT_CALL(be, fused_sqnorm, sqg, A, G, B, tp->T, tp->din[p], tp->dout[p]);
+        break;
+    default: break;
+    }
+    opt_arena_free(&ws);
+    return st;
+}
+
+/* sp [numel] += sum_b cg[b] g_b of parameter p (mode m; M_FUSED1: nothing, done with the
+ * clip factors); a half tape decodes what it reads into an f32 workspace. */
+static dp_status accum_term(void *sp, const void *cg, void *const *inst, const opt_model *om, opt_tape *tp, int m,
+                            int p) {
+    opt_backend *be = om->be;
+    const int64_t B = tp->B;
+    opt_arena ws = {.be = be};
+    const void *x, *A, *G;
+    dp_status st = DP_OK;
+    switch (m) {
+    case M_DIRECT:
+    case M_INST:
+        st = opt_tape_f32_view(&ws, &x, om, tp->half, m == M_DIRECT ? tp->direct[p] : inst[p], B * om->numel[p]);
+        if (st == DP_OK) st = OPT_CALL(be, clip_accum, sp, x, cg, B, om->numel[p]);
+        break;
+    case M_GHOST:
+    case M_FUSEDNORM:
+        st = opt_tape_lin_f32(&A, &G, &ws, om, tp, p);
+        if (st == DP_OK) st = OPT_CALL(be, bk_gemm, sp, A, G, cg, B, tp->T, tp->din[p], tp->dout[p]);
+        break;
+    default: break;
+    }
+    opt_arena_free(&ws);
+    return st;
 }
 
 typedef opt_chunk_out chunk_out;
@@ -319,19 +421,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
     if (st == DP_OK) st = OPT_CALL(be, zero, sq, es * (size_t)(G * Bc));
     for (int p = 0; st == DP_OK && p < np; p++) {
         void *sqg = (char *)sq + es * (size_t)(gr->group_of[p] * Bc);
-        switch (mode[p]) {
-        case M_DIRECT: st = OPT_CALL(be, sqnorm_rows, sqg, tp.direct[p], Bc, om->numel[p]); break;
-        case M_INST:
-            if (!inst[p]) { /* (--checkpoint block: instantiated in the backward) */
-                st = opt_arena_alloc_tag(&tp.ar, &inst[p], es * (size_t)(Bc * om->numel[p]), OPT_MEM_PER_EXAMPLE);
-                if (st == DP_OK) st = instantiate(inst[p], om, &tp, p);
-            }
-            if (st == DP_OK) st = OPT_CALL(be, sqnorm_rows, sqg, inst[p], Bc, om->numel[p]);
-            break;
-        case M_GHOST: st = OPT_CALL(be, ghost_sqnorm, sqg, tp.A[p], tp.G[p], Bc, tp.T, tp.din[p], tp.dout[p]); break;
-        case M_FUSEDNORM: st = OPT_CALL(be, fused_sqnorm, sqg, tp.A[p], tp.G[p], Bc, tp.T, tp.din[p], tp.dout[p]); break;
-        default: break;
-        }
+        st = norm_term(sqg, inst, om, &tp, mode[p], p);
     }
     void *const sum0 = s->flat;
     /* the sums of single-pass fused layers are saved: an example found special below
@@ -349,11 +439,16 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
         int fused_p = -1;
         for (int p = 0; p < np; p++)
             if (mode[p] == M_FUSED1 && gr->group_of[p] == g) fused_p = p;
-        if (fused_p >= 0)
-            st = OPT_CALL(be, fused_clip_accum, dev_at(s, sum0, s->off[fused_p]), sqg, cg, tp.A[fused_p], tp.G[fused_p],
-                          sqg, lsS * gr->thresh[g], (opt_clip_fn)s->cfg.clip_fn, lsS * s->cfg.gamma, Bc, tp.T, tp.din[fused_p],
-                          tp.dout[fused_p]);
-        else
+        if (fused_p >= 0) {
+            opt_arena ws = {.be = be};
+            const void *A, *Gr;
+            st = opt_tape_lin_f32(&A, &Gr, &ws, om, &tp, fused_p);
+            if (st == DP_OK)
+                st = OPT_CALL(be, fused_clip_accum, dev_at(s, sum0, s->off[fused_p]), sqg, cg, A, Gr, sqg,
+                              lsS * gr->thresh[g], (opt_clip_fn)s->cfg.clip_fn, lsS * s->cfg.gamma, Bc, tp.T,
+                              tp.din[fused_p], tp.dout[fused_p]);
+            opt_arena_free(&ws);
+        } else
             st = OPT_CALL(be, clip_factors, cg, sqg, lsS * gr->thresh[g], (opt_clip_fn)s->cfg.clip_fn, lsS * s->cfg.gamma, Bc);
     }
     /* ---- special examples: a finite loss but a non-finite squared group norm. Either a
@@ -385,14 +480,9 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
         hrow = calloc((size_t)np, sizeof(double *));
         if (!hrow) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
         for (int p = 0; st == DP_OK && p < np; p++) {
-            void *buf = mode[p] == M_DIRECT ? tp.direct[p] : inst[p];
-            if (!buf) {
-                st = opt_arena_alloc_tag(&tp.ar, &buf, es * (size_t)(Bc * om->numel[p]), OPT_MEM_PER_EXAMPLE);
-                if (st == DP_OK) st = instantiate(buf, om, &tp, p);
-            }
             hrow[p] = malloc(sizeof(double) * (size_t)(Bc * om->numel[p]));
             if (st == DP_OK && !hrow[p]) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
-            if (st == DP_OK) st = OPT_CALL(be, download_f64, hrow[p], buf, Bc * om->numel[p]);
+            if (st == DP_OK) st = pe_download(hrow[p], om, &tp, mode[p] == M_DIRECT ? tp.direct[p] : inst[p], p);
         }
     }
     dp_model hm = {0}; /* a shape-only model for opt_norms_double */
@@ -427,7 +517,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
         }
         if (co->dropped[b] || special[b]) {
             if (st == DP_OK) st = zero_example(om, &tp, b);
-            if (st == DP_OK) st = zero_inst_row(om, inst, b);
+            if (st == DP_OK) st = zero_inst_row(om, inst, tp.half, b);
             for (int g = 0; g < G; g++) hc[g * Bc + b] = 0.0;
             changed = 1;
         }
@@ -452,13 +542,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
     }
     for (int p = 0; st == DP_OK && !second_pass && p < np; p++) {
         void *cg = (char *)cdev + es * (size_t)(gr->group_of[p] * Bc), *sp = dev_at(s, sum0, s->off[p]);
-        switch (mode[p]) {
-        case M_DIRECT: st = OPT_CALL(be, clip_accum, sp, tp.direct[p], cg, Bc, om->numel[p]); break;
-        case M_INST: st = OPT_CALL(be, clip_accum, sp, inst[p], cg, Bc, om->numel[p]); break;
-        case M_GHOST:
-        case M_FUSEDNORM: st = OPT_CALL(be, bk_gemm, sp, tp.A[p], tp.G[p], cg, Bc, tp.T, tp.din[p], tp.dout[p]); break;
-        default: break; /* M_FUSED1: done */
-        }
+        st = accum_term(sp, cg, inst, om, &tp, mode[p], p); /* M_FUSED1: done */
     }
 
     /* ---- special examples: their clipped terms c * g_b, computed on the host ---- */
@@ -483,12 +567,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
         for (int g = 0; g < G; g++) co->c[b * G + g] = special[b] ? hcx[g * Bc + b] : hc[g * Bc + b];
     if (co->grad) {
         for (int p = 0; st == DP_OK && p < np; p++) {
-            void *buf = inst[p];
-            if (!buf) {
-                st = opt_arena_alloc_tag(&tp.ar, &buf, es * (size_t)(Bc * om->numel[p]), OPT_MEM_PER_EXAMPLE);
-                if (st == DP_OK) st = instantiate(buf, om, &tp, p);
-            }
-            if (st == DP_OK) st = OPT_CALL(be, download_f64, co->grad[p], buf, Bc * om->numel[p]);
+            st = pe_download(co->grad[p], om, &tp, inst[p], p);
             /* rows zeroed above: export the gradients as they were */
             for (int64_t b = 0; st == DP_OK && hrow && b < Bc; b++)
                 if (co->dropped[b] || special[b])

@@ -158,6 +158,61 @@ dp_status opt_prec_round(const opt_model *om, void *x, int64_t n, int kind) {
     return opt_prec_round_dev(om->be, om->prec, x, n, cnt);
 }
 
+/* ---------------------------------------------------------------- half tape
+ * docs/precision.md section 2: at bf16/fp16 the linear inputs (point A) and output
+ * gradients (point G) the tape keeps move, once every f32 kernel that reads them in the
+ * pass has run, from the rounded f32 buffer into a 2-byte container (tag activations);
+ * a later reader decodes one tensor into an f32 workspace (tag workspace) and frees it
+ * right after. Not under --checkpoint block (the tape lives one block) nor CP (refused). */
+static int tape_half(const opt_model *om) { return opt_prec_is_half(om->prec) && !om->checkpoint && !om->cp; }
+
+/* free p, one allocation of ar, now */
+static void arena_drop(opt_arena *ar, void *p) {
+    for (int i = ar->n; i-- > 0;)
+        if (ar->p[i] == p) {
+            opt_mem_free(ar->be, p);
+            memmove(ar->p + i, ar->p + i + 1, sizeof(void *) * (size_t)(ar->n - i - 1));
+            ar->n--;
+            return;
+        }
+}
+
+/* *buf [n] (f32 of ar, already rounded to the half type) becomes a 2-byte container of
+ * ar holding the same values (encode of a rounded value is exact); tape entries of tp
+ * (may be NULL) that point at the f32 buffer follow. No-op unless tape_half. */
+static dp_status stash(opt_arena *ar, opt_tape *tp, const opt_model *om, void **buf, int64_t n) {
+    if (!tape_half(om)) return DP_OK;
+    void *h;
+    DP_TRY(opt_arena_alloc(ar, &h, sizeof(uint16_t) * (size_t)(n > 0 ? n : 1)));
+    DP_TRY(opt_prec_to_half(om->be, om->prec, h, *buf, n));
+    for (int p = 0; tp && p < om->np; p++) {
+        if (tp->A[p] == *buf) tp->A[p] = h;
+        if (tp->G[p] == *buf) tp->G[p] = h;
+    }
+    arena_drop(ar, *buf);
+    *buf = h;
+    return DP_OK;
+}
+
+/* *out = f32 values of x [n]: x itself (f32 tape) or a decoded workspace copy in ws */
+#define expand opt_tape_f32_view
+dp_status opt_tape_f32_view(opt_arena *ws, const void **out, const opt_model *om, int half, const void *x, int64_t n) {
+    *out = x;
+    if (!half) return DP_OK;
+    void *w;
+    DP_TRY(opt_arena_alloc_tag(ws, &w, sizeof(float) * (size_t)(n > 0 ? n : 1), OPT_MEM_WORKSPACE));
+    DP_TRY(opt_prec_from_half(om->be, om->prec, w, x, n));
+    *out = w;
+    return DP_OK;
+}
+
+dp_status opt_tape_lin_f32(const void **A, const void **G, opt_arena *ws, const opt_model *om, const opt_tape *tp,
+                           int pi) {
+    const int64_t rows = tp->B * tp->T;
+    DP_TRY(expand(ws, A, om, tp->half, tp->A[pi], rows * tp->din[pi]));
+    return expand(ws, G, om, tp->half, tp->G[pi], rows * tp->dout[pi]);
+}
+
 /* linear forward: y [rows, p] = x [rows, d] W^T. Mixed precision (docs/precision.md,
  * points A and Y): the input activation x is rounded to the half type in place (it is
  * the stored activation the tape keeps), and so is the output y. */
@@ -184,9 +239,13 @@ static dp_status lin_grad(opt_tape *tp, const opt_model *om, opt_mode mode, void
         tp->A[pi] = A; tp->G[pi] = G; tp->din[pi] = d; tp->dout[pi] = p;
         return DP_OK;
     }
-    /* dW [p, d] += G^T A over all rows */
+    /* dW [p, d] += G^T A over all rows (a half-stored A decoded into workspace) */
     int64_t rows = tp->B * tp->T;
-    return OPT_CALL(om->be, gemm, grads[pi], G, A, 1, 0, p, d, rows, 1.0, 1.0, 1, 0, 0, 0);
+    opt_arena ws = {.be = om->be};
+    dp_status st = expand(&ws, &A, om, tp->half, A, rows * d);
+    if (st == DP_OK) st = OPT_CALL(om->be, gemm, grads[pi], G, A, 1, 0, p, d, rows, 1.0, 1.0, 1, 0, 0, 0);
+    opt_arena_free(&ws);
+    return st;
 }
 
 /* Per-row gradient rows [rows, n] of a direct parameter: tape -> per-example sums
@@ -196,7 +255,8 @@ static dp_status direct_grad(opt_tape *tp, const opt_model *om, opt_mode mode, v
     if (mode == MODE_TAPE) {
         if (!tp->direct[pi]) DP_TRY(A_(tp, &tp->direct[pi], tp->B * n));
         DP_TRY(OPT_CALL(om->be, sum_rows, tp->direct[pi], rowsbuf, 0, tp->B, tp->T, n));
-        return opt_prec_round(om, tp->direct[pi], tp->B * n, OPT_PREC_KIND_PE); /* point P */
+        DP_TRY(opt_prec_round(om, tp->direct[pi], tp->B * n, OPT_PREC_KIND_PE)); /* point P */
+        return stash(&tp->ar, NULL, om, &tp->direct[pi], tp->B * n);
     }
     return OPT_CALL(om->be, sum_rows, grads[pi], rowsbuf, 1, 1, tp->B * tp->T, n);
 }
@@ -248,6 +308,8 @@ static dp_status mlp_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
         DP_TRY(A_(tp, &f->h[i + 1], B * dout));
         DP_TRY(opt_params_use(om, 2 * i, 2, i < L ? 2 * i + 2 : -1, 2));
         DP_TRY(lin_fwd(om, f->h[i + 1], f->h[i], om->w[2 * i], B, din, dout)); /* [B, out] */
+        DP_TRY(stash(&tp->ar, NULL, om, &f->h[i], B * din)); /* point A: the tape's copy */
+        if (i == 0) tp->x_dev = f->h[0];
         DP_TRY(OPT_CALL(be, add_bias, f->h[i + 1], om->w[2 * i + 1], B, dout));
         DP_TRY(opt_params_drop(om, 2 * i, 2));
         if (i < L) DP_TRY(OPT_CALL(be, tanh_fwd, f->h[i + 1], f->h[i + 1], B * dout));
@@ -278,15 +340,21 @@ static dp_status mlp_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, opt
         /* dz [B, dout] is the gradient w.r.t. the pre-activation of layer i */
         DP_TRY(lin_grad(tp, om, mode, grads, 2 * i, f->h[i], dz, din, dout));
         DP_TRY(direct_grad(tp, om, mode, grads, 2 * i + 1, dz, dout));
+        void *dh = NULL;
         if (i > 0) {
-            void *dh;
             DP_TRY(A_(tp, &dh, B * din));
             DP_TRY(opt_params_use(om, 2 * i, 1, i > 1 ? 2 * i - 2 : -1, 1));
             DP_TRY(lin_bwd_x(be, dh, dz, om->w[2 * i], B, din, dout, 0.0));
             DP_TRY(opt_params_drop(om, 2 * i, 1));
-            DP_TRY(OPT_CALL(be, tanh_bwd, dh, dh, f->h[i], B * din)); /* through h_i = tanh(.) */
-            dz = dh;
+            opt_arena ws = {.be = be};
+            const void *hi;
+            dp_status st = expand(&ws, &hi, om, tape_half(om), f->h[i], B * din);
+            if (st == DP_OK) st = OPT_CALL(be, tanh_bwd, dh, dh, hi, B * din); /* through h_i = tanh(.) */
+            opt_arena_free(&ws);
+            DP_TRY(st);
         }
+        if (mode == MODE_TAPE) DP_TRY(stash(&tp->ar, tp, om, &dz, B * dout)); /* point G: the tape's copy */
+        dz = dh;
     }
     return DP_OK;
 }
@@ -310,6 +378,7 @@ static dp_status layer_fwd(opt_arena *ar, opt_arena *out_ar, void **hout, opt_ll
     DP_TRY(lin_fwd(om, y->q, y->a, W[1], rows, D, D));
     DP_TRY(lin_fwd(om, y->k, y->a, W[2], rows, D, D));
     DP_TRY(lin_fwd(om, y->v, y->a, W[3], rows, D, D));
+    DP_TRY(stash(ar, NULL, om, &y->a, rows * D));
     if (om->cp) { /* q, k, v, probs become the whole sequence's (engine_cp.c) */
         DP_TRY(opt_cp_attn_fwd(ar, y->y, &y->q, &y->k, &y->v, &y->probs, om, B));
     } else {
@@ -318,13 +387,16 @@ static dp_status layer_fwd(opt_arena *ar, opt_arena *out_ar, void **hout, opt_ll
         DP_TRY(OPT_CALL(be, attn_fwd, y->y, y->probs, y->q, y->k, y->v, B, T, H, hd));
     }
     DP_TRY(lin_fwd(om, y->h1, y->y, W[4], rows, D, D));
+    DP_TRY(stash(ar, NULL, om, &y->y, rows * D));
     DP_TRY(OPT_CALL(be, add, y->h1, y->h1, y->hin, rows * D)); /* h1 = hin + y Wo^T */
     DP_TRY(OPT_CALL(be, rmsnorm_fwd, y->m, y->r2, y->h1, W[5], eps, rows, D));
     DP_TRY(lin_fwd(om, y->gt, y->m, W[6], rows, D, F));
     DP_TRY(lin_fwd(om, y->up, y->m, W[7], rows, D, F));
+    DP_TRY(stash(ar, NULL, om, &y->m, rows * D));
     DP_TRY(OPT_CALL(be, swiglu_fwd, y->act, y->gt, y->up, rows * F));
     DP_TRY(AA_(out_ar, hout, rows * D));
     DP_TRY(lin_fwd(om, *hout, y->act, W[8], rows, F, D));
+    DP_TRY(stash(ar, NULL, om, &y->act, rows * F));
     return OPT_CALL(be, add, *hout, *hout, y->h1, rows * D); /* h = h1 + act Wdown^T */
 }
 
@@ -383,6 +455,7 @@ static dp_status llama_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
     DP_TRY(A_(tp, &f->nf, rows * D)); DP_TRY(A_(tp, &f->rf, rows)); DP_TRY(A_(tp, &f->logits, rows * V));
     DP_TRY(OPT_CALL(be, rmsnorm_fwd, f->nf, f->rf, f->hfin, om->w[1 + 9 * L], eps, rows, D));
     DP_TRY(lin_fwd(om, f->logits, f->nf, Wout, rows, D, V)); /* [rows, V] */
+    DP_TRY(stash(&tp->ar, NULL, om, &f->nf, rows * D));
     DP_TRY(opt_params_drop(om, ifin, 1));
     DP_TRY(opt_params_drop(om, iout, 1));
     /* per-position losses with weight 1/(T-1) (mean over the T-1 predicted positions) */
@@ -440,7 +513,13 @@ static dp_status layer_bwd(opt_tape *tp, opt_arena *ar, const opt_model *om, opt
     DP_TRY(lin_bwd_x(be, da, dv, W[3], rows, D, D, 1.0));
     DP_TRY(OPT_CALL(be, rmsnorm_bwd, dx, dg, da, y->hin, y->r1, W[0], rows, D));
     DP_TRY(direct_grad(tp, om, mode, grads, base + 0, dg, D));
-    return OPT_CALL(be, add, *dhn_out, dh1, dx, rows * D); /* d loss / d hin */
+    DP_TRY(OPT_CALL(be, add, *dhn_out, dh1, dx, rows * D)); /* d loss / d hin */
+    if (mode != MODE_TAPE) return DP_OK;
+    /* point G: the layer's output gradients move into the tape's 2-byte copies */
+    void **gs[] = {&dh, &dgt, &dup, &dh1, &dq, &dk, &dv};
+    const int64_t gn[] = {D, F, F, D, D, D, D};
+    for (int i = 0; i < 7; i++) DP_TRY(stash(ar, tp, om, gs[i], rows * gn[i]));
+    return DP_OK;
 }
 
 static dp_status llama_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, opt_mode mode, void *const *grads,
@@ -459,6 +538,7 @@ static dp_status llama_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, o
     DP_TRY(OPT_CALL(be, xent_bwd, dlog, f->logits, tp->y_dev, wrow, rows, V)); /* [rows, V] */
     DP_TRY(lin_grad(tp, om, mode, grads, iout, f->nf, dlog, D, V));
     DP_TRY(lin_bwd_x(be, dnf, dlog, Wout, rows, D, V, 0.0));
+    if (mode == MODE_TAPE) DP_TRY(stash(&tp->ar, tp, om, &dlog, rows * V));
     DP_TRY(OPT_CALL(be, rmsnorm_bwd, dh, dg, dnf, f->hfin, f->rf, om->w[1 + 9 * L], rows, D));
     DP_TRY(direct_grad(tp, om, mode, grads, (int)(1 + 9 * L), dg, D));
     DP_TRY(opt_params_drop(om, iout, 1));
@@ -488,6 +568,24 @@ static dp_status llama_backward(opt_tape *tp, const opt_model *om, opt_fwd *f, o
         dh = dhn;
     }
     /* token embedding: per-example tables [B, V, D] (tape) or the summed table */
+    if (mode == MODE_TAPE && tape_half(om)) { /* half tape: example by example through one f32 [V, D] */
+        DP_TRY(opt_arena_alloc(&tp->ar, &tp->direct[0], sizeof(uint16_t) * (size_t)(B > 0 ? B * V * D : 1)));
+        opt_arena ws = {.be = be};
+        void *one;
+        dp_status st = opt_arena_alloc_tag(&ws, &one, sizeof(float) * (size_t)(V * D), OPT_MEM_WORKSPACE);
+        for (int64_t b = 0; st == DP_OK && b < B; b++) {
+            st = OPT_CALL(be, zero, one, sizeof(float) * (size_t)(V * D));
+            if (st == DP_OK)
+                st = OPT_CALL(be, embed_bwd, one, (const char *)dh + sizeof(float) * (size_t)(b * T * D),
+                              (const int32_t *)tp->x_dev + b * T, T, T, V, D);
+            if (st == DP_OK) st = opt_prec_round(om, one, V * D, OPT_PREC_KIND_PE); /* point P */
+            if (st == DP_OK)
+                st = opt_prec_to_half(be, om->prec, (char *)tp->direct[0] + sizeof(uint16_t) * (size_t)(b * V * D), one, V * D);
+        }
+        opt_arena_free(&ws);
+        DP_TRY(st);
+        return tape_ready(tp, om, mode, 0, 1);
+    }
     if (mode == MODE_TAPE) {
         if (!tp->direct[0]) DP_TRY(A_(tp, &tp->direct[0], B * V * D));
         DP_TRY(OPT_CALL(be, embed_bwd, tp->direct[0], dh, (const int32_t *)tp->x_dev, rows, T, V, D));
@@ -503,6 +601,7 @@ static dp_status tape_init(opt_tape *tp, const opt_model *om, int64_t B) {
     tp->ar.be = om->be;
     tp->B = B;
     tp->T = om->cp ? om->cp->Tl : om->T;
+    tp->half = tape_half(om);
     int np = om->np;
     tp->A = calloc((size_t)np, sizeof *tp->A);
     tp->G = calloc((size_t)np, sizeof *tp->G);

@@ -118,6 +118,10 @@ typedef struct opt_tape_s {
     void *x_dev;              /* mlp inputs [B, in] or llama tokens int32 [B, T] */
     int32_t *y_dev;           /* mlp labels int32 [B]; llama next-token targets int32 [B, T] (-1 last) */
     void *fwd_;               /* forward activations (engine.c) */
+    /* 1: the linear entries A and G and the direct per-example gradients are 2-byte half
+     * containers (bf16/fp16 without --checkpoint block or CP; docs/precision.md section
+     * 2); read them through opt_tape_lin_f32 / opt_tape_f32_view */
+    int half;
 } opt_tape;
 
 dp_status opt_model_create(opt_model *om, opt_backend *be, const dp_model *m);
@@ -142,6 +146,14 @@ dp_status opt_forward_loss(double *loss_host, const opt_model *om, const dp_data
  * forward activations stored in tp (weights c [B] device). */
 dp_status opt_backward_weighted(void *const *grads, const opt_model *om, opt_tape *tp, const void *c);
 void opt_tape_free(opt_tape *tp);
+/* The f32 view of linear tape entry pi: *A, *G = tp's pointers, or (tp->half) f32 copies
+ * decoded into workspace buffers of ws (tag workspace; the caller frees ws right after
+ * the kernel that reads them). */
+dp_status opt_tape_lin_f32(const void **A, const void **G, opt_arena *ws, const opt_model *om, const opt_tape *tp,
+                           int pi);
+/* *out = the f32 values of x [n]: x itself (half = 0) or, x being a 2-byte half container
+ * (half = 1, om's half type), an f32 copy decoded into a workspace buffer of ws. */
+dp_status opt_tape_f32_view(opt_arena *ws, const void **out, const opt_model *om, int half, const void *x, int64_t n);
 
 /* zero3 parameter fetch (no-op when om->fetch is NULL): acquire parameters
  * [first, first + n), then start the gathers of [next_first, next_first + next_n)

@@ -8,10 +8,12 @@
  * gradient, and the per-example gradients that are held in memory (instantiated or
  * direct). Norms, clip factors, clipped sums, noise, the private gradient, the
  * optimizer and the master weights stay f32. The parameters are stored as 2-byte half
- * tensors (replicated, zero1, zero2: optimized/strategies/half_params.c); the other half
- * values live in f32 containers of the backend (exactly representable, so every later
- * read is the exact half value): the results are those of a half-storage
- * implementation, that memory is not saved on the host (docs/precision.md "Memory").
+ * tensors (replicated, zero1, zero2: optimized/strategies/half_params.c); the values the
+ * tape keeps (linear inputs, output gradients, held per-example gradients) are rounded in
+ * their f32 buffer and then moved into 2-byte containers (optimized/engine.c "half
+ * tape", opt_tape.half), decoded into an f32 workspace when a kernel reads them; the
+ * other half values live in f32 containers (exactly representable, so every later read
+ * is the exact half value) (docs/precision.md sections 2 "Storage" and 6 "Memory").
  *
  * The seam for loss scaling (issue 11 part 2, docs/precision.md "Loss-scaling seam"):
  *   - the per-example gradients held in the half type are rounded by

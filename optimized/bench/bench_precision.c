@@ -1,6 +1,6 @@
 /* optimized/bench/bench_precision.c — mixed precision on the host backend
- * (docs/precision.md "Benchmark"): seconds per DP-SGD step and the memory ledger's peaks
- * (all tags, and the model states) at f32, bf16 and fp16, as ratios to f32, measured side
+ * (docs/precision.md "Memory"): seconds per DP-SGD step and the memory ledger's peaks
+ * (all tags, the model states, the activations, the workspace) at f32, bf16 and fp16, as ratios to f32, measured side
  * by side in one run: the precisions take turns step by step (round robin), so machine
  * load affects them alike; the medians of the timed steps are compared.
  *
@@ -8,12 +8,13 @@
  * flat abadi C = 1, sigma = 1, AdamW, one thread, strategies grad-sample and book-keeping;
  * 1 warm-up step, then 5 timed steps per precision.
  *
- * What to expect on the host: bf16/fp16 are SLOWER than f32 and use slightly MORE ledger
- * memory at one rank. The parameters are 2-byte half tensors (2 P bytes saved) but the f32
- * master weights add 4 P (tag master_weights; DP-ZeRO shards them, test_zero_memory shows
- * the saving at N > 2); activations and gradients stay in f32 containers holding half
- * values (docs/precision.md "Memory"), and every rounding point and every layer's f32
- * working copy is a host conversion pass, so the half types cost time. The time saving
+ * What to expect on the host: bf16/fp16 are SLOWER than f32. The parameters are 2-byte
+ * half tensors (2 P bytes saved) but the f32 master weights add 4 P (tag master_weights;
+ * DP-ZeRO shards them, test_zero_memory shows the saving at N > 2); the tape's linear
+ * inputs and output gradients are 2-byte containers (the activations peak drops), the
+ * other activations and the per-example gradients stay f32 (docs/precision.md "Memory");
+ * every rounding point, every stash into the half tape and every decode into an f32
+ * workspace is a host conversion pass, so the half types cost time. The time saving
  * needs half GEMMs on a GPU (the GPU issue).
  * DP-ZO rows (docs/precision.md "DP-ZO"): the same model and data, one direction, phi 0.1,
  * C 1, sigma 1, lr 1e-3, round robin as above. Its half parameters live in the forward's
@@ -43,10 +44,13 @@ static void print_rows(const char *what, const opt_prec *precs, double t[NPREC][
         opt_mem_get(&r[i], be[i]);
     }
     for (int i = 0; i < NPREC; i++)
-        printf("%-13s %-5s %11.4f %8.3f %16llu %8.3f %17llu %8.3f\n", what, opt_prec_names[precs[i]], med[i],
-               med[i] / med[0], (unsigned long long)r[i].peak_total, (double)r[i].peak_total / (double)r[0].peak_total,
-               (unsigned long long)r[i].peak_model_states,
-               (double)r[i].peak_model_states / (double)r[0].peak_model_states);
+        printf("%-13s %-5s %11.4f %8.3f %16llu %8.3f %17llu %8.3f %14llu %8.3f %12llu\n", what, opt_prec_names[precs[i]],
+               med[i], med[i] / med[0], (unsigned long long)r[i].peak_total,
+               (double)r[i].peak_total / (double)r[0].peak_total, (unsigned long long)r[i].peak_model_states,
+               (double)r[i].peak_model_states / (double)r[0].peak_model_states,
+               (unsigned long long)r[i].peak[OPT_MEM_ACTIVATIONS],
+               r[0].peak[OPT_MEM_ACTIVATIONS] ? (double)r[i].peak[OPT_MEM_ACTIVATIONS] / (double)r[0].peak[OPT_MEM_ACTIVATIONS] : 0.0,
+               (unsigned long long)r[i].peak[OPT_MEM_WORKSPACE]);
 }
 
 /* DP-ZO: seconds per step and ledger peaks at f32, bf16, fp16, round robin. */
@@ -102,8 +106,8 @@ int main(void) {
     printf("llama V%d D%d L%d T%d, P = %lld, %lld examples, q = %g, AdamW, 1 thread; %d warm-up + %d timed steps per "
            "precision, round robin\n", mc.vocab, mc.dim, mc.layers, mc.seq, (long long)m.total, (long long)c.n, c.q, WARM,
            REPS);
-    printf("%-13s %-5s %11s %8s %16s %8s %17s %8s\n", "strategy", "prec", "median s", "vs f32", "peak total B", "vs f32",
-           "peak model st. B", "vs f32");
+    printf("%-13s %-5s %11s %8s %16s %8s %17s %8s %14s %8s %12s\n", "strategy", "prec", "median s", "vs f32",
+           "peak total B", "vs f32", "peak model st. B", "vs f32", "peak activ. B", "vs f32", "peak wksp B");
     int rc = 0;
     for (size_t si = 0; si < sizeof strats / sizeof strats[0] && rc == 0; si++) {
         opt_backend *be[NPREC] = {0};
@@ -134,8 +138,8 @@ int main(void) {
         }
     }
     if (rc == 0) rc = bench_dpzo(precs, &m, &d, c.n);
-    printf("host: half parameters (2 bytes) but f32 master weights on top and activations in f32 containers; the "
-           "rounding and decoding passes cost time: docs/precision.md \"Memory\"\n");
+    printf("host: half parameters and half tape (linear inputs, output gradients) but f32 master weights on top; the "
+           "rounding, stash and decoding passes cost time, not saved: docs/precision.md \"Memory\"\n");
     printf("reproduce: make -j2 && build/bench/optimized_bench_precision\n");
     dp_model_free(&m);
     dp_dataset_free(&d);
