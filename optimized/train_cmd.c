@@ -180,7 +180,7 @@ dp_status opt_train_add_opts(dp_opt *opts, size_t *n, size_t cap, opt_train_cli 
                             "mixed-ghost/book-keeping layer rule: flop (T < pd/(p+d)) | memory (2T^2 <= pd) (flop)"});
     ADD_({"--dtype", DP_OPT_STRING, &t->dtype, &t->seen_dtype, "alias of --precision (f64)"});
     ADD_({"--precision", DP_OPT_STRING, &t->precision, &t->seen_precision,
-                            "f64 | f32 | bf16 | fp16: bf16/fp16 = half storage, f32 compute and master weights, dpsgd only (f64)"});
+                            "f64 | f32 | bf16 | fp16: bf16/fp16 = half storage, f32 compute and master weights; dpsgd and dpzo, docs/precision.md (f64)"});
     ADD_({"--threads", DP_OPT_INT, &t->threads, &t->seen_threads,
                             "host threads, 1 to 256 (the cores available / ranks on this node)"});
     ADD_({"--inject-bug", DP_OPT_STRING, &t->bug, &t->seen_bug,
