@@ -8,5 +8,6 @@ PyTorch modules of dpcert's models: dpcert_adapter.torch_models (imports torch l
 """
 from .safetensors_io import load_file, save_file
 from .vector import Vector, write_output
+from .protocol import run
 
-__all__ = ["load_file", "save_file", "Vector", "write_output"]
+__all__ = ["load_file", "save_file", "Vector", "write_output", "run"]
