@@ -6,7 +6,7 @@ instantiated) and Opacus ghost clipping; the PyTorch side of `make bench-peers`
 certification adapters live elsewhere).
 
 One configuration per process, so that the peak RSS is that configuration's:
-  llama_peers.py --mode nondp|opacus-hooks|opacus-ghost --dtype f32|f64 --threads N
+  llama_peers.py --mode nondp|opacus-hooks|opacus-ghost --dtype f32|f64|bf16 --threads N [--device cpu|cuda]
                  --dim D --layers L --seq T --batch B [--ffn F --heads H --vocab V]
                  [--warmup W --reps R]
 prints one line "RESULT tool=pytorch mode=... median_s=... peak_rss_mb=...".
@@ -15,6 +15,9 @@ The step: the batch is B fixed examples (random tokens, seed 0), per-example los
 mean over positions t < T-1 of CE(logits_t, x_{t+1}); DP modes: flat clipping C = 1,
 noise multiplier 1, SGD lr 0.1 (the dpcert side uses the same). Timing: wall clock of
 zero_grad + forward + backward + optimizer step, median of R steps after W warm-up.
+With --device cuda (the GPU run, ci/peers/gpu_step.sh) each step is timed with CUDA events
+and the peak is torch.cuda.max_memory_allocated (printed as peak_dev_mb); bf16 is the
+parameters' and activations' dtype (a bf16 step as the peers run it, no f32 master copy).
 """
 import argparse
 import math
@@ -96,7 +99,8 @@ class Llama(nn.Module):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", required=True, choices=["nondp", "opacus-hooks", "opacus-ghost"])
-    ap.add_argument("--dtype", default="f32", choices=["f32", "f64"])
+    ap.add_argument("--dtype", default="f32", choices=["f32", "f64", "bf16"])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--layers", type=int, default=4)
@@ -111,9 +115,10 @@ def main():
     Fd = a.ffn if a.ffn > 0 else 2 * a.dim
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    dtype = torch.float64 if a.dtype == "f64" else torch.float32
-    model = Llama(a.vocab, a.dim, a.layers, a.heads, Fd, a.seq).to(dtype)
-    x = torch.randint(0, a.vocab, (a.batch, a.seq))
+    dtype = {"f64": torch.float64, "f32": torch.float32, "bf16": torch.bfloat16}[a.dtype]
+    dev = torch.device(a.device)
+    model = Llama(a.vocab, a.dim, a.layers, a.heads, Fd, a.seq).to(device=dev, dtype=dtype)
+    x = torch.randint(0, a.vocab, (a.batch, a.seq)).to(dev)
     inp, tgt = x, x[:, 1:].reshape(-1)
     crit = nn.CrossEntropyLoss(reduction="mean")
     sgd = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -159,18 +164,26 @@ def main():
             opt.step()
 
     times, cpus = [], []
+    cuda = a.device == "cuda"
     for r in range(a.warmup + a.reps):
+        if cuda:
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
         t0, c0 = time.perf_counter(), time.process_time()
         step()
+        if cuda:
+            e1.record()
+            torch.cuda.synchronize()
         t1, c1 = time.perf_counter(), time.process_time()
         if r >= a.warmup:
-            times.append(t1 - t0)
+            times.append(e0.elapsed_time(e1) / 1000.0 if cuda else t1 - t0)
             cpus.append(c1 - c0)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    dev_mb = f" peak_dev_mb={torch.cuda.max_memory_allocated() / 2**20:.1f} device={torch.cuda.get_device_name()}" if cuda else ""
     print(f"RESULT tool=pytorch strategy={a.mode} dtype={a.dtype} threads={a.threads} D={a.dim} L={a.layers} "
           f"T={a.seq} B={a.batch} F={Fd} H={a.heads} V={a.vocab} reps={a.reps} "
           f"median_s={statistics.median(times):.6f} min_s={min(times):.6f} max_s={max(times):.6f} "
-          f"cpu_s={statistics.median(cpus):.6f} peak_rss_mb={rss:.1f} "
+          f"cpu_s={statistics.median(cpus):.6f} peak_rss_mb={rss:.1f}{dev_mb} "
           f"torch={torch.__version__} opacus={__import__('opacus').__version__ if a.mode != 'nondp' else '-'}")
     return 0
 
