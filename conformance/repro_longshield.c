@@ -101,6 +101,7 @@ static dp_status lc_measured_rows(conf_repro *r) {
                                "engine llama V 16 D 8 L 1", TS[t]);
             json_object_set_new(o, "model_bytes", json_string(m));
             json_object_set_new(o, "measured", json_string(g));
+            json_object_set_new(o, "batch", json_integer(conf_repro_max_batch(&run)));
         }
     /* the paper's two statements, on the measured bytes */
     const double rs = got[0][1][0] / got[0][0][0], a2a = got[1][1][2] / got[1][0][2];
@@ -170,6 +171,29 @@ static void cl_threshold(conf_repro *r) {
 }
 
 /* Table 5: checkpointing's additional context (V3 over V2; non-DP AC over non-DP), 4 GPUs, MBS 1 */
+static void cl_context_plot(conf_repro *r) {
+    json_t *p = dp_html_plot_new(json_object_get(r->root, "plots"), "line",
+                              "Largest T on 4 GPUs (CP 4), MBS 1: model vs Table 5's last fitting rows",
+                              "model (1 = 3.2 1B, 2 = 3.2 3B, 3 = 3.1 8B)", "max sequence length T", 0, 2);
+    static const char *const v[4] = {"non-DP", "non-DP AC", "V2", "V3"};
+    static const double paper[4][3] = {{65536, 32768, 16384}, {131072, 131072, 65536}, {65536, 32768, 16384},
+                                       {131072, 131072, 65536}};
+    const double xs[3] = {1, 2, 3};
+    for (int k = 0; k < 4; k++) {
+        double ys[3];
+        for (int m = 0; m < 3; m++) {
+            opt_cost_setup s = conf_ls_variant(v[k]);
+            const int64_t T = opt_cost_llama_max_T(CONF_LS_MODELS[m], &s, 1, CONF_CAPACITY_80GB);
+            ys[m] = T ? (double)T : NAN; /* OOM: no point on the log axis */
+        }
+        char name[48];
+        snprintf(name, sizeof name, "model: %s", v[k]);
+        dp_html_plot_series(p, name, xs, ys, 3, 0);
+        snprintf(name, sizeof name, "paper: %s", v[k]);
+        dp_html_plot_series(p, name, xs, paper[k], 3, 1);
+    }
+}
+
 static void cl_context(conf_repro *r) {
     static const double paper[3] = {2, 4, 4}; /* 1B 64K -> 128K, 3B 32K -> 128K, 8B 16K -> 64K */
     static const char *const pairs[2][2] = {{"V3", "V2"}, {"non-DP AC", "non-DP"}};
@@ -273,6 +297,7 @@ dp_status conf_repro_longshield_claims(conf_repro *r) {
     conf_repro_columns(r, cols);
     cl_threshold(r);
     cl_context(r);
+    cl_context_plot(r);
     cl_recompute(r);
     cl_gaps(r);
     conf_repro_caveat(r, "the context rows use the memory model of longshield-memory (4 GPUs, CP 4, 80e9 bytes); "

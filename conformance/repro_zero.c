@@ -158,6 +158,26 @@ static dp_status dz_overhead_rows(conf_repro *r) {
     set[1].T = 2048;
     sets[0] = lin;
     sets[1] = l7;
+    json_t *p = dp_html_plot_new(json_object_get(r->root, "plots"), "line",
+                              "DP clipping cost over the standard step vs sequence length (FLOPs; 11% = Table 2)",
+                              "sequence length T", "percent of 6BT sum pd", 2, 0);
+    for (int i = 0; i < 2; i++) {
+        double xs[10], yf[10], ye[10], y11[10];
+        for (int k = 0; k < 10; k++) {
+            const int64_t T = (int64_t)32 << k;
+            const double b = 3 * opt_cost_linear_flops(sets[i], set[i].n, 1, T);
+            xs[k] = (double)T;
+            yf[k] = 100 * opt_cost_dp_clip_flops(sets[i], set[i].n, 1, T, 1) / b;
+            ye[k] = 100 * opt_cost_dp_clip_flops(sets[i], set[i].n, 1, T, 0) / b;
+            y11[k] = 11;
+        }
+        char name[96];
+        snprintf(name, sizeof name, "%s: footnote 7", i ? "LLaMA 7B" : "GPT2-XL");
+        dp_html_plot_series(p, name, xs, yf, 10, 0);
+        snprintf(name, sizeof name, "%s: cheaper per layer", i ? "LLaMA 7B" : "GPT2-XL");
+        dp_html_plot_series(p, name, xs, ye, 10, 0);
+        if (i) dp_html_plot_series(p, "paper: ~11%", xs, y11, 10, 1);
+    }
     for (int i = 0; i < 2; i++) {
         const double base = 3 * opt_cost_linear_flops(sets[i], set[i].n, 1, set[i].T); /* 6 B T sum p d */
         for (int f7 = 1; f7 >= 0; f7--) {
