@@ -178,6 +178,19 @@ static dp_status dz_overhead_rows(conf_repro *r) {
         dp_html_plot_series(p, name, xs, ye, 10, 0);
         if (i) dp_html_plot_series(p, "paper: ~11%", xs, y11, 10, 1);
     }
+    /* Table 2's forward 2BT Psi (and output and parameter gradients alike): the FLOPs of the
+     * layers' matrix products per token and parameter, against the coefficient 2 (one
+     * significant digit: 1.5 to 2.5). Psi: GPT2-XL with its position table, biases and norms */
+    const double D = 1600, psi[2] = {50257 * D + 1024 * D + 48 * (12 * D * D + 13 * D) + 2 * D,
+                                     (double)opt_cost_llama_params(&LLAMA1_7B)};
+    for (int i = 0; i < 2; i++) {
+        const double c = opt_cost_linear_flops(sets[i], set[i].n, 1, 1) / psi[i];
+        const int ok = conf_repro_rounds_to(c, 2, 1);
+        char claim[160];
+        snprintf(claim, sizeof claim, "Table 2: forward FLOPs per token and parameter (2 sum pd / Psi), %s", set[i].name);
+        dz_row(r, CONF_KIND_INDEPENDENT, claim, "2 (2BT Psi)", c, "FLOPs / token / param", ok ? "match" : "differs",
+               "the layers' matrix products do not give 2 FLOPs per parameter and token");
+    }
     for (int i = 0; i < 2; i++) {
         const double base = 3 * opt_cost_linear_flops(sets[i], set[i].n, 1, set[i].T); /* 6 B T sum p d */
         for (int f7 = 1; f7 >= 0; f7--) {

@@ -299,6 +299,11 @@ static void test_zero(void) {
         const json_t *b = row_with(j, "claim", "GPT2-XL, T = 100 (Appendix D): cheaper", NULL, 0);
         T_CHECK(a && fabs(num(a, "model") - 100 * f7 / base) < 1e-9 && !strcmp(str(a, "kind"), "arithmetic"), "footnote 7");
         T_CHECK(b && fabs(num(b, "model") - 100 * eng / base) < 1e-9 && !strcmp(str(b, "kind"), "independent"), "engine rule");
+        /* Table 2's forward 2BT Psi: 2 sum p d / Psi for GPT2-XL (Psi with wpe, biases, norms) */
+        const double psi = 50257 * D + 1024 * D + 48 * (12 * D * D + 13 * D) + 2 * D, spd = 48 * 12 * D * D + 50257 * D;
+        const json_t *fw = row_with(j, "claim", "(2 sum pd / Psi), GPT2-XL", NULL, 0);
+        T_CHECK(fw && fabs(num(fw, "model") - 2 * spd / psi) < 1e-12 && !strcmp(str(fw, "verdict"), "match"),
+                "forward FLOPs per token and parameter %.6f", 2 * spd / psi);
         /* the engine's bytes, N = 2, e = 8: zero2 c + 4 c; zero3 C + (C + C_b) + 4 C with C_b = C - 64 (untied tok_emb) */
         const json_t *z2 = row_with(j, "claim", "ZeRO2 bytes", NULL, 0), *z3 = row_with(j, "claim", "ZeRO3 bytes", NULL, 0);
         const json_t *rt = row_with(j, "claim", "ZeRO3 communication over ZeRO2", NULL, 0);
