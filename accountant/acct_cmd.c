@@ -833,9 +833,9 @@ int acct_reproduce_dpzo(json_t *root, FILE *txt) {
     int bad = 0;
     if (!json)
         fprintf(txt, "DP-ZO accounting tables (neighbouring relation: %s; q = batch/|D|; delta = 1e-5 unless 0)\n"
-               "%-5s %-9s %-7s %-6s %-6s %-8s %-7s %-12s %-12s %-25s %-12s %-12s %s\n",
+               "%-5s %-9s %-7s %-6s %-6s %-8s %-7s %-12s %-12s %-25s %-12s %-12s %-11s %s\n",
                acct_adjacency_name(ACCT_ADD_REMOVE), "table", "mech", "sigma", "q", "steps", "delta", "paper",
-               "ours_rdp", "ours_pure", "ours_pld [lower, upper]", "ours_rr", "paper_prv", "verdict");
+               "ours_rdp", "ours_pure", "ours_pld [lower, upper]", "ours_rr", "paper_prv", "kind", "verdict");
     for (size_t i = 0; i < sizeof DPZO_ROWS / sizeof DPZO_ROWS[0]; i++) {
         const dpzo_row *r = &DPZO_ROWS[i];
         acct_schedule s = {.n = 1};
@@ -850,6 +850,10 @@ int acct_reproduce_dpzo(json_t *root, FILE *txt) {
         json_object_set_new(o, "steps", json_integer((json_int_t)r->steps));
         json_object_set_new(o, "delta", json_real(r->delta));
         json_object_set_new(o, "paper_epsilon", json_real(r->claim));
+        /* what the row proves (docs/reproduce.md "Kinds"): delta = 0 is the paper's own
+         * composition formula re-evaluated; the others our accountants against its epsilon */
+        const char *kind = r->delta == 0 ? "arithmetic" : "independent";
+        json_object_set_new(o, "kind", json_string(kind));
         if (r->mech == ACCT_LAPLACE) {
             acct_pure_basic(&pure, &s);
             json_object_set_new(o, "ours_pure_basic", jnum(pure));
@@ -903,9 +907,9 @@ int acct_reproduce_dpzo(json_t *root, FILE *txt) {
             else snprintf(pld, sizeof pld, "[%.5f, %.5f]", lo, up);
             char c1[32], c2[32], c3[32], c4[32];
             fmtv(c1, rdp); fmtv(c2, pure); fmtv(c3, rr); fmtv(c4, r->claim2);
-            fprintf(txt, "%-5s %-9s %-7g %-6g %-6g %-8g %-7g %-12s %-12s %-25s %-12s %-12s %s%s%s\n", r->table,
+            fprintf(txt, "%-5s %-9s %-7g %-6g %-6g %-8g %-7g %-12s %-12s %-25s %-12s %-12s %-11s %s%s%s\n", r->table,
                    acct_mech_name(r->mech), r->param, s.seg[0].q, r->steps, r->delta, r->claim, c1, c2, pld, c3,
-                   c4, verdict, v2 ? "; PRV column " : "", v2 ? v2 : "");
+                   c4, kind, verdict, v2 ? "; PRV column " : "", v2 ? v2 : "");
         }
     }
     json_object_set_new(root, "rows", arr);

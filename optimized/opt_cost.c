@@ -1,6 +1,8 @@
 /* optimized/opt_cost.c — analytic memory and communication models (docs/models-of-cost.md). */
 #include "optimized/opt_cost.h"
 
+#include "optimized/cuda/cu_plan.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,11 +89,15 @@ double opt_cost_llama_block_act_per_token(const opt_cost_llama *m, const opt_cos
     return b;
 }
 
+/* head: final-norm input and output (2D), its reciprocal, logits (act + extra) */
+static double head_act_per_token(const opt_cost_llama *m, const opt_cost_act *a) {
+    return 2 * (double)m->dim * a->act_bytes + 4 + (double)m->vocab * (a->act_bytes + a->logits_extra);
+}
+
 double opt_cost_llama_activations(const opt_cost_llama *m, const opt_cost_act *a, int64_t B, int64_t T) {
     const double tok = (double)B * (double)T, L = (double)m->layers, D = (double)m->dim;
     const double blk = opt_cost_llama_block_act_per_token(m, a, T);
-    /* head: final-norm input and output (2D), its reciprocal, logits (act + extra) */
-    const double head = 2 * D * a->act_bytes + 4 + (double)m->vocab * (a->act_bytes + a->logits_extra);
+    const double head = head_act_per_token(m, a);
     const double body = a->checkpoint ? L * D * a->act_bytes + blk : L * blk;
     return tok * (body + head);
 }
@@ -185,6 +191,88 @@ double opt_cost_cp_output_stationary(const opt_cost_linear *l, int64_t B, int64_
     const double local = (double)B * (double)T / (double)c * elem_bytes;
     /* all-to-all of the larger of A [B, T, d] and G [B, T, p]; all-gather of the smaller */
     return local * big * (double)(c - 1) / (double)c + local * small * (double)(c - 1);
+}
+
+/* The engine's --cp M per step (docs/longshield.md §6): every parameter of the engine's
+ * untied llama as rows x columns and whether a GEMM forms its per-example gradient. */
+dp_status opt_cost_engine_cp_sent(double out[OPT_COST_N_COLLECTIVES], int64_t V, int64_t D, int64_t L, int64_t F,
+                                  int64_t b, int64_t T, int64_t M, int output_stationary, int elem_bytes) {
+    if (V < D || F <= D || D < 1 || L < 1 || b < 0 || M < 1 || T < M || elem_bytes < 1)
+        return dp_error(DP_ERR_INVALID, "cost model (engine CP): need V >= D >= 1, F > D, L >= 1, 1 <= M <= T");
+    for (int i = 0; i < OPT_COST_N_COLLECTIVES; i++) out[i] = 0;
+#define CEIL_(x) (((x) + M - 1) / M)
+    const double e1 = (double)elem_bytes * (double)(M - 1), Tmax = (double)CEIL_(T);
+    /* packed slice elements L_pk = sum_p pmax_p and the reduce-scattered part of it */
+    const double gains = (double)(2 * L + 1) * (double)CEIL_(D), emb = (double)CEIL_(V) * (double)D;
+    const double lin_rows = (double)L * (4.0 * (double)CEIL_(D) * (double)D + 2.0 * (double)CEIL_(F) * (double)D) +
+                            (double)CEIL_(V) * (double)D;                      /* q k v o gate up, lm_head */
+    const double down = output_stationary ? (double)D * (double)CEIL_(F) : (double)CEIL_(D) * (double)F;
+    const double Lpk = gains + emb + lin_rows + (double)L * down;
+    const double att = 4.0 * (double)L * (double)b * Tmax * (double)D; /* q, k, v forward; dy backward */
+    if (!output_stationary) {
+        out[OPT_COST_REDUCE_SCATTER] = (double)b * Lpk * e1;
+        out[OPT_COST_ALL_GATHER] = (att + 4 * Lpk) * e1; /* + parameters and the three step outputs */
+    } else {
+        out[OPT_COST_REDUCE_SCATTER] = (double)b * (gains + emb) * e1;
+        /* gathered: a (q, k, v), y (o), m (gate, up), down's G per layer; the final norm's output (lm_head) */
+        out[OPT_COST_ALL_GATHER] = (att + (double)b * Tmax * (double)D * (4.0 * (double)L + 1) + 4 * Lpk) * e1;
+        out[OPT_COST_ALL_TO_ALL] =
+            (double)b * Tmax * ((double)L * (4.0 * (double)CEIL_(D) + 3.0 * (double)CEIL_(F)) + (double)CEIL_(V)) * e1;
+    }
+#undef CEIL_
+    return DP_OK;
+}
+
+/* -------------------------------------------------- the engine's fused strategy ---- */
+int64_t opt_cost_cuda_fused_chunk(int64_t B, int64_t p, int64_t d, int elem_bytes) {
+    if (B < 1 || p < 1 || d < 1 || elem_bytes < 1) return B > 0 ? B : 0;
+    return cu_fused_chunk(CU_FUSED_WS_BYTES * 4 / elem_bytes, (int)B, p, d);
+}
+
+dp_status opt_cost_engine_fused(opt_cost_fused *out, const opt_cost_linear *lin, int n_lin, const int64_t *direct,
+                                int n_direct, int64_t emb_numel, int tied, int64_t B, int64_t n_groups, int elem_bytes,
+                                int64_t threads) {
+    if (n_lin < 0 || n_direct < 0 || emb_numel < 0 || B < 1 || B > INT32_MAX || n_groups < 1 || elem_bytes < 1 ||
+        threads < 0)
+        return dp_error(DP_ERR_INVALID, "cost model (engine fused): need B >= 1, G >= 1, e >= 1, threads >= 0");
+    const double e = elem_bytes, b = (double)B;
+    double blocks = 0, rows = b * (double)emb_numel * e;
+    for (int i = 0; i < n_lin; i++) {
+        const double pd = (double)lin[i].p * (double)lin[i].d;
+        const double x = threads ? (double)threads * (pd + 1) * e
+                                 : (double)opt_cost_cuda_fused_chunk(B, lin[i].p, lin[i].d, elem_bytes) * pd * e;
+        if (x > blocks) blocks = x;
+    }
+    for (int i = 0; i < n_direct; i++) rows += b * (double)direct[i] * e;
+    out->blocks = blocks;
+    out->tape_rows = rows;
+    out->per_example = tied ? b * (double)emb_numel * e : 0;
+    out->workspace = 2 * e * ((double)n_groups * b + 1);
+    out->total = out->blocks + out->tape_rows + out->per_example + out->workspace;
+    return DP_OK;
+}
+
+/* --------------------------------------------------------------------- FLOPs ---- */
+double opt_cost_linear_flops(const opt_cost_linear *lin, int n, int64_t B, int64_t T) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += (double)lin[i].p * (double)lin[i].d;
+    return 2 * (double)B * (double)T * s;
+}
+
+double opt_cost_dp_clip_flops(const opt_cost_linear *lin, int n, int64_t B, int64_t T, int footnote7) {
+    const double b = (double)B, t = (double)T;
+    double s = 0;
+    for (int i = 0; i < n; i++) {
+        const double p = (double)lin[i].p, d = (double)lin[i].d;
+        const double ghost = 2 * b * t * t * (p + d), inst = 2 * b * t * p * d;
+        if (footnote7) s += 2 * t * t < p * d ? ghost : 0;
+        else s += ghost < inst ? ghost : inst;
+    }
+    return s;
+}
+
+double opt_cost_llama_forward_act(const opt_cost_llama *m, const opt_cost_act *a, int64_t B, int64_t T) {
+    return (double)B * (double)T * (opt_cost_llama_block_act_per_token(m, a, T) + head_act_per_token(m, a));
 }
 
 /* ------------------------------------------------------- the engine's layout ---- */

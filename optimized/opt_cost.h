@@ -131,9 +131,9 @@ double opt_cost_coll_sent(opt_cost_coll c, double bytes, int64_t n_ranks);
 dp_status opt_cost_step_collectives(double out[OPT_COST_N_COLLECTIVES], int64_t n_params, int grad_bytes,
                                     int param_bytes, int zero_stage, int noise_shares, int64_t n_ranks);
 
-/* ---- context parallelism (LongShield §3.2). MODEL ONLY: engine support pending
- * issue 12. Bytes one rank sends per linear layer [p, d], per micro-batch of B
- * examples, T positions split over c ranks. ---- */
+/* ---- context parallelism (LongShield §3.2; the engine's --cp M, docs/longshield.md).
+ * The paper's patterns with ring algorithms: bytes one rank sends per linear layer
+ * [p, d], per micro-batch of B examples, T positions split over c ranks. ---- */
 double opt_cost_cp_input_stationary(const opt_cost_linear *l, int64_t B, int elem_bytes, int64_t c);
 double opt_cost_cp_output_stationary(const opt_cost_linear *l, int64_t B, int64_t T, int elem_bytes, int64_t c);
 
@@ -172,6 +172,62 @@ dp_status opt_cost_engine_step_sent(double out[OPT_COST_N_COLLECTIVES], const in
  * the layers (zero3). */
 double opt_cost_engine_llama_tape(int64_t B, int64_t T, int64_t vocab, int64_t dim, int64_t layers, int64_t heads,
                                   int64_t ffn, int elem_bytes, int second_pass, int walk_empty);
+
+/* Bytes CP rank 1 of M sends in one step of the engine's `--cp M` (docs/longshield.md §6,
+ * host algorithms: n elements to a group of M cost n e (M - 1)), one DP rank, one chunk
+ * of b examples, all-gather attention, no export, for the engine's llama (H_kv = H,
+ * untied) of vocabulary V, width D, L layers, MLP width F, with F > D and V >= D (which
+ * fixes the output pattern's orientations: `down` column-sliced, every other linear
+ * parameter row-sliced). output_stationary 0: --cp-pattern input. Indexed
+ * OPT_COST_REDUCE_SCATTER (per-example gradient slices), _ALL_GATHER (attention inputs
+ * and output gradients, gathered layer inputs or output gradients of the output pattern,
+ * parameters and the three step outputs), _ALL_TO_ALL (the output pattern's exchanged
+ * columns); the rest 0. */
+dp_status opt_cost_engine_cp_sent(double out[OPT_COST_N_COLLECTIVES], int64_t V, int64_t D, int64_t L, int64_t F,
+                                  int64_t b, int64_t T, int64_t M, int output_stationary, int elem_bytes);
+
+/* ---- the engine's fused strategy (docs/models-of-cost.md §4b) ---- */
+/* Examples whose per-example [p, d] blocks the CUDA backend's fused kernel holds at once
+ * (cu_fused_chunk of optimized/cuda/cu_plan.h: a 1 GiB budget of f32 blocks, the same
+ * byte budget at f64): floor(2^30 / (e p d)) clamped to [1, B]. */
+int64_t opt_cost_cuda_fused_chunk(int64_t B, int64_t p, int64_t d, int elem_bytes);
+
+typedef struct {
+    double blocks;      /* per-example [p, d] blocks the backend holds at once (its scratch,
+                           not in the ledger), the largest over the layers */
+    double tape_rows;   /* per-example gradient rows the tape keeps (ledger `activations`):
+                           every direct parameter's [B, numel] and the embedding's [B, V D] */
+    double per_example; /* ledger `per_example`: a tied embedding/head instantiated [B, V D] */
+    double workspace;   /* ledger `workspace`: squared norms and clip factors, 2 (G B + 1) */
+    double total;
+} opt_cost_fused;
+
+/* What the engine's `--strategy fused` allocates for per-sample clipping on top of a
+ * non-private step: `lin` the linear layers, `direct` the numel of every parameter whose
+ * per-example gradient the backward forms directly (norm gains, biases, a position
+ * table), `emb_numel` the token embedding (V D; tied: also the head), B examples in one
+ * chunk, G clipping groups each holding two or more linear layers (the two-pass path,
+ * fused_sqnorm then bk_gemm), `e` bytes an element. threads 0: the CUDA backend's chunk
+ * rule (opt_cost_cuda_fused_chunk); k >= 1: the host backend's fused_sqnorm, one block of
+ * p d + 1 elements per thread. */
+dp_status opt_cost_engine_fused(opt_cost_fused *out, const opt_cost_linear *lin, int n_lin, const int64_t *direct,
+                                int n_direct, int64_t emb_numel, int tied, int64_t B, int64_t n_groups, int elem_bytes,
+                                int64_t threads);
+
+/* ---- floating-point operations (2 per multiply-add; DP-ZeRO Table 2) ---- */
+/* One pass of the linear layers over B examples of T positions: 2 B T sum p d (the
+ * forward; the output gradients and the parameter gradients cost the same each). */
+double opt_cost_linear_flops(const opt_cost_linear *lin, int n, int64_t B, int64_t T);
+/* Per-sample clipping on top of the standard step (6 B T sum p d) with book-keeping:
+ * footnote7 = 0: per layer the cheaper of the ghost norm 2 B T^2 (p + d) and
+ * instantiation 2 B T p d (the engine's `flop` rule); footnote7 = 1: DP-ZeRO's
+ * footnote 7, 2 B T^2 (p + d) where 2 T^2 < p d and nothing elsewhere. */
+double opt_cost_dp_clip_flops(const opt_cost_linear *lin, int n, int64_t B, int64_t T, int footnote7);
+
+/* Peak activation bytes of a forward pass without a backward (inference, DP-ZO's
+ * perturbed forwards): one block's tensors of §3 and the head of B examples alive at a
+ * time, nothing kept across blocks: B T (act_block + act_head). */
+double opt_cost_llama_forward_act(const opt_cost_llama *m, const opt_cost_act *a, int64_t B, int64_t T);
 
 /* ---- whole-step peak for one rank (the sums the reproduce targets use) ---- */
 typedef struct {

@@ -255,6 +255,9 @@ int main(void) {
             const char *v = json_string_value(json_object_get(r, "verdict"));
             const char *want_v = k == 4 ? "UNDER-REPORTED" : "CONSISTENT";
             T_CHECK(v && strcmp(v, want_v) == 0, "row %zu: %s (want %s)", k + 1, v ? v : "?", want_v);
+            /* Table 8 (rows 1-5, delta = 0) re-evaluates the paper's own formula; the rest are our accountants */
+            const char *kind = json_string_value(json_object_get(r, "kind"));
+            T_CHECK(kind && strcmp(kind, k < 5 ? "arithmetic" : "independent") == 0, "row %zu kind %s", k + 1, kind ? kind : "?");
             const char *v2 = json_string_value(json_object_get(r, "paper_pure_prv_verdict"));
             if (v2) T_CHECK(strncmp(v2, "matches", 7) == 0, "row %zu PRV column: %s", k + 1, v2);
             double up = jget(r, "ours_pld_upper", NULL), claim = jget(r, "paper_epsilon", NULL);

@@ -18,7 +18,7 @@ done
 check "dp-standard bf16: over-shrink 2^10" 'grep -Eq "^dp-standard .* typical +bf16 .*loss scale applied after clipping, factor 2\^10" t.txt'
 check "dp-zero fp16 small: PASS (underflow)" 'grep -Eq "^dp-zero .* small +fp16 .*PASS \(underflow\)" t.txt'
 check "neighbouring datasets: only D' skips" 'grep -q "D skipped: no, D. = D + 1 example skipped: yes" t.txt'
-check "Table 3 and Table 4 all match" '! grep -q "DIFFERS" t.txt && [ "$(grep -c " match$" t.txt)" -ge 19 ]'
+check "Table 3 and Table 4 all match (exactly); dp-dynamic is not in Table 4" '! grep -q "DIFFERS" t.txt && [ "$(grep -c " match$" t.txt)" -ge 18 ] && grep -Eq "^  dp-dynamic .*paper: - .*n/a \(not in the paper\)$" t.txt'
 "$D" losscale --json --report rep >t.json 2>t.err; rc=$?
 check "--json and --report" '[ $rc -eq 0 ] && python3 -c "
 import json; d=json.load(open(\"t.json\")); r=json.load(open(\"rep/losscale.json\"))

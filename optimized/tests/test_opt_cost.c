@@ -1,10 +1,13 @@
 /* optimized/tests/test_opt_cost.c — the analytic cost models (docs/models-of-cost.md)
  * against values computed by hand: the released parameter counts of the Llama 3
  * models, the ZeRO paper's per-parameter formulas and its Table 2 model sizes, shard
- * lengths, per-example buffers of each strategy, ring collective volumes. */
+ * lengths, per-example buffers of each strategy, ring collective volumes; the engine's
+ * fused strategy (GPT-2 small by hand, the CUDA chunk rule), the engine's --cp bytes
+ * against docs/longshield.md section 6 and against the section 3.2 formulas, FLOPs. */
 #include <string.h>
 
 #include "common/test.h"
+#include "optimized/cuda/cu_plan.h"
 #include "optimized/opt_cost.h"
 
 static void test_params(void) {
@@ -155,7 +158,90 @@ static void test_engine(void) {
     T_CHECK(tot == 24736, "default llama: 24 736 elements, got %lld", (long long)tot);
 }
 
+/* docs/models-of-cost.md section 4b, by hand for GPT-2 small at B = 1 and 8 (f32, one group) */
+static void test_engine_fused(void) {
+    const double V = 50257, D = 768, head = V * D * 4;
+    /* the CUDA chunk: floor(2^30 / (4 p d)) = 6 blocks of the head, 1 at B = 1 */
+    T_CHECK(opt_cost_cuda_fused_chunk(1, 50257, 768, 4) == 1 && opt_cost_cuda_fused_chunk(8, 50257, 768, 4) == 6,
+            "CUDA chunk of the GPT-2 head: %lld, %lld", (long long)opt_cost_cuda_fused_chunk(1, 50257, 768, 4),
+            (long long)opt_cost_cuda_fused_chunk(8, 50257, 768, 4));
+    T_CHECK(opt_cost_cuda_fused_chunk(8, 50257, 768, 4) == cu_fused_chunk(CU_FUSED_WS_BYTES, 8, 50257, 768),
+            "the rule of optimized/cuda/cu_plan.h");
+    T_CHECK(opt_cost_cuda_fused_chunk(3, 1 << 16, 1 << 16, 4) == 1, "a block above the budget: one at a time");
+    T_CHECK(opt_cost_cuda_fused_chunk(5, 10, 10, 8) == 5, "small blocks: the whole chunk");
+    opt_cost_linear lin[2] = {{3 * 768, 768}, {50257, 768}};
+    const int64_t direct[2] = {1024 * 768, 12 * 13 * 768 + 2 * 768};
+    opt_cost_fused fu;
+    for (int64_t B = 1; B <= 8; B *= 8) {
+        T_OK(opt_cost_engine_fused(&fu, lin, 2, direct, 2, 50257 * 768, 1, B, 1, 4, 0));
+        T_CLOSE(fu.blocks, (B == 1 ? 1 : 6) * head, 0, "blocks");
+        T_CLOSE(fu.per_example, (double)B * head, 0);
+        T_CLOSE(fu.tape_rows, (double)B * (V * D + 1024 * D + 12 * 13 * D + 2 * D) * 4, 0);
+        T_CLOSE(fu.workspace, 2 * 4 * ((double)B + 1), 0);
+        T_CLOSE(fu.total, fu.blocks + fu.per_example + fu.tape_rows + fu.workspace, 0);
+    }
+    T_OK(opt_cost_engine_fused(&fu, lin, 2, direct, 2, 50257 * 768, 0, 8, 1, 4, 2)); /* host, 2 threads, untied */
+    T_CLOSE(fu.blocks, 2 * (V * D + 1) * 4, 0);
+    T_CLOSE(fu.per_example, 0, 0);
+    T_CHECK(opt_cost_engine_fused(&fu, lin, 2, direct, 2, 1, 0, 0, 1, 4, 0) == DP_ERR_INVALID, "B = 0 accepted");
+    dp_clear_error();
+}
+
+/* the engine's --cp M bytes (docs/longshield.md section 6, optimized/tests/mpi_cp.sh's
+ * formulas) for V 16, D 8, L 1, F 12 (P = 824 elements), b examples, T positions */
+static void test_engine_cp(void) {
+    double out[OPT_COST_N_COLLECTIVES];
+    for (int64_t M = 2; M <= 4; M += 2)
+        for (int64_t T = 64; T <= 1024; T *= 16) {
+            const double b = 3, e = 8, Tmax = (double)((T + M - 1) / M), L = 824.0 / (double)M;
+            T_OK(opt_cost_engine_cp_sent(out, 16, 8, 1, 12, 3, T, M, 0, 8));
+            T_CLOSE(out[OPT_COST_REDUCE_SCATTER], b * L * e * (double)(M - 1), 0, "input rs");
+            T_CLOSE(out[OPT_COST_ALL_GATHER], (4 * b * Tmax * 8 + 4 * L) * e * (double)(M - 1), 0);
+            T_CLOSE(out[OPT_COST_ALL_TO_ALL], 0, 0);
+            /* section 3.2's input-stationary formula summed over every parameter (M divides every row count) */
+            const opt_cost_linear par[] = {{16, 8}, {8, 1}, {8, 8}, {8, 8}, {8, 8}, {8, 8}, {8, 1},
+                                           {12, 8}, {12, 8}, {8, 12}, {8, 1}, {16, 8}};
+            double sum = 0;
+            for (size_t i = 0; i < sizeof par / sizeof par[0]; i++) sum += opt_cost_cp_input_stationary(&par[i], 3, 8, M);
+            T_CLOSE(out[OPT_COST_REDUCE_SCATTER], sum, 1e-9, "= the input-stationary formula over the parameters");
+            const double cD = (double)((8 + M - 1) / M), cF = (double)((12 + M - 1) / M), cV = (double)((16 + M - 1) / M);
+            T_OK(opt_cost_engine_cp_sent(out, 16, 8, 1, 12, 3, T, M, 1, 8));
+            T_CLOSE(out[OPT_COST_REDUCE_SCATTER], b * (cV * 8 + 3 * cD) * e * (double)(M - 1), 0, "output rs");
+            T_CLOSE(out[OPT_COST_ALL_TO_ALL], b * Tmax * (4 * cD + 3 * cF + cV) * e * (double)(M - 1), 0, "output a2a");
+            T_CLOSE(out[OPT_COST_ALL_GATHER], (4 * b * Tmax * 8 + b * Tmax * 5 * 8 + 4 * L) * e * (double)(M - 1), 0);
+            /* the all-to-all = the output-stationary formula's all-to-all terms (the larger dimension / M) */
+            const opt_cost_linear lp[] = {{8, 8}, {8, 8}, {8, 8}, {8, 8}, {12, 8}, {12, 8}, {8, 12}, {16, 8}};
+            double a2a = 0;
+            for (size_t i = 0; i < sizeof lp / sizeof lp[0]; i++) {
+                const double small = (double)(lp[i].p > lp[i].d ? lp[i].d : lp[i].p); /* the gathered side */
+                a2a += opt_cost_cp_output_stationary(&lp[i], 3, T, 8, M) - b * Tmax * e * small * (double)(M - 1);
+            }
+            T_CLOSE(out[OPT_COST_ALL_TO_ALL], a2a, 1e-6, "= the output-stationary all-to-all terms");
+        }
+    T_CHECK(opt_cost_engine_cp_sent(out, 16, 8, 1, 6, 3, 64, 2, 0, 8) == DP_ERR_INVALID, "F < D accepted");
+    dp_clear_error();
+}
+
+static void test_flops(void) {
+    const opt_cost_linear lin[2] = {{100, 10}, {10, 1000}};
+    T_CLOSE(opt_cost_linear_flops(lin, 2, 2, 5), 2.0 * 2 * 5 * (1000 + 10000), 0);
+    /* T = 5: layer 0 ghost 2 B 25 110 = 11000 vs inst 2 B 5 1000 = 20000; layer 1 ghost 101000 > inst 200000? */
+    const double g0 = 2 * 2 * 25 * 110.0, i0 = 2 * 2 * 5 * 1000.0, g1 = 2 * 2 * 25 * 1010.0, i1 = 2 * 2 * 5 * 10000.0;
+    T_CLOSE(opt_cost_dp_clip_flops(lin, 2, 2, 5, 0), (g0 < i0 ? g0 : i0) + (g1 < i1 ? g1 : i1), 0);
+    /* footnote 7: 2 T^2 = 50 < pd = 1000 and 10000: both ghost */
+    T_CLOSE(opt_cost_dp_clip_flops(lin, 2, 2, 5, 1), g0 + g1, 0);
+    T_CLOSE(opt_cost_dp_clip_flops(lin, 2, 2, 40, 1), 2 * 2 * 1600 * 1010.0, 0, "2 T^2 = 3200 >= 1000: no term");
+    /* a forward without backward: one block and the head of B T tokens */
+    const opt_cost_act a = {2, 0, 0, 4};
+    const opt_cost_llama *m = &OPT_COST_LLAMA32_1B;
+    T_CLOSE(opt_cost_llama_forward_act(m, &a, 2, 8),
+            16.0 * (opt_cost_llama_block_act_per_token(m, &a, 8) + 2 * 2048 * 2 + 4 + 128256 * 6.0), 1e-6);
+}
+
 int main(void) {
+    test_engine_fused();
+    test_engine_cp();
+    test_flops();
     test_engine();
     test_params();
     test_states();
