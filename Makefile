@@ -71,7 +71,7 @@ CUDA_LIBS :=
 endif
 
 # ---- module libraries ----
-lib_src_of = $(filter-out common/main.c,$(sort $(shell find $(1) -name '*.c' -not -path '*/tests/*' -not -path '*/bench/*' -not -path '*/fuzz/*' 2>/dev/null)))
+lib_src_of = $(filter-out common/main.c,$(sort $(shell find $(1) -name '*.c' -not -path '*/tests/*' -not -path '*/bench/*' -not -path '*/fuzz/*' -not -path '*/plugins/*' 2>/dev/null)))
 define MODULE_LIB
 $(1)_SRC := $$(call lib_src_of,$(1))
 $(1)_OBJ := $$($(1)_SRC:%.c=$$(BUILD)/obj/%.o)
@@ -143,6 +143,13 @@ $(BUILD)/obj/empty.o:
 $(BUILD)/obj/%.o: %.c | $(CONFIG)
 	@mkdir -p $(@D)
 	$(Q_CC)$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
+
+# The plugin loader's forwarding functions, generated from OPT_BACKEND_OPS (docs/plugin-abi.md).
+$(BUILD)/gen/opt_plugin_fwd.inc: optimized/backend.h optimized/plugin/gen_abi.sh
+	@mkdir -p $(@D)
+	@optimized/plugin/gen_abi.sh fwd > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/optimized/plugin_loader.o: $(BUILD)/gen/opt_plugin_fwd.inc
+$(BUILD)/obj/optimized/plugin_loader.o: CFLAGS_BASE += -I$(BUILD)/gen
 
 $(BUILD)/obj/%.o: %.cu | $(CONFIG)
 	@mkdir -p $(@D)
