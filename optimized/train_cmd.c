@@ -57,7 +57,7 @@ dp_status opt_mpi_start(int *use_mpi) {
     return DP_OK;
 }
 
-static void opt_mpi_stop(int failed) {
+void opt_mpi_stop(int failed) {
     if (!opt_mpi_inited_here) return;
     int size = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
