@@ -183,6 +183,21 @@ CUDA_PLUGIN :=
 endif
 all: $(CUDA_PLUGIN)
 
+# Backend plugins (docs/plugin-abi.md), each built by its own Makefile from its directory
+# against optimized/plugin/dpcert_backend.h only, as a team outside dpcert builds one:
+# BUILD/plugins/libdpcert_NAME.so (--backend plugin:NAME). The OpenBLAS one needs
+# libopenblas-dev (ci/configure.sh probe HAVE_OPENBLAS).
+PLUGIN_NAMES := skeleton $(if $(filter 1,$(HAVE_OPENBLAS)),openblas)
+PLUGINS := $(PLUGIN_NAMES:%=$(BUILD)/plugins/libdpcert_%.so)
+define PLUGIN_RULE
+$(BUILD)/plugins/libdpcert_$(1).so: $(wildcard optimized/plugins/$(1)/*.c) optimized/plugins/$(1)/Makefile optimized/plugin/dpcert_backend.h | $(CONFIG)
+	@mkdir -p $$(@D)
+	@echo "  PLUGIN  $$@"
+	+@$(MAKE) --no-print-directory -s -C optimized/plugins/$(1) OUT=$$(abspath $$(@D)) CC=$(CC) EXTRA_CFLAGS=-Werror
+endef
+$(foreach p,skeleton openblas,$(eval $(call PLUGIN_RULE,$(p))))
+all: $(PLUGINS)
+
 $(DPCERT): common/main.c $(DPCERT_LIBS) | $(CONFIG)
 	$(Q_LD)$(CC) $(CFLAGS_BASE) $< -o $@ -rdynamic -Wl,--whole-archive $(DPCERT_LIBS) -Wl,--no-whole-archive $(LDFLAGS_SAN) $(LDLIBS_BASE) -ldl
 

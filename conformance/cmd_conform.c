@@ -15,6 +15,8 @@
 #include "conformance/conf.h"
 #include "conformance/html.h"
 #include "optimized/backend.h"
+#include "optimized/backend_decl.h"
+#include "optimized/plugin_loader.h"
 
 #define CMD "conform"
 
@@ -142,6 +144,16 @@ int dp_cmd_conform(int argc, char **argv) {
     if ((st = dp_proc_install_signal_forwarding()) != DP_OK) goto out;
     conf_run_opts ro = {dpcert, backend, casedir, tmpl, keep, 0};
     printf("dpcert conform: suite %s, backend %s, %zu runs (%s)\n", suite, backend, nrun, casedir);
+    if (strncmp(backend, "plugin:", 7) == 0) { /* the declaration every case is judged under (docs/plugin-abi.md) */
+        opt_backend_decl decl;
+        if (opt_plugin_probe(backend + 7, &decl) == DP_OK)
+            for (int dt = DP_F64; dt <= DP_F32; dt++) {
+                if (!(decl.caps.dtypes & DPCERT_DTYPE_BIT(dt))) continue;
+                char txt[4600];
+                opt_decl_text(txt, sizeof txt, &decl, (dp_dtype)dt);
+                printf("declaration: %s\n", txt);
+            }
+    }
     printf("%-8s %-52s %-13s %12s %8s\n", "", "case", "status", "budget used", "time(s)");
     fflush(stdout);
     size_t counts[5] = {0};

@@ -259,6 +259,15 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
     if (!(o->warn > 0 && o->warn < 1)) return dp_error(DP_ERR_INVALID, "warn fraction must be in (0, 1), got %g", o->warn);
     conf_consts k;
     k.uc = conf_unit_roundoff(o->cand_dtype);
+    {   /* a declared arithmetic coarser than the dtype (docs/tolerances.md "Declared arithmetic") widens u_c */
+        const char *decl = dp_tset_meta(cand, "arithmetic"), *au = dp_tset_meta(cand, "arith_u");
+        if (decl && !out->arith[0]) snprintf(out->arith, sizeof out->arith, "%s", decl);
+        char *end = NULL;
+        double du = au ? strtod(au, &end) : 0;
+        if (au && (!end || *end || !(du >= 0 && du < 0.5)))
+            return dp_error(DP_ERR_FORMAT, "candidate metadata arith_u '%s' is not a number in [0, 0.5)", au);
+        if (du > k.uc) { k.uc = du; out->arith_u = du; }
+    }
     k.u = k.uc + conf_unit_roundoff(DP_F64);
     int64_t T;
     model_consts(ref, o->model_k, &k.K, &k.P, &T);
@@ -856,6 +865,9 @@ void conf_cmp_print(const conf_cmp_result *r, void *file, int verbose) {
         else snprintf(frac, sizeof frac, "inf");
         fprintf(f, "%-56s %-13s %12s %12.3g  %s\n", t->name, conf_status_name(t->status), frac, t->max_abs_err, t->msg);
     }
+    if (r->arith[0])
+        fprintf(f, "judged under the candidate's declared arithmetic: %s%s\n", r->arith,
+                r->arith_u > 0 ? " (u_c raised to the declared u_eff)" : "");
     fprintf(f, "overall: %s, worst fraction of budget %.3g%%%s%s\n", conf_cmp_overall(r),
             isfinite(r->worst_frac) ? 100 * r->worst_frac : INFINITY, r->first_fail[0] ? ", first FAIL: " : "",
             r->first_fail);
