@@ -107,7 +107,8 @@ int opt_decl_is_own(const opt_backend_decl *d, opt_op op) {
     return d && op >= 0 && op < OPT_OP_COUNT && d->caps.ops[op];
 }
 
-void opt_decl_meta(char *text, size_t text_cap, char *u_hex, size_t u_cap, const opt_backend *be) {
+void opt_decl_meta(char *text, size_t text_cap, char *u_hex, char *u_in_hex, const opt_backend *be) {
     opt_decl_text(text, text_cap, be->decl, be->dtype);
-    snprintf(u_hex, u_cap, "%a", opt_decl_u_eff(be->decl, be->dtype));
+    snprintf(u_hex, 40, "%a", opt_decl_u_eff(be->decl, be->dtype));
+    snprintf(u_in_hex, 40, "%a", opt_decl_arith(be->decl, be->dtype).u_in);
 }

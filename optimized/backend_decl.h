@@ -39,9 +39,10 @@ double opt_decl_u_eff(const opt_backend_decl *d, dp_dtype dt);
 void opt_decl_text(char *buf, size_t cap, const opt_backend_decl *d, dp_dtype dt);
 const char *opt_decl_det_name(int det);
 /* The export metadata of the declaration a run was made under: "arithmetic" = the
- * opt_decl_text line, "arith_u" = u_eff as a C99 hex float (docs/tolerances.md
- * "Declared arithmetic": compare takes u_c = max(u(dtype), arith_u)). */
-void opt_decl_meta(char *text, size_t text_cap, char *u_hex, size_t u_cap, const opt_backend *be);        /* "none", "run-to-run", "bitwise" */
+ * opt_decl_text line, "arith_u" = u_eff and "arith_u_in" = u_in as C99 hex floats
+ * (docs/tolerances.md "Declared arithmetic": compare takes u_c = max(u(dtype), arith_u)
+ * and counts the operand roundings of u_in in K). u_hex and u_in_hex: 40 bytes each. */
+void opt_decl_meta(char *text, size_t text_cap, char *u_hex, char *u_in_hex, const opt_backend *be);        /* "none", "run-to-run", "bitwise" */
 int opt_decl_is_own(const opt_backend_decl *d, opt_op op);
 
 #endif

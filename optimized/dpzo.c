@@ -228,9 +228,10 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     char nranks[32], nthreads[32];
     snprintf(nranks, sizeof nranks, "%d", be->comm.size);
     snprintf(nthreads, sizeof nthreads, "%d", be->threads);
-    char arith[4600], arith_u[40]; /* the declaration the run is judged under (docs/plugin-abi.md) */
-    opt_decl_meta(arith, sizeof arith, arith_u, sizeof arith_u, be);
+    char arith[4600], arith_u[40], arith_u_in[40]; /* the declaration the run is judged under (docs/plugin-abi.md) */
+    opt_decl_meta(arith, sizeof arith, arith_u, arith_u_in, be);
     const char *extra[] = {"impl", "optimized", "backend", be->name, "arithmetic", arith, "arith_u", arith_u,
+                           "arith_u_in", arith_u_in,
                            "dtype", opt_prec_names[eo.prec], "ranks", nranks, "threads", nthreads, NULL};
     if (st == DP_OK && rank == 0)
         printf("dpzo (optimized, %s backend, %d rank%s): model %s, %" PRId64 " parameters, N=%" PRId64 ", q=%g, K=%" PRId64

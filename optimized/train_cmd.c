@@ -388,9 +388,10 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     opt_ls_describe(ls_desc, sizeof ls_desc, &o.ls);
     snprintf(nranks, sizeof nranks, "%d", be->comm.size);
     snprintf(nthreads, sizeof nthreads, "%d", be->threads);
-    char arith[4600], arith_u[40]; /* the declaration the run is judged under (docs/plugin-abi.md) */
-    opt_decl_meta(arith, sizeof arith, arith_u, sizeof arith_u, be);
+    char arith[4600], arith_u[40], arith_u_in[40]; /* the declaration the run is judged under (docs/plugin-abi.md) */
+    opt_decl_meta(arith, sizeof arith, arith_u, arith_u_in, be);
     const char *extra[] = {"impl", "optimized", "backend", be->name, "arithmetic", arith, "arith_u", arith_u,
+                           "arith_u_in", arith_u_in,
                            "strategy", opt_strategy_names[o.strategy],
                            "noise_mode", opt_noise_mode_names[o.noise_mode], "mixed_rule",
                            opt_mixed_rule_names[o.mixed_rule], "dtype", opt_prec_names[o.prec],
