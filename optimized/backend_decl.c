@@ -7,16 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-double opt_unit_roundoff(dp_dtype dt) {
-    switch (dt) {
-    case DP_F64: return ldexp(1.0, -53);
-    case DP_F32: return ldexp(1.0, -24);
-    case DP_BF16: return ldexp(1.0, -8);
-    case DP_F16: return ldexp(1.0, -11);
-    default: return 0;
-    }
-}
-
 /* Built-in declarations. host: every reduction in the order of backend.h's comments, no
  * FMA (-ffp-contract=off, AVX2 kernels without fma), libm in double then one rounding,
  * bitwise identical for any thread count (docs/engine.md section 2). cuda (and its
@@ -63,7 +53,7 @@ void opt_backend_decl_free(opt_backend_decl *d) { free(d); }
 dpcert_arith opt_decl_arith(const opt_backend_decl *d, dp_dtype dt) {
     dpcert_arith a = {0, 0, DPCERT_ORDER_UNKNOWN, 1, 4};
     if (d && dt >= DP_F64 && dt <= DP_F16) a = d->caps.arith[dt];
-    double u = opt_unit_roundoff(dt);
+    double u = dp_dtype_unit_roundoff(dt);
     if (!(a.u_acc >= u)) a.u_acc = u;
     if (!(a.u_in > 0)) a.u_in = 0;
     if (!(a.libm_ulps > 0)) a.libm_ulps = 4;

@@ -30,8 +30,6 @@ void opt_backend_decl_free(opt_backend_decl *d);
 /* Effective arithmetic of dtype dt under the declaration (defaults applied: u_acc at least
  * the dtype's unit roundoff, libm_ulps 4 when not positive). */
 dpcert_arith opt_decl_arith(const opt_backend_decl *d, dp_dtype dt);
-/* Unit roundoff of a dtype: 2^-53, 2^-24, 2^-8, 2^-11. */
-double opt_unit_roundoff(dp_dtype dt);
 /* u_eff = max(u_acc, u_in, u(dt)) (docs/tolerances.md "Declared arithmetic"). */
 double opt_decl_u_eff(const opt_backend_decl *d, dp_dtype dt);
 /* One line naming the declaration, e.g. "host (built in): order documented, no FMA, f64

@@ -9,6 +9,8 @@
  *  2. whole DP-SGD steps of the llama (every strategy) on `host` and on `plugin:openblas`
  *     (its gemm, bk_gemm, clip_accum, ghost and fused norms; the rest inherited): medians
  *     of the step times and their ratio.
+ * Every ratio is printed for the medians (t_host_over_openblas) and for the minima
+ * (min_ratio: the least disturbed runs, the better estimate on a loaded machine).
  * Usage: bench_plugin [--plugin PATH] [--dim D] [--seq T] [--batch B] [--reps R]
  * (default plugin: BUILD/plugins/libdpcert_openblas.so next to BUILD/bench/; exit 77 when
  * it is not built). Reproduce: make bench, or build/bench/optimized_bench_plugin */
@@ -85,10 +87,12 @@ static int gemm_shape(opt_backend *hb, opt_backend *ob, const shape *h, int reps
     if (st != DP_OK) { fprintf(stderr, "bench_plugin: %s: %s\n", h->what, dp_last_error()); rc = 3; }
     else {
         double th = median(t[0], reps), to = median(t[1], reps), fl = 2.0 * (double)(h->M * h->N * h->K * h->batch);
+        /* (median sorts: t[k][0] is then the minimum, the least disturbed run on a shared machine) */
         printf("RESULT bench=plugin-gemm shape=\"%s\" dtype=%s M=%lld N=%lld K=%lld batch=%lld host_gflops=%.2f "
-               "openblas_gflops=%.2f t_host_over_openblas=%.2f bits_differ=%.1f%% bound_used=%.2f%%\n",
+               "openblas_gflops=%.2f t_host_over_openblas=%.2f min_ratio=%.2f bits_differ=%.1f%% bound_used=%.2f%%\n",
                h->what, f64 ? "f64" : "f32", (long long)h->M, (long long)h->N, (long long)h->K, (long long)h->batch,
-               fl / th * 1e-9, fl / to * 1e-9, th / to, 100.0 * (double)differ / (double)(nc * h->batch), 100 * used);
+               fl / th * 1e-9, fl / to * 1e-9, th / to, t[0][0] / t[1][0],
+               100.0 * (double)differ / (double)(nc * h->batch), 100 * used);
         *faster += th > to;
     }
     for (int k = 0; k < 2; k++) {
@@ -102,7 +106,7 @@ static int gemm_shape(opt_backend *hb, opt_backend *ob, const shape *h, int reps
 }
 
 /* medians of `reps` DP-SGD steps of one strategy on be (after one warm-up step) */
-static dp_status step_time(double *med, opt_backend *be, const dp_dpsgd_config *c, opt_strategy k, const dp_model *m,
+static dp_status step_time(double *med, double *mn, opt_backend *be, const dp_dpsgd_config *c, opt_strategy k, const dp_model *m,
                            const dp_dataset *d, int reps) {
     opt_dp_options o = {.strategy = k, .mixed_rule = OPT_MIXED_FLOP, .noise_mode = OPT_NOISE_SINGLE, .bug = OPT_BUG_NONE};
     opt_dpsgd s;
@@ -116,7 +120,7 @@ static dp_status step_time(double *med, opt_backend *be, const dp_dpsgd_config *
         st = opt_dpsgd_step(&out, &s, d, r + 1);
         t[r] = opt_bench_now() - t0;
     }
-    if (st == DP_OK) *med = median(t + 1, reps);
+    if (st == DP_OK) { *med = median(t + 1, reps); *mn = t[1]; }
     free(t);
     dp_dpsgd_step_free(&out);
     opt_dpsgd_free(&s);
@@ -186,16 +190,16 @@ int main(int argc, char **argv) {
         opt_backend *hb = NULL, *ob = NULL;
         if (opt_backend_create(&hb, &hc) != DP_OK || opt_backend_create(&ob, &oc) != DP_OK) { rc = 3; opt_backend_destroy(hb); break; }
         for (int k = 0; k < OPT_STRAT_COUNT && rc == 0; k++) {
-            double th = 0, to = 0;
-            if (step_time(&th, hb, &c, (opt_strategy)k, &m, &d, reps) != DP_OK ||
-                step_time(&to, ob, &c, (opt_strategy)k, &m, &d, reps) != DP_OK) {
+            double th = 0, to = 0, mh = 0, mo = 0;
+            if (step_time(&th, &mh, hb, &c, (opt_strategy)k, &m, &d, reps) != DP_OK ||
+                step_time(&to, &mo, ob, &c, (opt_strategy)k, &m, &d, reps) != DP_OK) {
                 fprintf(stderr, "bench_plugin: step %s: %s\n", opt_strategy_names[k], dp_last_error());
                 rc = 3;
                 break;
             }
             printf("RESULT bench=plugin-step strategy=%s dtype=%s D=%d L=%d T=%d B=%lld host_s=%.5f openblas_s=%.5f "
-                   "t_host_over_openblas=%.2f\n", opt_strategy_names[k], dt ? "f32" : "f64", mc.dim, mc.layers, mc.seq,
-                   (long long)B, th, to, th / to);
+                   "t_host_over_openblas=%.2f min_ratio=%.2f\n", opt_strategy_names[k], dt ? "f32" : "f64", mc.dim,
+                   mc.layers, mc.seq, (long long)B, th, to, th / to, mh / mo);
         }
         opt_backend_destroy(hb);
         opt_backend_destroy(ob);

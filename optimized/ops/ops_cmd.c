@@ -160,9 +160,9 @@ static dp_status ops_setup(opt_ops_h *h, const ops_opts *o, int use_mpi, const c
     if (h->alt && h->alt->ops.set_collective_timeout) DP_TRY(OPS_CALL(h->alt, set_collective_timeout, 120.0));
     const opt_backend_decl *d = h->be->decl;
     dpcert_arith a = opt_decl_arith(d, h->dtype);
-    h->env.u = opt_decl_u_eff(d, h->dtype) + opt_unit_roundoff(DP_F64);
+    h->env.u = opt_decl_u_eff(d, h->dtype) + dp_dtype_unit_roundoff(DP_F64);
     h->env.u_in = a.u_in;
-    h->env.scal = h->dtype == DP_F64 ? 0 : opt_unit_roundoff(h->dtype);
+    h->env.scal = h->dtype == DP_F64 ? 0 : dp_dtype_unit_roundoff(h->dtype);
     h->env.libm = 2 * a.libm_ulps;
     h->env.eta = h->dtype == DP_F64 ? ldexp(1.0, -1074) : ldexp(1.0, -149); /* the smallest subnormal */
     h->env.maxf = h->dtype == DP_F64 ? DBL_MAX : FLT_MAX;

@@ -115,4 +115,31 @@ expect 1 "FAIL +sqnorm_rows +case " "planted bug FAILs naming sqnorm_rows"
 grep -qE '^  PASS +axpby ' <<< "$out" && grep -qE '^  PASS +clip_factors ' <<< "$out" &&
   pass "the planted bug's plugin: the two correct operations still PASS" || bad "planted: axpby/clip_factors not PASS"
 run "$D" ops --backend plugin:nosuchplugin;   expect 2 "plugin 'nosuchplugin': no readable file" "unknown plugin name refused"
+
+# ---- 5. compare judges under the declared arithmetic (docs/tolerances.md "Declared arithmetic") ----
+if command -v python3 >/dev/null 2>&1; then
+  M=(--model mlp --dataset-size 32 --q 0.5 --steps 1 --clip 1 --sigma 1 --seed 1 --noise-key 2)
+  "$D" reference dpsgd "${M[@]}" --export ref >/dev/null && "$D" train dpsgd "${M[@]}" --backend "$SK" --dtype f32 --export cand >/dev/null ||
+    bad "reference/train for the declaration check failed"
+  # the candidate's norms moved by 3e-4 relative: beyond the f32 bound, inside the bound at a declared u = 2^-16
+  python3 - <<'PY' || bad "could not write the modified candidates"
+import json, struct
+b = open("cand/step-000001.safetensors", "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n]); data = bytearray(b[8 + n:])
+t = h["per_sample.norm"]; lo, hi = t["data_offsets"]
+vals = struct.unpack("<%df" % ((hi - lo) // 4), data[lo:hi])
+data[lo:hi] = struct.pack("<%df" % len(vals), *[v * (1 + 3e-4) for v in vals])
+for name, u in (("c24", "0x1p-24"), ("c16", "0x1p-16")):
+    h["__metadata__"]["arith_u"] = u
+    js = json.dumps(h, separators=(",", ":")).encode()
+    js += b" " * (-len(js) % 8)
+    open(name + ".safetensors", "wb").write(struct.pack("<Q", len(js)) + js + bytes(data))
+PY
+  run "$D" compare ref/step-000001.safetensors c24.safetensors --dtype f32
+  expect 1 "per_sample.norm +FAIL" "norms off by 3e-4 FAIL under the declared f32 arithmetic (u = 2^-24)"
+  run "$D" compare ref/step-000001.safetensors c16.safetensors --dtype f32
+  expect 0 "judged under the candidate's declared arithmetic: skeleton .*\\(u_c raised to the declared u_eff\\)" \
+    "the same norms PASS when the export declares u = 2^-16: compare took u_c from the declaration and names it"
+else echo "NOTE  python3 missing: the compare-under-declaration check is not run"; fi
 exit $fail
