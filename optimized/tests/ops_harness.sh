@@ -3,7 +3,8 @@
 # "The operation harness"):
 #  1. the host backend PASSes every operation of the registry at f64, f32, bf16 and fp16
 #     values, at 1 thread (determinism also checked at 3) and at 2 threads, and at 2 ranks
-#     under mpirun (collectives on 2 ranks); the run time is printed;
+#     under mpirun (collectives on 2 ranks); the run time is printed; where a `cuda` or
+#     `cuda-emu` backend can be created, the harness runs on it too (f32, f64: no FAIL);
 #  2. an operation without a case FAILs (the test hook DPCERT_OPS_DROP_CASE hides one; the
 #     hook is inert without DPCERT_TEST_INJECT=1); bad usage exits 2;
 #  3. the support table of docs/engine.md and docs/cuda.md (between the markers
@@ -104,6 +105,17 @@ if command -v mpirun >/dev/null 2>&1; then
     else bad "host $dt at 2 ranks: exit $rc: $(grep -E 'FAIL|ops:|rror' <<< "$out" | head -5)"; fi
   done
 else echo "NOTE  mpirun not found: the 2-rank collectives are not checked here"; fi
+
+# the CUDA backend and its emulation, wherever one can be created here (a GPU, or once
+# `cuda-emu` is registered): the same harness, no change needed
+for b in cuda cuda-emu; do
+  if "$D" ops --support --backends "$b" 2>/dev/null | grep -q '^alloc .*yes'; then
+    for dt in f32 f64; do
+      out=$(timeout 600 "$D" ops --backend $b --dtype $dt 2>&1); rc=$?
+      [ $rc = 0 ] && pass "$b $dt: $(grep '^ops:' <<< "$out")" || bad "$b $dt: exit $rc: $(grep -E 'FAIL|ops:|rror' <<< "$out" | head -8)"
+    done
+  else echo "NOTE  backend $b cannot be created here: not run"; fi
+done
 
 # ---- 2. no case, bad usage ----
 out=$(DPCERT_TEST_INJECT=1 DPCERT_OPS_DROP_CASE=gemm "$D" ops --filter '^gemm$' 2>&1); rc=$?
