@@ -71,7 +71,7 @@ CUDA_LIBS :=
 endif
 
 # ---- module libraries ----
-lib_src_of = $(filter-out common/main.c,$(sort $(shell find $(1) -name '*.c' -not -path '*/tests/*' -not -path '*/bench/*' -not -path '*/fuzz/*' 2>/dev/null)))
+lib_src_of = $(filter-out common/main.c,$(sort $(shell find $(1) -name '*.c' -not -path '*/tests/*' -not -path '*/bench/*' -not -path '*/fuzz/*' -not -path '*/plugins/*' 2>/dev/null)))
 define MODULE_LIB
 $(1)_SRC := $$(call lib_src_of,$(1))
 $(1)_OBJ := $$($(1)_SRC:%.c=$$(BUILD)/obj/%.o)
@@ -144,6 +144,13 @@ $(BUILD)/obj/%.o: %.c | $(CONFIG)
 	@mkdir -p $(@D)
 	$(Q_CC)$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
 
+# The plugin loader's forwarding functions, generated from OPT_BACKEND_OPS (docs/plugin-abi.md).
+$(BUILD)/gen/opt_plugin_fwd.inc: optimized/backend.h optimized/plugin/gen_abi.sh
+	@mkdir -p $(@D)
+	@optimized/plugin/gen_abi.sh fwd > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/optimized/plugin_loader.o: $(BUILD)/gen/opt_plugin_fwd.inc
+$(BUILD)/obj/optimized/plugin_loader.o: CFLAGS_BASE += -I$(BUILD)/gen
+
 $(BUILD)/obj/%.o: %.cu | $(CONFIG)
 	@mkdir -p $(@D)
 	$(Q_NVCC)$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
@@ -175,6 +182,21 @@ else
 CUDA_PLUGIN :=
 endif
 all: $(CUDA_PLUGIN)
+
+# Backend plugins (docs/plugin-abi.md), each built by its own Makefile from its directory
+# against optimized/plugin/dpcert_backend.h only, as a team outside dpcert builds one:
+# BUILD/plugins/libdpcert_NAME.so (--backend plugin:NAME). The OpenBLAS one needs
+# libopenblas-dev (ci/configure.sh probe HAVE_OPENBLAS).
+PLUGIN_NAMES := skeleton $(if $(filter 1,$(HAVE_OPENBLAS)),openblas)
+PLUGINS := $(PLUGIN_NAMES:%=$(BUILD)/plugins/libdpcert_%.so)
+define PLUGIN_RULE
+$(BUILD)/plugins/libdpcert_$(1).so: $(wildcard optimized/plugins/$(1)/*.c) optimized/plugins/$(1)/Makefile optimized/plugin/dpcert_backend.h | $(CONFIG)
+	@mkdir -p $$(@D)
+	@echo "  PLUGIN  $$@"
+	+@$(MAKE) --no-print-directory -s -C optimized/plugins/$(1) OUT=$$(abspath $$(@D)) CC=$(CC) EXTRA_CFLAGS=-Werror
+endef
+$(foreach p,skeleton openblas,$(eval $(call PLUGIN_RULE,$(p))))
+all: $(PLUGINS)
 
 $(DPCERT): common/main.c $(DPCERT_LIBS) | $(CONFIG)
 	$(Q_LD)$(CC) $(CFLAGS_BASE) $< -o $@ -rdynamic -Wl,--whole-archive $(DPCERT_LIBS) -Wl,--no-whole-archive $(LDFLAGS_SAN) $(LDLIBS_BASE) -ldl

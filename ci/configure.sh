@@ -42,6 +42,10 @@ int main(int c,char**v){(void)c;(void)v; return MPI_VERSION < 3;}' $MPI_CFLAGS $
   command -v lcov >/dev/null 2>&1 && command -v genhtml >/dev/null 2>&1 && HAVE_LCOV=1
   HAVE_CHROMIUM=0
   command -v chromium >/dev/null 2>&1 && chromium --version >"$T/chromium.log" 2>&1 && HAVE_CHROMIUM=1
+  HAVE_OPENBLAS=0 # optional: the OpenBLAS backend plugin (optimized/plugins/openblas, docs/plugin-abi.md)
+  OPENBLAS_FLAGS=$(pkg-config --cflags --libs openblas 2>/dev/null || true)
+  [ -n "$OPENBLAS_FLAGS" ] && probe openblas '#include <cblas.h>
+int main(void){double a=1,b=2,c=0; cblas_dgemm(CblasRowMajor,CblasNoTrans,CblasNoTrans,1,1,1,1.0,&a,1,&b,1,0.0,&c,1); return c!=2;}' $OPENBLAS_FLAGS && HAVE_OPENBLAS=1
   HAVE_PY_NUMPY=0 # optional: the certify tests' numpy candidate (conformance/adapters/python)
   for py in python3 /usr/bin/python3; do "$py" -c 'import numpy' >/dev/null 2>&1 && HAVE_PY_NUMPY=1 && break; done
   NVCC=""
@@ -64,8 +68,8 @@ if [ "$REQUIRED_OK" = 0 ] && [ "$INSTALL" = 1 ]; then
   run_probes
   REQUIRED_OK=$(( HAVE_MPFR && HAVE_SSL && HAVE_FFTW && HAVE_JANSSON && HAVE_MPI ))
 fi
-if [ "$HAVE_PY_NUMPY" = 0 ] && [ "$INSTALL" = 1 ] && [ "$REQUIRED_OK" = 1 ]; then # optional: never fails the build
-  bash "$(dirname "$0")/install-deps.sh" >/dev/null 2>&1 || echo "configure: could not install python3-numpy (certify tests will be skipped)"
+if { [ "$HAVE_PY_NUMPY" = 0 ] || [ "$HAVE_OPENBLAS" = 0 ]; } && [ "$INSTALL" = 1 ] && [ "$REQUIRED_OK" = 1 ]; then # optional: never fails the build
+  bash "$(dirname "$0")/install-deps.sh" >/dev/null 2>&1 || echo "configure: could not install python3-numpy / libopenblas-dev (their tests will be skipped)"
   run_probes
 fi
 HAVE_CUDA=$(( HAVE_NVCC && HAVE_CUBLAS && HAVE_NCCL ))
@@ -81,6 +85,7 @@ HAVE_MPI := $HAVE_MPI
 HAVE_LIBFUZZER := $HAVE_LIBFUZZER
 HAVE_LCOV := $HAVE_LCOV
 HAVE_CHROMIUM := $HAVE_CHROMIUM
+HAVE_OPENBLAS := $HAVE_OPENBLAS
 HAVE_NVCC := $HAVE_NVCC
 HAVE_CUDA := $HAVE_CUDA
 NVCC := $NVCC
@@ -103,6 +108,7 @@ echo " optional  clang libFuzzer (make fuzz)      $(yn $HAVE_LIBFUZZER)"
 echo " optional  lcov (make coverage)             $(yn $HAVE_LCOV)"
 echo " optional  chromium (HTML report test)      $(yn $HAVE_CHROMIUM)"
 echo " optional  python3 + numpy (certify tests)  $(yn $HAVE_PY_NUMPY)"
+echo " optional  OpenBLAS (the openblas plugin)   $(yn $HAVE_OPENBLAS)"
 echo " optional  nvcc sm_90 ($CUDA_HOME)     $(yn $HAVE_NVCC)"
 echo " optional  cuBLAS / NCCL                    $(yn $HAVE_CUBLAS) / $(yn $HAVE_NCCL)"
 echo " will build: dpcert (host backend$( [ "$HAVE_CUDA" = 1 ] && echo ', cuda backend: sm_90 SASS + compute_90 PTX')), tests$( [ "$HAVE_LIBFUZZER" = 1 ] && echo ', fuzzers')"

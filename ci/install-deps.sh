@@ -3,7 +3,7 @@
 # installs only what is missing and runs 'apt-get update' at most once.
 # Reports the CUDA toolkit under /usr/local/cuda without failing when it is absent.
 set -eu
-PKGS="build-essential libmpfr-dev libgmp-dev libssl-dev lcov libopenmpi-dev openmpi-bin libfftw3-dev clang libclang-rt-14-dev libjansson-dev python3-numpy"
+PKGS="build-essential libmpfr-dev libgmp-dev libssl-dev lcov libopenmpi-dev openmpi-bin libfftw3-dev clang libclang-rt-14-dev libjansson-dev python3-numpy libopenblas-dev pkg-config"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

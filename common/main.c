@@ -20,6 +20,7 @@ DP_WEAK_CMD(dp_cmd_inspect);
 DP_WEAK_CMD(dp_cmd_reference_dpsgd);
 DP_WEAK_CMD(dp_cmd_reference_dpzo);
 DP_WEAK_CMD(dp_cmd_train);
+DP_WEAK_CMD(dp_cmd_ops);
 DP_WEAK_CMD(dp_cmd_conform);
 DP_WEAK_CMD(dp_cmd_compare);
 DP_WEAK_CMD(dp_cmd_account);
@@ -46,6 +47,7 @@ static const struct {
     {"inspect", dp_cmd_inspect, "list the tensors (dtype, shape, SHA-256) and metadata of a safetensors file"},
     {"reference", cmd_reference, "the exact CPU reference: 'reference dpsgd ...' or 'reference dpzo ...'"},
     {"train", dp_cmd_train, "the optimized engine (host or cuda backend, MPI ranks)"},
+    {"ops", dp_cmd_ops, "the operation harness: every backend operation against its bound (host, cuda, plugin:PATH)"},
     {"conform", dp_cmd_conform, "run a conformance suite: optimized vs reference, tensor by tensor"},
     {"compare", dp_cmd_compare, "compare two exports (A.safetensors B.safetensors) under derived tolerances"},
     {"account", dp_cmd_account, "privacy accounting: RDP, PLD, pure DP, GDP; calibration of sigma"},

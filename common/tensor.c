@@ -11,6 +11,16 @@ static const struct { const char *name; size_t size; } dp_dtypes[DP_DTYPE_COUNT]
     [DP_F16] = {"F16", 2}, [DP_I32] = {"I32", 4}, [DP_I64] = {"I64", 8},
 };
 
+double dp_dtype_unit_roundoff(dp_dtype dt) {
+    switch (dt) {
+    case DP_F64: return ldexp(1.0, -53);
+    case DP_F32: return ldexp(1.0, -24);
+    case DP_BF16: return ldexp(1.0, -8);
+    case DP_F16: return ldexp(1.0, -11);
+    default: return 0.0; /* integers are exact */
+    }
+}
+
 size_t dp_dtype_size(dp_dtype dt) { return (unsigned)dt < DP_DTYPE_COUNT ? dp_dtypes[dt].size : 0; }
 const char *dp_dtype_name(dp_dtype dt) { return (unsigned)dt < DP_DTYPE_COUNT ? dp_dtypes[dt].name : "?"; }
 

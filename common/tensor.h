@@ -25,6 +25,8 @@ typedef struct {
 } dp_tensor;
 
 size_t dp_dtype_size(dp_dtype dt);
+/* Unit roundoff of a floating-point dtype: 2^-53, 2^-24, 2^-8 (bf16), 2^-11 (f16); 0 for integers. */
+double dp_dtype_unit_roundoff(dp_dtype dt);
 const char *dp_dtype_name(dp_dtype dt);                  /* "F64", "F32", "BF16", "F16", "I32", "I64" */
 dp_status dp_dtype_from_name(dp_dtype *out, const char *name);
 

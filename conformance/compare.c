@@ -259,9 +259,28 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
     if (!(o->warn > 0 && o->warn < 1)) return dp_error(DP_ERR_INVALID, "warn fraction must be in (0, 1), got %g", o->warn);
     conf_consts k;
     k.uc = conf_unit_roundoff(o->cand_dtype);
+    /* a declared arithmetic (docs/tolerances.md "Declared arithmetic"): u_c = max(u(dtype), arith_u); GEMM
+     * operands rounded at arith_u_in > 0 add two roundings per product in each of a linear layer's three
+     * GEMMs: K += 6 per tensor of two or more dimensions */
+    double du = 0, du_in = 0;
+    {
+        const char *decl = dp_tset_meta(cand, "arithmetic");
+        if (decl && !out->arith[0]) snprintf(out->arith, sizeof out->arith, "%s", decl);
+        static const char *const keys[2] = {"arith_u", "arith_u_in"};
+        for (int i = 0; i < 2; i++) {
+            const char *a = dp_tset_meta(cand, keys[i]);
+            char *end = NULL;
+            double x = a ? strtod(a, &end) : 0;
+            if (a && (!end || *end || !(x >= 0 && x < 0.5)))
+                return dp_error(DP_ERR_FORMAT, "candidate metadata %s '%s' is not a number in [0, 0.5)", keys[i], a);
+            *(i ? &du_in : &du) = x;
+        }
+        if (du > k.uc) { k.uc = du; out->arith_u = du; }
+    }
     k.u = k.uc + conf_unit_roundoff(DP_F64);
     int64_t T;
     model_consts(ref, o->model_k, &k.K, &k.P, &T);
+    if (du_in > 0) k.K += 6 * linear_tensors(ref);
     k.gK = conf_gamma(k.K, k.u);
     k.H = k.gH = k.L = k.uh = 0;
     if (o->mixed) {
@@ -856,6 +875,9 @@ void conf_cmp_print(const conf_cmp_result *r, void *file, int verbose) {
         else snprintf(frac, sizeof frac, "inf");
         fprintf(f, "%-56s %-13s %12s %12.3g  %s\n", t->name, conf_status_name(t->status), frac, t->max_abs_err, t->msg);
     }
+    if (r->arith[0])
+        fprintf(f, "judged under the candidate's declared arithmetic: %s%s\n", r->arith,
+                r->arith_u > 0 ? " (u_c raised to the declared u_eff)" : "");
     fprintf(f, "overall: %s, worst fraction of budget %.3g%%%s%s\n", conf_cmp_overall(r),
             isfinite(r->worst_frac) ? 100 * r->worst_frac : INFINITY, r->first_fail[0] ? ", first FAIL: " : "",
             r->first_fail);

@@ -107,6 +107,9 @@ typedef struct {
     int incomplete;        /* > 0: a required check could not run (noise neither recomputed nor tested
                               statistically): the overall verdict is INCOMPLETE unless something FAILs */
     char incomplete_why[256];
+    char arith[640];       /* the candidate's declared arithmetic (export metadata "arithmetic"; docs/tolerances.md
+                              "Declared arithmetic"), "" when it declares none */
+    double arith_u;        /* its u_eff (metadata "arith_u") when it exceeds the dtype's and was used as u_c, else 0 */
 } conf_cmp_result;
 /* "PASS", "MARGINAL", "FAIL" or "INCOMPLETE" (a FAIL wins over INCOMPLETE; INCOMPLETE over the rest). */
 const char *conf_cmp_overall(const conf_cmp_result *r);

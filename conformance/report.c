@@ -33,6 +33,7 @@ json_t *conf_cmp_json(const conf_cmp_result *r) {
     json_object_set_new(o, "status", json_string(conf_status_name(r->status)));
     json_object_set_new(o, "fraction", num_or_null(r->worst_frac));
     json_object_set_new(o, "first_fail", json_string(r->first_fail));
+    json_object_set_new(o, "arithmetic", json_string(r->arith)); /* the declaration it was judged under */
     for (size_t i = 0; i < r->n; i++) json_array_append_new(a, tensor_json(&r->items[i]));
     json_object_set_new(o, "tensors", a);
     return o;
@@ -191,6 +192,20 @@ dp_status conf_report_md(const char *path, const char *suite, const conf_case_re
     fprintf(f, "%zu cases: %zu PASS, %zu MARGINAL, %zu FAIL, %zu NOT_SUPPORTED, %zu SKIPPED.\n\n", n, counts[CONF_PASS],
             counts[CONF_MARGINAL], counts[CONF_FAIL], counts[CONF_NOT_SUPPORTED], counts[CONF_SKIPPED]);
     fprintf(f, "Budget used = max over elements of |candidate - reference| / bound (docs/tolerances.md).\n\n");
+    {   /* the declarations the candidates were judged under (docs/tolerances.md "Declared arithmetic") */
+        const char *seen[8] = {0};
+        size_t ns = 0;
+        for (size_t i = 0; i < n && ns < 8; i++) {
+            const char *a = r[i].cmp.arith;
+            int dup = !a[0];
+            for (size_t k = 0; !dup && k < ns; k++) dup = strcmp(seen[k], a) == 0;
+            if (dup) continue;
+            char d[700];
+            md_clean(d, sizeof d, a);
+            fprintf(f, "Judged under the declared arithmetic: %s\n\n", d);
+            seen[ns++] = a;
+        }
+    }
     fprintf(f, "| case | status | budget used | time (s) | detail |\n|---|---|---|---|---|\n");
     for (size_t i = 0; i < n; i++) {
         char d[600], nm[200];

@@ -5,15 +5,7 @@
 
 #include "conformance/conf.h"
 
-double conf_unit_roundoff(dp_dtype dt) {
-    switch (dt) {
-    case DP_F64: return ldexp(1.0, -53);
-    case DP_F32: return ldexp(1.0, -24);
-    case DP_BF16: return ldexp(1.0, -8);
-    case DP_F16: return ldexp(1.0, -11);
-    default: return 0.0; /* integers are compared exactly */
-    }
-}
+double conf_unit_roundoff(dp_dtype dt) { return dp_dtype_unit_roundoff(dt); } /* integers: 0, compared exactly */
 
 /* gamma_n = n u / (1 - n u) (Higham, Accuracy and Stability, Lemma 3.1). */
 double conf_gamma(double n, double u) {

@@ -1,9 +1,12 @@
 /* optimized/backend.c — the backend registry: create by name, support queries.
  * "host" is optimized/host/host_backend.c; "cuda" is the weak hook
- * opt_backend_cuda_create that optimized/cuda/ defines once it exists. */
+ * opt_backend_cuda_create that optimized/cuda/ defines once it exists; "plugin:SPEC"
+ * is optimized/plugin_loader.c. */
 #include "optimized/backend.h"
+#include "optimized/backend_decl.h"
 #include "optimized/ledger.h"
 #include "optimized/cuda_plugin.h"
+#include "optimized/plugin_loader.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +58,27 @@ dp_status opt_backend_require(const opt_backend *be, const opt_op *ops, size_t n
 
 size_t opt_backend_esize(const opt_backend *be) { return dp_dtype_size(be->dtype); }
 
+const char *const opt_backend_builtin_names[] = {"host", "cuda", NULL};
+#define OPT_PLUGIN_PREFIX "plugin:"
+
+dp_status opt_backend_name_check(char *canon, size_t cap, const char *name) {
+    if (!name || !*name) return dp_error(DP_ERR_USAGE, "--backend: empty name");
+    if (strncmp(name, OPT_PLUGIN_PREFIX, strlen(OPT_PLUGIN_PREFIX)) == 0) {
+        char path[4096];
+        DP_TRY(opt_plugin_resolve(path, sizeof path, name + strlen(OPT_PLUGIN_PREFIX)));
+        DP_TRY(opt_plugin_probe(path, NULL));
+        if (snprintf(canon, cap, OPT_PLUGIN_PREFIX "%s", path) >= (int)cap)
+            return dp_error(DP_ERR_INVALID, "--backend: plugin path too long");
+        return DP_OK;
+    }
+    for (const char *const *b = opt_backend_builtin_names; *b; b++)
+        if (strcmp(name, *b) == 0) {
+            snprintf(canon, cap, "%s", name);
+            return DP_OK;
+        }
+    return dp_error(DP_ERR_USAGE, "unknown backend '%s' (expected host, cuda or plugin:PATH)", name);
+}
+
 dp_status opt_backend_create(opt_backend **out, const opt_backend_config *cfg) {
     *out = NULL;
     if (!cfg || !cfg->name) return dp_error(DP_ERR_INVALID, "backend: no name given");
@@ -71,12 +95,16 @@ dp_status opt_backend_create(opt_backend **out, const opt_backend_config *cfg) {
         opt_backend_create_fn fn = opt_backend_cuda_create; /* linked in, else the plugin */
         st = fn ? DP_OK : opt_cuda_plugin_load(&fn);
         if (st == DP_OK) st = fn(be, cfg);
+    } else if (strncmp(cfg->name, OPT_PLUGIN_PREFIX, strlen(OPT_PLUGIN_PREFIX)) == 0) {
+        st = opt_plugin_backend_create(be, cfg, cfg->name + strlen(OPT_PLUGIN_PREFIX));
     } else {
-        st = dp_error(DP_ERR_USAGE, "unknown backend '%s' (expected host or cuda)", cfg->name);
+        st = dp_error(DP_ERR_USAGE, "unknown backend '%s' (expected host, cuda or plugin:PATH)", cfg->name);
     }
+    if (st == DP_OK && !be->decl) st = opt_backend_decl_builtin(&be->decl, be);
     if (st == DP_OK) st = opt_ledger_create(&be->ledger);
     if (st != DP_OK) {
         if (be->ctx && be->ops.destroy) be->ops.destroy(be->ctx);
+        opt_backend_decl_free(be->decl);
         free(be);
         return st;
     }
@@ -88,5 +116,6 @@ void opt_backend_destroy(opt_backend *be) {
     if (!be) return;
     if (be->ops.destroy) be->ops.destroy(be->ctx);
     opt_ledger_destroy(be->ledger);
+    opt_backend_decl_free(be->decl);
     free(be);
 }

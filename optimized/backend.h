@@ -250,10 +250,11 @@ typedef struct {
     void *ctx;
     opt_backend_ops ops;
     struct opt_ledger *ledger; /* memory ledger (optimized/ledger.c), made by opt_backend_create */
+    struct opt_backend_decl *decl; /* what the backend declares (optimized/backend_decl.h), set by opt_backend_create */
 } opt_backend;
 
 typedef struct {
-    const char *name;  /* "host" or "cuda" */
+    const char *name;  /* "host", "cuda" or "plugin:PATH" (optimized/plugin_loader.h) */
     dp_dtype dtype;    /* DP_F64 or DP_F32 */
     int threads;       /* >= 1 */
     int use_mpi;       /* 1: collectives over MPI_COMM_WORLD (MPI must be initialised); 0: one rank */
@@ -263,8 +264,15 @@ typedef struct {
 #define OPT_COLLECTIVE_TIMEOUT_DEFAULT 600.0
 
 /* Create a backend by name. "cuda" goes through the weak hook opt_backend_cuda_create
- * (defined by optimized/cuda/ when built); without it: DP_ERR_NOT_SUPPORTED. */
+ * (defined by optimized/cuda/ when built); without it: DP_ERR_NOT_SUPPORTED.
+ * "plugin:PATH" / "plugin:NAME" loads a plugin (optimized/plugin_loader.h). */
 dp_status opt_backend_create(opt_backend **out, const opt_backend_config *cfg);
+/* Check a --backend value before any work: a built-in name, or plugin:SPEC (the plugin is
+ * loaded and its declaration checked: DP_ERR_INVALID, exit 2, naming what is wrong). The
+ * canonical name (plugin:ABSOLUTE-PATH) goes to canon. Unknown names: DP_ERR_USAGE. */
+dp_status opt_backend_name_check(char *canon, size_t cap, const char *name);
+/* The built-in backend names, NULL-terminated ("host", "cuda", ...). */
+extern const char *const opt_backend_builtin_names[];
 void opt_backend_destroy(opt_backend *be);
 
 /* 1 if the backend implements op, else 0. */

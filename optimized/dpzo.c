@@ -13,6 +13,7 @@
 #include "optimized/opt_spec.h"
 #include "optimized/opt_mem.h"
 #include "optimized/precision.h"
+#include "optimized/backend_decl.h"
 #include "optimized/train.h"
 
 dp_status opt_dpzo_init(opt_dpzo *s, opt_backend *be, const dp_dpzo_hparams *hp, const dp_model *m) {
@@ -176,7 +177,7 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     DP_TRY(opt_train_add_opts(opts, &nopts, sizeof opts / sizeof opts[0], &t));
     DP_TRY(dp_opts_parse(opts, nopts, argc, argv, NULL, 0, NULL, help));
     if (*help) {
-        printf("usage: dpcert train dpzo --impl optimized --backend host|cuda [--precision f64|f32|bf16|fp16]\n"
+        printf("usage: dpcert train dpzo --impl optimized --backend host|cuda|plugin:PATH [--precision f64|f32|bf16|fp16]\n"
                "       --model mlp|llama [model flags]\n"
                "       (--dataset-size N | --data FILE) --q Q --steps K --clip C --sigma S [--noise gaussian|laplace]\n"
                "       --phi PHI --lr LR [--n-spsa n] --seed SEED [--noise-key KEY] [--weight-decay WD] [--export DIR]\n"
@@ -227,8 +228,11 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     char nranks[32], nthreads[32];
     snprintf(nranks, sizeof nranks, "%d", be->comm.size);
     snprintf(nthreads, sizeof nthreads, "%d", be->threads);
-    const char *extra[] = {"impl", "optimized", "backend", be->name, "dtype", opt_prec_names[eo.prec],
-                           "ranks", nranks, "threads", nthreads, NULL};
+    char arith[4600], arith_u[40], arith_u_in[40]; /* the declaration the run is judged under (docs/plugin-abi.md) */
+    opt_decl_meta(arith, sizeof arith, arith_u, arith_u_in, be);
+    const char *extra[] = {"impl", "optimized", "backend", be->name, "arithmetic", arith, "arith_u", arith_u,
+                           "arith_u_in", arith_u_in,
+                           "dtype", opt_prec_names[eo.prec], "ranks", nranks, "threads", nthreads, NULL};
     if (st == DP_OK && rank == 0)
         printf("dpzo (optimized, %s backend, %d rank%s): model %s, %" PRId64 " parameters, N=%" PRId64 ", q=%g, K=%" PRId64
                ", C=%g, sigma=%g (%s), phi=%g, lr=%g, n-spsa=%d, seed=%" PRIu64 "\n",

@@ -44,6 +44,9 @@ int opt_default_threads(void);
 /* MPI: initialised when the process was started by mpirun (OMPI_COMM_WORLD_SIZE,
  * PMIX_RANK or PMI_RANK set); *use_mpi = 1 then. */
 dp_status opt_mpi_start(int *use_mpi);
+/* Finalize MPI if opt_mpi_start initialised it; failed != 0 on a rank that fails alone
+ * aborts the others (MPI_Abort) instead of leaving them in a collective. */
+void opt_mpi_stop(int failed);
 /* Every rank takes rank 0's noise key (a fresh random key differs per process), through
  * the backend's allgatherv_bytes. */
 dp_status opt_share_key(opt_backend *be, dp_noise_key *key);

@@ -25,6 +25,7 @@
 #include "optimized/cuda_plugin.h"
 #include "optimized/opt_agree.h"
 #include "optimized/opt_mem.h"
+#include "optimized/backend_decl.h"
 #include "optimized/train.h"
 
 /* the binary in the configuration digest (set by the Makefile) */
@@ -56,7 +57,7 @@ dp_status opt_mpi_start(int *use_mpi) {
     return DP_OK;
 }
 
-static void opt_mpi_stop(int failed) {
+void opt_mpi_stop(int failed) {
     if (!opt_mpi_inited_here) return;
     int size = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -83,9 +84,9 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
         return dp_error(DP_ERR_USAGE, "--impl must be 'optimized' (got '%s'; the reference is 'dpcert reference')",
                         t->impl);
     int k;
-    static const char *const backends[] = {"host", "cuda", NULL};
-    DP_TRY(dp_parse_choice(&k, "--backend", t->backend, backends));
-    bc->name = backends[k];
+    static char backend[4200]; /* the canonical name (plugin:ABSOLUTE-PATH), checked before MPI starts */
+    DP_TRY(opt_backend_name_check(backend, sizeof backend, t->backend));
+    bc->name = backend;
     /* --precision, and --dtype its alias (docs/precision.md) */
     if (t->seen_precision && t->seen_dtype && strcmp(t->precision, t->dtype) != 0)
         return dp_error(DP_ERR_USAGE, "--dtype %s and --precision %s disagree (--dtype is an alias of --precision)",
@@ -94,9 +95,10 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
     DP_TRY(dp_parse_choice(&k, prk ? "--precision" : "--dtype", prk ? t->precision : t->dtype, opt_prec_names));
     const opt_prec prec = (opt_prec)k;
     bc->dtype = opt_prec_backend_dtype(prec);
-    if (opt_prec_is_half(prec) && strcmp(bc->name, "host") != 0)
+    /* the rounding points go through the backend's memory operations: plugins too (docs/plugin-abi.md) */
+    if (opt_prec_is_half(prec) && strcmp(bc->name, "host") != 0 && strncmp(bc->name, "plugin:", 7) != 0)
         return dp_error(DP_ERR_NOT_SUPPORTED, "--precision %s with --backend %s: mixed precision is implemented on the "
-                        "host backend only (docs/precision.md \"Limits\")", opt_prec_names[prec], bc->name);
+                        "host backend and plugins only (docs/precision.md \"Limits\")", opt_prec_names[prec], bc->name);
     if (t->seen_threads) DP_TRY(dp_check_range("--threads", (double)t->threads, 1, 1, 256, 1));
     bc->threads = t->seen_threads ? (int)t->threads : opt_default_threads();
     memset(o, 0, sizeof *o);
@@ -171,7 +173,7 @@ dp_status opt_train_add_opts(dp_opt *opts, size_t *n, size_t cap, opt_train_cli 
         opts[(*n)++] = (dp_opt)__VA_ARGS__;                                                          \
     } while (0)
     ADD_({"--impl", DP_OPT_STRING, &t->impl, NULL, "optimized (the only implementation here)"});
-    ADD_({"--backend", DP_OPT_STRING, &t->backend, NULL, "host | cuda (host)"});
+    ADD_({"--backend", DP_OPT_STRING, &t->backend, NULL, "host | cuda | plugin:PATH (host; docs/plugin-abi.md)"});
     ADD_({"--strategy", DP_OPT_STRING, &t->strategy, &t->seen_strategy,
                             "grad-sample | ghost | mixed-ghost | book-keeping | fused (grad-sample)"});
     ADD_({"--noise-mode", DP_OPT_STRING, &t->noise_mode, &t->seen_noise_mode,
@@ -336,7 +338,7 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     DP_TRY(opt_train_add_opts(opts, &n, sizeof opts / sizeof opts[0], &t));
     DP_TRY(dp_opts_parse(opts, n, argc, argv, NULL, 0, NULL, help));
     if (*help) {
-        printf("usage: dpcert train dpsgd --impl optimized --backend host|cuda --strategy NAME [options]\n"
+        printf("usage: dpcert train dpsgd --impl optimized --backend host|cuda|plugin:PATH --strategy NAME [options]\n"
                "The optimized engine (docs/engine.md); run under mpirun -n R for R ranks. Prints one line per\n"
                "step (as 'dpcert reference dpsgd') and with --export writes the reference's tensors.\n\n");
         dp_opts_print_help(opts, n);
@@ -386,7 +388,11 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     opt_ls_describe(ls_desc, sizeof ls_desc, &o.ls);
     snprintf(nranks, sizeof nranks, "%d", be->comm.size);
     snprintf(nthreads, sizeof nthreads, "%d", be->threads);
-    const char *extra[] = {"impl", "optimized", "backend", be->name, "strategy", opt_strategy_names[o.strategy],
+    char arith[4600], arith_u[40], arith_u_in[40]; /* the declaration the run is judged under (docs/plugin-abi.md) */
+    opt_decl_meta(arith, sizeof arith, arith_u, arith_u_in, be);
+    const char *extra[] = {"impl", "optimized", "backend", be->name, "arithmetic", arith, "arith_u", arith_u,
+                           "arith_u_in", arith_u_in,
+                           "strategy", opt_strategy_names[o.strategy],
                            "noise_mode", opt_noise_mode_names[o.noise_mode], "mixed_rule",
                            opt_mixed_rule_names[o.mixed_rule], "dtype", opt_prec_names[o.prec],
                            "ranks", nranks, "threads", nthreads, "inject_bug", opt_bug_names[o.bug],
@@ -435,7 +441,7 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
 int dp_cmd_train(int argc, char **argv) {
     if (argc < 1 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
         fprintf(argc < 1 ? stderr : stdout,
-                "usage: dpcert train dpsgd|dpzo --impl optimized --backend host|cuda [--strategy NAME] [options]\n"
+                "usage: dpcert train dpsgd|dpzo --impl optimized --backend host|cuda|plugin:PATH [--strategy NAME] [options]\n"
                 "       (dpcert train dpsgd --help for every option)\n");
         return argc < 1 ? 2 : 0;
     }

@@ -138,6 +138,12 @@ expect 2 '--model-k must be in \[1, ' compare --model-k 9223372036854775807 ra r
 expect 2 "--loss-scale: '1000' is not a positive finite power of two" losscale --loss-scale 1000
 expect 2 "--loss-scale static:S: '1e400' is not a finite number" train dpsgd --model mlp --dataset-size 8 --q 0.5 --loss-scale static:1e400
 lost losscale --json
+expect 2 "--dtype: unknown value 'f16x'" ops --dtype f16x
+expect 2 "unknown backend 'nope'" ops --backend nope
+expect 2 "plugin '/dev/null/x.so': no readable file" ops --backend plugin:/dev/null/x.so
+expect 2 "plugin /dev/null: cannot load" ops --backend plugin:/dev/null
+expect 2 "--threads must be in \[1, 256\]" ops --threads 100000
+lost ops --filter '^add$'
 expect_out 0 '^6627e8d5 e169c58d bc57ac4c 9b00dbd8$' rng philox --key 00000000,00000000 --counter 00000000,0,0x0,0
 w=$("$D" rng philox --key 0,0 --counter 0,0,0,0 | tr ' ' ',')
 expect_out 0 '^[0-9a-f]{8} [0-9a-f]{8} [0-9a-f]{8} [0-9a-f]{8}$' rng philox --key 0,0 --counter "$w"

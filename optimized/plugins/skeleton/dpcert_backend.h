@@ -1,0 +1,1 @@
+../../plugin/dpcert_backend.h
