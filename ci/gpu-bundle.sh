@@ -212,6 +212,18 @@ st_gpu_tests() { # every GPU test program; a failing one again with DPCERT_CUDA_
   return $rc
 }
 
+st_ops() { # the operation harness on the device: every op against its double evaluation
+  local r rc=0 dt
+  for dt in f32 f64; do
+    echo "--- dpcert ops --backend cuda --dtype $dt"
+    "$B/bin/dpcert" ops --backend cuda --dtype "$dt"; r=$?
+    [ $r = 77 ] && { echo "SKIP: the harness could create no cuda backend (no device)"; return 77; }
+    [ $r = 0 ] || rc=1
+  done
+  "$B/bin/dpcert" ops --support --backends host,cuda || rc=1
+  return $rc
+}
+
 st_conform() { # the gate: ci suite on the device at one rank, every run required, diff vs host
   local rep=$OUT/logs/conform-cuda
   "$B/bin/dpcert" conform --suite ci --backend cuda --ranks 1 --require-all --report "$rep" >"$OUT/conform-cuda.txt" 2>&1
@@ -299,7 +311,7 @@ run() {
   export DPCERT_ROOT=$ROOT DPCERT="$B/bin/dpcert" DPCERT_BUILD="$B"
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   export B OUT DRY ROOT BASE_RE CUDA_RE
-  export -f have_gpu st_env st_gpu_tests st_conform st_sanitizer st_bench st_peers
+  export -f have_gpu st_env st_gpu_tests st_ops st_conform st_sanitizer st_bench st_peers
 
   step env 30 st_env
   cp "$OUT/logs/env.log" "$OUT/env.txt"
@@ -307,6 +319,7 @@ run() {
     SUMMARY+=("gpu FAIL 0 no GPU on this machine (nvidia-smi lists none); use --dry-run to rehearse without one")
   fi
   step gpu-tests 150 st_gpu_tests
+  step ops 60 st_ops
   step conform 240 st_conform
   step sanitizer 150 st_sanitizer
   step bench-quick 60 st_bench quick

@@ -24,7 +24,7 @@ for f in summary.txt steps.log logs.tar.gz conform-cuda.txt bench.txt env.txt; d
   check "dry run wrote $f" test -f "$W/out/$f"
 done
 check "no more than 8 result files" test "$(find "$W/out" -type f | wc -l)" -le 8
-for s in env gpu-tests conform sanitizer bench-quick peers bench-full; do
+for s in env gpu-tests ops conform sanitizer bench-quick peers bench-full; do
   check "summary has step $s (PASS/SKIP/NA)" grep -Eq "^$s +(PASS|SKIP|NA) " "$W/out/summary.txt"
 done
 check "conform step reached the device probe" grep -q 'reached the device probe' "$W/out/summary.txt"
