@@ -46,7 +46,7 @@ awk '
       if (kv[1] == "strategy") strat = kv[2]; if (kv[1] == "median_s") med = kv[2] }
     t[tool "/" strat] = med }
   END {
-    base = t["pytorch/nondp"]; ours = t["dpcert/non-dp"]
+    base = ("pytorch/nondp" in t) ? t["pytorch/nondp"] : ""; ours = ("dpcert/non-dp" in t) ? t["dpcert/non-dp"] : ""
     for (k in t) {
       line = sprintf("%-28s median %.4f s", k, t[k])
       if (ours != "" && k ~ /^dpcert\// && k != "dpcert/non-dp") line = line sprintf("  G4 vs dpcert non-DP %.3f", t[k] / ours)
