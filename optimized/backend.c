@@ -55,6 +55,10 @@ dp_status opt_backend_require(const opt_backend *be, const opt_op *ops, size_t n
 
 size_t opt_backend_esize(const opt_backend *be) { return dp_dtype_size(be->dtype); }
 
+dp_status opt_unsupported(const opt_backend *be, const char *op) {
+    return dp_error(DP_ERR_NOT_SUPPORTED, "backend '%s' does not support operation '%s'", be->name, op);
+}
+
 dp_status opt_backend_create(opt_backend **out, const opt_backend_config *cfg) {
     *out = NULL;
     if (!cfg || !cfg->name) return dp_error(DP_ERR_INVALID, "backend: no name given");

@@ -100,12 +100,17 @@ typedef struct {
     opt_dp_options o;
     const opt_norm_strategy *norm;          /* o.strategy's table */
     const struct opt_shard_strategy *shard; /* o.sharding's table */
+    const struct opt_layout *layout;        /* what the gradient vector holds: opt_layout_full, or opt_layout_cp */
+    void *layout_state;                     /* the layout's own state (CP: opt_cp_state) */
     const struct opt_step_hooks *hooks;     /* the step's hooks (o.bug's wrapper, or the correct ones) */
     opt_parallel par;                       /* process groups; DP collectives run on par.dp_group */
     int64_t total;         /* parameters in all */
-    int64_t *off;          /* [np] offset of parameter p in the flat buffers */
-    int64_t chunk;         /* shard length: ceil(total / N) (replicated: total) */
-    int64_t lo, hi;        /* this rank's shard [lo, hi) of the flat positions (replicated: [0, total)) */
+    int64_t *off;          /* [np] offset of parameter p in tensor order (host outputs) */
+    int64_t *voff, *vlen;  /* [np] parameter p's segment of the layout's vector (full: off, numel) */
+    int64_t nvec;          /* the vector's length (full: total; CP: the packed slices L) */
+    int sums_ranged;       /* 1: S and Z are gathered by DP ranges (opt_layout.sums_in_ranges) */
+    int64_t chunk;         /* shard length: ceil(nvec / N) (replicated: nvec) */
+    int64_t lo, hi;        /* this rank's shard [lo, hi) of the vector positions (replicated: [0, nvec)) */
     void *flat;            /* device: clipped sums S [N chunk] | noise Z (replicated, zero1: [N chunk];
                               zero2: [chunk], the partition's) */
     int64_t zoff;          /* offset of Z in flat (N * chunk; replicated: total) */

@@ -42,11 +42,9 @@ void opt_dpzo_free(opt_dpzo *s) {
     memset(s, 0, sizeof *s);
 }
 
-dp_status opt_dpzo_set_precision(opt_dpzo *s, opt_prec p, int master_half) {
-    if (master_half && !opt_prec_is_half(p))
-        return dp_error(DP_ERR_USAGE, "--inject-bug master-half applies to --precision bf16 or fp16 only");
+dp_status opt_dpzo_set_precision(opt_dpzo *s, opt_prec p, opt_bug bug) {
+    DP_TRY(opt_dpzo_bug(&s->master_round, bug, p));
     s->prec = p;
-    s->master_half = master_half;
     if (!opt_prec_is_half(p)) return DP_OK;
     if (s->be->dtype != DP_F32)
         return dp_error(DP_ERR_INTERNAL, "--precision %s needs an f32 backend (got %s)", opt_prec_names[p],
@@ -76,8 +74,6 @@ static dp_status share_losses(double *out, opt_dpzo *s, const dp_dataset *d, con
 }
 
 static double r32_(double x, int f32) { return f32 ? (double)(float)x : x; }
-static float bf16_round(float x) { return opt_prec_round_value(OPT_PREC_BF16, x); }
-static float fp16_round(float x) { return opt_prec_round_value(OPT_PREC_FP16, x); }
 
 dp_status opt_dpzo_step(dp_dpzo_step_out *out, opt_dpzo *s, const dp_dataset *d, int64_t step, int gather) {
     const dp_dpzo_hparams *hp = &s->hp;
@@ -158,7 +154,7 @@ dp_status opt_dpzo_step(dp_dpzo_step_out *out, opt_dpzo *s, const dp_dataset *d,
         st = opt_dpzo_update(s->theta, s->numel, s->nparams, hp->seed, step, out->scalar, n, hp->lr, hp->weight_decay);
     else if (st == DP_OK) /* the f32 master weights */
         st = opt_dpzo_update_f32(s->theta, s->numel, s->nparams, hp->seed, step, out->scalar, n, hp->lr,
-                                 hp->weight_decay, !s->master_half ? NULL : s->prec == OPT_PREC_FP16 ? fp16_round : bf16_round);
+                                 hp->weight_decay, s->master_round);
     free(lp); free(lm); free(dc); free(red);
     return st;
 }
@@ -217,7 +213,7 @@ dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
     if (st == DP_OK && opt_prec_is_half(eo.prec)) st = opt_prec_check(be, &eo, &m); /* fp16 range at load */
     if (st == DP_OK) st = opt_prec_check_data(&eo, &d, z.m.seen_data ? z.m.data : "the generated dataset");
     if (st == DP_OK) st = opt_dpzo_init(&s, be, &hp, &m);
-    if (st == DP_OK) st = opt_dpzo_set_precision(&s, eo.prec, eo.bug == OPT_BUG_MASTER_HALF);
+    if (st == DP_OK) st = opt_dpzo_set_precision(&s, eo.prec, eo.bug);
     if (st == DP_OK) st = dp_dpzo_step_out_alloc(&out, hp.n_data, hp.n_spsa);
     if (st == DP_OK && t.seen_export) {
         if (rank == 0) st = opt_make_dir(t.export_dir);

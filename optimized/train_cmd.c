@@ -117,8 +117,7 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
                         algo_dpzo ? "none: dpzo" : opt_strategy_names[o->strategy]);
     o->mixed_rule = (opt_mixed_rule)k;
     DP_TRY(dp_parse_choice(&k, "--inject-bug", t->bug, opt_bug_names));
-    if (algo_dpzo && k != OPT_BUG_NONE && k != OPT_BUG_MASTER_HALF)
-        return dp_error(DP_ERR_USAGE, "--inject-bug %s applies to dpsgd only (dpzo: master-half)", t->bug);
+    if (algo_dpzo) DP_TRY(opt_dpzo_bug_check((opt_bug)k));
     if (t->seen_bug) {
         /* test-only switch that breaks DP (e.g. removes per-example clipping): refused in
          * production unless the test environment asks for it explicitly */

@@ -17,7 +17,8 @@ typedef struct {
     opt_dpsgd *s;
     int64_t *c, *poff, *own; /* per tensor: chunk, offset in the packed layout, elements this rank holds */
     void *wshard;            /* [C] this rank's parameters (packed) */
-    void *wprev;             /* [C] the previous step's, read by gathers under the stale-params bug */
+    void *wsrc;              /* [C] what the per-layer gathers read: wshard (the gather-source seam of
+                                s->hooks; a test-only bug reads a copy taken before each update) */
     void **buf;              /* per tensor: gathered [N c_p], or NULL */
     opt_async **pending;     /* per tensor: a started gather */
     opt_param_fetch fetch;
@@ -35,7 +36,7 @@ static dp_status z3_acquire(void *ctx, opt_model *om, int p, int prefetch) {
     opt_backend *be = s->be;
     if (!z->buf[p]) {
         DP_TRY(opt_mem_alloc(be, &z->buf[p], opt_backend_esize(be) * (size_t)(z->c[p] * s->par.dp), OPT_MEM_GATHERED));
-        const void *src = opt_dev_at(s, s->hooks->skip_param_sync ? z->wprev : z->wshard, z->poff[p]);
+        const void *src = opt_dev_at(s, z->wsrc, z->poff[p]);
         DP_TRY(OPT_CALL(be, allgather, s->par.dp_group, z->buf[p], src, z->c[p], prefetch ? &z->pending[p] : NULL));
     }
     if (prefetch) return DP_OK;
@@ -67,8 +68,8 @@ static void z3_teardown(opt_dpsgd *s) {
     if (!z) return;
     for (int p = 0; z->buf && p < s->om.np; p++)
         if (z->buf[p] || z->pending[p]) (void)z3_release(z, &s->om, p);
+    if (z->wsrc != z->wshard) opt_mem_free(s->be, z->wsrc);
     opt_mem_free(s->be, z->wshard);
-    opt_mem_free(s->be, z->wprev);
     s->om.fetch = NULL;
     free(z->c); free(z->poff); free(z->own); free(z->buf); free(z->pending);
     free(z);
@@ -104,12 +105,11 @@ static dp_status z3_setup(opt_dpsgd *s) {
     s->zoff = s->total;
     s->zlo = 0;
     dp_status st = opt_mem_alloc(be, &z->wshard, es * (size_t)C, OPT_MEM_PARAMS);
-    if (st == DP_OK && s->hooks->skip_param_sync) st = opt_mem_alloc(be, &z->wprev, es * (size_t)C, OPT_MEM_GATHERED);
     /* keep this rank's chunks, drop the full tensors */
     for (int p = 0; st == DP_OK && p < np; p++)
         st = OPT_CALL(be, copy, opt_dev_at(s, z->wshard, z->poff[p]), opt_dev_at(s, om->w[p], z->c[p] * r),
                       es * (size_t)z->own[p]);
-    if (st == DP_OK && z->wprev) st = OPT_CALL(be, copy, z->wprev, z->wshard, es * (size_t)C);
+    if (st == DP_OK) st = s->hooks->gather_source(s, &z->wsrc, z->wshard, C);
     for (int p = 0; st == DP_OK && p < np; p++) { opt_mem_free(be, om->w[p]); om->w[p] = NULL; }
     if (st == DP_OK) st = opt_master_setup_packed(s, z->wshard, C); /* mixed precision: f32 master of the partition */
     if (st != DP_OK) { z3_teardown(s); return st; }
@@ -150,7 +150,7 @@ static dp_status z3_update(opt_dpsgd *s, double div) {
     const int64_t C = s->chunk;
     DP_TRY(OPT_CALL(be, add, s->pgrad, s->flat, opt_dev_at(s, s->flat, s->zoff), C));
     DP_TRY(OPT_CALL(be, div_scalar, s->pgrad, s->pgrad, div, C));
-    if (z->wprev) DP_TRY(OPT_CALL(be, copy, z->wprev, z->wshard, opt_backend_esize(be) * (size_t)C)); /* BUG (test-only) */
+    DP_TRY(s->hooks->gather_source_update(s, z->wsrc, z->wshard, C));
     /* elementwise over the packed partition (padding stays 0: zero gradient, zero state) */
     /* mixed precision: the optimizer runs on the f32 master partition, the half partition
      * is re-derived from it */

@@ -1,27 +1,29 @@
-/* optimized/strategies/cp_input.c — one chunk of DP-SGD under context parallelism,
- * input-stationary (--cp-pattern input, docs/longshield.md "Per-sample gradients"; with
- * --cp-pattern output the linear parameters' slices come from cp_output.c instead of
- * step 2's reduce-scatter):
- *   1. forward and backward on the rank's positions (engine.c, engine_cp.c);
+/* optimized/clip/source_cp.c — the CP norm source of the clipping pipeline
+ * (optimized/clip/clip.h; docs/longshield.md "Per-sample gradients"): one chunk under
+ * context parallelism, input-stationary (--cp-pattern input; with --cp-pattern output the
+ * linear parameters' slices come from cp_output.c instead of step 2's reduce-scatter):
+ *   1. forward and backward on the rank's positions (engine.c, the CP attention of
+ *      attn_cp.c / attn_cp_ring.c);
  *   2. per parameter, the partial per-example gradients of those positions, in rounds of
  *      Bq = ceil(Bc / M) examples: a round's partials [Bq, numel] packed by destination
  *      slice (opt_cp_geom_of) and reduce-scattered over the CP group into the rows of
  *      those examples of the rank's slice [Bc, pmax] (no buffer ever holds more than Bq
  *      examples' partials, so the per-example bytes in flight are O(Bc numel / M),
  *      docs/longshield.md 6b);
- *   3. squared norms of the slice, all-reduced over the CP group (Bc scalars per
- *      parameter), added into the groups' norms (flat: every parameter) before any clip
- *      factor is formed;
- *   4. clip factors, and the clipped sum of the slice into the packed S.
- * Losses are per-position sums: the partial losses are all-reduced over the CP group. */
+ *   3. squared norms of the slice, all-reduced over the CP group (the norm-reduce seam;
+ *      Bc scalars per parameter), added into the groups' norms (flat: every parameter);
+ *   4. (the pipeline) clip factors, dropped and special examples, then the clipped sum of
+ *      the slice into the CP layout's packed S.
+ * Losses are per-position sums: the partial losses are all-reduced over the CP group. The
+ * whole per-example gradients (the overflow path's host rows, the exports) are the slices
+ * all-gathered over the CP group. */
 #include <math.h>
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "optimized/clip/clip.h"
 #include "optimized/ledger.h"
-#include "optimized/opt_spec.h"
-#include "optimized/shard.h"
 
 typedef struct {
     opt_dpsgd *s;
@@ -32,8 +34,6 @@ typedef struct {
     int64_t Bq;        /* examples per round: ceil(Bc / M) */
     int pf, pn;        /* the posted group not yet waited: parameters [pf, pf + pn) (pn 0: none) */
     double t_post;     /* when that group was posted (seconds) */
-    double *hsq, *hc;  /* [G, Bc] */
-    void *sq, *cdev;   /* [G, Bc] device */
     opt_cp_gathered gathered; /* output-stationary: the last all-gathered input activations */
 } cp_chunk;
 
@@ -46,7 +46,7 @@ static double now_s(void) {
 /* 1: parameter p's slice comes from the reduce-scatter of partials (every parameter with
  * --cp-pattern input; the parameters without a GEMM with output). */
 static int uses_reduce_scatter(const opt_dpsgd *s, int p) {
-    return !((const opt_cp_state *)s->shard_state)->output || s->om.src[p] != OPT_SRC_LINEAR;
+    return !((const opt_cp_state *)s->layout_state)->output || s->om.src[p] != OPT_SRC_LINEAR;
 }
 
 /* Step 2 for parameter p, input-stationary, round i: the partials of the examples
@@ -58,7 +58,7 @@ static dp_status post_round(void **send_out, opt_async **as, cp_chunk *k, const 
     opt_dpsgd *s = k->s;
     opt_backend *be = s->be;
     const opt_model *om = &s->om;
-    const opt_cp_state *cs = (const opt_cp_state *)s->shard_state;
+    const opt_cp_state *cs = (const opt_cp_state *)s->layout_state;
     const int M = cs->cp.M;
     const int64_t n = om->numel[p], pm = cs->pmax[p], e0 = i * k->Bq;
     const int64_t ne = tp->B - e0 < k->Bq ? tp->B - e0 : k->Bq;
@@ -80,8 +80,7 @@ static dp_status post_round(void **send_out, opt_async **as, cp_chunk *k, const 
                                   g.nseg * g.w, 0);
     }
     opt_mem_free(be, inst);
-    if (st == DP_OK && s->hooks->cp_drop_partial && cs->cp.r == M - 1) /* negative control: this rank's partial is lost */
-        st = OPT_CALL(be, zero, send, es * (size_t)(M * ne * pm));
+    if (st == DP_OK) st = s->hooks->cp_partial(s, send, es * (size_t)(M * ne * pm)); /* the CP-partial seam */
     if (st == DP_OK)
         st = OPT_CALL(be, reduce_scatter_sum, cs->cp.g, opt_dev_at(s, k->slice[p], e0 * pm), send, ne * pm, as);
     if (st != DP_OK) { opt_mem_free(be, send); *as = NULL; return st; }
@@ -97,7 +96,7 @@ static dp_status post_round(void **send_out, opt_async **as, cp_chunk *k, const 
  * last one. */
 static dp_status post_rounds(cp_chunk *k, const opt_tape *tp, int p) {
     opt_backend *be = k->s->be;
-    opt_cp_state *cs = (opt_cp_state *)k->s->shard_state;
+    opt_cp_state *cs = (opt_cp_state *)k->s->layout_state;
     const int64_t nr = k->Bq > 0 ? (tp->B + k->Bq - 1) / k->Bq : 0;
     for (int64_t i = 0; i + 1 < nr; i++) {
         void *send;
@@ -120,7 +119,7 @@ static dp_status post_rounds(cp_chunk *k, const opt_tape *tp, int p) {
  * applies) and account their times: hidden += t_wait - t_post, total += t_done - t_post. */
 static dp_status wait_posted(cp_chunk *k) {
     opt_dpsgd *s = k->s;
-    opt_cp_state *cs = (opt_cp_state *)s->shard_state;
+    opt_cp_state *cs = (opt_cp_state *)s->layout_state;
     if (k->pn == 0) return DP_OK;
     const double tw = now_s();
     for (int p = k->pf; p < k->pf + k->pn; p++) {
@@ -185,10 +184,11 @@ static dp_status output_slice(cp_chunk *k, const opt_tape *tp, int p) {
 }
 
 /* Steps 2 and 3 for parameter p: the slice (output-stationary for the linear parameters
- * with --cp-pattern output, cp_output.c; else already reduce-scattered), then its norms. */
-static dp_status slice_and_norm(cp_chunk *k, opt_dpsgd *s, opt_tape *tp, int p, int64_t Bc) {
+ * with --cp-pattern output, cp_output.c; else already reduce-scattered), then its norms
+ * added into sq [G, Bc]. */
+static dp_status slice_and_norm(void *sq, cp_chunk *k, opt_dpsgd *s, opt_tape *tp, int p, int64_t Bc) {
     opt_backend *be = s->be;
-    const opt_cp_state *cs = (const opt_cp_state *)s->shard_state;
+    const opt_cp_state *cs = (const opt_cp_state *)s->layout_state;
     const int64_t pm = cs->pmax[p];
     const size_t es = opt_backend_esize(be);
     void *sqp;
@@ -196,123 +196,156 @@ static dp_status slice_and_norm(cp_chunk *k, opt_dpsgd *s, opt_tape *tp, int p, 
     DP_TRY(opt_arena_alloc_tag(&tp->ar, &sqp, es * (size_t)Bc, OPT_MEM_WORKSPACE));
     DP_TRY(OPT_CALL(be, zero, sqp, es * (size_t)Bc));
     DP_TRY(OPT_CALL(be, sqnorm_rows, sqp, k->slice[p], Bc, pm));
-    if (!s->hooks->cp_local_norms) DP_TRY(OPT_CALL(be, allreduce_sum, cs->cp.g, sqp, Bc, NULL));
-    void *sqg = opt_dev_at(s, k->sq, s->groups.group_of[p] * Bc);
+    DP_TRY(s->hooks->norm_reduce(s, sqp, Bc)); /* the norm-reduce seam: all-reduce over the CP group */
+    void *sqg = opt_dev_at(s, sq, s->groups.group_of[p] * Bc);
     return OPT_CALL(be, add, sqg, sqg, sqp, Bc);
 }
 
-/* co->grad[p] (host [Bc, numel]) = every CP rank's slices of the per-example gradients. */
-static dp_status export_grads(opt_chunk_out *co, cp_chunk *k, opt_dpsgd *s, opt_tape *tp, int64_t Bc) {
+/* h [Bc, numel] (host) = every CP rank's slices of parameter p's per-example gradients:
+ * all-gathered over the CP group into recv (a buffer of ar) and unpacked. */
+static dp_status gather_grads(double *h, opt_arena *ar, cp_chunk *k, opt_dpsgd *s, int p, int64_t Bc) {
     opt_backend *be = s->be;
-    const opt_cp_state *cs = (const opt_cp_state *)s->shard_state;
+    const opt_cp_state *cs = (const opt_cp_state *)s->layout_state;
     const int M = cs->cp.M;
     const size_t es = opt_backend_esize(be);
-    for (int p = 0; p < s->om.np; p++) {
-        const int64_t n = s->om.numel[p], pm = cs->pmax[p];
-        void *recv;
-        DP_TRY(opt_arena_alloc_tag(&tp->ar, &recv, es * (size_t)(M * Bc * pm), OPT_MEM_COMM));
-        DP_TRY(OPT_CALL(be, allgather, cs->cp.g, recv, k->slice[p], Bc * pm, NULL));
-        double *h = malloc(sizeof(double) * (size_t)(M * Bc * pm + 1));
-        if (!h) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
-        dp_status st = OPT_CALL(be, download_f64, h, recv, M * Bc * pm);
-        for (int j = 0; st == DP_OK && j < M; j++) {
-            opt_cp_geom g;
-            int64_t u, x, len;
-            opt_cp_geom_of(&g, s, p, j);
-            for (int64_t e = 0; e < Bc; e++)
-                for (int64_t k = 0; opt_cp_geom_run(&u, &x, &len, &g, 0, g.nseg * g.w, k); k++)
-                    memcpy(co->grad[p] + e * n + x, h + (j * Bc + e) * pm + u, sizeof(double) * (size_t)len);
-        }
-        free(h);
-        DP_TRY(st);
+    const int64_t n = s->om.numel[p], pm = cs->pmax[p];
+    void *recv;
+    DP_TRY(opt_arena_alloc_tag(ar, &recv, es * (size_t)(M * Bc * pm), OPT_MEM_COMM));
+    DP_TRY(OPT_CALL(be, allgather, cs->cp.g, recv, k->slice[p], Bc * pm, NULL));
+    double *hr = malloc(sizeof(double) * (size_t)(M * Bc * pm + 1));
+    if (!hr) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    dp_status st = OPT_CALL(be, download_f64, hr, recv, M * Bc * pm);
+    for (int j = 0; st == DP_OK && j < M; j++) {
+        opt_cp_geom g;
+        int64_t u, x, len;
+        opt_cp_geom_of(&g, s, p, j);
+        for (int64_t e = 0; e < Bc; e++)
+            for (int64_t r = 0; opt_cp_geom_run(&u, &x, &len, &g, 0, g.nseg * g.w, r); r++)
+                memcpy(h + e * n + x, hr + (j * Bc + e) * pm + u, sizeof(double) * (size_t)len);
     }
-    return DP_OK;
-}
-
-static dp_status chunk_body(opt_chunk_out *co, cp_chunk *k, opt_dpsgd *s, opt_tape *tp, int64_t Bc) {
-    opt_backend *be = s->be;
-    const opt_model *om = &s->om;
-    const opt_cp_state *cs = (const opt_cp_state *)s->shard_state;
-    const dp_clip_groups *gr = &s->groups;
-    const int G = gr->ngroups, np = om->np;
-    const size_t es = opt_backend_esize(be);
-    /* per-example losses: sums over the positions of the CP group */
-    DP_TRY(OPT_CALL(be, allreduce_sum, cs->cp.g, tp->loss, Bc, NULL));
-    DP_TRY(OPT_CALL(be, download_f64, co->loss, tp->loss, Bc));
-    for (int64_t b = 0; b < Bc; b++) co->dropped[b] = !isfinite(co->loss[b]);
-    DP_TRY(opt_arena_alloc_tag(&tp->ar, &k->sq, es * (size_t)(G * Bc), OPT_MEM_WORKSPACE));
-    DP_TRY(opt_arena_alloc_tag(&tp->ar, &k->cdev, es * (size_t)(G * Bc), OPT_MEM_WORKSPACE));
-    DP_TRY(OPT_CALL(be, zero, k->sq, es * (size_t)(G * Bc)));
-    DP_TRY(finish_reduce_scatters(k, tp));
-    for (int p = 0; p < np; p++) DP_TRY(slice_and_norm(k, s, tp, p, Bc));
-    opt_arena_free(&k->gathered.ar);
-    k->gathered.src = NULL;
-    for (int g = 0; g < G; g++)
-        DP_TRY(OPT_CALL(be, clip_factors, opt_dev_at(s, k->cdev, g * Bc), opt_dev_at(s, k->sq, g * Bc), gr->thresh[g],
-                        (opt_clip_fn)s->cfg.clip_fn, s->cfg.gamma, Bc));
-    DP_TRY(OPT_CALL(be, download_f64, k->hsq, k->sq, G * Bc));
-    DP_TRY(OPT_CALL(be, download_f64, k->hc, k->cdev, G * Bc));
-    for (int64_t b = 0; b < Bc; b++) {
-        double tot = 0;
-        int bad = 0;
-        for (int g = 0; g < G; g++) {
-            tot += k->hsq[g * Bc + b];
-            bad |= !isfinite(k->hsq[g * Bc + b]);
-            co->gn[b * (G + 1) + g] = sqrt(k->hsq[g * Bc + b]);
-        }
-        co->gn[b * (G + 1) + G] = sqrt(tot);
-        if (bad && !co->dropped[b])
-            return dp_error(DP_ERR_NOT_SUPPORTED, "--cp: example %lld of the chunk has a finite loss but a non-finite "
-                            "squared norm; the overflow path (docs/engine.md) is not implemented under context "
-                            "parallelism", (long long)b);
-    }
-    if (co->grad) DP_TRY(export_grads(co, k, s, tp, Bc));
-    /* dropped examples: c = 0 and their slice rows zeroed (0 * NaN would be NaN) */
-    for (int64_t b = 0; b < Bc; b++) {
-        if (!co->dropped[b]) continue;
-        for (int g = 0; g < G; g++) k->hc[g * Bc + b] = 0.0;
-        for (int p = 0; p < np; p++)
-            DP_TRY(OPT_CALL(be, zero, opt_dev_at(s, k->slice[p], b * cs->pmax[p]), es * (size_t)cs->pmax[p]));
-    }
-    s->hooks->factors(k->hc, co->dropped, G, Bc);
-    DP_TRY(OPT_CALL(be, upload_f64, k->cdev, k->hc, G * Bc));
-    for (int64_t b = 0; b < Bc; b++)
-        for (int g = 0; g < G; g++) co->c[b * G + g] = k->hc[g * Bc + b];
-    for (int p = 0; p < np; p++)
-        DP_TRY(OPT_CALL(be, clip_accum, opt_dev_at(s, s->flat, cs->poff[p]), k->slice[p],
-                        opt_dev_at(s, k->cdev, gr->group_of[p] * Bc), Bc, cs->pmax[p]));
-    return DP_OK;
-}
-
-dp_status opt_cp_run_chunk(opt_chunk_out *co, opt_dpsgd *s, const dp_dataset *d, const int64_t *idx, int64_t Bc) {
-    const int G = s->groups.ngroups, np = s->om.np;
-    opt_tape tp;
-    cp_chunk k = {.s = s};
-    k.slice = calloc((size_t)np, sizeof(void *));
-    k.send = calloc((size_t)np, sizeof(void *));
-    k.as = calloc((size_t)np, sizeof(opt_async *));
-    k.done = calloc((size_t)np + 1, 1);
-    k.hsq = malloc(sizeof(double) * (size_t)(G * Bc + 1));
-    k.hc = malloc(sizeof(double) * (size_t)(G * Bc + 1));
-    const opt_tape_hook hook = {&k, tape_ready};
-    dp_status st = (!k.slice || !k.send || !k.as || !k.done || !k.hsq || !k.hc)
-                       ? dp_error(DP_ERR_NOMEM, "engine: out of memory") : DP_OK;
-    /* every slice [Bc, pmax] allocated up front (the rounds reduce-scatter into it) */
-    const opt_cp_state *cs = (const opt_cp_state *)s->shard_state;
-    const size_t es = opt_backend_esize(s->be);
-    k.Bq = (Bc + cs->cp.M - 1) / cs->cp.M;
-    for (int p = 0; st == DP_OK && p < np; p++)
-        st = opt_mem_alloc(s->be, &k.slice[p], es * (size_t)(Bc * cs->pmax[p]), OPT_MEM_PER_EXAMPLE);
-    s->om.tape_hook = &hook;
-    if (st == DP_OK) st = opt_forward_backward(&tp, &s->om, d, idx, Bc);
-    else memset(&tp, 0, sizeof tp);
-    s->om.tape_hook = NULL;
-    if (st == DP_OK) st = chunk_body(co, &k, s, &tp, Bc);
-    opt_arena_free(&k.gathered.ar);
-    opt_tape_free(&tp);
-    /* after a failure a reduce-scatter may still be in flight: its buffers stay (the run ends) */
-    for (int p = 0; k.slice && k.as && p < np; p++)
-        if (!k.as[p]) { opt_mem_free(s->be, k.slice[p]); opt_mem_free(s->be, k.send ? k.send[p] : NULL); }
-    free(k.slice); free(k.send); free(k.as); free(k.done); free(k.hsq); free(k.hc);
+    free(hr);
     return st;
 }
+
+/* ---------------------------------------------------------------- the source */
+static dp_status cp_begin(opt_clip_ctx *c, const dp_dataset *d, const int64_t *idx) {
+    opt_dpsgd *s = c->s;
+    const int np = c->np;
+    const int64_t Bc = c->Bc;
+    cp_chunk *k = calloc(1, sizeof *k);
+    c->st = k;
+    memset(&c->tp, 0, sizeof c->tp);
+    if (!k) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    k->s = s;
+    k->slice = calloc((size_t)np, sizeof(void *));
+    k->send = calloc((size_t)np, sizeof(void *));
+    k->as = calloc((size_t)np, sizeof(opt_async *));
+    k->done = calloc((size_t)np + 1, 1);
+    if (!k->slice || !k->send || !k->as || !k->done) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    /* every slice [Bc, pmax] allocated up front (the rounds reduce-scatter into it) */
+    const opt_cp_state *cs = (const opt_cp_state *)s->layout_state;
+    const size_t es = opt_backend_esize(s->be);
+    k->Bq = (Bc + cs->cp.M - 1) / cs->cp.M;
+    for (int p = 0; p < np; p++)
+        DP_TRY(opt_mem_alloc(s->be, &k->slice[p], es * (size_t)(Bc * cs->pmax[p]), OPT_MEM_PER_EXAMPLE));
+    const opt_tape_hook hook = {k, tape_ready};
+    s->om.tape_hook = &hook;
+    dp_status st = opt_forward_backward(&c->tp, &s->om, d, idx, Bc);
+    s->om.tape_hook = NULL;
+    return st;
+}
+
+/* per-example losses: sums over the positions of the CP group */
+static dp_status cp_losses(opt_clip_ctx *c, double *loss) {
+    opt_dpsgd *s = c->s;
+    const opt_cp_state *cs = (const opt_cp_state *)s->layout_state;
+    DP_TRY(OPT_CALL(s->be, allreduce_sum, cs->cp.g, c->tp.loss, c->Bc, NULL));
+    return OPT_CALL(s->be, download_f64, loss, c->tp.loss, c->Bc);
+}
+
+static dp_status cp_norms(opt_clip_ctx *c) {
+    cp_chunk *k = c->st;
+    DP_TRY(finish_reduce_scatters(k, &c->tp));
+    for (int p = 0; p < c->np; p++) DP_TRY(slice_and_norm(c->sq, k, c->s, &c->tp, p, c->Bc));
+    opt_arena_free(&k->gathered.ar);
+    k->gathered.src = NULL;
+    return DP_OK;
+}
+
+static dp_status cp_factors(opt_clip_ctx *c, int g, double C, double gamma) {
+    opt_dpsgd *s = c->s;
+    return OPT_CALL(s->be, clip_factors, opt_dev_at(s, c->cdev, g * c->Bc), opt_dev_at(s, c->sq, g * c->Bc), C,
+                    s->cfg.clip_fn, gamma, c->Bc);
+}
+
+/* every parameter's slices are already complete: nothing to fall back from */
+static dp_status cp_fallback(opt_clip_ctx *c) { (void)c; return DP_OK; }
+
+static dp_status cp_rows(opt_clip_ctx *c, double *h, int p) {
+    opt_arena ar = {.be = c->s->be};
+    dp_status st = gather_grads(h, &ar, c->st, c->s, p, c->Bc);
+    opt_arena_free(&ar);
+    return st;
+}
+
+/* a dropped or host-handled example: its slice rows zeroed (0 * NaN would be NaN) */
+static dp_status cp_drop(opt_clip_ctx *c, int64_t b) {
+    opt_dpsgd *s = c->s;
+    cp_chunk *k = c->st;
+    const size_t es = opt_backend_esize(s->be);
+    for (int p = 0; p < c->np; p++)
+        DP_TRY(OPT_CALL(s->be, zero, opt_dev_at(s, k->slice[p], b * s->vlen[p]), es * (size_t)s->vlen[p]));
+    return DP_OK;
+}
+
+/* step 5 of docs/longshield.md section 4: S[slice] += sum_b c_b g_b[slice] */
+static dp_status cp_accumulate(opt_clip_ctx *c, int any_bad) {
+    (void)any_bad;
+    opt_dpsgd *s = c->s;
+    cp_chunk *k = c->st;
+    for (int p = 0; p < c->np; p++)
+        DP_TRY(OPT_CALL(s->be, clip_accum, opt_dev_at(s, s->flat, s->voff[p]), k->slice[p],
+                        opt_dev_at(s, c->cdev, s->groups.group_of[p] * c->Bc), c->Bc, s->vlen[p]));
+    return DP_OK;
+}
+
+/* the rank's slice of each term row (packed, the tail zero) added into its packed S */
+static dp_status cp_add_rows(opt_clip_ctx *c, int p, const double *terms, int nb) {
+    opt_dpsgd *s = c->s;
+    const opt_cp_state *cs = (const opt_cp_state *)s->layout_state;
+    const int64_t n = s->om.numel[p], pm = s->vlen[p];
+    void *dt = NULL, *sp = opt_dev_at(s, s->flat, s->voff[p]);
+    double *h = calloc((size_t)(pm + 1), sizeof(double));
+    dp_status st = h ? opt_arena_alloc_tag(&c->tp.ar, &dt, opt_backend_esize(s->be) * (size_t)(pm + 1), OPT_MEM_WORKSPACE)
+                     : dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    opt_cp_geom g;
+    opt_cp_geom_of(&g, s, p, cs->cp.r);
+    for (int i = 0; st == DP_OK && i < nb; i++) {
+        int64_t u, e, len;
+        for (int64_t r = 0; opt_cp_geom_run(&u, &e, &len, &g, 0, g.nseg * g.w, r); r++)
+            memcpy(h + u, terms + (int64_t)i * n + e, sizeof(double) * (size_t)len);
+        st = OPT_CALL(s->be, upload_f64, dt, h, pm);
+        if (st == DP_OK) st = OPT_CALL(s->be, add, sp, sp, dt, pm);
+    }
+    free(h);
+    return st;
+}
+
+static dp_status cp_grads(opt_clip_ctx *c, double *h, int p) {
+    return gather_grads(h, &c->tp.ar, c->st, c->s, p, c->Bc);
+}
+
+static void cp_end(opt_clip_ctx *c) {
+    cp_chunk *k = c->st;
+    if (!k) return;
+    opt_arena_free(&k->gathered.ar);
+    /* after a failure a reduce-scatter may still be in flight: its buffers stay (the run ends) */
+    for (int p = 0; k->slice && k->as && p < c->np; p++)
+        if (!k->as[p]) { opt_mem_free(c->s->be, k->slice[p]); opt_mem_free(c->s->be, k->send ? k->send[p] : NULL); }
+    free(k->slice); free(k->send); free(k->as); free(k->done);
+    free(k);
+    c->st = NULL;
+}
+
+const opt_norm_source opt_source_cp = {"cp", 0, cp_begin, cp_losses, cp_norms, cp_factors, cp_fallback, cp_rows,
+                                       cp_drop, cp_accumulate, cp_add_rows, cp_grads, cp_end};
