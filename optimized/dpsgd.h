@@ -25,18 +25,11 @@
 #include "common/spec_dpsgd.h"
 
 typedef enum {
-#define OPT_STRAT_ID_(ID, sym, name) OPT_STRAT_##ID,
-    OPT_NORM_STRATEGIES(OPT_STRAT_ID_)
-#undef OPT_STRAT_ID_
-    OPT_STRAT_COUNT
-} opt_strategy;
-typedef enum {
 #define OPT_SHARD_ID_(ID, sym, name) OPT_SHARD_##ID,
     OPT_SHARDINGS(OPT_SHARD_ID_)
 #undef OPT_SHARD_ID_
     OPT_SHARD_COUNT
 } opt_sharding;
-typedef enum { OPT_MIXED_FLOP = 0, OPT_MIXED_MEMORY = 1 } opt_mixed_rule;
 typedef enum { OPT_NOISE_SINGLE = 0, OPT_NOISE_SHARES = 1 } opt_noise_mode;
 /* Test-only deliberate bugs (docs/engine.md "Injected bugs"): never use for training. */
 typedef enum {
@@ -46,7 +39,6 @@ typedef enum {
     OPT_BUG_COUNT
 } opt_bug;
 
-extern const char *const opt_strategy_names[];   /* NULL-terminated, index = opt_strategy */
 extern const char *const opt_sharding_names[];   /* NULL-terminated, index = opt_sharding */
 extern const char *const opt_mixed_rule_names[];
 extern const char *const opt_noise_mode_names[];
