@@ -53,7 +53,5 @@ dp_status opt_dpzo_bug(float (**fn)(float), opt_bug bug, opt_prec prec);
  * ranks (and gather == 0) only b, idx, sum, noise, scalar and loss. */
 dp_status opt_dpzo_step(dp_dpzo_step_out *out, opt_dpzo *s, const dp_dataset *d, int64_t step, int gather);
 
-/* `dpcert train dpzo ...` (called by dp_cmd_train). */
-dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi);
 
 #endif
