@@ -32,6 +32,13 @@ typedef struct opt_layout {
     dp_status (*sync_ranges)(opt_dpsgd *s);
     /* then every rank's whole parameters from its segments (CP: all-gathered over the CP group) */
     dp_status (*sync_params)(opt_dpsgd *s);
+    /* zero3: *w = parameter p's tensor from its segment seg [vlen[p]], whole on this rank
+     * after the DP gather (full: seg itself; CP: the CP group's slices all-gathered into a
+     * new tensor, tag gathered_params); disassemble frees what assemble made */
+    dp_status (*assemble)(opt_dpsgd *s, int p, void *seg, void **w);
+    void (*disassemble)(opt_dpsgd *s, int p, void *seg, void *w);
+    /* host [total] = the vector hvec [nvec] (host) of every rank of the layout */
+    dp_status (*vec_to_host)(opt_dpsgd *s, double *host, const double *hvec);
     /* 1: a sharded-state strategy keeps S | Z as [N chunk] | [N chunk] and gathers them by
      * ranges (docs/zero.md section 4); 0: as [nvec] | [nvec], gathered whole
      * (docs/longshield.md section 5) */

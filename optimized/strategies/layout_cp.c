@@ -22,10 +22,6 @@ dp_status opt_cp_check(const dp_dpsgd_config *cfg, const opt_dp_options *o, cons
     if (o->cp > m->cfg.seq)
         return dp_error(DP_ERR_USAGE, "--cp %d is larger than --seq %d: every CP rank needs at least one position", o->cp,
                         m->cfg.seq);
-    if (o->sharding == OPT_SHARD_ZERO3)
-        return dp_error(DP_ERR_USAGE, "--cp %d: --sharding zero3 is not supported with context parallelism: its parameters "
-                        "would be gathered per layer over the DP group inside the CP forward, and the CP state is already "
-                        "sliced (--sharding replicated, zero1 or zero2)", o->cp);
     if (o->strategy != OPT_STRAT_GRAD_SAMPLE)
         return dp_error(DP_ERR_USAGE, "--cp %d: --strategy %s is not supported with context parallelism (the per-example "
                         "gradients are instantiated on row slices: --strategy grad-sample)", o->cp,
@@ -255,8 +251,46 @@ static dp_status cp_gather_ranges(opt_dpsgd *s, double *host, const void *dev, i
     return st;
 }
 
+/* zero3: the whole tensor from the rank's slice seg [pmax]: every CP rank's slice
+ * all-gathered over the CP group ([M, pmax], comm_buffers) and unpacked into w [numel]
+ * (gathered_params, freed by cp_disassemble) */
+static dp_status cp_assemble(opt_dpsgd *s, int p, void *seg, void **w) {
+    opt_backend *be = s->be;
+    opt_cp_state *cs = state(s);
+    const int M = cs->cp.M;
+    const size_t es = opt_backend_esize(be);
+    void *recv = NULL;
+    dp_status st = opt_mem_alloc(be, w, es * (size_t)s->om.numel[p], OPT_MEM_GATHERED);
+    if (st == DP_OK) st = opt_mem_alloc(be, &recv, es * (size_t)(M * cs->pmax[p]), OPT_MEM_COMM);
+    if (st == DP_OK) st = OPT_CALL(be, allgather, cs->cp.g, recv, seg, cs->pmax[p], NULL);
+    for (int j = 0; st == DP_OK && j < M; j++) {
+        opt_cp_geom g;
+        opt_cp_geom_of(&g, s, p, j);
+        st = opt_cp_geom_copy(s, &g, *w, opt_dev_at(s, recv, j * cs->pmax[p]), 0, g.nseg * g.w, 1);
+    }
+    opt_mem_free(be, recv);
+    if (st != DP_OK) { opt_mem_free(be, *w); *w = NULL; }
+    return st;
+}
+
+static void cp_disassemble(opt_dpsgd *s, int p, void *seg, void *w) {
+    (void)p;
+    if (w != seg) opt_mem_free(s->be, w);
+}
+
+/* host [total] = every CP rank's vector (host) hvec [L]: uploaded, then gathered as a
+ * device vector */
+static dp_status cp_vec_to_host(opt_dpsgd *s, double *host, const double *hvec) {
+    void *dev = NULL;
+    dp_status st = opt_mem_alloc(s->be, &dev, opt_backend_esize(s->be) * (size_t)state(s)->L, OPT_MEM_COMM);
+    if (st == DP_OK) st = OPT_CALL(s->be, upload_f64, dev, hvec, state(s)->L);
+    if (st == DP_OK) st = cp_gather_host(s, host, dev);
+    opt_mem_free(s->be, dev);
+    return st;
+}
 
 const opt_layout opt_layout_cp = {"cp", cp_setup, cp_teardown, cp_run, cp_gather_host, cp_gather_ranges,
-                                  cp_sync_ranges, cp_allgather_params, 0, &opt_source_cp};
+                                  cp_sync_ranges, cp_allgather_params, cp_assemble, cp_disassemble,
+                                  cp_vec_to_host, 0, &opt_source_cp};
 
 int opt_shard_is_cp(const opt_dpsgd *s) { return s->layout == &opt_layout_cp; }

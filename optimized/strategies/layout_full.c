@@ -1,6 +1,8 @@
 /* optimized/strategies/layout_full.c — the full layout (optimized/shard.h opt_layout): the
  * rank's gradient vector holds every parameter whole, in tensor order (voff = off, vlen =
  * numel, nvec = total); the DP-ZeRO ranges of docs/zero.md cut it anywhere. */
+#include <string.h>
+
 #include "optimized/ledger.h"
 #include "optimized/clip/clip.h"
 
@@ -73,5 +75,19 @@ static dp_status full_sync_ranges(opt_dpsgd *s) {
 /* every rank holds its parameters whole already */
 static dp_status full_sync_params(opt_dpsgd *s) { (void)s; return DP_OK; }
 
+static dp_status full_assemble(opt_dpsgd *s, int p, void *seg, void **w) {
+    (void)s; (void)p;
+    *w = seg; /* the segment (followed by the gather's padding) is the tensor */
+    return DP_OK;
+}
+
+static void full_disassemble(opt_dpsgd *s, int p, void *seg, void *w) { (void)s; (void)p; (void)seg; (void)w; }
+
+static dp_status full_vec_to_host(opt_dpsgd *s, double *host, const double *hvec) {
+    memcpy(host, hvec, sizeof(double) * (size_t)s->total);
+    return DP_OK;
+}
+
 const opt_layout opt_layout_full = {"full", full_setup, full_teardown, full_run, full_to_host, full_ranges_to_host,
-                                    full_sync_ranges, full_sync_params, 1, &opt_source_local};
+                                    full_sync_ranges, full_sync_params, full_assemble, full_disassemble,
+                                    full_vec_to_host, 1, &opt_source_local};
