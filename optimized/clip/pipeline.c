@@ -21,8 +21,8 @@ typedef struct {
 } chunk_host;
 
 /* The mode of every parameter: direct rows, the tied embedding instantiated, a linear one
- * by the norm strategy (T: the example's positions, whatever the rank holds; alone: its
- * group's only linear tensor) through the layer-mode seam. */
+ * W [p, d] by the norm strategy (T: the example's positions, whatever part of them the
+ * rank holds; alone: its group's only linear tensor) through the layer-mode seam. */
 static void pick_modes(opt_clip_ctx *k) {
     const opt_dpsgd *s = k->s;
     const opt_model *om = &s->om;
@@ -35,7 +35,7 @@ static void pick_modes(opt_clip_ctx *k) {
         if (om->src[p] == OPT_SRC_DIRECT) { k->mode[p] = OPT_LM_DIRECT; continue; }
         if (om->src[p] == OPT_SRC_BOTH) { k->mode[p] = OPT_LM_INST; continue; }
         const int alone = nlin[s->groups.group_of[p]] == 1;
-        k->mode[p] = (int)s->hooks->layer_mode(s->norm->linear_mode(&s->o, k->tp.T, k->tp.din[p], k->tp.dout[p], alone));
+        k->mode[p] = (int)s->hooks->layer_mode(s->norm->linear_mode(&s->o, om->T, om->shape[p][1], om->shape[p][0], alone));
     }
 }
 
@@ -148,7 +148,6 @@ static dp_status chunk_body(opt_chunk_out *co, chunk_host *h, opt_clip_ctx *k) {
     const double lsS = opt_ls_clip_scale(s), lsE = opt_ls_export_scale(s);
     DP_TRY(opt_arena_alloc_tag(&k->tp.ar, &k->sq, es * (size_t)(G * Bc + src->sq_extra), OPT_MEM_WORKSPACE));   /* [G, Bc] */
     DP_TRY(opt_arena_alloc_tag(&k->tp.ar, &k->cdev, es * (size_t)(G * Bc + src->sq_extra), OPT_MEM_WORKSPACE)); /* [G, Bc] */
-    pick_modes(k);
 
     /* ---- losses; an example with a non-finite loss is dropped ---- */
     DP_TRY(src->losses(k, co->loss));
@@ -212,6 +211,7 @@ dp_status opt_clip_chunk(opt_chunk_out *co, opt_dpsgd *s, const opt_norm_source 
     h.hsq = malloc(sizeof(double) * (size_t)(G * Bc + 1));
     h.hc = malloc(sizeof(double) * (size_t)(G * Bc + 1));
     h.hcx = malloc(sizeof(double) * (size_t)(G * Bc + 1));
+    if (k.mode) pick_modes(&k);
     dp_status st = src->begin(&k, d, idx); /* the forward and backward (the tape is valid, or zeroed, after it) */
     if (st == DP_OK && (!k.mode || !h.special || !h.hsq || !h.hc || !h.hcx)) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
     if (st == DP_OK) st = chunk_body(co, &h, &k);

@@ -35,6 +35,8 @@ typedef struct {
     int pf, pn;        /* the posted group not yet waited: parameters [pf, pf + pn) (pn 0: none) */
     double t_post;     /* when that group was posted (seconds) */
     opt_cp_gathered gathered; /* output-stationary: the last all-gathered input activations */
+    const int *mode;   /* [np] the pipeline's modes (opt_layer_mode) */
+    char *left_out;    /* [Bc] 1: a dropped or special example (the whole-sequence terms leave it out) */
 } cp_chunk;
 
 static double now_s(void) {
@@ -43,10 +45,18 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* 1: parameter p's slice comes from the reduce-scatter of partials (every parameter with
- * --cp-pattern input; the parameters without a GEMM with output). */
-static int uses_reduce_scatter(const opt_dpsgd *s, int p) {
-    return !((const opt_cp_state *)s->layout_state)->output || s->om.src[p] != OPT_SRC_LINEAR;
+/* 1: linear parameter p's norms come from its whole-sequence tape entries (ghost or
+ * streaming norms, the norm strategy's mode): no per-example slice, A and G all-gathered
+ * over the CP group when they are needed (norms, clipped sum, whole rows). */
+static int whole_sequence(const cp_chunk *k, int p) {
+    return k->mode[p] == OPT_LM_GHOST || k->mode[p] == OPT_LM_FUSEDNORM || k->mode[p] == OPT_LM_FUSED1;
+}
+
+/* 1: parameter p's slice comes from the reduce-scatter of partials (every instantiated
+ * parameter with --cp-pattern input; the parameters without a GEMM with output). */
+static int uses_reduce_scatter(const cp_chunk *k, int p) {
+    const opt_dpsgd *s = k->s;
+    return !whole_sequence(k, p) && (!((const opt_cp_state *)s->layout_state)->output || s->om.src[p] != OPT_SRC_LINEAR);
 }
 
 /* Step 2 for parameter p, input-stationary, round i: the partials of the examples
@@ -123,7 +133,7 @@ static dp_status wait_posted(cp_chunk *k) {
     if (k->pn == 0) return DP_OK;
     const double tw = now_s();
     for (int p = k->pf; p < k->pf + k->pn; p++) {
-        if (!uses_reduce_scatter(s, p)) continue;
+        if (!uses_reduce_scatter(k, p)) continue;
         k->done[p] = 1;
         if (!k->as[p] && !k->send[p]) continue; /* an empty chunk has no rounds */
         dp_status st = OPT_CALL(s->be, wait, k->as[p]);
@@ -151,12 +161,12 @@ static dp_status tape_ready(void *ctx, const opt_tape *tp, int first, int n) {
     opt_dpsgd *s = k->s;
     DP_TRY(wait_posted(k));
     for (int p = first; p < first + n; p++)
-        if (uses_reduce_scatter(s, p)) DP_TRY(post_rounds(k, tp, p));
+        if (uses_reduce_scatter(k, p)) DP_TRY(post_rounds(k, tp, p));
     k->pf = first; k->pn = n; k->t_post = now_s();
     if (s->o.cp_no_overlap) DP_TRY(wait_posted(k)); /* --cp-overlap off: waited at once */
     if (s->om.checkpoint) { /* the block's tape is freed after this hook: the output-stationary slices now */
         for (int p = first; p < first + n; p++)
-            if (!uses_reduce_scatter(s, p)) DP_TRY(output_slice(k, tp, p));
+            if (!uses_reduce_scatter(k, p) && !whole_sequence(k, p)) DP_TRY(output_slice(k, tp, p));
         opt_arena_free(&k->gathered.ar);
         k->gathered.src = NULL;
     }
@@ -168,7 +178,7 @@ static dp_status tape_ready(void *ctx, const opt_tape *tp, int first, int n) {
 static dp_status finish_reduce_scatters(cp_chunk *k, const opt_tape *tp) {
     DP_TRY(wait_posted(k));
     for (int p = 0; p < k->s->om.np; p++)
-        if (uses_reduce_scatter(k->s, p) && !k->done[p]) {
+        if (uses_reduce_scatter(k, p) && !k->done[p]) {
             DP_TRY(post_rounds(k, tp, p));
             k->pf = p; k->pn = 1; k->t_post = now_s();
             DP_TRY(wait_posted(k));
@@ -186,12 +196,15 @@ static dp_status output_slice(cp_chunk *k, const opt_tape *tp, int p) {
 /* Steps 2 and 3 for parameter p: the slice (output-stationary for the linear parameters
  * with --cp-pattern output, cp_output.c; else already reduce-scattered), then its norms
  * added into sq [G, Bc]. */
+static dp_status whole_norm(void *sq, cp_chunk *k, opt_dpsgd *s, opt_tape *tp, int p, int64_t Bc);
+
 static dp_status slice_and_norm(void *sq, cp_chunk *k, opt_dpsgd *s, opt_tape *tp, int p, int64_t Bc) {
     opt_backend *be = s->be;
     const opt_cp_state *cs = (const opt_cp_state *)s->layout_state;
     const int64_t pm = cs->pmax[p];
     const size_t es = opt_backend_esize(be);
     void *sqp;
+    if (whole_sequence(k, p)) return whole_norm(sq, k, s, tp, p, Bc);
     if (!k->done[p]) DP_TRY(output_slice(k, tp, p));
     DP_TRY(opt_arena_alloc_tag(&tp->ar, &sqp, es * (size_t)Bc, OPT_MEM_WORKSPACE));
     DP_TRY(OPT_CALL(be, zero, sqp, es * (size_t)Bc));
@@ -199,6 +212,85 @@ static dp_status slice_and_norm(void *sq, cp_chunk *k, opt_dpsgd *s, opt_tape *t
     DP_TRY(s->hooks->norm_reduce(s, sqp, Bc)); /* the norm-reduce seam: all-reduce over the CP group */
     void *sqg = opt_dev_at(s, sq, s->groups.group_of[p] * Bc);
     return OPT_CALL(be, add, sqg, sqg, sqp, Bc);
+}
+
+/* ---- the whole-sequence parameters (ghost and streaming norms under CP) ---- */
+/* *A [Bc, T, d], *G [Bc, T, p] = linear parameter p's tape entries of every position: the
+ * rank's rows all-gathered over the CP group (opt_cp_gather_rows, buffers of ar), the rows
+ * of the examples left out zeroed (their terms then add an exact 0). */
+static dp_status whole_tape(const void **A, const void **G, opt_arena *ar, cp_chunk *k, const opt_tape *tp, int p,
+                            int zero_left_out) {
+    opt_dpsgd *s = k->s;
+    const int64_t Bc = tp->B, T = s->om.T, d = tp->din[p], P = tp->dout[p];
+    const size_t es = opt_backend_esize(s->be);
+    void *a, *g;
+    DP_TRY(opt_arena_alloc_tag(ar, &a, es * (size_t)(Bc * T * d + 1), OPT_MEM_COMM));
+    DP_TRY(opt_arena_alloc_tag(ar, &g, es * (size_t)(Bc * T * P + 1), OPT_MEM_COMM));
+    DP_TRY(opt_cp_gather_rows(ar, a, tp->A[p], &s->om, Bc, d));
+    DP_TRY(opt_cp_gather_rows(ar, g, tp->G[p], &s->om, Bc, P));
+    for (int64_t b = 0; zero_left_out && b < Bc; b++)
+        if (k->left_out[b]) {
+            DP_TRY(OPT_CALL(s->be, zero, opt_dev_at(s, a, b * T * d), es * (size_t)(T * d)));
+            DP_TRY(OPT_CALL(s->be, zero, opt_dev_at(s, g, b * T * P), es * (size_t)(T * P)));
+        }
+    *A = a;
+    *G = g;
+    return DP_OK;
+}
+
+/* The whole per-example squared norms of p (every CP rank computes the same: no
+ * reduction), into its group's row of sq. */
+static dp_status whole_norm(void *sq, cp_chunk *k, opt_dpsgd *s, opt_tape *tp, int p, int64_t Bc) {
+    opt_arena ar = {.be = s->be};
+    const void *A, *G;
+    void *sqg = opt_dev_at(s, sq, s->groups.group_of[p] * Bc);
+    dp_status st = whole_tape(&A, &G, &ar, k, tp, p, 0);
+    if (st == DP_OK && k->mode[p] == OPT_LM_GHOST)
+        st = OPT_CALL(s->be, ghost_sqnorm, sqg, A, G, Bc, s->om.T, tp->din[p], tp->dout[p]);
+    else if (st == DP_OK)
+        st = OPT_CALL(s->be, fused_sqnorm, sqg, A, G, Bc, s->om.T, tp->din[p], tp->dout[p]);
+    opt_arena_free(&ar);
+    return st;
+}
+
+/* h [Bc, numel] (host) = p's whole per-example gradients G_b^T A_b over every position */
+static dp_status whole_grads(double *h, cp_chunk *k, const opt_tape *tp, int p) {
+    opt_dpsgd *s = k->s;
+    const int64_t Bc = tp->B, T = s->om.T, d = tp->din[p], P = tp->dout[p];
+    opt_arena ar = {.be = s->be};
+    const void *A, *G;
+    void *g = NULL;
+    dp_status st = whole_tape(&A, &G, &ar, k, tp, p, 0);
+    if (st == DP_OK) st = opt_arena_alloc_tag(&ar, &g, opt_backend_esize(s->be) * (size_t)(Bc * P * d + 1), OPT_MEM_PER_EXAMPLE);
+    if (st == DP_OK) st = OPT_CALL(s->be, gemm, g, G, A, 1, 0, P, d, T, 1.0, 0.0, Bc, T * P, T * d, P * d);
+    if (st == DP_OK) st = OPT_CALL(s->be, download_f64, h, g, Bc * P * d);
+    opt_arena_free(&ar);
+    return st;
+}
+
+/* The clipped sum of p over every position, sum_b c_b G_b^T A_b (the book-keeping GEMM on
+ * the whole sequence, the examples left out zeroed), and this rank's slice of it added
+ * into the packed S. */
+static dp_status whole_accumulate(cp_chunk *k, const opt_tape *tp, const void *cg, int p) {
+    opt_dpsgd *s = k->s;
+    const opt_cp_state *cs = (const opt_cp_state *)s->layout_state;
+    const int64_t Bc = tp->B, T = s->om.T, d = tp->din[p], P = tp->dout[p];
+    const size_t es = opt_backend_esize(s->be);
+    opt_arena ar = {.be = s->be};
+    const void *A, *G;
+    void *sum = NULL, *packed = NULL, *sp = opt_dev_at(s, s->flat, s->voff[p]);
+    opt_cp_geom g;
+    opt_cp_geom_of(&g, s, p, cs->cp.r);
+    dp_status st = whole_tape(&A, &G, &ar, k, tp, p, 1);
+    if (st == DP_OK) st = opt_arena_alloc_tag(&ar, &sum, es * (size_t)(P * d), OPT_MEM_WORKSPACE);
+    if (st == DP_OK) st = opt_arena_alloc_tag(&ar, &packed, es * (size_t)s->vlen[p], OPT_MEM_WORKSPACE);
+    if (st == DP_OK) st = OPT_CALL(s->be, zero, sum, es * (size_t)(P * d));
+    if (st == DP_OK) st = OPT_CALL(s->be, zero, packed, es * (size_t)s->vlen[p]);
+    if (st == DP_OK) st = OPT_CALL(s->be, bk_gemm, sum, A, G, cg, Bc, T, d, P);
+    if (st == DP_OK) st = opt_cp_geom_copy(s, &g, sum, packed, 0, g.nseg * g.w, 0);
+    if (st == DP_OK) st = OPT_CALL(s->be, add, sp, sp, packed, s->vlen[p]);
+    opt_arena_free(&ar);
+    return st;
 }
 
 /* h [Bc, numel] (host) = every CP rank's slices of parameter p's per-example gradients:
@@ -241,13 +333,16 @@ static dp_status cp_begin(opt_clip_ctx *c, const dp_dataset *d, const int64_t *i
     k->send = calloc((size_t)np, sizeof(void *));
     k->as = calloc((size_t)np, sizeof(opt_async *));
     k->done = calloc((size_t)np + 1, 1);
-    if (!k->slice || !k->send || !k->as || !k->done) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    k->left_out = calloc((size_t)Bc + 1, 1);
+    k->mode = c->mode;
+    if (!k->slice || !k->send || !k->as || !k->done || !k->left_out) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     /* every slice [Bc, pmax] allocated up front (the rounds reduce-scatter into it) */
     const opt_cp_state *cs = (const opt_cp_state *)s->layout_state;
     const size_t es = opt_backend_esize(s->be);
     k->Bq = (Bc + cs->cp.M - 1) / cs->cp.M;
     for (int p = 0; p < np; p++)
-        DP_TRY(opt_mem_alloc(s->be, &k->slice[p], es * (size_t)(Bc * cs->pmax[p]), OPT_MEM_PER_EXAMPLE));
+        if (!whole_sequence(k, p))
+            DP_TRY(opt_mem_alloc(s->be, &k->slice[p], es * (size_t)(Bc * cs->pmax[p]), OPT_MEM_PER_EXAMPLE));
     const opt_tape_hook hook = {k, tape_ready};
     s->om.tape_hook = &hook;
     dp_status st = opt_forward_backward(&c->tp, &s->om, d, idx, Bc);
@@ -282,6 +377,7 @@ static dp_status cp_factors(opt_clip_ctx *c, int g, double C, double gamma) {
 static dp_status cp_fallback(opt_clip_ctx *c) { (void)c; return DP_OK; }
 
 static dp_status cp_rows(opt_clip_ctx *c, double *h, int p) {
+    if (whole_sequence(c->st, p)) return whole_grads(h, c->st, &c->tp, p);
     opt_arena ar = {.be = c->s->be};
     dp_status st = gather_grads(h, &ar, c->st, c->s, p, c->Bc);
     opt_arena_free(&ar);
@@ -293,8 +389,9 @@ static dp_status cp_drop(opt_clip_ctx *c, int64_t b) {
     opt_dpsgd *s = c->s;
     cp_chunk *k = c->st;
     const size_t es = opt_backend_esize(s->be);
+    k->left_out[b] = 1;
     for (int p = 0; p < c->np; p++)
-        DP_TRY(OPT_CALL(s->be, zero, opt_dev_at(s, k->slice[p], b * s->vlen[p]), es * (size_t)s->vlen[p]));
+        if (k->slice[p]) DP_TRY(OPT_CALL(s->be, zero, opt_dev_at(s, k->slice[p], b * s->vlen[p]), es * (size_t)s->vlen[p]));
     return DP_OK;
 }
 
@@ -303,9 +400,11 @@ static dp_status cp_accumulate(opt_clip_ctx *c, int any_bad) {
     (void)any_bad;
     opt_dpsgd *s = c->s;
     cp_chunk *k = c->st;
-    for (int p = 0; p < c->np; p++)
-        DP_TRY(OPT_CALL(s->be, clip_accum, opt_dev_at(s, s->flat, s->voff[p]), k->slice[p],
-                        opt_dev_at(s, c->cdev, s->groups.group_of[p] * c->Bc), c->Bc, s->vlen[p]));
+    for (int p = 0; p < c->np; p++) {
+        const void *cg = opt_dev_at(s, c->cdev, s->groups.group_of[p] * c->Bc);
+        if (whole_sequence(k, p)) DP_TRY(whole_accumulate(k, &c->tp, cg, p));
+        else DP_TRY(OPT_CALL(s->be, clip_accum, opt_dev_at(s, s->flat, s->voff[p]), k->slice[p], cg, c->Bc, s->vlen[p]));
+    }
     return DP_OK;
 }
 
@@ -332,6 +431,7 @@ static dp_status cp_add_rows(opt_clip_ctx *c, int p, const double *terms, int nb
 }
 
 static dp_status cp_grads(opt_clip_ctx *c, double *h, int p) {
+    if (whole_sequence(c->st, p)) return whole_grads(h, c->st, &c->tp, p);
     return gather_grads(h, &c->tp.ar, c->st, c->s, p, c->Bc);
 }
 
@@ -342,7 +442,7 @@ static void cp_end(opt_clip_ctx *c) {
     /* after a failure a reduce-scatter may still be in flight: its buffers stay (the run ends) */
     for (int p = 0; k->slice && k->as && p < c->np; p++)
         if (!k->as[p]) { opt_mem_free(c->s->be, k->slice[p]); opt_mem_free(c->s->be, k->send ? k->send[p] : NULL); }
-    free(k->slice); free(k->send); free(k->as); free(k->done);
+    free(k->slice); free(k->send); free(k->as); free(k->done); free(k->left_out);
     free(k);
     c->st = NULL;
 }

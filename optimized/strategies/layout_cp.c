@@ -22,10 +22,6 @@ dp_status opt_cp_check(const dp_dpsgd_config *cfg, const opt_dp_options *o, cons
     if (o->cp > m->cfg.seq)
         return dp_error(DP_ERR_USAGE, "--cp %d is larger than --seq %d: every CP rank needs at least one position", o->cp,
                         m->cfg.seq);
-    if (o->strategy != OPT_STRAT_GRAD_SAMPLE)
-        return dp_error(DP_ERR_USAGE, "--cp %d: --strategy %s is not supported with context parallelism (the per-example "
-                        "gradients are instantiated on row slices: --strategy grad-sample)", o->cp,
-                        opt_strategy_names[o->strategy]);
     if (o->noise_mode != OPT_NOISE_SINGLE)
         return dp_error(DP_ERR_USAGE, "--cp %d: --noise-mode shares is not supported with context parallelism", o->cp);
     return DP_OK;
