@@ -205,6 +205,74 @@ static dp_status pgrad_finite(const opt_dpsgd *s, const double *hp, int64_t step
     return DP_OK;
 }
 
+/* The step's per-example outputs (every rank's share gathered in global order): losses,
+ * norms, clip factors, dropped flags, the means of the log line and (exporting) the
+ * per-sample gradients pgr. */
+static dp_status step_examples_out(dp_dpsgd_step_out *out, opt_dpsgd *s, const opt_chunk_out *co, double *const *pgr,
+                                   int64_t nl) {
+    const int G = s->groups.ngroups, np = s->om.np;
+    const int64_t b = out->b;
+    void *gl = NULL, *gsq = NULL, *gc = NULL, *gd = NULL;
+    dp_status st = gather(s, &gl, co->loss, sizeof(double) * (size_t)nl);
+    if (st == DP_OK) st = gather(s, &gsq, co->gn, sizeof(double) * (size_t)(nl * (G + 1)));
+    if (st == DP_OK) st = gather(s, &gc, co->c, sizeof(double) * (size_t)(nl * G));
+    if (st == DP_OK) st = gather(s, &gd, co->dropped, sizeof(int) * (size_t)nl);
+    out->loss = gl; out->clip_factor = gc; out->dropped = gd;
+    out->norm = malloc(sizeof(double) * (size_t)(b + 1));
+    out->group_norm = malloc(sizeof(double) * (size_t)(b * G + 1));
+    if (st == DP_OK && (!out->norm || !out->group_norm)) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    double *hgn = gsq; /* [b, G + 1] */
+    double lsum = 0, csum = 0;
+    int64_t nok = 0;
+    for (int64_t i = 0; st == DP_OK && i < b; i++) {
+        for (int g = 0; g < G; g++) {
+            out->group_norm[i * G + g] = hgn[i * (G + 1) + g];
+            csum += out->clip_factor[i * G + g];
+        }
+        out->norm[i] = hgn[i * (G + 1) + G];
+        if (out->dropped[i]) out->ndropped++;
+        else { lsum += out->loss[i]; nok++; }
+    }
+    free(gsq);
+    out->mean_loss = nok ? lsum / (double)nok : NAN;
+    out->mean_clip = b ? csum / (double)(b * G) : NAN;
+    if (st == DP_OK && pgr) {
+        out->grad = calloc((size_t)np, sizeof(double *));
+        if (!out->grad) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
+        for (int p = 0; st == DP_OK && p < np; p++) {
+            void *gp = NULL;
+            st = gather(s, &gp, pgr[p], sizeof(double) * (size_t)(nl * s->om.numel[p]));
+            out->grad[p] = gp;
+        }
+    }
+    return st;
+}
+
+/* The step's sums per tensor: clipped sum and noise (host hS [2 total]) and the private
+ * gradient (gathered; zeros for a skipped step, which releases nothing). */
+static dp_status step_sums_out(dp_dpsgd_step_out *out, opt_dpsgd *s, const double *hS, int skip, int64_t step) {
+    const int np = s->om.np;
+    out->clipped_sum = calloc((size_t)np, sizeof(double *));
+    out->noise = calloc((size_t)np, sizeof(double *));
+    out->private_grad = calloc((size_t)np, sizeof(double *));
+    double *hp = malloc(sizeof(double) * (size_t)(s->total + 1));
+    dp_status st = DP_OK;
+    if (!out->clipped_sum || !out->noise || !out->private_grad || !hp) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    if (st == DP_OK && !skip) st = s->shard->gather_pgrad(s, hp);
+    if (st == DP_OK && skip) memset(hp, 0, sizeof(double) * (size_t)s->total); /* nothing released */
+    if (st == DP_OK && !skip) st = pgrad_finite(s, hp, step);
+    for (int p = 0; st == DP_OK && p < np; p++) {
+        size_t nb = sizeof(double) * (size_t)s->om.numel[p];
+        out->clipped_sum[p] = malloc(nb); out->noise[p] = malloc(nb); out->private_grad[p] = malloc(nb);
+        if (!out->clipped_sum[p] || !out->noise[p] || !out->private_grad[p]) { st = dp_error(DP_ERR_NOMEM, "engine: out of memory"); break; }
+        memcpy(out->clipped_sum[p], hS + s->off[p], nb);
+        memcpy(out->noise[p], hS + s->total + s->off[p], nb);
+        memcpy(out->private_grad[p], hp + s->off[p], nb);
+    }
+    free(hp);
+    return st;
+}
+
 /* ---------------------------------------------------------------- step */
 dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset *d, int64_t step) {
     dp_dpsgd_step_free(out);
@@ -287,61 +355,9 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
     out->b = b;
     out->nparams = np;
     out->ngroups = G;
-    if (st == DP_OK) {
-        void *gl = NULL, *gsq = NULL, *gc = NULL, *gd = NULL;
-        st = gather(s, &gl, co.loss, sizeof(double) * (size_t)nl);
-        if (st == DP_OK) st = gather(s, &gsq, co.gn, sizeof(double) * (size_t)(nl * (G + 1)));
-        if (st == DP_OK) st = gather(s, &gc, co.c, sizeof(double) * (size_t)(nl * G));
-        if (st == DP_OK) st = gather(s, &gd, co.dropped, sizeof(int) * (size_t)nl);
-        out->loss = gl; out->clip_factor = gc; out->dropped = gd;
-        out->indices = idx; idx = NULL;
-        out->norm = malloc(sizeof(double) * (size_t)(b + 1));
-        out->group_norm = malloc(sizeof(double) * (size_t)(b * G + 1));
-        if (st == DP_OK && (!out->norm || !out->group_norm)) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
-        double *hgn = gsq; /* [b, G + 1] */
-        double lsum = 0, csum = 0;
-        int64_t nok = 0;
-        for (int64_t i = 0; st == DP_OK && i < b; i++) {
-            for (int g = 0; g < G; g++) {
-                out->group_norm[i * G + g] = hgn[i * (G + 1) + g];
-                csum += out->clip_factor[i * G + g];
-            }
-            out->norm[i] = hgn[i * (G + 1) + G];
-            if (out->dropped[i]) out->ndropped++;
-            else { lsum += out->loss[i]; nok++; }
-        }
-        free(gsq);
-        out->mean_loss = nok ? lsum / (double)nok : NAN;
-        out->mean_clip = b ? csum / (double)(b * G) : NAN;
-    }
-    if (st == DP_OK && pgr) {
-        out->grad = calloc((size_t)np, sizeof(double *));
-        if (!out->grad) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
-        for (int p = 0; st == DP_OK && p < np; p++) {
-            void *gp = NULL;
-            st = gather(s, &gp, pgr[p], sizeof(double) * (size_t)(nl * om->numel[p]));
-            out->grad[p] = gp;
-        }
-    }
-    if (st == DP_OK) {
-        out->clipped_sum = calloc((size_t)np, sizeof(double *));
-        out->noise = calloc((size_t)np, sizeof(double *));
-        out->private_grad = calloc((size_t)np, sizeof(double *));
-        double *hp = malloc(sizeof(double) * (size_t)(s->total + 1));
-        if (!out->clipped_sum || !out->noise || !out->private_grad || !hp) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
-        if (st == DP_OK && !skip) st = s->shard->gather_pgrad(s, hp);
-        if (st == DP_OK && skip) memset(hp, 0, sizeof(double) * (size_t)s->total); /* nothing released */
-        if (st == DP_OK && !skip) st = pgrad_finite(s, hp, step);
-        for (int p = 0; st == DP_OK && p < np; p++) {
-            size_t nb = sizeof(double) * (size_t)om->numel[p];
-            out->clipped_sum[p] = malloc(nb); out->noise[p] = malloc(nb); out->private_grad[p] = malloc(nb);
-            if (!out->clipped_sum[p] || !out->noise[p] || !out->private_grad[p]) { st = dp_error(DP_ERR_NOMEM, "engine: out of memory"); break; }
-            memcpy(out->clipped_sum[p], hS + s->off[p], nb);
-            memcpy(out->noise[p], hS + s->total + s->off[p], nb);
-            memcpy(out->private_grad[p], hp + s->off[p], nb);
-        }
-        free(hp);
-    }
+    if (st == DP_OK) { out->indices = idx; idx = NULL; }
+    if (st == DP_OK) st = step_examples_out(out, s, &co, pgr, nl);
+    if (st == DP_OK) st = step_sums_out(out, s, hS, skip, step);
     free(hS);
     free(idx);
     free(co.loss); free(co.gn); free(co.c); free(co.dropped);
