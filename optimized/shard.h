@@ -1,6 +1,6 @@
-/* optimized/shard.h — the sharding strategies and the step hooks (docs/zero.md,
- * docs/engine.md "Strategies"). Internal to optimized/dpsgd.c and
- * optimized/strategies/. */
+/* optimized/shard.h — the layouts of the gradient vector, the sharding strategies and the
+ * step hooks (docs/zero.md, docs/engine.md "Strategies"). Internal to optimized/dpsgd.c,
+ * optimized/strategies/ and optimized/clip/. */
 #ifndef OPT_SHARD_H
 #define OPT_SHARD_H
 
@@ -170,8 +170,8 @@ typedef struct {
 } opt_cp_state;
 /* 1: s runs the CP layout (--cp M > 1, or --cp 1 with a --cp-* option) */
 int opt_shard_is_cp(const opt_dpsgd *s);
-/* The layouts --cp M > 1 supports (usage error, exit 2, otherwise): the llama, M <= T,
- * --sharding replicated, zero1 or zero2, --strategy grad-sample, --noise-mode single. */
+/* The runs --cp M supports (usage error, exit 2, otherwise): the llama, M <= T,
+ * --noise-mode single (every sharding and norm strategy runs under CP). */
 dp_status opt_cp_check(const dp_dpsgd_config *cfg, const opt_dp_options *o, const dp_model *m);
 /* The slice of parameter p held by CP rank j (docs/longshield.md "Slice geometry"; the one
  * place that maps a packed slice to tensor elements): nseg segments of w contiguous
