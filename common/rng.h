@@ -29,6 +29,9 @@ dp_status dp_stream_secret(dp_stream *out, dp_noise_key key, uint32_t purpose, u
 uint64_t dp_rng_u64(const dp_stream *s, uint64_t i);
 double dp_rng_uniform(const dp_stream *s, uint64_t i);   /* (0,1) */
 double dp_rng_gaussian(const dp_stream *s, uint64_t i);  /* N(0,1) */
+/* The largest |x| dp_rng_gaussian can return (docs/rng.md): the Box-Muller radius at
+ * u1 = 2^-53, sqrt(-2 ln 2^-53) = sqrt(106 ln 2). */
+#define DP_RNG_GAUSS_MAX 8.571674348652905
 double dp_rng_laplace(const dp_stream *s, uint64_t i);   /* Laplace(0,1) */
 /* Integer in [0, n) from the 64-bit word of element i: floor(w * n / 2^64). */
 uint64_t dp_rng_below(const dp_stream *s, uint64_t i, uint64_t n);

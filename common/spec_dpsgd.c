@@ -115,7 +115,9 @@ dp_status dp_dpsgd_cli_add_opts(dp_opt *opts, size_t *n, size_t cap, dp_dpsgd_cl
 
 dp_status dp_dpsgd_cli_finish(dp_model_config *mc, dp_dpsgd_config *c, const dp_dpsgd_cli *o, dp_dpsgd_check_fn check) {
     static const char *const styles[] = {"flat", "per-layer", "group", NULL};
-    static const char *const fns[] = {"abadi", "automatic", NULL};
+#define DP_CLIPFN_NAME_(ID, name) name,
+    static const char *const fns[] = {DP_CLIP_FNS(DP_CLIPFN_NAME_) NULL};
+#undef DP_CLIPFN_NAME_
     static const char *const optims[] = {"sgd", "adamw", NULL};
     static const char *const precs[] = {"double", "mpfr", NULL};
     int v = 0;

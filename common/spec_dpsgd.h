@@ -13,12 +13,12 @@
 
 #include "common/cli.h"
 #include "common/rng.h"
+#include "common/spec_clip.h"
 #include "common/status.h"
 #include "common/spec_model.h"
 #include "common/tensor.h"
 
 typedef enum { DP_CLIP_FLAT = 0, DP_CLIP_PER_LAYER = 1, DP_CLIP_GROUP = 2 } dp_clip_style;
-typedef enum { DP_CLIPFN_ABADI = 0, DP_CLIPFN_AUTOMATIC = 1 } dp_clip_fn;
 typedef enum { DP_OPT_SGD = 0, DP_OPT_ADAMW = 1 } dp_optimizer;
 typedef enum { DP_PREC_DOUBLE = 0, DP_PREC_MPFR = 1 } dp_precision;
 

@@ -79,6 +79,10 @@ dp_status opt_backend_name_check(char *canon, size_t cap, const char *name) {
     return dp_error(DP_ERR_USAGE, "unknown backend '%s' (expected host, cuda or plugin:PATH)", name);
 }
 
+dp_status opt_unsupported(const opt_backend *be, const char *op) {
+    return dp_error(DP_ERR_NOT_SUPPORTED, "backend '%s' does not support operation '%s'", be->name, op);
+}
+
 dp_status opt_backend_create(opt_backend **out, const opt_backend_config *cfg) {
     *out = NULL;
     if (!cfg || !cfg->name) return dp_error(DP_ERR_INVALID, "backend: no name given");

@@ -26,12 +26,15 @@
 #include <stdint.h>
 
 #include "common/rng.h"
+#include "common/spec_clip.h"
 #include "common/status.h"
 #include "common/tensor.h"
 
-/* Clip functions (docs/engine.md): factor c = min(1, C / ||g||) (abadi; c = 1 when
- * ||g|| = 0) or c = C / (||g|| + gamma) (automatic, Bu et al.). */
-typedef enum { OPT_CLIP_ABADI = 0, OPT_CLIP_AUTOMATIC = 1 } opt_clip_fn;
+/* Clip functions: the one enum of common/spec_clip.h (dp_clip_fn). opt_clip_fn and
+ * OPT_CLIP_* are its names for the backends (the CUDA backend spells them so). */
+typedef dp_clip_fn opt_clip_fn;
+#define OPT_CLIP_ABADI DP_CLIPFN_ABADI
+#define OPT_CLIP_AUTOMATIC DP_CLIPFN_AUTOMATIC
 
 /* An asynchronous collective; wait() completes it and frees the handle. */
 typedef struct opt_async opt_async;
@@ -288,5 +291,11 @@ dp_status opt_backend_cuda_create(opt_backend *be, const opt_backend_config *cfg
 
 /* Element size of the backend's dtype. */
 size_t opt_backend_esize(const opt_backend *be);
+
+/* Call a backend operation, or fail with NOT_SUPPORTED naming it ("backend 'X' does not
+ * support operation 'Y'"). */
+dp_status opt_unsupported(const opt_backend *be, const char *op);
+#define OPT_CALL(be, op, ...) \
+    ((be)->ops.op ? (be)->ops.op((be)->ctx, __VA_ARGS__) : opt_unsupported((be), #op))
 
 #endif

@@ -25,18 +25,11 @@
 #include "common/spec_dpsgd.h"
 
 typedef enum {
-#define OPT_STRAT_ID_(ID, sym, name) OPT_STRAT_##ID,
-    OPT_NORM_STRATEGIES(OPT_STRAT_ID_)
-#undef OPT_STRAT_ID_
-    OPT_STRAT_COUNT
-} opt_strategy;
-typedef enum {
 #define OPT_SHARD_ID_(ID, sym, name) OPT_SHARD_##ID,
     OPT_SHARDINGS(OPT_SHARD_ID_)
 #undef OPT_SHARD_ID_
     OPT_SHARD_COUNT
 } opt_sharding;
-typedef enum { OPT_MIXED_FLOP = 0, OPT_MIXED_MEMORY = 1 } opt_mixed_rule;
 typedef enum { OPT_NOISE_SINGLE = 0, OPT_NOISE_SHARES = 1 } opt_noise_mode;
 /* Test-only deliberate bugs (docs/engine.md "Injected bugs"): never use for training. */
 typedef enum {
@@ -46,7 +39,6 @@ typedef enum {
     OPT_BUG_COUNT
 } opt_bug;
 
-extern const char *const opt_strategy_names[];   /* NULL-terminated, index = opt_strategy */
 extern const char *const opt_sharding_names[];   /* NULL-terminated, index = opt_sharding */
 extern const char *const opt_mixed_rule_names[];
 extern const char *const opt_noise_mode_names[];
@@ -100,12 +92,17 @@ typedef struct {
     opt_dp_options o;
     const opt_norm_strategy *norm;          /* o.strategy's table */
     const struct opt_shard_strategy *shard; /* o.sharding's table */
+    const struct opt_layout *layout;        /* what the gradient vector holds: opt_layout_full, or opt_layout_cp */
+    void *layout_state;                     /* the layout's own state (CP: opt_cp_state) */
     const struct opt_step_hooks *hooks;     /* the step's hooks (o.bug's wrapper, or the correct ones) */
     opt_parallel par;                       /* process groups; DP collectives run on par.dp_group */
     int64_t total;         /* parameters in all */
-    int64_t *off;          /* [np] offset of parameter p in the flat buffers */
-    int64_t chunk;         /* shard length: ceil(total / N) (replicated: total) */
-    int64_t lo, hi;        /* this rank's shard [lo, hi) of the flat positions (replicated: [0, total)) */
+    int64_t *off;          /* [np] offset of parameter p in tensor order (host outputs) */
+    int64_t *voff, *vlen;  /* [np] parameter p's segment of the layout's vector (full: off, numel) */
+    int64_t nvec;          /* the vector's length (full: total; CP: the packed slices L) */
+    int sums_ranged;       /* 1: S and Z are gathered by DP ranges (opt_layout.sums_in_ranges) */
+    int64_t chunk;         /* shard length: ceil(nvec / N) (replicated: nvec) */
+    int64_t lo, hi;        /* this rank's shard [lo, hi) of the vector positions (replicated: [0, nvec)) */
     void *flat;            /* device: clipped sums S [N chunk] | noise Z (replicated, zero1: [N chunk];
                               zero2: [chunk], the partition's) */
     int64_t zoff;          /* offset of Z in flat (N * chunk; replicated: total) */

@@ -1,20 +1,15 @@
-/* optimized/dpzo.c — DP-ZO on the engine, data-parallel (docs/engine.md "DP-ZO"),
- * and `dpcert train dpzo`. */
+/* optimized/dpzo.c — DP-ZO on the engine, data-parallel (docs/engine.md "DP-ZO"); its
+ * command, `dpcert train dpzo`, is in optimized/train_cmd.c next to `train dpsgd`. */
 #include "optimized/dpzo.h"
 
 #include <inttypes.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/safetensors.h"
 #include "optimized/dpsgd.h"
 #include "optimized/opt_spec.h"
-#include "optimized/opt_mem.h"
 #include "optimized/precision.h"
-#include "optimized/backend_decl.h"
-#include "optimized/train.h"
 
 dp_status opt_dpzo_init(opt_dpzo *s, opt_backend *be, const dp_dpzo_hparams *hp, const dp_model *m) {
     memset(s, 0, sizeof *s);
@@ -43,11 +38,9 @@ void opt_dpzo_free(opt_dpzo *s) {
     memset(s, 0, sizeof *s);
 }
 
-dp_status opt_dpzo_set_precision(opt_dpzo *s, opt_prec p, int master_half) {
-    if (master_half && !opt_prec_is_half(p))
-        return dp_error(DP_ERR_USAGE, "--inject-bug master-half applies to --precision bf16 or fp16 only");
+dp_status opt_dpzo_set_precision(opt_dpzo *s, opt_prec p, opt_bug bug) {
+    DP_TRY(opt_dpzo_bug(&s->master_round, bug, p));
     s->prec = p;
-    s->master_half = master_half;
     if (!opt_prec_is_half(p)) return DP_OK;
     if (s->be->dtype != DP_F32)
         return dp_error(DP_ERR_INTERNAL, "--precision %s needs an f32 backend (got %s)", opt_prec_names[p],
@@ -77,8 +70,6 @@ static dp_status share_losses(double *out, opt_dpzo *s, const dp_dataset *d, con
 }
 
 static double r32_(double x, int f32) { return f32 ? (double)(float)x : x; }
-static float bf16_round(float x) { return opt_prec_round_value(OPT_PREC_BF16, x); }
-static float fp16_round(float x) { return opt_prec_round_value(OPT_PREC_FP16, x); }
 
 dp_status opt_dpzo_step(dp_dpzo_step_out *out, opt_dpzo *s, const dp_dataset *d, int64_t step, int gather) {
     const dp_dpzo_hparams *hp = &s->hp;
@@ -159,115 +150,7 @@ dp_status opt_dpzo_step(dp_dpzo_step_out *out, opt_dpzo *s, const dp_dataset *d,
         st = opt_dpzo_update(s->theta, s->numel, s->nparams, hp->seed, step, out->scalar, n, hp->lr, hp->weight_decay);
     else if (st == DP_OK) /* the f32 master weights */
         st = opt_dpzo_update_f32(s->theta, s->numel, s->nparams, hp->seed, step, out->scalar, n, hp->lr,
-                                 hp->weight_decay, !s->master_half ? NULL : s->prec == OPT_PREC_FP16 ? fp16_round : bf16_round);
+                                 hp->weight_decay, s->master_round);
     free(lp); free(lm); free(dc); free(red);
-    return st;
-}
-
-/* ---------------------------------------------------------------- the command */
-
-dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi) {
-    dp_dpzo_cli z;
-    dp_dpzo_cli_init(&z);
-    opt_train_cli t;
-    opt_train_cli_init(&t);
-    dp_opt opts[DP_DPZO_NOPTS + OPT_TRAIN_NOPTS];
-    size_t nopts = 0;
-    DP_TRY(dp_dpzo_cli_add_opts(opts, &nopts, DP_DPZO_NOPTS, &z));
-    DP_TRY(opt_train_add_opts(opts, &nopts, sizeof opts / sizeof opts[0], &t));
-    DP_TRY(dp_opts_parse(opts, nopts, argc, argv, NULL, 0, NULL, help));
-    if (*help) {
-        printf("usage: dpcert train dpzo --impl optimized --backend host|cuda|plugin:PATH [--precision f64|f32|bf16|fp16]\n"
-               "       --model mlp|llama [model flags]\n"
-               "       (--dataset-size N | --data FILE) --q Q --steps K --clip C --sigma S [--noise gaussian|laplace]\n"
-               "       --phi PHI --lr LR [--n-spsa n] --seed SEED [--noise-key KEY] [--weight-decay WD] [--export DIR]\n"
-               "DP-ZO on the engine, data-parallel under mpirun (docs/engine.md): one line per step as\n"
-               "'dpcert reference dpzo'.\n\n");
-        dp_opts_print_help(opts, nopts);
-        return DP_OK;
-    }
-    opt_backend_config bc;
-    opt_dp_options eo;
-    DP_TRY(opt_train_parse(&bc, &eo, &t, 1));
-    dp_model_config cfg;
-    dp_dpzo_hparams hp;
-    DP_TRY(dp_dpzo_cli_finish(&cfg, &hp, &z, opt_dpzo_check));
-    opt_backend *be = NULL;
-    DP_TRY(opt_train_start(&be, &bc, &hp.key, use_mpi));
-    int rank = be->comm.rank;
-    dp_status agree = opt_train_agree(be, "dpzo", opts, nopts, &cfg);
-    /* memory pre-check (docs/memory.md); with --data again once N is known */
-    const double es = (double)opt_backend_esize(be);
-    if (agree == DP_OK)
-        agree = dp_model_cli_mem_check(&z.m, opt_mem_dpzo(&cfg, &hp, es, be->comm.size,
-                                                           z.m.seen_data ? 0 : (double)hp.n_data, t.seen_export), "the run");
-    if (agree != DP_OK) { opt_backend_destroy(be); return agree; }
-    if (rank == 0 && z.reveal_key && !z.seen_key) dp_cli_reveal_noise_key("train dpzo", hp.key.k);
-    dp_model m;
-    dp_dataset d;
-    memset(&m, 0, sizeof m); memset(&d, 0, sizeof d);
-    opt_dpzo s;
-    memset(&s, 0, sizeof s);
-    dp_dpzo_step_out out;
-    memset(&out, 0, sizeof out);
-    double **before = NULL;
-    dp_status st = dp_model_init(&m, &cfg, hp.seed);
-    if (st == DP_OK) st = dp_dpzo_cli_dataset(&d, &hp, &cfg, &z, opt_dpzo_check);
-    if (st == DP_OK && z.m.seen_data)
-        st = dp_model_cli_mem_check(&z.m, opt_mem_dpzo(&cfg, &hp, es, be->comm.size, (double)d.n, t.seen_export), "the run");
-    if (st == DP_OK && opt_prec_is_half(eo.prec)) st = opt_prec_check(be, &eo, &m); /* fp16 range at load */
-    if (st == DP_OK) st = opt_prec_check_data(&eo, &d, z.m.seen_data ? z.m.data : "the generated dataset");
-    if (st == DP_OK) st = opt_dpzo_init(&s, be, &hp, &m);
-    if (st == DP_OK) st = opt_dpzo_set_precision(&s, eo.prec, eo.bug == OPT_BUG_MASTER_HALF);
-    if (st == DP_OK) st = dp_dpzo_step_out_alloc(&out, hp.n_data, hp.n_spsa);
-    if (st == DP_OK && t.seen_export) {
-        if (rank == 0) st = opt_make_dir(t.export_dir);
-        before = opt_f64_arrays_alloc(s.numel, s.nparams);
-        if (!before && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "out of memory");
-    }
-    char nranks[32], nthreads[32];
-    snprintf(nranks, sizeof nranks, "%d", be->comm.size);
-    snprintf(nthreads, sizeof nthreads, "%d", be->threads);
-    char arith[4600], arith_u[40], arith_u_in[40]; /* the declaration the run is judged under (docs/plugin-abi.md) */
-    opt_decl_meta(arith, sizeof arith, arith_u, arith_u_in, be);
-    const char *extra[] = {"impl", "optimized", "backend", be->name, "arithmetic", arith, "arith_u", arith_u,
-                           "arith_u_in", arith_u_in,
-                           "dtype", opt_prec_names[eo.prec], "ranks", nranks, "threads", nthreads, NULL};
-    if (st == DP_OK && rank == 0)
-        printf("dpzo (optimized, %s backend, %d rank%s): model %s, %" PRId64 " parameters, N=%" PRId64 ", q=%g, K=%" PRId64
-               ", C=%g, sigma=%g (%s), phi=%g, lr=%g, n-spsa=%d, seed=%" PRIu64 "\n",
-               be->name, be->comm.size, be->comm.size > 1 ? "s" : "", cfg.kind == DP_MLP ? "mlp" : "llama", m.total,
-               hp.n_data, hp.q, hp.steps, hp.clip, hp.sigma, dp_dpzo_mech_name(hp.mech), hp.phi, hp.lr, hp.n_spsa,
-               hp.seed.k);
-    for (int64_t step = 1; st == DP_OK && step <= hp.steps; step++) {
-        if (before)
-            for (int p = 0; p < s.nparams; p++) memcpy(before[p], s.theta[p], sizeof(double) * (size_t)s.numel[p]);
-        st = opt_dpzo_step(&out, &s, &d, step, t.seen_export);
-        if (st != DP_OK || rank != 0) continue;
-        if (before) {
-            /* the reference's tensors and hyperparameter keys, then "model" and the engine's keys */
-            dp_tensor_set ts;
-            st = dp_dpzo_export_set(&ts, &m, &hp, DP_DPZO_KEY_EXPORTED(&z), z.m.seen_data, before, s.theta, &out,
-                                   opt_dpzo_direction);
-            if (st == DP_OK) st = dp_tset_set_meta(&ts, "model", cfg.kind == DP_MLP ? "mlp" : "llama");
-            for (int k = 0; st == DP_OK && extra[k] && extra[k + 1]; k += 2)
-                st = dp_tset_set_meta(&ts, extra[k], extra[k + 1]);
-            if (st == DP_OK) st = dp_dpzo_export_write(t.export_dir, step, &ts);
-            dp_tset_free(&ts);
-        }
-        dp_dpzo_print_step(&out);
-        fflush(stdout);
-    }
-    if (st == DP_OK && rank == 0) {
-        char hex[65];
-        st = opt_theta_sha256(hex, s.theta, s.numel, s.nparams);
-        if (st == DP_OK) printf("theta_T sha256 %s (after %" PRId64 " steps)\n", hex, hp.steps);
-    }
-    opt_f64_arrays_free(before, s.nparams);
-    dp_dpzo_step_out_free(&out);
-    opt_dpzo_free(&s);
-    dp_dataset_free(&d);
-    dp_model_free(&m);
-    opt_backend_destroy(be);
     return st;
 }

@@ -13,6 +13,7 @@
 #ifndef OPT_DPZO_H
 #define OPT_DPZO_H
 
+#include "optimized/dpsgd.h"
 #include "optimized/engine.h"
 #include "common/spec_dpzo.h"
 
@@ -29,22 +30,28 @@ typedef struct {
      * weights (f32 values in doubles), perturb in f32 and round the perturbed parameters
      * to the half type; 0 (f64) after opt_dpzo_init. master_half: test-only bug. */
     opt_prec prec;
-    int master_half;
+    /* the master-store seam of DP-ZO: NULL, or (test-only bug, optimized/strategies/bugs.c)
+     * a rounding of the f32 master weights after every update */
+    float (*master_round)(float);
 } opt_dpzo;
 
 dp_status opt_dpzo_init(opt_dpzo *s, opt_backend *be, const dp_dpzo_hparams *hp, const dp_model *m);
 void opt_dpzo_free(opt_dpzo *s);
 /* Switch an initialised s to precision p (f64/f32: nothing to do; bf16/fp16: the master
- * weights rounded to f32, the forward's half rounding points on). master_half (test-only
- * bug) needs a half p. Call before the first step. */
-dp_status opt_dpzo_set_precision(opt_dpzo *s, opt_prec p, int master_half);
+ * weights rounded to f32, the forward's half rounding points on) and install --inject-bug
+ * bug's hook (opt_dpzo_bug: none, or master-half, which needs a half p). Call before the
+ * first step. */
+dp_status opt_dpzo_set_precision(opt_dpzo *s, opt_prec p, opt_bug bug);
+/* The bugs of optimized/strategies/bugs.c that apply to DP-ZO: DP_OK for none and
+ * master-half, else a usage error; opt_dpzo_bug also gives the master-half rounding
+ * (*fn, NULL without a bug) and refuses it without a half prec. */
+dp_status opt_dpzo_bug_check(opt_bug bug);
+dp_status opt_dpzo_bug(float (**fn)(float), opt_bug bug, opt_prec prec);
 
 /* One step on every rank. `out` must be allocated with dp_dpzo_step_out_alloc; rank 0
  * receives the whole batch's per-example arrays (global order) when gather != 0, other
  * ranks (and gather == 0) only b, idx, sum, noise, scalar and loss. */
 dp_status opt_dpzo_step(dp_dpzo_step_out *out, opt_dpzo *s, const dp_dataset *d, int64_t step, int gather);
 
-/* `dpcert train dpzo ...` (called by dp_cmd_train). */
-dp_status opt_dpzo_run_cmd(int argc, char **argv, int *help, int *use_mpi);
 
 #endif

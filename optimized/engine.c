@@ -11,32 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-dp_status opt_unsupported(const opt_backend *be, const char *op) {
-    return dp_error(DP_ERR_NOT_SUPPORTED, "backend '%s' does not support operation '%s'", be->name, op);
-}
-
-/* ---------------------------------------------------------------- arena */
-dp_status opt_arena_alloc(opt_arena *ar, void **out, size_t nbytes) {
-    return opt_arena_alloc_tag(ar, out, nbytes, OPT_MEM_ACTIVATIONS);
-}
-
-dp_status opt_arena_alloc_tag(opt_arena *ar, void **out, size_t nbytes, int tag) {
-    *out = NULL;
-    if (ar->n == ar->cap) {
-        int cap = ar->cap ? 2 * ar->cap : 64;
-        void **np = realloc(ar->p, sizeof(void *) * (size_t)cap);
-        if (!np) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
-        ar->p = np; ar->cap = cap;
-    }
-    DP_TRY(opt_mem_alloc(ar->be, out, nbytes, (opt_mem_tag)tag));
-    ar->p[ar->n++] = *out;
+dp_status opt_block_release_none(opt_model *om, opt_arena *blk) {
+    (void)om; (void)blk;
     return DP_OK;
-}
-
-void opt_arena_free(opt_arena *ar) {
-    for (int i = ar->n; i-- > 0;) opt_mem_free(ar->be, ar->p[i]);
-    free(ar->p);
-    ar->p = NULL; ar->n = ar->cap = 0;
 }
 
 /* ---------------------------------------------------------------- parameter fetch */
@@ -62,6 +39,10 @@ dp_status opt_model_create(opt_model *om, opt_backend *be, const dp_model *m) {
     om->cfg = m->cfg;
     om->np = m->nparams;
     om->T = m->cfg.kind == DP_LLAMA ? m->cfg.seq : 1;
+    om->t0 = 0;
+    om->Tl = om->T;
+    om->attn = &opt_attn_local;
+    om->block_release = opt_block_release_none;
     om->name = calloc((size_t)om->np, sizeof *om->name);
     om->numel = calloc((size_t)om->np, sizeof *om->numel);
     om->shape = calloc((size_t)om->np, sizeof *om->shape);
@@ -91,7 +72,7 @@ dp_status opt_model_create(opt_model *om, opt_backend *be, const dp_model *m) {
 }
 
 void opt_model_free(opt_model *om) {
-    if (om->ckpt_kept.be) opt_arena_free(&om->ckpt_kept);
+    if (om->retained.be) opt_arena_free(&om->retained);
     if (om->w)
         for (int p = 0; p < om->np; p++)
             opt_mem_free(om->be, om->w[p]);
@@ -164,18 +145,7 @@ dp_status opt_prec_round(const opt_model *om, void *x, int64_t n, int kind) {
  * pass has run, from the rounded f32 buffer into a 2-byte container (tag activations);
  * a later reader decodes one tensor into an f32 workspace (tag workspace) and frees it
  * right after. Not under --checkpoint block (the tape lives one block) nor CP (refused). */
-static int tape_half(const opt_model *om) { return opt_prec_is_half(om->prec) && !om->checkpoint && !om->cp; }
-
-/* free p, one allocation of ar, now */
-static void arena_drop(opt_arena *ar, void *p) {
-    for (int i = ar->n; i-- > 0;)
-        if (ar->p[i] == p) {
-            opt_mem_free(ar->be, p);
-            memmove(ar->p + i, ar->p + i + 1, sizeof(void *) * (size_t)(ar->n - i - 1));
-            ar->n--;
-            return;
-        }
-}
+static int tape_half(const opt_model *om) { return opt_prec_is_half(om->prec) && !om->checkpoint; }
 
 /* *buf [n] (f32 of ar, already rounded to the half type) becomes a 2-byte container of
  * ar holding the same values (encode of a rounded value is exact); tape entries of tp
@@ -189,7 +159,7 @@ static dp_status stash(opt_arena *ar, opt_tape *tp, const opt_model *om, void **
         if (tp->A[p] == *buf) tp->A[p] = h;
         if (tp->G[p] == *buf) tp->G[p] = h;
     }
-    arena_drop(ar, *buf);
+    opt_arena_drop(ar, *buf);
     *buf = h;
     return DP_OK;
 }
@@ -281,7 +251,7 @@ static dp_status upload_batch(opt_tape *tp, const opt_model *om, const dp_datase
         return st;
     }
     /* this rank's positions [t0, t0 + T) of examples of Tg positions (CP: a shard) */
-    const int64_t T = tp->T, Tg = om->cfg.seq, t0 = om->cp ? om->cp->t0 : 0;
+    const int64_t T = tp->T, Tg = om->cfg.seq, t0 = om->t0;
     int32_t *ht = malloc(sizeof(int32_t) * (size_t)(B * T + 1));
     if (!ht) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     for (int64_t b = 0; b < B; b++) memcpy(ht + b * T, d->tokens + idx[b] * Tg + t0, sizeof(int32_t) * (size_t)T);
@@ -365,12 +335,12 @@ static dp_status layer_fwd(opt_arena *ar, opt_arena *out_ar, void **hout, opt_ll
                            int64_t l, int64_t B, int64_t T) {
     opt_backend *be = om->be;
     const dp_model_config *c = &om->cfg;
-    const int64_t D = c->dim, H = c->heads, F = c->ffn, hd = D / H, rows = B * T;
+    const int64_t D = c->dim, F = c->ffn, rows = B * T;
     const double eps = c->norm_eps;
     void *const *W = om->w + 1 + 9 * l;
     DP_TRY(AA_(ar, &y->a, rows * D)); DP_TRY(AA_(ar, &y->r1, rows));
     DP_TRY(AA_(ar, &y->q, rows * D)); DP_TRY(AA_(ar, &y->k, rows * D)); DP_TRY(AA_(ar, &y->v, rows * D));
-    if (!om->cp) DP_TRY(AA_(ar, &y->probs, B * H * T * T));
+    DP_TRY(om->attn->alloc(ar, &y->probs, om, B));
     DP_TRY(AA_(ar, &y->y, rows * D));
     DP_TRY(AA_(ar, &y->h1, rows * D)); DP_TRY(AA_(ar, &y->m, rows * D)); DP_TRY(AA_(ar, &y->r2, rows));
     DP_TRY(AA_(ar, &y->gt, rows * F)); DP_TRY(AA_(ar, &y->up, rows * F)); DP_TRY(AA_(ar, &y->act, rows * F));
@@ -379,13 +349,7 @@ static dp_status layer_fwd(opt_arena *ar, opt_arena *out_ar, void **hout, opt_ll
     DP_TRY(lin_fwd(om, y->k, y->a, W[2], rows, D, D));
     DP_TRY(lin_fwd(om, y->v, y->a, W[3], rows, D, D));
     DP_TRY(stash(ar, NULL, om, &y->a, rows * D));
-    if (om->cp) { /* q, k, v, probs become the whole sequence's (engine_cp.c) */
-        DP_TRY(opt_cp_attn_fwd(ar, y->y, &y->q, &y->k, &y->v, &y->probs, om, B));
-    } else {
-        DP_TRY(OPT_CALL(be, rope_fwd, y->q, y->q, c->rope_theta, B, T, H, hd));
-        DP_TRY(OPT_CALL(be, rope_fwd, y->k, y->k, c->rope_theta, B, T, H, hd));
-        DP_TRY(OPT_CALL(be, attn_fwd, y->y, y->probs, y->q, y->k, y->v, B, T, H, hd));
-    }
+    DP_TRY(om->attn->fwd(ar, y->y, &y->q, &y->k, &y->v, &y->probs, om, B)); /* the attention seam */
     DP_TRY(lin_fwd(om, y->h1, y->y, W[4], rows, D, D));
     DP_TRY(stash(ar, NULL, om, &y->y, rows * D));
     DP_TRY(OPT_CALL(be, add, y->h1, y->h1, y->hin, rows * D)); /* h1 = hin + y Wo^T */
@@ -398,22 +362,6 @@ static dp_status layer_fwd(opt_arena *ar, opt_arena *out_ar, void **hout, opt_ll
     DP_TRY(lin_fwd(om, *hout, y->act, W[8], rows, F, D));
     DP_TRY(stash(ar, NULL, om, &y->act, rows * F));
     return OPT_CALL(be, add, *hout, *hout, y->h1, rows * D); /* h = h1 + act Wdown^T */
-}
-
-/* dst takes over src's buffers (the test-only dangling-reference bug of --checkpoint). */
-static dp_status arena_move(opt_arena *dst, opt_arena *src) {
-    dst->be = src->be;
-    for (int i = 0; i < src->n; i++) {
-        if (dst->n == dst->cap) {
-            int cap = dst->cap ? 2 * dst->cap : 64;
-            void **np = realloc(dst->p, sizeof(void *) * (size_t)cap);
-            if (!np) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
-            dst->p = np; dst->cap = cap;
-        }
-        dst->p[dst->n++] = src->p[i];
-    }
-    src->n = 0;
-    return DP_OK;
 }
 
 /* ---------------------------------------------------------------- llama */
@@ -440,7 +388,7 @@ static dp_status llama_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
         else { /* --checkpoint block: only the block's input survives the forward */
             opt_arena blk = {.be = be};
             dp_status st = layer_fwd(&blk, &tp->ar, &hn, y, om, l, B, T);
-            if (st == DP_OK && om->ckpt_keep_forward) st = arena_move(&((opt_model *)om)->ckpt_kept, &blk);
+            if (st == DP_OK) st = om->block_release((opt_model *)om, &blk);
             opt_arena_free(&blk);
             DP_TRY(st);
             *y = (opt_llama_layer){.hin = y->hin};
@@ -476,7 +424,7 @@ static dp_status layer_bwd(opt_tape *tp, opt_arena *ar, const opt_model *om, opt
                            const opt_llama_layer *y, int64_t l, void *dh, void *dg, void **dhn_out) {
     opt_backend *be = om->be;
     const dp_model_config *c = &om->cfg;
-    const int64_t D = c->dim, H = c->heads, F = c->ffn, T = tp->T, hd = D / H, B = tp->B, rows = B * T;
+    const int64_t D = c->dim, F = c->ffn, T = tp->T, B = tp->B, rows = B * T;
     void *const *W = om->w + 1 + 9 * l;
     const int base = (int)(1 + 9 * l);
     void *dact, *dgt, *dup, *dm, *dx, *dh1, *dy, *dq, *dk, *dv, *da;
@@ -498,13 +446,7 @@ static dp_status layer_bwd(opt_tape *tp, opt_arena *ar, const opt_model *om, opt
     /* attention block: h1 = hin + y Wo^T */
     DP_TRY(lin_grad(tp, om, mode, grads, base + 4, y->y, dh1, D, D));
     DP_TRY(lin_bwd_x(be, dy, dh1, W[4], rows, D, D, 0.0));
-    if (om->cp) {
-        DP_TRY(opt_cp_attn_bwd(ar, dq, dk, dv, dy, y->q, y->k, y->v, y->probs, y->y, om, B));
-    } else {
-        DP_TRY(OPT_CALL(be, attn_bwd, dq, dk, dv, dy, y->q, y->k, y->v, y->probs, B, T, H, hd));
-        DP_TRY(OPT_CALL(be, rope_bwd, dq, dq, c->rope_theta, B, T, H, hd));
-        DP_TRY(OPT_CALL(be, rope_bwd, dk, dk, c->rope_theta, B, T, H, hd));
-    }
+    DP_TRY(om->attn->bwd(ar, dq, dk, dv, dy, y->q, y->k, y->v, y->probs, y->y, om, B)); /* the attention seam */
     DP_TRY(lin_grad(tp, om, mode, grads, base + 1, y->a, dq, D, D));
     DP_TRY(lin_grad(tp, om, mode, grads, base + 2, y->a, dk, D, D));
     DP_TRY(lin_grad(tp, om, mode, grads, base + 3, y->a, dv, D, D));
@@ -600,7 +542,7 @@ static dp_status tape_init(opt_tape *tp, const opt_model *om, int64_t B) {
     memset(tp, 0, sizeof *tp);
     tp->ar.be = om->be;
     tp->B = B;
-    tp->T = om->cp ? om->cp->Tl : om->T;
+    tp->T = om->Tl;
     tp->half = tape_half(om);
     int np = om->np;
     tp->A = calloc((size_t)np, sizeof *tp->A);

@@ -16,21 +16,17 @@
 
 #include <stdint.h>
 
+#include "optimized/arena.h"
 #include "optimized/backend.h"
 #include "optimized/precision.h"
 #include "common/spec_model.h"
 
 struct opt_tape_s;
 
-/* A device buffer list freed together. */
-typedef struct {
-    void **p; int n, cap;
-    opt_backend *be;
-} opt_arena;
 
 typedef enum { OPT_SRC_DIRECT = 0, OPT_SRC_LINEAR = 1, OPT_SRC_BOTH = 2 } opt_src_kind;
 
-typedef struct {
+typedef struct opt_model {
     opt_backend *be;
     dp_model_config cfg;
     int np;                   /* parameters, canonical order of reference/model.c */
@@ -40,16 +36,21 @@ typedef struct {
     void **w;                 /* device parameters, be->dtype */
     opt_src_kind *src;        /* per parameter */
     int64_t T;                /* positions per example: 1 (mlp) or seq (llama) */
+    /* the positions [t0, t0 + Tl) of every example this rank runs the passes on: [0, T)
+     * unless a CP layout shards the sequence (cp below, docs/longshield.md) */
+    int64_t t0, Tl;
     /* NULL: every parameter resident in w. Else (zero3) w[p] is valid only between
      * acquire(p) and release(p); the batched passes acquire each layer's parameters just
      * before its forward and its backward, prefetch the next layer's, and release them
      * right after (docs/zero.md). */
     const struct opt_param_fetch *fetch;
-    /* NULL: every position of an example on this rank. Else (--cp M > 1, llama only) the
-     * rank holds the contiguous positions [t0, t0 + Tl) of every example and the passes run
-     * on them; attention reaches the other shards through the CP group
-     * (optimized/engine_cp.c, docs/longshield.md). */
+    /* NULL: every position of an example on this rank. Else (the CP layout,
+     * optimized/strategies/layout_cp.c, llama only) the rank's sequence shard and its CP
+     * group, which the CP attention implementations exchange over. */
     const struct opt_cp *cp;
+    /* The llama's attention, chosen at model init (the seam below): opt_attn_local, or
+     * under context parallelism opt_attn_cp_allgather / opt_attn_cp_ring. */
+    const struct opt_attn *attn;
     /* --precision (docs/precision.md): bf16/fp16 round the linear layers' inputs, outputs
      * and output gradients and the per-example gradients held in memory to the half type
      * (counted in *pstats when not NULL); f64/f32 round nothing. Set by the caller after
@@ -64,11 +65,13 @@ typedef struct {
     const struct opt_tape_hook *tape_hook;
     /* --checkpoint block (docs/longshield.md "Activation checkpointing"): 1 = a llama
      * block keeps only its input in the forward and is recomputed in the backward, its
-     * tape entries valid only inside tape_hook (required). ckpt_keep_forward: test-only
-     * bug, the forward's block activations are kept (in ckpt_kept, until the model is
-     * freed) instead of freed. */
-    int checkpoint, ckpt_keep_forward;
-    opt_arena ckpt_kept;
+     * tape entries valid only inside tape_hook (required). block_release is called on the
+     * arena of a block's first-forward activations before it is freed (a seam of the step
+     * hooks, optimized/shard.h: opt_block_release_none, or a test-only bug that moves them
+     * into retained, freed with the model). */
+    int checkpoint;
+    dp_status (*block_release)(struct opt_model *om, opt_arena *blk);
+    opt_arena retained;
     double loss_scale;        /* the tape pass backpropagates S x the loss (0 or 1: none; --loss-scale) */
 } opt_model;
 
@@ -125,16 +128,13 @@ typedef struct opt_tape_s {
 } opt_tape;
 
 dp_status opt_model_create(opt_model *om, opt_backend *be, const dp_model *m);
+/* The default opt_model.block_release: nothing (the caller frees the block). */
+dp_status opt_block_release_none(opt_model *om, opt_arena *blk);
 void opt_model_free(opt_model *om);
 /* Upload host f64 parameters (in canonical order) / download them. */
 dp_status opt_model_set_params(opt_model *om, double *const *host);
 dp_status opt_model_get_params(const opt_model *om, double *const *host);
 
-/* Allocations of an arena are recorded in the memory ledger as activations, or under
- * tag (an opt_mem_tag, optimized/ledger.h). */
-dp_status opt_arena_alloc(opt_arena *ar, void **out, size_t nbytes);
-dp_status opt_arena_alloc_tag(opt_arena *ar, void **out, size_t nbytes, int tag);
-void opt_arena_free(opt_arena *ar);
 
 /* Forward + tape backward on examples idx[0..B) of d (B may be 0: empty tape). */
 dp_status opt_forward_backward(opt_tape *tp, const opt_model *om, const dp_dataset *d, const int64_t *idx,
@@ -161,35 +161,35 @@ dp_status opt_tape_f32_view(opt_arena *ws, const void **out, const opt_model *om
 dp_status opt_params_use(const opt_model *om, int first, int n, int next_first, int next_n);
 dp_status opt_params_drop(const opt_model *om, int first, int n);
 
-/* Attention of a CP rank (optimized/engine_cp.c): q, k, v are this rank's rows
- * [B, Tl, H, hd] before RoPE; y [B, Tl, D] receives this rank's output rows. allgather:
- * on return *q, *k, *v point to the whole sequence's [B, T, H, hd] after RoPE and *probs
- * to [B, H, T, T]; ring (engine_cp_ring.c): *q, *k, *v are the rank's rows after RoPE and
- * *probs the log-sum-exp [B, H, Tl] (arena buffers, kept for the backward). */
-dp_status opt_cp_attn_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, void **probs, const opt_model *om,
-                          int64_t B);
-/* dq, dk, dv [B, Tl, D] (after RoPE's backward) of this rank's rows from dy [B, Tl, D];
- * q, k, v, probs as left by opt_cp_attn_fwd, y its output rows. */
-dp_status opt_cp_attn_bwd(opt_arena *ar, void *dq, void *dk, void *dv, const void *dy, const void *q, const void *k,
-                          const void *v, const void *probs, const void *y, const opt_model *om, int64_t B);
+/* The attention seam of the llama (docs/engine.md section 3, docs/longshield.md section 3):
+ * q, k, v are this rank's rows [B, Tl, H, hd] of a layer before RoPE, y [B, Tl, D] its
+ * output rows. alloc reserves, with the layer's activations and before q, k, v are
+ * projected, what the attention keeps (local: the probabilities [B, H, T, T]; else
+ * nothing); fwd leaves in *q, *k, *v, *probs what bwd reads (arena buffers of ar kept for
+ * the backward); bwd gives dq, dk, dv [B, Tl, D] (after RoPE's backward) from dy [B, Tl, D].
+ *   opt_attn_local          (attn_local.c) RoPE and causal attention over the rank's T rows;
+ *   opt_attn_cp_allgather   (attn_cp.c) q, k, v (and dy) all-gathered over the CP group,
+ *                           the whole sequence's attention on every CP rank, its rows kept;
+ *                           *q, *k, *v the whole sequence after RoPE, *probs [B, H, T, T];
+ *   opt_attn_cp_ring        (attn_cp_ring.c) key/value blocks passed around the CP ring,
+ *                           online softmax; *q, *k, *v the rank's rows after RoPE, *probs
+ *                           the log-sum-exp [B, H, Tl]. */
+typedef struct opt_attn {
+    const char *name;
+    dp_status (*alloc)(opt_arena *ar, void **probs, const opt_model *om, int64_t B);
+    dp_status (*fwd)(opt_arena *ar, void *y, void **q, void **k, void **v, void **probs, const opt_model *om, int64_t B);
+    dp_status (*bwd)(opt_arena *ar, void *dq, void *dk, void *dv, const void *dy, const void *q, const void *k,
+                     const void *v, const void *probs, const void *y, const opt_model *om, int64_t B);
+} opt_attn;
+extern const opt_attn opt_attn_local, opt_attn_cp_allgather, opt_attn_cp_ring;
 /* full [B, T, D] = every CP rank's rows local [B, Tl, D] at their global positions (one
  * all-gather over the CP group of [B, Tmax, D] per rank; its buffers are ar's). */
 dp_status opt_cp_gather_rows(opt_arena *ar, void *full, const void *local, const opt_model *om, int64_t B, int64_t D);
-/* The ring variants (engine_cp_ring.c), same contracts. */
-dp_status opt_cp_ring_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, void **lse, const opt_model *om,
-                          int64_t B);
-dp_status opt_cp_ring_bwd(opt_arena *ar, void *dq, void *dk, void *dv, const void *dy, const void *q, const void *k,
-                          const void *v, const void *lse, const void *y, const opt_model *om, int64_t B);
 
 /* x [n] (device) rounded in place to om's half type (no-op unless bf16/fp16); the
  * counts go to om->pstats->pe (per_example = 1) or ->grad (output gradients) or
  * nowhere (activations, parameters). */
 dp_status opt_prec_round(const opt_model *om, void *x, int64_t n, int kind);
 enum { OPT_PREC_KIND_ACT = 0, OPT_PREC_KIND_GRAD = 1, OPT_PREC_KIND_PE = 2 };
-
-/* Call a backend operation, or fail with NOT_SUPPORTED naming it. */
-dp_status opt_unsupported(const opt_backend *be, const char *op);
-#define OPT_CALL(be, op, ...) \
-    ((be)->ops.op ? (be)->ops.op((be)->ctx, __VA_ARGS__) : opt_unsupported((be), #op))
 
 #endif

@@ -103,21 +103,20 @@ double opt_cost_llama_activations(const opt_cost_llama *m, const opt_cost_act *a
 }
 
 /* ------------------------------------------------------ per-example buffers ---- */
-#define STR_NAME_(id, name, what) name,
-#define STR_WHAT_(id, name, what) what,
-static const char *const STRAT_NAMES[] = {OPT_COST_STRATEGIES(STR_NAME_)};
-static const char *const STRAT_WHAT[] = {OPT_COST_STRATEGIES(STR_WHAT_)};
-const char *opt_cost_strategy_name(opt_cost_strategy s) { return (unsigned)s < OPT_COST_N_STRATEGIES ? STRAT_NAMES[s] : "?"; }
-const char *opt_cost_strategy_what(opt_cost_strategy s) { return (unsigned)s < OPT_COST_N_STRATEGIES ? STRAT_WHAT[s] : "?"; }
+const char *opt_cost_strategy_name(opt_cost_strategy s) {
+    return (unsigned)s < OPT_COST_N_STRATEGIES ? opt_norm_strategies[s]->name : "?";
+}
+const char *opt_cost_strategy_what(opt_cost_strategy s) {
+    return (unsigned)s < OPT_COST_N_STRATEGIES ? opt_norm_strategies[s]->what : "?";
+}
 int opt_cost_strategy_parse(opt_cost_strategy *out, const char *name) {
     for (int i = 0; i < OPT_COST_N_STRATEGIES; i++)
-        if (strcmp(name, STRAT_NAMES[i]) == 0) { *out = (opt_cost_strategy)i; return 1; }
+        if (strcmp(name, opt_norm_strategies[i]->name) == 0) { *out = (opt_cost_strategy)i; return 1; }
     return 0;
 }
 
 int opt_cost_mixed_ghost(const opt_cost_linear *l, int64_t T, opt_cost_rule rule) {
-    const double t = (double)T, p = (double)l->p, d = (double)l->d;
-    return rule == OPT_COST_RULE_MEMORY ? 2 * t * t <= p * d : t * (p + d) < p * d;
+    return opt_mixed_pick_ghost(rule, T, l->d, l->p);
 }
 
 dp_status opt_cost_per_example(opt_cost_perex *out, opt_cost_strategy s, opt_cost_rule rule,
@@ -126,19 +125,12 @@ dp_status opt_cost_per_example(opt_cost_perex *out, opt_cost_strategy s, opt_cos
     if ((unsigned)s >= OPT_COST_N_STRATEGIES || n < 0 || B < 0 || T < 1 || elem_bytes < 1 || n_groups < 1)
         return dp_error(DP_ERR_INVALID, "cost model: per-example buffers need a strategy, B >= 0, T >= 1, "
                                         "elem_bytes >= 1 and n_groups >= 1");
-    const double b = (double)B, t = (double)T, e = elem_bytes;
+    const opt_norm_strategy *ns = opt_norm_strategies[s];
+    const double b = (double)B, e = elem_bytes;
     double persistent = 0, transient = 0;
-    for (int i = 0; i < n; i++) {
-        const double pd = (double)lin[i].p * (double)lin[i].d, gram = 2 * t * t;
+    for (int i = 0; i < n; i++) { /* the strategy's buffers of each layer (its descriptor) */
         double tr = 0;
-        switch (s) {
-        case OPT_COST_GRAD_SAMPLE: persistent += b * pd * e; break;
-        case OPT_COST_GHOST: tr = b * gram * e; break;
-        case OPT_COST_BOOK_KEEPING: persistent += b * t * (double)lin[i].p * e; /* fall through */
-        case OPT_COST_MIXED_GHOST: tr = b * (opt_cost_mixed_ghost(&lin[i], T, rule) ? gram : pd) * e; break;
-        case OPT_COST_FUSED: tr = pd * e; break;
-        default: break;
-        }
+        ns->cost_layer(&persistent, &tr, b, T, lin[i].p, lin[i].d, e, rule);
         if (tr > transient) transient = tr;
     }
     out->persistent = persistent;

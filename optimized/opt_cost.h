@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "common/status.h"
+#include "optimized/strategy.h"
 
 /* A Llama-style decoder (grouped-query attention, SwiGLU MLP, RMSNorm). */
 typedef struct {
@@ -74,25 +75,20 @@ typedef struct {
 double opt_cost_llama_activations(const opt_cost_llama *m, const opt_cost_act *a, int64_t B, int64_t T);
 double opt_cost_llama_block_act_per_token(const opt_cost_llama *m, const opt_cost_act *a, int64_t T);
 
-/* ---- per-example buffers of each clipping strategy ---- */
-#define OPT_COST_STRATEGIES(X)                                                                                    \
-    X(OPT_COST_GRAD_SAMPLE, "grad-sample", "all per-example gradients [B, Psi_linear] at once")                  \
-    X(OPT_COST_GHOST, "ghost", "two T x T Gram matrices per example, one layer at a time")                       \
-    X(OPT_COST_MIXED_GHOST, "mixed-ghost", "per layer the cheaper of ghost and instantiation, one at a time")     \
-    X(OPT_COST_BOOK_KEEPING, "book-keeping", "output gradients G of every layer kept + mixed-ghost transient")    \
-    X(OPT_COST_FUSED, "fused", "one per-example [p, d] block at a time (FlashDP), norms only")
-typedef enum {
-#define OPT_COST_ENUM_(id, name, what) id,
-    OPT_COST_STRATEGIES(OPT_COST_ENUM_)
-#undef OPT_COST_ENUM_
-    OPT_COST_N_STRATEGIES
-} opt_cost_strategy;
+/* ---- per-example buffers of each clipping strategy ----
+ * The strategies are the engine's norm strategies (optimized/strategy.h
+ * OPT_NORM_STRATEGIES, one descriptor each, which carries its cost per layer): the ids
+ * OPT_COST_<ID> and the names are that list's, the mixed rule is the engine's. */
+typedef opt_strategy opt_cost_strategy;
+#define OPT_COST_N_STRATEGIES OPT_STRAT_COUNT
 const char *opt_cost_strategy_name(opt_cost_strategy s);
 const char *opt_cost_strategy_what(opt_cost_strategy s);
 int opt_cost_strategy_parse(opt_cost_strategy *out, const char *name); /* 0 unknown */
 
-typedef enum { OPT_COST_RULE_FLOP, OPT_COST_RULE_MEMORY } opt_cost_rule;
-/* Mixed-ghost choice for one layer: 1 = ghost (engine rules, docs/engine.md §4). */
+typedef opt_mixed_rule opt_cost_rule;
+#define OPT_COST_RULE_FLOP OPT_MIXED_FLOP
+#define OPT_COST_RULE_MEMORY OPT_MIXED_MEMORY
+/* Mixed-ghost choice for one layer: 1 = ghost (the engine's rule, opt_mixed_pick_ghost). */
 int opt_cost_mixed_ghost(const opt_cost_linear *l, int64_t T, opt_cost_rule rule);
 
 typedef struct {

@@ -57,10 +57,6 @@ dp_status opt_ls_init(opt_dpsgd *s) {
     s->ls_used = s->ls_S;
     s->ls_good = 0;
     s->ls_skipped = 0;
-    if (ls->mode != OPT_LS_NONE && (s->o.cp > 1 || s->o.cp_path))
-        return dp_error(DP_ERR_USAGE, "--loss-scale is not implemented under context parallelism (--cp, --cp-*)");
-    if ((s->hooks->ls_clip_unscaled || s->hooks->ls_no_unscale) && !(ls->mode == OPT_LS_STATIC && ls->S > 1))
-        return dp_error(DP_ERR_USAGE, "--inject-bug %s needs --loss-scale static:S with S > 1", opt_bug_names[s->o.bug]);
     /* S C and S gamma must stay finite in the backend's type (an inf threshold would turn
      * clipping off): the largest admissible S, also the dynamic scaler's ceiling */
     double big = s->cfg.clip_fn == DP_CLIPFN_AUTOMATIC ? s->cfg.gamma : 0;
@@ -74,8 +70,8 @@ dp_status opt_ls_init(opt_dpsgd *s) {
     return DP_OK;
 }
 
-double opt_ls_clip_scale(const opt_dpsgd *s) { return s->hooks->ls_clip_unscaled ? 1.0 : s->ls_used; }
-double opt_ls_export_scale(const opt_dpsgd *s) { return s->hooks->ls_clip_unscaled ? 1.0 : s->ls_used; }
+double opt_ls_clip_scale(const opt_dpsgd *s) { return s->hooks->clip_scale(s); }
+double opt_ls_export_scale(const opt_dpsgd *s) { return s->hooks->export_scale(s); }
 
 static dp_status dynamic_decide(int *skip, opt_dpsgd *s, const double *loss, const int *dropped, int64_t nl);
 
@@ -84,10 +80,9 @@ dp_status opt_ls_after_chunks(int *skip, opt_dpsgd *s, const double *loss, const
     s->ls_skipped = 0;
     if (s->o.ls.mode == OPT_LS_NONE) return DP_OK;
     if (s->o.ls.mode == OPT_LS_DYNAMIC) DP_TRY(dynamic_decide(skip, s, loss, dropped, nl));
-    /* step 5: the local clipped sums (flat's S part) / S, exact for a power of two */
-    if (s->ls_used != 1 && !s->hooks->ls_no_unscale)
-        DP_TRY(OPT_CALL(s->be, div_scalar, s->flat, s->flat, s->ls_used, s->zoff));
-    return DP_OK;
+    /* step 5: the local clipped sums (flat's S part) / S, exact for a power of two (the
+     * unscale seam of s->hooks) */
+    return s->hooks->unscale(s, s->flat, s->zoff);
 }
 
 static dp_status dynamic_decide(int *skip, opt_dpsgd *s, const double *loss, const int *dropped, int64_t nl) {

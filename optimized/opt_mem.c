@@ -32,14 +32,9 @@ double opt_mem_dpsgd(const dp_model_config *mc, const dp_dpsgd_config *c, const 
     const double bl = ceil(b / R), bc = ceil(bl / (double)c->micro_batches); /* local share, one chunk */
     double nlin, T;
     linear_layers(&nlin, &T, mc);
-    double strat; /* per-example elements of the strategy in one chunk */
-    switch (o->strategy) {
-    case OPT_STRAT_GRAD_SAMPLE: strat = P; break;                      /* instantiated gradients */
-    case OPT_STRAT_GHOST: strat = 2 * T * T * nlin; break;             /* Gram products */
-    case OPT_STRAT_MIXED_GHOST: strat = P + 2 * T * T * nlin; break;   /* either, per layer */
-    case OPT_STRAT_BOOK_KEEPING: strat = P + opt_mem_example(mc); break; /* instantiated layers, reweighted G */
-    default: strat = P / bc + 2 * T * T * nlin; break;                 /* fused: one block per layer */
-    }
+    /* per-example elements of the strategy in one chunk: its descriptor's */
+    const opt_mem_shape shape = {P, T, nlin, bc, opt_mem_example(mc)};
+    const double strat = opt_norm_strategies[o->strategy]->mem_per_example(&shape);
     /* backend (device) buffers in the dtype: weights, their gradients, [S | Z], private
      * gradient, two optimizer states; the chunk's activations, tape and strategy buffers */
     double dev = esize * (7 * P + bc * (opt_mem_example(mc) + strat + 8));

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "common/tensor.h"
-#include "optimized/engine.h"
+#include "optimized/backend.h"
 
 /* elements converted per download/upload: bounds the host scratch at 512 KiB (+128 KiB) */
 #define OPT_PREC_BLOCK 65536

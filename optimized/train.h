@@ -1,5 +1,5 @@
 /* optimized/train.h — pieces shared by the `dpcert train dpsgd|dpzo` commands
- * (optimized/train_cmd.c, optimized/dpzo.c). */
+ * (both in optimized/train_cmd.c). */
 #ifndef OPT_TRAIN_H
 #define OPT_TRAIN_H
 

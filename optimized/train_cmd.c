@@ -8,6 +8,7 @@
  * PMIX_RANK is set; a plain start is one rank without MPI). Rank 0 prints one line per
  * step and writes DIR/step-NNNNNN.safetensors with exactly the reference's tensor names. */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <mpi.h>
 #include <sched.h>
@@ -18,6 +19,7 @@
 
 #include "common/fsutil.h"
 #include "common/cli.h"
+#include "common/safetensors.h"
 #include "optimized/dpsgd.h"
 #include "optimized/dpzo.h"
 #include "optimized/ledger.h"
@@ -119,8 +121,7 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
                         algo_dpzo ? "none: dpzo" : opt_strategy_names[o->strategy]);
     o->mixed_rule = (opt_mixed_rule)k;
     DP_TRY(dp_parse_choice(&k, "--inject-bug", t->bug, opt_bug_names));
-    if (algo_dpzo && k != OPT_BUG_NONE && k != OPT_BUG_MASTER_HALF)
-        return dp_error(DP_ERR_USAGE, "--inject-bug %s applies to dpsgd only (dpzo: master-half)", t->bug);
+    if (algo_dpzo) DP_TRY(opt_dpzo_bug_check((opt_bug)k));
     if (t->seen_bug) {
         /* test-only switch that breaks DP (e.g. removes per-example clipping): refused in
          * production unless the test environment asks for it explicitly */
@@ -438,6 +439,114 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     return st;
 }
 
+/* ---------------------------------------------------------------- train dpzo */
+
+static dp_status run_dpzo(int argc, char **argv, int *help, int *use_mpi) {
+    dp_dpzo_cli z;
+    dp_dpzo_cli_init(&z);
+    opt_train_cli t;
+    opt_train_cli_init(&t);
+    dp_opt opts[DP_DPZO_NOPTS + OPT_TRAIN_NOPTS];
+    size_t nopts = 0;
+    DP_TRY(dp_dpzo_cli_add_opts(opts, &nopts, DP_DPZO_NOPTS, &z));
+    DP_TRY(opt_train_add_opts(opts, &nopts, sizeof opts / sizeof opts[0], &t));
+    DP_TRY(dp_opts_parse(opts, nopts, argc, argv, NULL, 0, NULL, help));
+    if (*help) {
+        printf("usage: dpcert train dpzo --impl optimized --backend host|cuda|plugin:PATH [--precision f64|f32|bf16|fp16]\n"
+               "       --model mlp|llama [model flags]\n"
+               "       (--dataset-size N | --data FILE) --q Q --steps K --clip C --sigma S [--noise gaussian|laplace]\n"
+               "       --phi PHI --lr LR [--n-spsa n] --seed SEED [--noise-key KEY] [--weight-decay WD] [--export DIR]\n"
+               "DP-ZO on the engine, data-parallel under mpirun (docs/engine.md): one line per step as\n"
+               "'dpcert reference dpzo'.\n\n");
+        dp_opts_print_help(opts, nopts);
+        return DP_OK;
+    }
+    opt_backend_config bc;
+    opt_dp_options eo;
+    DP_TRY(opt_train_parse(&bc, &eo, &t, 1));
+    dp_model_config cfg;
+    dp_dpzo_hparams hp;
+    DP_TRY(dp_dpzo_cli_finish(&cfg, &hp, &z, opt_dpzo_check));
+    opt_backend *be = NULL;
+    DP_TRY(opt_train_start(&be, &bc, &hp.key, use_mpi));
+    int rank = be->comm.rank;
+    dp_status agree = opt_train_agree(be, "dpzo", opts, nopts, &cfg);
+    /* memory pre-check (docs/memory.md); with --data again once N is known */
+    const double es = (double)opt_backend_esize(be);
+    if (agree == DP_OK)
+        agree = dp_model_cli_mem_check(&z.m, opt_mem_dpzo(&cfg, &hp, es, be->comm.size,
+                                                           z.m.seen_data ? 0 : (double)hp.n_data, t.seen_export), "the run");
+    if (agree != DP_OK) { opt_backend_destroy(be); return agree; }
+    if (rank == 0 && z.reveal_key && !z.seen_key) dp_cli_reveal_noise_key("train dpzo", hp.key.k);
+    dp_model m;
+    dp_dataset d;
+    memset(&m, 0, sizeof m); memset(&d, 0, sizeof d);
+    opt_dpzo s;
+    memset(&s, 0, sizeof s);
+    dp_dpzo_step_out out;
+    memset(&out, 0, sizeof out);
+    double **before = NULL;
+    dp_status st = dp_model_init(&m, &cfg, hp.seed);
+    if (st == DP_OK) st = dp_dpzo_cli_dataset(&d, &hp, &cfg, &z, opt_dpzo_check);
+    if (st == DP_OK && z.m.seen_data)
+        st = dp_model_cli_mem_check(&z.m, opt_mem_dpzo(&cfg, &hp, es, be->comm.size, (double)d.n, t.seen_export), "the run");
+    if (st == DP_OK && opt_prec_is_half(eo.prec)) st = opt_prec_check(be, &eo, &m); /* fp16 range at load */
+    if (st == DP_OK) st = opt_prec_check_data(&eo, &d, z.m.seen_data ? z.m.data : "the generated dataset");
+    if (st == DP_OK) st = opt_dpzo_init(&s, be, &hp, &m);
+    if (st == DP_OK) st = opt_dpzo_set_precision(&s, eo.prec, eo.bug);
+    if (st == DP_OK) st = dp_dpzo_step_out_alloc(&out, hp.n_data, hp.n_spsa);
+    if (st == DP_OK && t.seen_export) {
+        if (rank == 0) st = opt_make_dir(t.export_dir);
+        before = opt_f64_arrays_alloc(s.numel, s.nparams);
+        if (!before && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "out of memory");
+    }
+    char nranks[32], nthreads[32];
+    snprintf(nranks, sizeof nranks, "%d", be->comm.size);
+    snprintf(nthreads, sizeof nthreads, "%d", be->threads);
+    char arith[4600], arith_u[40], arith_u_in[40]; /* the declaration the run is judged under (docs/plugin-abi.md) */
+    opt_decl_meta(arith, sizeof arith, arith_u, arith_u_in, be);
+    const char *extra[] = {"impl", "optimized", "backend", be->name, "arithmetic", arith, "arith_u", arith_u,
+                           "arith_u_in", arith_u_in,
+                           "dtype", opt_prec_names[eo.prec], "ranks", nranks, "threads", nthreads, NULL};
+    if (st == DP_OK && rank == 0)
+        printf("dpzo (optimized, %s backend, %d rank%s): model %s, %" PRId64 " parameters, N=%" PRId64 ", q=%g, K=%" PRId64
+               ", C=%g, sigma=%g (%s), phi=%g, lr=%g, n-spsa=%d, seed=%" PRIu64 "\n",
+               be->name, be->comm.size, be->comm.size > 1 ? "s" : "", cfg.kind == DP_MLP ? "mlp" : "llama", m.total,
+               hp.n_data, hp.q, hp.steps, hp.clip, hp.sigma, dp_dpzo_mech_name(hp.mech), hp.phi, hp.lr, hp.n_spsa,
+               hp.seed.k);
+    for (int64_t step = 1; st == DP_OK && step <= hp.steps; step++) {
+        if (before)
+            for (int p = 0; p < s.nparams; p++) memcpy(before[p], s.theta[p], sizeof(double) * (size_t)s.numel[p]);
+        st = opt_dpzo_step(&out, &s, &d, step, t.seen_export);
+        if (st != DP_OK || rank != 0) continue;
+        if (before) {
+            /* the reference's tensors and hyperparameter keys, then "model" and the engine's keys */
+            dp_tensor_set ts;
+            st = dp_dpzo_export_set(&ts, &m, &hp, DP_DPZO_KEY_EXPORTED(&z), z.m.seen_data, before, s.theta, &out,
+                                   opt_dpzo_direction);
+            if (st == DP_OK) st = dp_tset_set_meta(&ts, "model", cfg.kind == DP_MLP ? "mlp" : "llama");
+            for (int k = 0; st == DP_OK && extra[k] && extra[k + 1]; k += 2)
+                st = dp_tset_set_meta(&ts, extra[k], extra[k + 1]);
+            if (st == DP_OK) st = dp_dpzo_export_write(t.export_dir, step, &ts);
+            dp_tset_free(&ts);
+        }
+        dp_dpzo_print_step(&out);
+        fflush(stdout);
+    }
+    if (st == DP_OK && rank == 0) {
+        char hex[65];
+        st = opt_theta_sha256(hex, s.theta, s.numel, s.nparams);
+        if (st == DP_OK) printf("theta_T sha256 %s (after %" PRId64 " steps)\n", hex, hp.steps);
+    }
+    opt_f64_arrays_free(before, s.nparams);
+    dp_dpzo_step_out_free(&out);
+    opt_dpzo_free(&s);
+    dp_dataset_free(&d);
+    dp_model_free(&m);
+    opt_backend_destroy(be);
+    return st;
+}
+
 int dp_cmd_train(int argc, char **argv) {
     if (argc < 1 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
         fprintf(argc < 1 ? stderr : stdout,
@@ -448,7 +557,7 @@ int dp_cmd_train(int argc, char **argv) {
     int help = 0, use_mpi = 0;
     dp_status st;
     if (strcmp(argv[0], "dpsgd") == 0) st = run_dpsgd(argc - 1, argv + 1, &help, &use_mpi);
-    else if (strcmp(argv[0], "dpzo") == 0) st = opt_dpzo_run_cmd(argc - 1, argv + 1, &help, &use_mpi);
+    else if (strcmp(argv[0], "dpzo") == 0) st = run_dpzo(argc - 1, argv + 1, &help, &use_mpi);
     else {
         fprintf(stderr, "dpcert train: unknown algorithm '%s' (expected dpsgd or dpzo)\n", argv[0]);
         return 2;

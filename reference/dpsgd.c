@@ -14,7 +14,7 @@
 #include <mpfr.h>
 
 #include "common/safetensors.h"
-#include "reference/dpzo.h" /* REF_DPZO_GAUSS_MAX: the largest |z| the Gaussian sampler returns */
+#include "common/rng.h" /* DP_RNG_GAUSS_MAX: the largest |z| the Gaussian sampler returns */
 
 /* ---------------------------------------------------------------- config */
 
@@ -243,7 +243,7 @@ dp_status ref_dpsgd_check_bounds(const ref_dpsgd_config *c, const ref_clip_group
     if (!isfinite(std))
         return dp_error(DP_ERR_INVALID, "--sigma %g times the clipping threshold C_total %g overflows: the noise std "
                         "sigma C_total is not finite", c->sigma, g->c_total);
-    const double zmax = std * REF_DPZO_GAUSS_MAX, qn = c->q * (double)c->n;
+    const double zmax = std * DP_RNG_GAUSS_MAX, qn = c->q * (double)c->n;
     const double gmax = ((double)c->n * g->c_total + zmax) / qn;
     if (!isfinite(zmax) || !isfinite(gmax))
         return dp_error(DP_ERR_INVALID, "--sigma %g, --clip (C_total %g), --q %g and N = %lld allow a private gradient "

@@ -79,7 +79,7 @@ void ref_clip_groups_free(ref_clip_groups *g);
 /* Bounds decidable from the options (docs/dpsgd.md "Non-finite training"), checked by
  * ref_dpsgd_init before any step: the noise std sigma C_total, the largest private
  * gradient element (N C_total + sigma C_total max|z|) / (q N) with max|z| the sampler's
- * REF_DPZO_GAUSS_MAX, and the first update lr * that / (1 - momentum) (sgd) or lr /
+ * DP_RNG_GAUSS_MAX (common/rng.h), and the first update lr * that / (1 - momentum) (sgd) or lr /
  * (1 - beta1) and its square (adamw) must be finite; else DP_ERR_INVALID naming the
  * options. A step whose private gradient is still non-finite, or that turns a finite
  * parameter element non-finite, fails with DP_ERR_INVALID naming the step and the

@@ -14,6 +14,25 @@
 #include "common/hash.h"
 #include "common/tensor.h"
 
+/* [nparams][numel] zeroed host arrays (the directions and perturbed parameters of a
+ * release, the exports' copies); NULL when out of memory. */
+double **ref_dpzo_arrays_alloc(const int64_t *numel, int nparams) {
+    double **a = dp_calloc((size_t)(nparams > 0 ? nparams : 1), sizeof *a);
+    if (!a) return NULL;
+    for (int p = 0; p < nparams; p++)
+        if (!(a[p] = dp_calloc((size_t)(numel[p] > 0 ? numel[p] : 1), sizeof(double)))) {
+            ref_dpzo_arrays_free(a, p);
+            return NULL;
+        }
+    return a;
+}
+
+void ref_dpzo_arrays_free(double **a, int nparams) {
+    if (!a) return;
+    for (int p = 0; p < nparams; p++) free(a[p]);
+    free(a);
+}
+
 dp_status ref_dpzo_check(const ref_dpzo_hparams *hp) {
     if (hp->n_data < 1) return dp_error(DP_ERR_INVALID, "--dataset-size must be >= 1 (got %" PRId64 ")", hp->n_data);
     DP_TRY(dp_check_range("--q", hp->q, 0.0, 0, 1.0, 1));

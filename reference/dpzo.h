@@ -83,7 +83,7 @@ double ref_dpzo_clip(double d, double c);
 /* Largest |x| the samplers can return (docs/rng.md): Laplace 52 ln 2, Gaussian
  * sqrt(-2 ln 2^-53) = sqrt(106 ln 2) (Box-Muller radius at u1 = 2^-53). */
 #define REF_DPZO_LAPLACE_MAX 36.04365338911715
-#define REF_DPZO_GAUSS_MAX 8.571674348652905
+#define REF_DPZO_GAUSS_MAX DP_RNG_GAUSS_MAX /* common/rng.h */
 /* Worst-case |s_j| over every batch and noise draw: (N C + max|Z_j|) / ((q N) 2 phi). */
 double ref_dpzo_scalar_bound(const ref_dpzo_hparams *hp);
 /* delta of the implemented (truncated) Laplace sampler per step (docs/dpzo.md):

@@ -36,23 +36,6 @@ static dp_status make_dir(const char *dir) {
     return dp_mkdir_p("--export", dir);
 }
 
-double **ref_dpzo_arrays_alloc(const int64_t *numel, int nparams) {
-    double **a = dp_calloc((size_t)(nparams > 0 ? nparams : 1), sizeof *a);
-    if (!a) return NULL;
-    for (int p = 0; p < nparams; p++)
-        if (!(a[p] = dp_calloc((size_t)(numel[p] > 0 ? numel[p] : 1), sizeof(double)))) {
-            ref_dpzo_arrays_free(a, p);
-            return NULL;
-        }
-    return a;
-}
-
-void ref_dpzo_arrays_free(double **a, int nparams) {
-    if (!a) return;
-    for (int p = 0; p < nparams; p++) free(a[p]);
-    free(a);
-}
-
 static double max_abs_diff_inplace(const ref_dpzo_inplace *ip, double *const *theta) {
     double m = 0.0;
     for (int p = 0; p < ip->nparams; p++)

@@ -68,7 +68,7 @@ static int bench_dpzo(const opt_prec *precs, const dp_model *m, const dp_dataset
         opt_backend_config bc = {.name = "host", .dtype = opt_prec_backend_dtype(precs[i]), .threads = 1, .use_mpi = 0};
         st = opt_backend_create(&be[i], &bc);
         if (st == DP_OK) st = opt_dpzo_init(&s[i], be[i], &hp, m);
-        if (st == DP_OK) st = opt_dpzo_set_precision(&s[i], precs[i], 0);
+        if (st == DP_OK) st = opt_dpzo_set_precision(&s[i], precs[i], OPT_BUG_NONE);
     }
     for (int64_t k = 1; st == DP_OK && k <= WARM + REPS; k++)
         for (int i = 0; st == DP_OK && i < NPREC; i++) {

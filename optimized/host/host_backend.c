@@ -482,6 +482,48 @@ static void host_destroy(void *ctx) {
     free(hc);
 }
 
+/* ---- the operation table, generated from OPT_BACKEND_OPS (optimized/backend.h) ----
+ * Every operation of the list is the function <name>_f64 / <name>_f32: the kernels of
+ * host_kern.h and host_kern_ring.h (K(name)), and the operations below that do not depend
+ * on the dtype under both names. An operation added to the list without a host
+ * implementation is a compile error here, never a NULL entry. */
+#define HOST_ANY_DTYPE_(name, fn) \
+    static __typeof__(&fn) const name##_f64 = fn;  \
+    static __typeof__(&fn) const name##_f32 = fn;
+HOST_ANY_DTYPE_(alloc, host_alloc)
+HOST_ANY_DTYPE_(free, host_free)
+HOST_ANY_DTYPE_(to_device, host_identity_xfer)
+HOST_ANY_DTYPE_(to_host, host_identity_xfer)
+HOST_ANY_DTYPE_(copy, host_copy)
+HOST_ANY_DTYPE_(zero, host_zero)
+HOST_ANY_DTYPE_(allreduce_sum, host_allreduce)
+HOST_ANY_DTYPE_(reduce_scatter_sum, host_reduce_scatter)
+HOST_ANY_DTYPE_(allgather, host_allgather)
+HOST_ANY_DTYPE_(alltoall, host_alltoall)
+HOST_ANY_DTYPE_(broadcast, host_broadcast)
+HOST_ANY_DTYPE_(send, host_send)
+HOST_ANY_DTYPE_(recv, host_recv)
+HOST_ANY_DTYPE_(wait, host_wait)
+HOST_ANY_DTYPE_(allgatherv_bytes, host_allgatherv_bytes)
+HOST_ANY_DTYPE_(barrier, host_barrier)
+HOST_ANY_DTYPE_(group_split, host_group_split)
+HOST_ANY_DTYPE_(group_free, host_group_free)
+HOST_ANY_DTYPE_(comm_stats, host_comm_stats)
+HOST_ANY_DTYPE_(set_collective_timeout, host_set_timeout)
+#undef HOST_ANY_DTYPE_
+
+static void host_fill_ops_f64(opt_backend_ops *o) {
+#define HOST_OP_(ID, name, ret, args) o->name = name##_f64;
+    OPT_BACKEND_OPS(HOST_OP_)
+#undef HOST_OP_
+}
+
+static void host_fill_ops_f32(opt_backend_ops *o) {
+#define HOST_OP_(ID, name, ret, args) o->name = name##_f32;
+    OPT_BACKEND_OPS(HOST_OP_)
+#undef HOST_OP_
+}
+
 dp_status opt_backend_host_create(opt_backend *be, const opt_backend_config *cfg) {
     host_keep_heap();
     host_ctx *hc = calloc(1, sizeof *hc);
@@ -512,16 +554,7 @@ dp_status opt_backend_host_create(opt_backend *be, const opt_backend_config *cfg
     be->comm.rank = hc->rank;
     be->comm.size = hc->size;
     be->ctx = hc;
-    opt_backend_ops *o = &be->ops;
-    o->alloc = host_alloc; o->free = host_free; o->to_device = host_identity_xfer; o->to_host = host_identity_xfer;
-    o->copy = host_copy; o->zero = host_zero;
-    if (cfg->dtype == DP_F64) fill_ops_f64(o); else fill_ops_f32(o);
-    if (cfg->dtype == DP_F64) fill_ring_ops_f64(o); else fill_ring_ops_f32(o);
-    o->allreduce_sum = host_allreduce; o->reduce_scatter_sum = host_reduce_scatter; o->allgather = host_allgather;
-    o->alltoall = host_alltoall; o->broadcast = host_broadcast; o->send = host_send; o->recv = host_recv;
-    o->wait = host_wait; o->allgatherv_bytes = host_allgatherv_bytes; o->barrier = host_barrier;
-    o->group_split = host_group_split; o->group_free = host_group_free; o->comm_stats = host_comm_stats;
-    o->set_collective_timeout = host_set_timeout;
-    o->destroy = host_destroy;
+    if (cfg->dtype == DP_F64) host_fill_ops_f64(&be->ops); else host_fill_ops_f32(&be->ops);
+    be->ops.destroy = host_destroy;
     return DP_OK;
 }

@@ -559,17 +559,3 @@ static dp_status K(download_f64)(void *ctx, double *dst, const void *src_, int64
     for (int64_t i = 0; i < n; i++) dst[i] = (double)src[i];
     return DP_OK;
 }
-
-static void K(fill_ops)(opt_backend_ops *o) {
-    o->upload_f64 = K(upload_f64); o->download_f64 = K(download_f64);
-    o->gemm = K(gemm); o->add_bias = K(add_bias); o->sum_rows = K(sum_rows); o->axpby = K(axpby); o->add = K(add); o->div_scalar = K(div_scalar);
-    o->tanh_fwd = K(tanh_fwd); o->tanh_bwd = K(tanh_bwd); o->silu_fwd = K(silu_fwd); o->silu_bwd = K(silu_bwd);
-    o->swiglu_fwd = K(swiglu_fwd); o->swiglu_bwd = K(swiglu_bwd);
-    o->rmsnorm_fwd = K(rmsnorm_fwd); o->rmsnorm_bwd = K(rmsnorm_bwd);
-    o->rope_fwd = K(rope_fwd); o->rope_bwd = K(rope_bwd); o->attn_fwd = K(attn_fwd); o->attn_bwd = K(attn_bwd);
-    o->xent_fwd = K(xent_fwd); o->xent_bwd = K(xent_bwd); o->embed_fwd = K(embed_fwd); o->embed_bwd = K(embed_bwd);
-    o->sqnorm_rows = K(sqnorm_rows); o->ghost_sqnorm = K(ghost_sqnorm); o->clip_factors = K(clip_factors);
-    o->mul = K(mul); o->clip_accum = K(clip_accum); o->bk_gemm = K(bk_gemm);
-    o->fused_clip_accum = K(fused_clip_accum); o->fused_sqnorm = K(fused_sqnorm); o->noise_add = K(noise_add);
-    o->sgd_momentum = K(sgd_momentum); o->adamw = K(adamw);
-}

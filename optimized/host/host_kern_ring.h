@@ -121,10 +121,3 @@ static dp_status K(attn_block_bwd)(void *ctx, void *dq, void *dk, void *dv, cons
     host_parallel(ctx, K(ablk_bwd_bh), &a, B * H, Tq * Tk * hd);
     return DP_OK;
 }
-
-static void K(fill_ring_ops)(opt_backend_ops *o) {
-    o->rope_at = K(rope_at);
-    o->attn_block_fwd = K(attn_block_fwd);
-    o->attn_block_finish = K(attn_block_finish);
-    o->attn_block_bwd = K(attn_block_bwd);
-}

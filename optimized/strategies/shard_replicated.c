@@ -1,5 +1,5 @@
 /* optimized/strategies/shard_replicated.c — plain data parallelism: every rank holds the
- * whole model and optimizer state; one all-reduce of [S | Z] (docs/engine.md
+ * layout's whole vector and optimizer state; one all-reduce of [S | Z] (docs/engine.md
  * "Data-parallel ranks", noise modes single and shares). zero1 reduces the same way. */
 #include <math.h>
 
@@ -13,7 +13,7 @@ dp_status opt_shard_replicated_reduce(opt_dpsgd *s, int64_t step) {
     const int shares = s->o.noise_mode == OPT_NOISE_SHARES;
     /* single: rank 0 draws the reference's noise of every position, the others add zeros;
      * shares: no rank draws the reference's lanes (unless a test-only hook widens it) */
-    int64_t lo = 0, hi = !shares && rank == 0 ? s->total : 0;
+    int64_t lo = 0, hi = !shares && rank == 0 ? s->nvec : 0;
     s->hooks->noise_span(s, &lo, &hi);
     dp_status st = opt_shard_noise(s, step, lo, hi);
     if (st == DP_OK && shares && hi <= lo) {
@@ -22,15 +22,17 @@ dp_status opt_shard_replicated_reduce(opt_dpsgd *s, int64_t step) {
         double std = s->cfg.sigma * s->groups.c_total / sqrt((double)R);
         for (int p = 0; st == DP_OK && p < s->om.np && s->cfg.sigma > 0; p++) {
             uint32_t lane = (uint32_t)p | ((uint32_t)(rank + 1) << 16);
-            st = OPT_CALL(be, noise_add, opt_dev_at(s, s->flat, s->zoff + s->off[p]), s->cfg.key, (uint32_t)step, lane,
-                          std, 0, s->om.numel[p]);
+            int64_t u, e, n;
+            for (int64_t k = 0; st == DP_OK && s->layout->run(s, p, 0, s->vlen[p], k, &u, &e, &n); k++)
+                st = OPT_CALL(be, noise_add, opt_dev_at(s, s->flat, s->zoff + s->voff[p] + u), s->cfg.key, (uint32_t)step,
+                              lane, std, (uint64_t)e, n);
         }
     }
     if (st != DP_OK) return st;
-    if (s->zoff == s->total) /* [S | Z] contiguous: one all-reduce */
-        return OPT_CALL(be, allreduce_sum, s->par.dp_group, s->flat, 2 * s->total, NULL);
-    DP_TRY(OPT_CALL(be, allreduce_sum, s->par.dp_group, s->flat, s->total, NULL));
-    return OPT_CALL(be, allreduce_sum, s->par.dp_group, opt_dev_at(s, s->flat, s->zoff), s->total, NULL);
+    if (s->zoff == s->nvec) /* [S | Z] contiguous: one all-reduce */
+        return OPT_CALL(be, allreduce_sum, s->par.dp_group, s->flat, 2 * s->nvec, NULL);
+    DP_TRY(OPT_CALL(be, allreduce_sum, s->par.dp_group, s->flat, s->nvec, NULL));
+    return OPT_CALL(be, allreduce_sum, s->par.dp_group, opt_dev_at(s, s->flat, s->zoff), s->nvec, NULL);
 }
 
 const opt_shard_strategy opt_shard_replicated = {"replicated", 0, 0, opt_shard_replicated_reduce,

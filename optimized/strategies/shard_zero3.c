@@ -1,12 +1,15 @@
 /* optimized/strategies/shard_zero3.c — DP-ZeRO stage 3 (docs/zero.md): also parameters.
- * Partitions are per tensor: tensor p of n_p elements is cut into N chunks of
+ * Partitions are per segment of the layout's vector (optimized/shard.h opt_layout; the
+ * full layout: per tensor): segment p of n_p = vlen[p] elements is cut into N chunks of
  * c_p = ceil(n_p / N); DP rank r holds elements [r c_p, min((r + 1) c_p, n_p)) of every
- * tensor, packed in parameter order ("packed" layout, C = sum_p c_p elements per rank).
- * A tensor is gathered by one equal-count all-gather of c_p elements (rank order = tensor
- * order), just before the layer that uses it, and released right after; the batched
- * passes prefetch the next layer's gather (optimized/engine.c, opt_params_use).
+ * segment, packed in parameter order ("packed" layout, C = sum_p c_p elements per rank).
+ * A segment is gathered by one equal-count all-gather of c_p elements over the DP group
+ * (rank order = segment order), just before the layer that uses it, and the layout makes
+ * the tensor of it (full: the segment is the tensor; CP: the CP slices all-gathered over
+ * the CP group, docs/longshield.md section 5); it is released right after. The batched
+ * passes prefetch the next layer's DP gather (optimized/engine.c, opt_params_use).
  * The clipped sums are packed and reduce-scattered (rank-order sums, as zero2); the noise
- * of the partition is drawn at the global (p, e) positions. */
+ * of the partition is drawn at the global (p, e) positions (the layout's runs). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +20,8 @@ typedef struct {
     opt_dpsgd *s;
     int64_t *c, *poff, *own; /* per tensor: chunk, offset in the packed layout, elements this rank holds */
     void *wshard;            /* [C] this rank's parameters (packed) */
-    void *wprev;             /* [C] the previous step's, read by gathers under the stale-params bug */
+    void *wsrc;              /* [C] what the per-layer gathers read: wshard (the gather-source seam of
+                                s->hooks; a test-only bug reads a copy taken before each update) */
     void **buf;              /* per tensor: gathered [N c_p], or NULL */
     opt_async **pending;     /* per tensor: a started gather */
     opt_param_fetch fetch;
@@ -35,7 +39,7 @@ static dp_status z3_acquire(void *ctx, opt_model *om, int p, int prefetch) {
     opt_backend *be = s->be;
     if (!z->buf[p]) {
         DP_TRY(opt_mem_alloc(be, &z->buf[p], opt_backend_esize(be) * (size_t)(z->c[p] * s->par.dp), OPT_MEM_GATHERED));
-        const void *src = opt_dev_at(s, s->hooks->skip_param_sync ? z->wprev : z->wshard, z->poff[p]);
+        const void *src = opt_dev_at(s, z->wsrc, z->poff[p]);
         DP_TRY(OPT_CALL(be, allgather, s->par.dp_group, z->buf[p], src, z->c[p], prefetch ? &z->pending[p] : NULL));
     }
     if (prefetch) return DP_OK;
@@ -44,8 +48,7 @@ static dp_status z3_acquire(void *ctx, opt_model *om, int p, int prefetch) {
         z->pending[p] = NULL;
         DP_TRY(OPT_CALL(be, wait, a));
     }
-    om->w[p] = z->buf[p];
-    return DP_OK;
+    return s->layout->assemble(s, p, z->buf[p], &om->w[p]);
 }
 
 static dp_status z3_release(void *ctx, opt_model *om, int p) {
@@ -56,6 +59,7 @@ static dp_status z3_release(void *ctx, opt_model *om, int p) {
         z->pending[p] = NULL;
         DP_TRY(OPT_CALL(be, wait, a));
     }
+    if (om->w[p]) z->s->layout->disassemble(z->s, p, z->buf[p], om->w[p]);
     opt_mem_free(be, z->buf[p]);
     z->buf[p] = NULL;
     om->w[p] = NULL;
@@ -67,8 +71,8 @@ static void z3_teardown(opt_dpsgd *s) {
     if (!z) return;
     for (int p = 0; z->buf && p < s->om.np; p++)
         if (z->buf[p] || z->pending[p]) (void)z3_release(z, &s->om, p);
+    if (z->wsrc != z->wshard) opt_mem_free(s->be, z->wsrc);
     opt_mem_free(s->be, z->wshard);
-    opt_mem_free(s->be, z->wprev);
     s->om.fetch = NULL;
     free(z->c); free(z->poff); free(z->own); free(z->buf); free(z->pending);
     free(z);
@@ -81,9 +85,10 @@ static dp_status z3_setup(opt_dpsgd *s) {
     const int N = s->par.dp, r = s->par.dp_rank, np = om->np;
     size_t es = opt_backend_esize(be);
     for (int p = 0; p < np; p++)
-        if (om->numel[p] < N)
-            return dp_error(DP_ERR_USAGE, "--sharding zero3 --dp %d: tensor '%s' has %lld elements, fewer than the %d "
-                            "shards", N, om->name[p], (long long)om->numel[p], N);
+        if (s->vlen[p] < N)
+            return dp_error(DP_ERR_USAGE, "--sharding zero3 --dp %d: tensor '%s' has %lld elements%s, fewer than the %d "
+                            "shards", N, om->name[p], (long long)s->vlen[p], s->vlen[p] < om->numel[p] ? " in a CP slice" : "",
+                            N);
     z3_state *z = calloc(1, sizeof *z);
     if (!z) return dp_error(DP_ERR_NOMEM, "zero3: out of memory");
     s->shard_state = z;
@@ -94,22 +99,25 @@ static dp_status z3_setup(opt_dpsgd *s) {
     if (!z->c || !z->poff || !z->own || !z->buf || !z->pending) { z3_teardown(s); return dp_error(DP_ERR_NOMEM, "zero3: out of memory"); }
     int64_t C = 0;
     for (int p = 0; p < np; p++) {
-        z->c[p] = (om->numel[p] + N - 1) / N;
-        z->own[p] = piece(om->numel[p], z->c[p], r);
+        z->c[p] = (s->vlen[p] + N - 1) / N;
+        z->own[p] = piece(s->vlen[p], z->c[p], r);
         z->poff[p] = C;
         C += z->c[p];
     }
     s->chunk = C;
     s->lo = s->hi = 0; /* no range partition */
-    s->zoff = s->total;
+    s->zoff = s->nvec;
     s->zlo = 0;
     dp_status st = opt_mem_alloc(be, &z->wshard, es * (size_t)C, OPT_MEM_PARAMS);
-    if (st == DP_OK && s->hooks->skip_param_sync) st = opt_mem_alloc(be, &z->wprev, es * (size_t)C, OPT_MEM_GATHERED);
-    /* keep this rank's chunks, drop the full tensors */
-    for (int p = 0; st == DP_OK && p < np; p++)
-        st = OPT_CALL(be, copy, opt_dev_at(s, z->wshard, z->poff[p]), opt_dev_at(s, om->w[p], z->c[p] * r),
-                      es * (size_t)z->own[p]);
-    if (st == DP_OK && z->wprev) st = OPT_CALL(be, copy, z->wprev, z->wshard, es * (size_t)C);
+    /* keep this rank's chunks (the layout's runs of them), drop the full tensors */
+    for (int p = 0; st == DP_OK && p < np; p++) {
+        const int64_t x0 = z->c[p] * r;
+        int64_t u, e, n;
+        for (int64_t k = 0; st == DP_OK && z->own[p] && s->layout->run(s, p, x0, x0 + z->own[p], k, &u, &e, &n); k++)
+            st = OPT_CALL(be, copy, opt_dev_at(s, z->wshard, z->poff[p] + u - x0), opt_dev_at(s, om->w[p], e),
+                          es * (size_t)n);
+    }
+    if (st == DP_OK) st = s->hooks->gather_source(s, &z->wsrc, z->wshard, C);
     for (int p = 0; st == DP_OK && p < np; p++) { opt_mem_free(be, om->w[p]); om->w[p] = NULL; }
     if (st == DP_OK) st = opt_master_setup_packed(s, z->wshard, C); /* mixed precision: f32 master of the partition */
     if (st != DP_OK) { z3_teardown(s); return st; }
@@ -129,7 +137,7 @@ static dp_status z3_reduce(opt_dpsgd *s, int64_t step) {
     for (int p = 0; st == DP_OK && p < om->np; p++)
         for (int q = 0; st == DP_OK && q < N; q++)
             st = OPT_CALL(be, copy, opt_dev_at(s, packed, q * s->chunk + z->poff[p]),
-                          opt_dev_at(s, s->flat, s->off[p] + z->c[p] * q), es * (size_t)piece(om->numel[p], z->c[p], q));
+                          opt_dev_at(s, s->flat, s->voff[p] + z->c[p] * q), es * (size_t)piece(s->vlen[p], z->c[p], q));
     /* my packed partition of S = sum over ranks in rank order, into flat[0, C) */
     if (st == DP_OK) st = OPT_CALL(be, reduce_scatter_sum, s->par.dp_group, s->flat, packed, s->chunk, NULL);
     opt_mem_free(be, packed);
@@ -137,7 +145,7 @@ static dp_status z3_reduce(opt_dpsgd *s, int64_t step) {
     double std = s->cfg.sigma * s->groups.c_total;
     void *Z = opt_dev_at(s, s->flat, s->zoff);
     for (int p = 0; st == DP_OK && s->cfg.sigma > 0 && p < om->np; p++) {
-        int64_t lo = s->off[p] + z->c[p] * r;
+        int64_t lo = s->voff[p] + z->c[p] * r;
         if (z->own[p]) st = s->hooks->noise(s, Z, lo - z->poff[p], step, lo, lo + z->own[p], std);
     }
     return st;
@@ -150,7 +158,7 @@ static dp_status z3_update(opt_dpsgd *s, double div) {
     const int64_t C = s->chunk;
     DP_TRY(OPT_CALL(be, add, s->pgrad, s->flat, opt_dev_at(s, s->flat, s->zoff), C));
     DP_TRY(OPT_CALL(be, div_scalar, s->pgrad, s->pgrad, div, C));
-    if (z->wprev) DP_TRY(OPT_CALL(be, copy, z->wprev, z->wshard, opt_backend_esize(be) * (size_t)C)); /* BUG (test-only) */
+    DP_TRY(s->hooks->gather_source_update(s, z->wsrc, z->wshard, C));
     /* elementwise over the packed partition (padding stays 0: zero gradient, zero state) */
     /* mixed precision: the optimizer runs on the f32 master partition, the half partition
      * is re-derived from it */
@@ -167,17 +175,20 @@ static dp_status z3_gather(opt_dpsgd *s, double *host, const void *dev) {
     opt_backend *be = s->be;
     const int N = s->par.dp;
     void *recv = NULL;
-    double *h = malloc(sizeof(double) * (size_t)(s->chunk * N + 1));
-    dp_status st = h ? opt_mem_alloc(be, &recv, opt_backend_esize(be) * (size_t)(s->chunk * N), OPT_MEM_COMM)
-                     : dp_error(DP_ERR_NOMEM, "zero3: out of memory");
+    double *h = malloc(sizeof(double) * (size_t)(s->chunk * N + 1)), *hv = calloc((size_t)s->nvec + 1, sizeof(double));
+    dp_status st = h && hv ? opt_mem_alloc(be, &recv, opt_backend_esize(be) * (size_t)(s->chunk * N), OPT_MEM_COMM)
+                           : dp_error(DP_ERR_NOMEM, "zero3: out of memory");
     if (st == DP_OK) st = OPT_CALL(be, allgather, s->par.dp_group, recv, dev, s->chunk, NULL);
     if (st == DP_OK) st = OPT_CALL(be, download_f64, h, recv, s->chunk * N);
+    /* hv [nvec]: the vector of this rank's layout, then its tensors (CP: the CP group's slices) */
     for (int p = 0; st == DP_OK && p < s->om.np; p++)
         for (int q = 0; q < N; q++)
-            memcpy(host + s->off[p] + z->c[p] * q, h + q * s->chunk + z->poff[p],
-                   sizeof(double) * (size_t)piece(s->om.numel[p], z->c[p], q));
+            memcpy(hv + s->voff[p] + z->c[p] * q, h + q * s->chunk + z->poff[p],
+                   sizeof(double) * (size_t)piece(s->vlen[p], z->c[p], q));
     opt_mem_free(be, recv);
+    if (st == DP_OK) st = s->layout->vec_to_host(s, host, hv);
     free(h);
+    free(hv);
     return st;
 }
 

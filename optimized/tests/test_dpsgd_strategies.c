@@ -1,6 +1,7 @@
 /* optimized/tests/test_dpsgd_strategies.c — every strategy, clipping style and clip
  * function of the engine against the exact reference (ref_dpsgd_step), in process, on
- * the mlp, the llama and the tied llama, with micro-batches and an empty batch.
+ * the mlp, the llama and the tied llama, with micro-batches and an empty batch; the llamas
+ * also under the CP layout (one-rank CP group: the CP norm source and state layout).
  *
  * Compared per step: batch indices (exact), per-example losses, norms, group norms,
  * clip factors, per-sample gradients, clipped sums, noise (exact: same Philox element,
@@ -27,6 +28,10 @@
  * [X, 0, ...] and the weights make its gradient rows (X, -X): X = 1e300 (squares
  * overflow, finite norm X sqrt 2) and X = 1.5e308 (norm > DBL_MAX: inf, c = 0). */
 static int g_craft = 0;
+/* Context parallelism in one process (docs/longshield.md: --cp 1 with a --cp-* option runs
+ * the CP layout and the CP norm source on a one-rank CP group): 0 off; 1 all-gather
+ * attention, input-stationary; 2 ring attention, output-stationary. */
+static int g_cp = 0;
 
 static void craft(ref_model *m, ref_dataset *d) {
     if (g_craft == 1 && d->kind == REF_MLP) d->x[3 * d->in] = NAN;
@@ -124,7 +129,8 @@ static int run_case(const model_case *mcase, ref_clip_style style, const char *g
     opt_backend_config bc = {"host", DP_F64, threads, 0};
     opt_backend *be = NULL;
     T_OK(opt_backend_create(&be, &bc));
-    opt_dp_options oo = {.strategy = strat, .mixed_rule = OPT_MIXED_FLOP, .noise_mode = OPT_NOISE_SINGLE, .bug = bug, .keep_per_sample = 1};
+    opt_dp_options oo = {.strategy = strat, .mixed_rule = OPT_MIXED_FLOP, .noise_mode = OPT_NOISE_SINGLE, .bug = bug, .keep_per_sample = 1,
+                         .cp = 1, .cp_path = g_cp > 0, .cp_ring = g_cp == 2, .cp_output = g_cp == 2};
     opt_dpsgd os;
     T_OK(opt_dpsgd_init(&os, be, &c, &oo, &m));
     ref_dpsgd_step_out ro, oo_;
@@ -237,6 +243,26 @@ int main(void) {
                         }
             }
     }
+
+    /* the same pipeline under the CP layout and norm source (one-rank CP group, both
+     * attentions and patterns): every strategy and clipping style on the llamas, and a
+     * NaN example (dropped: an exact 0) */
+    for (int mi = 1; mi < 3; mi++)
+        for (int si = 0; si < 4; si++)
+            for (int k = 0; k < OPT_STRAT_COUNT; k++) {
+                const char *spec = styles[si].grp ? group_spec[mi] : styles[si].spec;
+                worst_t w;
+                g_cp = 1 + (k + si) % 2;
+                g_craft = mi == 1 && si < 2; /* (the tied model's NaN row reaches every example) */
+                int ok = run_case(&models[mi], styles[si].st, spec, (ref_clip_fn)(si % 2), (opt_strategy)k, 1 + (k % 2),
+                                  1, OPT_BUG_NONE, seed + 7, 0.4, 2, si % 2 ? REF_OPT_ADAMW : REF_OPT_SGD, &w);
+                T_CHECK(ok, "CP layout (%s) %s %s%s%s %s%s: worst %s at %.3g of its tolerance",
+                        g_cp == 1 ? "allgather, input" : "ring, output", models[mi].name,
+                        si == 0 ? "flat" : si == 3 ? "group" : "per-layer", spec[0] ? ":" : "", spec,
+                        opt_strategy_names[k], g_craft ? ", NaN example" : "", w.what, w.frac);
+                g_cp = 0;
+                g_craft = 0;
+            }
 
     /* negative controls: each injected bug must be caught by the same comparison */
     for (int bug = OPT_BUG_CLIP_AFTER_SUM; bug <= OPT_BUG_REALIZED_DIVISOR; bug++) {

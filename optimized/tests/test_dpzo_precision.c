@@ -108,7 +108,7 @@ static double **run(opt_prec p, int master_half, int threads, int64_t **numel, i
     T_OK(opt_backend_create(&be, &bc));
     opt_dpzo s;
     T_OK(opt_dpzo_init(&s, be, &hp, &m));
-    T_OK(opt_dpzo_set_precision(&s, p, master_half));
+    T_OK(opt_dpzo_set_precision(&s, p, master_half ? OPT_BUG_MASTER_HALF : OPT_BUG_NONE));
     dp_dpzo_step_out out;
     memset(&out, 0, sizeof out);
     T_OK(dp_dpzo_step_out_alloc(&out, hp.n_data, hp.n_spsa));
@@ -163,7 +163,7 @@ static void check_bad(void) {
     T_OK(opt_backend_create(&be, &bc));
     opt_dpzo s;
     T_OK(opt_dpzo_init(&s, be, &hp, &m));
-    T_CHECK(opt_dpzo_set_precision(&s, OPT_PREC_F32, 1) == DP_ERR_USAGE && strstr(dp_last_error(), "master-half"),
+    T_CHECK(opt_dpzo_set_precision(&s, OPT_PREC_F32, OPT_BUG_MASTER_HALF) == DP_ERR_USAGE && strstr(dp_last_error(), "master-half"),
             "master-half at f32 not refused: %s", dp_last_error());
     opt_dpzo_free(&s);
     opt_backend_destroy(be);

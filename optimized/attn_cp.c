@@ -1,7 +1,9 @@
-/* optimized/engine_cp.c — the sequence-sharded pieces of the llama under context
- * parallelism (docs/longshield.md): the shard of a CP rank, and causal attention across
- * the shards by all-gather (--cp-attention allgather). Every other per-position part of
- * the model runs on the rank's rows in engine.c unchanged. */
+/* optimized/attn_cp.c — the sequence-sharded pieces of the llama under context
+ * parallelism (docs/longshield.md): the shard of a CP rank, the all-gather of rows over
+ * the CP group, and causal attention across the shards by all-gather
+ * (opt_attn_cp_allgather, --cp-attention allgather; the seam of optimized/engine.h).
+ * Every other per-position part of the model runs on the rank's rows in engine.c
+ * unchanged. */
 #include "optimized/engine.h"
 #include "optimized/ledger.h"
 
@@ -45,9 +47,15 @@ static dp_status local_rows(void *local, const void *full, const opt_model *om, 
     return DP_OK;
 }
 
-dp_status opt_cp_attn_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, void **probs, const opt_model *om,
-                          int64_t B) {
-    if (om->cp->ring) return opt_cp_ring_fwd(ar, y, q, k, v, probs, om, B);
+/* nothing is reserved with the layer's activations: fwd allocates the whole sequence's */
+static dp_status allgather_alloc(opt_arena *ar, void **probs, const opt_model *om, int64_t B) {
+    (void)ar; (void)om; (void)B;
+    *probs = NULL;
+    return DP_OK;
+}
+
+static dp_status allgather_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, void **probs, const opt_model *om,
+                               int64_t B) {
     opt_backend *be = om->be;
     const dp_model_config *c = &om->cfg;
     const int64_t D = c->dim, H = c->heads, hd = D / H, T = om->cp->T;
@@ -70,9 +78,9 @@ dp_status opt_cp_attn_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, 
     return DP_OK;
 }
 
-dp_status opt_cp_attn_bwd(opt_arena *ar, void *dq, void *dk, void *dv, const void *dy, const void *q, const void *k,
-                          const void *v, const void *probs, const void *y, const opt_model *om, int64_t B) {
-    if (om->cp->ring) return opt_cp_ring_bwd(ar, dq, dk, dv, dy, q, k, v, probs, y, om, B);
+static dp_status allgather_bwd(opt_arena *ar, void *dq, void *dk, void *dv, const void *dy, const void *q, const void *k,
+                               const void *v, const void *probs, const void *y, const opt_model *om, int64_t B) {
+    (void)y;
     opt_backend *be = om->be;
     const dp_model_config *c = &om->cfg;
     const int64_t D = c->dim, H = c->heads, hd = D / H, T = om->cp->T;
@@ -92,3 +100,5 @@ dp_status opt_cp_attn_bwd(opt_arena *ar, void *dq, void *dk, void *dv, const voi
     DP_TRY(local_rows(dk, dkf, om, B, D));
     return local_rows(dv, dvf, om, B, D);
 }
+
+const opt_attn opt_attn_cp_allgather = {"cp-allgather", allgather_alloc, allgather_fwd, allgather_bwd};

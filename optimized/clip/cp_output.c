@@ -29,7 +29,7 @@ static void exch_cols(int64_t *c0, int64_t *c1, const opt_dpsgd *s, int p, int j
 /* ga->full = the whole sequence's [Bc, T, width] of the tape buffer X [Bc, Tl, width]. */
 static dp_status gather_full(opt_cp_gathered *ga, opt_dpsgd *s, const void *X, int64_t width, int64_t Bc) {
     if (ga->src == X) return DP_OK;
-    const opt_cp_state *cs = (const opt_cp_state *)s->shard_state;
+    const opt_cp_state *cs = (const opt_cp_state *)s->layout_state;
     opt_arena_free(&ga->ar);
     ga->ar.be = s->be;
     ga->src = NULL;
@@ -45,7 +45,7 @@ static dp_status gather_full(opt_cp_gathered *ga, opt_dpsgd *s, const void *X, i
  * columns of rank i's positions). */
 static dp_status gather_columns(void *gs, opt_arena *ar, opt_dpsgd *s, const void *Y, int p, int64_t width, int64_t Bc) {
     opt_backend *be = s->be;
-    const opt_cp_state *cs = (const opt_cp_state *)s->shard_state;
+    const opt_cp_state *cs = (const opt_cp_state *)s->layout_state;
     const int M = cs->cp.M, r = cs->cp.r;
     const int64_t Tmax = cs->cp.Tmax, Tl = cs->cp.Tl, T = cs->cp.T, pr = (width + M - 1) / M, blk = Bc * Tmax * pr;
     void *send, *recv;
@@ -58,8 +58,7 @@ static dp_status gather_columns(void *gs, opt_arena *ar, opt_dpsgd *s, const voi
             DP_TRY(OPT_CALL(be, copy, opt_dev_at(s, send, j * blk + (e / Tl * Tmax + e % Tl) * pr),
                             opt_dev_at(s, (void *)Y, e * width + r0), opt_backend_esize(be) * (size_t)(r1 - r0)));
     }
-    if (s->hooks->cp_drop_partial && r == M - 1) /* negative control: this rank's positions are lost */
-        DP_TRY(OPT_CALL(be, zero, send, opt_backend_esize(be) * (size_t)(M * blk)));
+    DP_TRY(s->hooks->cp_partial(s, send, opt_backend_esize(be) * (size_t)(M * blk))); /* the CP-partial seam */
     DP_TRY(OPT_CALL(be, alltoall, cs->cp.g, recv, send, blk, NULL));
     exch_cols(&r0, &r1, s, p, r);
     const int64_t w = r1 - r0;
@@ -76,7 +75,7 @@ static dp_status gather_columns(void *gs, opt_arena *ar, opt_dpsgd *s, const voi
 
 dp_status opt_cp_output_slice(void *slice, opt_cp_gathered *ga, opt_dpsgd *s, const opt_tape *tp, int p, int64_t Bc) {
     opt_backend *be = s->be;
-    const opt_cp_state *cs = (const opt_cp_state *)s->shard_state;
+    const opt_cp_state *cs = (const opt_cp_state *)s->layout_state;
     const int64_t d = tp->din[p], P = tp->dout[p], T = cs->cp.T, pm = cs->pmax[p];
     const int cols = opt_cp_by_columns(s, p);
     int64_t c0, c1;

@@ -1,4 +1,5 @@
-/* optimized/engine_cp_ring.c — ring attention across the CP group (--cp-attention ring,
+/* optimized/attn_cp_ring.c — ring attention across the CP group (opt_attn_cp_ring, the
+ * seam of optimized/engine.h; --cp-attention ring,
  * docs/longshield.md "Ring attention"): each rank keeps its query rows; the key/value
  * blocks travel around the ring (rank r sends to r + 1 and receives from r - 1, M - 1
  * steps) and every block updates an online softmax; the backward passes the key/value
@@ -32,7 +33,13 @@ static dp_status ring_bufs(opt_arena *ar, void **buf, int nb, const opt_model *o
     return DP_OK;
 }
 
-dp_status opt_cp_ring_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, void **lse, const opt_model *om,
+static dp_status ring_alloc(opt_arena *ar, void **probs, const opt_model *om, int64_t B) {
+    (void)ar; (void)om; (void)B;
+    *probs = NULL; /* the log-sum-exp is allocated by ring_fwd */
+    return DP_OK;
+}
+
+static dp_status ring_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, void **lse, const opt_model *om,
                           int64_t B) {
     opt_backend *be = om->be;
     const opt_cp *cp = om->cp;
@@ -74,7 +81,7 @@ dp_status opt_cp_ring_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, 
     return DP_OK;
 }
 
-dp_status opt_cp_ring_bwd(opt_arena *ar, void *dq, void *dk, void *dv, const void *dy, const void *q, const void *k,
+static dp_status ring_bwd(opt_arena *ar, void *dq, void *dk, void *dv, const void *dy, const void *q, const void *k,
                           const void *v, const void *lse, const void *y, const opt_model *om, int64_t B) {
     opt_backend *be = om->be;
     const opt_cp *cp = om->cp;
@@ -103,3 +110,5 @@ dp_status opt_cp_ring_bwd(opt_arena *ar, void *dq, void *dk, void *dv, const voi
     DP_TRY(OPT_CALL(be, rope_at, dq, dq, c->rope_theta, cp->t0, -1, B, Tl, H, hd));
     return OPT_CALL(be, rope_at, dk, dk, c->rope_theta, cp->t0, -1, B, Tl, H, hd);
 }
+
+const opt_attn opt_attn_cp_ring = {"cp-ring", ring_alloc, ring_fwd, ring_bwd};
