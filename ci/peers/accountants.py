@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""dpcert's accountant beside the public ones on one grid (docs/accounting.md "Peer accountants").
+
+    python ci/peers/accountants.py --dpcert build/dpcert --out FILE.md   (run by `make test-peers`)
+
+Grid: the Poisson-subsampled Gaussian mechanism, add/remove neighbours, q in {0.001, 0.01, 0.1,
+1}, sigma in {0.8, 1, 2}, T in {100, 1000, 10000}, delta 1e-5: epsilon(delta) from
+  dpcert      `dpcert account --accountant rdp` (dp-accounting's order grid; and `--orders opacus`
+              for the comparison with Opacus) and `--accountant pld` (the [lower, upper] interval)
+  dp_accounting  RdpAccountant (its default orders) and PLDAccountant (value_discretization_interval 1e-4)
+  opacus      RDPAccountant, PRVAccountant (eps_error 0.01), GaussianAccountant (GDP, a CLT estimate)
+  prv_accountant  PRVAccountant (eps_error 0.01, delta_error 1e-10): estimate and upper bound
+  autodp      NoisySGD_Mechanism (RDP, Poisson sampling, improved bound)
+  opendp      q = 1 only (it has no Poisson-subsampled Gaussian): make_gaussian (zCDP) composed T
+              times, make_zCDP_to_approxDP, then epsilon at delta
+Each query is timed alone (wall clock; dpcert's includes the process start). Checks (exit 1
+when one fails): dp_accounting's and Opacus's RDP within [-1e-6, +5 %] relative of dpcert's
+RDP on the same order grid (above it only where a fractional-order series over-estimates:
+dp_accounting's |binomial| series, docs/accounting.md §2); autodp's and OpenDP's bounds (their
+own orders and conversions) between dpcert's rigorous PLD lower bound and 1.05 x dpcert's RDP;
+every PLD/PRV estimate within its own stated error of dpcert's PLD interval (dp_accounting PLD:
+1e-3; PRV: eps_error 0.01) and prv_accountant's upper bound not below dpcert's lower bound; a
+library that raises is a problem too. GDP is a CLT approximation, listed, not checked.
+"""
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+import warnings
+
+warnings.filterwarnings("ignore")
+DELTA = 1e-5
+GRID = [(q, s, t) for q in (0.001, 0.01, 0.1, 1.0) for s in (0.8, 1.0, 2.0) for t in (100, 1000, 10000)]
+
+
+def timed(f):
+    t0 = time.perf_counter()
+    try:
+        v = f()
+    except Exception as e:  # noqa: BLE001 (a library that cannot answer is recorded, not fatal)
+        v = f"error: {type(e).__name__}: {str(e)[:80]}"
+    return v, time.perf_counter() - t0
+
+
+def dpcert(binary, q, s, t, *extra):
+    out = subprocess.run([binary, "account", "--q", repr(q), "--sigma", repr(s), "--steps", str(t), "--delta",
+                          repr(DELTA), "--json", *extra], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["results"]
+
+
+def peers():
+    """name -> f(q, s, t) returning epsilon (or (estimate, upper)); None where not applicable."""
+    import dp_accounting
+    from dp_accounting import pld as dpa_pld, rdp as dpa_rdp
+    from opacus.accountants import GaussianAccountant, PRVAccountant as OpPRV, RDPAccountant
+    from prv_accountant import PRVAccountant, PoissonSubsampledGaussianMechanism
+    from autodp.mechanism_zoo import NoisySGD_Mechanism
+
+    def event(q, s, t):
+        g = dp_accounting.GaussianDpEvent(s)
+        return dp_accounting.SelfComposedDpEvent(g if q == 1 else dp_accounting.PoissonSampledDpEvent(q, g), t)
+
+    def dpa_rdp_eps(q, s, t):
+        a = dpa_rdp.RdpAccountant()
+        a.compose(event(q, s, t))
+        return a.get_epsilon(DELTA)
+
+    def dpa_pld_eps(q, s, t):
+        a = dpa_pld.PLDAccountant(value_discretization_interval=1e-4)
+        a.compose(event(q, s, t))
+        return a.get_epsilon(DELTA)
+
+    def opacus(cls, **kw):
+        def f(q, s, t):
+            a = cls()
+            a.history = [(s, q, t)]
+            return a.get_epsilon(DELTA, **kw)
+        return f
+
+    def prv(q, s, t):
+        a = PRVAccountant(prvs=PoissonSubsampledGaussianMechanism(noise_multiplier=s, sampling_probability=q),
+                          max_self_compositions=t, eps_error=0.01, delta_error=1e-10)
+        lo, est, up = a.compute_epsilon(delta=DELTA, num_self_compositions=[t])
+        return (est, up)
+
+    def autodp(q, s, t):
+        return NoisySGD_Mechanism(prob=q, sigma=s, niter=t).get_approxDP(DELTA)
+
+    def opendp(q, s, t):
+        if q != 1:
+            return None
+        import opendp.prelude as dp
+        dp.enable_features("contrib")
+        space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l2_distance(T=float)
+        m = dp.c.make_composition([dp.m.make_gaussian(*space, scale=s)] * t)
+        curve = dp.c.make_zCDP_to_approxDP(m).map(1.0)
+        return curve.epsilon(DELTA)
+
+    return {
+        "dp_accounting RDP": dpa_rdp_eps, "dp_accounting PLD": dpa_pld_eps,
+        "opacus RDP": opacus(RDPAccountant), "opacus PRV": opacus(OpPRV), "opacus GDP": opacus(GaussianAccountant),
+        "prv_accountant": prv, "autodp RDP": autodp, "opendp zCDP": opendp,
+    }
+
+
+def versions():
+    import importlib.metadata as md
+    return {p: md.version(p) for p in ("dp-accounting", "opacus", "prv-accountant", "autodp", "opendp", "torch")}
+
+
+def fmt(v):
+    if v is None:
+        return "n/a"
+    if isinstance(v, str):
+        return v
+    if isinstance(v, tuple):
+        return f"{v[0]:.4f} (up {v[1]:.4f})"
+    return f"{v:.4f}"
+
+
+def check(row, res):
+    """The agreement checks of the module docstring; returns a list of problems."""
+    bad = []
+    rdp, rdp_op, lo, up = row["dpcert RDP"], row["dpcert RDP (opacus orders)"], row["dpcert PLD lo"], row["dpcert PLD up"]
+    for name, ref in (("dp_accounting RDP", rdp), ("opacus RDP", rdp_op)):  # the same orders and conversion
+        v = res.get(name)
+        if isinstance(v, float) and not (-1e-6 <= (v - ref) / ref <= 0.05):
+            bad.append(f"{name} {v:.6g} vs dpcert RDP {ref:.6g} on the same orders (rel {(v - ref) / ref:+.2e})")
+    for name in ("autodp RDP", "opendp zCDP"):  # their own orders / conversion: a valid bound, near dpcert's RDP
+        v = res.get(name)
+        if isinstance(v, float) and not (lo - 1e-9 <= v <= rdp * 1.05):
+            bad.append(f"{name} {v:.6g} outside [dpcert PLD lower {lo:.6g}, 1.05 x dpcert RDP {rdp:.6g}]")
+    for name, tol in (("dp_accounting PLD", 1e-3), ("opacus PRV", 0.01)):
+        v = res.get(name)
+        if isinstance(v, float) and not (lo - tol - 1e-9 <= v <= up + tol + 1e-9):
+            bad.append(f"{name} {v:.6g} outside dpcert PLD [{lo:.6g}, {up:.6g}] +- {tol}")
+    v = res.get("prv_accountant")
+    if isinstance(v, tuple):
+        if not (lo - 0.01 - 1e-9 <= v[0] <= up + 0.01 + 1e-9):
+            bad.append(f"prv_accountant estimate {v[0]:.6g} outside dpcert PLD [{lo:.6g}, {up:.6g}] +- 0.01")
+        if v[1] < lo - 1e-9:
+            bad.append(f"prv_accountant upper bound {v[1]:.6g} below dpcert's PLD lower bound {lo:.6g}")
+    for name, v in res.items():
+        if isinstance(v, str):
+            bad.append(f"{name}: {v}")
+    return bad
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dpcert", required=True)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    libs = peers()
+    rows, times, problems = [], {}, []
+    for q, s, t in GRID:
+        row = {"q": q, "sigma": s, "T": t}
+        r, dt = timed(lambda: dpcert(a.dpcert, q, s, t, "--accountant", "rdp"))
+        times.setdefault("dpcert RDP", []).append(dt)
+        row["dpcert RDP"] = r["rdp"]["epsilon"]
+        r, _ = timed(lambda: dpcert(a.dpcert, q, s, t, "--accountant", "rdp", "--orders", "opacus"))
+        row["dpcert RDP (opacus orders)"] = r["rdp"]["epsilon"]
+        r, dt = timed(lambda: dpcert(a.dpcert, q, s, t, "--accountant", "pld"))
+        times.setdefault("dpcert PLD", []).append(dt)
+        row["dpcert PLD lo"], row["dpcert PLD up"] = r["pld"]["epsilon_lower"], r["pld"]["epsilon_upper"]
+        res = {}
+        for name, f in libs.items():
+            v, dt = timed(lambda: f(q, s, t))
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                v = float(v)
+            res[name] = v
+            if v is not None and not isinstance(v, str):
+                times.setdefault(name, []).append(dt)
+        row.update(res)
+        bad = check(row, res)
+        problems += [f"q {q} sigma {s} T {t}: {b}" for b in bad]
+        rows.append(row)
+        print(f"accountants: q {q} sigma {s} T {t}: dpcert RDP {row['dpcert RDP']:.4f} PLD "
+              f"[{row['dpcert PLD lo']:.4f}, {row['dpcert PLD up']:.4f}]; " +
+              "; ".join(f"{k} {fmt(v)}" for k, v in res.items()), flush=True)
+    cols = ["dpcert RDP", "dpcert PLD lo", "dpcert PLD up"] + list(libs)
+    with open(a.out, "w") as f:
+        f.write(f"versions: {json.dumps(versions())}; delta {DELTA}\n\n")
+        f.write("| q | sigma | T | " + " | ".join(cols) + " |\n|" + "---|" * (3 + len(cols)) + "\n")
+        for row in rows:
+            f.write(f"| {row['q']} | {row['sigma']} | {row['T']} | " + " | ".join(fmt(row.get(c)) for c in cols) + " |\n")
+        f.write("\n| accountant | queries | mean s/query | max s/query |\n|---|---|---|---|\n")
+        for k, v in times.items():
+            f.write(f"| {k} | {len(v)} | {sum(v) / len(v):.4f} | {max(v):.4f} |\n")
+        f.write("\nproblems: " + ("none" if not problems else "\n" + "\n".join("- " + p for p in problems)) + "\n")
+    with open(a.out.rsplit(".", 1)[0] + ".json", "w") as f:
+        json.dump({"versions": versions(), "delta": DELTA, "rows": rows,
+                   "seconds_per_query": {k: {"mean": sum(v) / len(v), "max": max(v), "n": len(v)} for k, v in times.items()},
+                   "problems": problems}, f, indent=1, default=str)
+    for p in problems:
+        print("accountants: DISAGREE:", p)
+    print(f"accountants: {len(rows)} grid points, {len(problems)} disagreements; table in {a.out}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
