@@ -46,8 +46,9 @@ if [[ " $PARTS " == *" io "* ]]; then
   "$TORCH/bin/python" "$AD/peers_io_check.py" "$OUT/vec" || fail=1
 fi
 
-# name | venv | candidate command (after the interpreter) | suite and filter | expected verdict line
-# (regex) [| a line the output must also have (regex): the reason of an INCOMPLETE filtered run].
+# name @ venv @ candidate command (after the interpreter) @ suite and filter @ expected verdict line
+# (regex) [@ a line the output must also have (regex): the reason of an INCOMPLETE filtered run]
+# ('@' separates the fields: the regular expressions contain '|').
 # A CERTIFIED verdict needs the whole certify suite; a FAILED one is valid from any vector that
 # fails (a partial run can FAIL, never pass), and an INCOMPLETE one from the vectors the library
 # cannot take (its other vectors run beside them). So the runs use the smallest set that gives
@@ -55,24 +56,24 @@ fi
 FULL="--suite certify --scope dpsgd"
 KEY='^step-(mlp-flat-abadi|llama-flat-abadi|mlp-perlayer-abadi|mlp-empty|mlp-batch1)$'
 RUNS=(
-  "opacus-hooks|$TORCH|$AD/examples/opacus_candidate.py --mode hooks --nonfinite drop|$FULL|^verdict: CERTIFIED \(scope dpsgd\)"
-  "opacus-functorch|$TORCH|$AD/examples/opacus_candidate.py --mode functorch --nonfinite drop|$FULL|^verdict: CERTIFIED \(scope dpsgd\)"
-  "jax-privacy|$JAX|$AD/examples/jax_privacy_candidate.py|$FULL|^verdict: INCOMPLETE \\(scope dpsgd\\) -- candidate output \\[step-(llama|mlp)-perlayer-abadi"
-  "opacus-ghost|$TORCH|$AD/examples/opacus_candidate.py --mode ghost --nonfinite drop|--suite certify --filter $KEY|^verdict: INCOMPLETE|^INCOMPLETE candidate output \\[step-mlp-perlayer-abadi r1\\]: MISSING"
-  "opacus-ew|$TORCH|$AD/examples/opacus_candidate.py --mode ew --nonfinite drop|--suite certify --filter $KEY|^verdict: INCOMPLETE|^INCOMPLETE candidate output \\[step-llama-flat-abadi r1\\]: MISSING"
-  "opacus-hooks-nonfinite|$TORCH|$AD/examples/opacus_candidate.py --mode hooks|--suite ci --filter ^step-mlp-nonfinite\$|^verdict: FAILED -- "
-  "opacus-shuffle|$TORCH|$AD/examples/opacus_candidate.py --sampler shuffle|--suite certify --filter ^sampling-certify\$|^verdict: FAILED -- (batch sizes|per-example counts)"
-  "opacus-declare-abadi|$TORCH|$AD/examples/opacus_candidate.py --declare abadi --nonfinite drop|--suite ci --filter ^step-mlp-flat-abadi\$|^verdict: FAILED -- deterministic .*per_sample.clip_factor"
-  "optax|$JAX|$AD/examples/optax_candidate.py|--suite certify --filter ^step-mlp-(flat-abadi|batch1|empty|nonfinite)\$|^verdict: FAILED -- "
-  "tf-privacy|$TF|$AD/examples/tf_privacy_candidate.py|--suite certify --filter ^(step-mlp-(flat-abadi|batch1|empty)|sampling-certify)\$|^verdict: FAILED -- "
-  "pyvacy|$TORCH|$AD/examples/pyvacy_candidate.py|--suite certify --filter ^(step-mlp-flat-abadi|sampling-certify)\$|^verdict: FAILED -- "
+  "opacus-hooks@$TORCH@$AD/examples/opacus_candidate.py --mode hooks --nonfinite drop@$FULL@^verdict: CERTIFIED \(scope dpsgd\)"
+  "opacus-functorch@$TORCH@$AD/examples/opacus_candidate.py --mode functorch --nonfinite drop@$FULL@^verdict: CERTIFIED \(scope dpsgd\)"
+  "jax-privacy@$JAX@$AD/examples/jax_privacy_candidate.py@$FULL@^verdict: INCOMPLETE \\(scope dpsgd\\) -- candidate output \\[step-(llama|mlp)-perlayer-abadi"
+  "opacus-ghost@$TORCH@$AD/examples/opacus_candidate.py --mode ghost --nonfinite drop@--suite certify --filter $KEY@^verdict: INCOMPLETE@^INCOMPLETE candidate output \\[step-mlp-perlayer-abadi r1\\]: MISSING"
+  "opacus-ew@$TORCH@$AD/examples/opacus_candidate.py --mode ew --nonfinite drop@--suite certify --filter $KEY@^verdict: INCOMPLETE@^INCOMPLETE candidate output \\[step-llama-flat-abadi r1\\]: MISSING"
+  "opacus-hooks-nonfinite@$TORCH@$AD/examples/opacus_candidate.py --mode hooks@--suite ci --filter ^step-mlp-nonfinite\$@^verdict: FAILED -- "
+  "opacus-shuffle@$TORCH@$AD/examples/opacus_candidate.py --sampler shuffle@--suite certify --filter ^sampling-certify\$@^verdict: FAILED -- (batch sizes|per-example counts)"
+  "opacus-declare-abadi@$TORCH@$AD/examples/opacus_candidate.py --declare abadi --nonfinite drop@--suite ci --filter ^step-mlp-flat-abadi\$@^verdict: FAILED -- deterministic .*per_sample.clip_factor"
+  "optax@$JAX@$AD/examples/optax_candidate.py@--suite certify --filter ^step-mlp-(flat-abadi|batch1|empty|nonfinite)\$@^verdict: FAILED -- "
+  "tf-privacy@$TF@$AD/examples/tf_privacy_candidate.py@--suite certify --filter ^(step-mlp-(flat-abadi|batch1|empty)|sampling-certify)\$@^verdict: FAILED -- "
+  "pyvacy@$TORCH@$AD/examples/pyvacy_candidate.py@--suite certify --filter ^(step-mlp-flat-abadi|sampling-certify)\$@^verdict: FAILED -- "
 )
 if [[ " $PARTS " == *" certify "* ]]; then
   need_torch && need_jax && need_tf || exit 1
   # a PEERS_RUNS subset adds its rows to the table of the earlier runs
   [ -n "${PEERS_RUNS:-}" ] && [ -f "$OUT/verdicts.tsv" ] || printf 'run\tverdict\tcandidate\n' > "$OUT/verdicts.tsv"
   for r in "${RUNS[@]}"; do
-    IFS='|' read -r name env cmd args expect also <<< "$r"
+    IFS='@' read -r name env cmd args expect also <<< "$r"
     [ -n "${PEERS_RUNS:-}" ] && ! [[ $name =~ $PEERS_RUNS ]] && continue
     [ "${PEERS_FULL:-0}" = 1 ] && args=$FULL
     rm -rf "${OUT:?}/$name"
