@@ -3,8 +3,9 @@
 
     python ci/peers/accountants.py --dpcert build/dpcert --out FILE.md   (run by `make test-peers`)
 
-Grid: the Poisson-subsampled Gaussian mechanism, add/remove neighbours, q in {0.001, 0.01, 0.1,
-1}, sigma in {0.8, 1, 2}, T in {100, 1000, 10000}, delta 1e-5: epsilon(delta) from
+Grid: the Poisson-subsampled Gaussian mechanism, add/remove neighbours, q in {0.001, 0.01, 0.1},
+sigma in {0.8, 1, 2}, T in {100, 1000, 10000}, and q = 1 (no sampling; the only case OpenDP
+covers) with T in {1, 10, 100}; delta 1e-5: epsilon(delta) from
   dpcert      `dpcert account --accountant rdp` (dp-accounting's order grid; and `--orders opacus`
               for the comparison with Opacus) and `--accountant pld` (the [lower, upper] interval)
   dp_accounting  RdpAccountant (its default orders) and PLDAccountant (value_discretization_interval 1e-4)
@@ -26,6 +27,7 @@ re-writes the table of an earlier run without recomputing.
 import argparse
 import json
 import math
+import signal
 import subprocess
 import sys
 import time
@@ -35,15 +37,25 @@ warnings.filterwarnings("ignore")
 DELTA = 1e-5
 LIBS = ["dp_accounting RDP", "dp_accounting PLD", "opacus RDP", "opacus PRV", "opacus GDP", "prv_accountant",
         "autodp RDP", "opendp zCDP"]
-GRID = [(q, s, t) for q in (0.001, 0.01, 0.1, 1.0) for s in (0.8, 1.0, 2.0) for t in (100, 1000, 10000)]
+GRID = [(q, s, t) for q in (0.001, 0.01, 0.1, 1.0) for s in (0.8, 1.0, 2.0)
+        for t in ((100, 1000, 10000) if q < 1 else (1, 10, 100))]
+TIMEOUT_S = 300  # a query still running after this is recorded as a timeout (SIGALRM)
+
+
+def _alarm(signum, frame):
+    raise TimeoutError(f"no answer within {TIMEOUT_S} s")
 
 
 def timed(f):
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(TIMEOUT_S)
     t0 = time.perf_counter()
     try:
         v = f()
     except Exception as e:  # noqa: BLE001 (a library that cannot answer is recorded, not fatal)
         v = f"error: {type(e).__name__}: {str(e)[:80]}"
+    finally:
+        signal.alarm(0)
     return v, time.perf_counter() - t0
 
 
@@ -183,6 +195,8 @@ def main():
                 times.setdefault(name, []).append(dt)
         row.update(res)
         rows.append(row)
+        with open(a.out.rsplit(".", 1)[0] + ".partial.json", "w") as f:  # progress survives an interrupted run
+            json.dump({"rows": rows}, f, default=str)
         print(f"accountants: q {q} sigma {s} T {t}: dpcert RDP {row['dpcert RDP']:.4f} PLD "
               f"[{row['dpcert PLD lo']:.4f}, {row['dpcert PLD up']:.4f}]; " +
               "; ".join(f"{k} {fmt(v)}" for k, v in res.items()), flush=True)
