@@ -1,8 +1,8 @@
 """What every library adapter under examples/ shares (numpy only; tested offline by
 conformance/tests/adapters_offline.sh):
 
-    ap = candidate.parser(__doc__)           # --nonfinite library|drop, then IN OUT
-    a, rest = ap.parse_known_args()
+    candidate.main(__doc__, NAME, options, step=step, sampling=sampling)   # parse, then serve
+    ap = candidate.parser(__doc__)           # --nonfinite library|drop (main calls it)
     keep = candidate.finite_rows(losses)     # examples whose loss is finite
     mask = candidate.mask_from_batches(batches, K, N)
 
@@ -12,6 +12,7 @@ removes such examples before the library sees the batch (the user-level fix that
 protocol's drop rule asks for; docs/certification.md "Peers").
 """
 import argparse
+import sys
 
 import numpy as np
 
@@ -80,3 +81,31 @@ def group_norms(per_example, names, param_group):
         sq[grp] = sq.get(grp, 0.0) + s
     total = np.sqrt(sum(sq.values()))
     return {g: np.sqrt(s) for g, s in sq.items()}, total
+
+
+def dispatch(name, args, **by_kind):
+    """The adapter's `handle(IN, OUT)`: by_kind[v.kind](v, OUT, args) for the vector's kind
+    (step, sampling, dpzo); a kind the library has no mechanism for gets an output without
+    tensors (so certify says INCOMPLETE, never a pass) and a line on stderr saying why."""
+    from .vector import Vector, write_output
+
+    def handle(inp, out):
+        v = Vector.load(inp)
+        f = by_kind.get(v.kind)
+        if f is None:
+            sys.stderr.write(f"{name}: the library has no {v.kind} mechanism; no output tensors written\n")
+            write_output(out, {}, {"candidate": name})
+        else:
+            f(v, out, args)
+    return handle
+
+
+def main(doc, name, options=None, **by_kind):
+    """Parse the adapter's options (`options(parser)` adds its own), then serve the requests
+    with dpcert_adapter.run (one-call mode, or the persistent mode behind the same call)."""
+    from .protocol import run
+    ap = parser(doc)
+    if options:
+        options(ap)
+    a, rest = ap.parse_known_args()
+    run(dispatch(name, a, **by_kind), rest)

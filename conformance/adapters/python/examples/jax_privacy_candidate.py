@@ -28,7 +28,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import numpy as np  # noqa: E402
 
-from dpcert_adapter import Vector, candidate, run, write_output  # noqa: E402
+from dpcert_adapter import candidate, write_output  # noqa: E402
 from dpcert_adapter import jax_models  # noqa: E402  (enables float64 before jax is used)
 import jax_privacy  # noqa: E402
 from jax_privacy import batch_selection, noise_addition  # noqa: E402
@@ -37,7 +37,7 @@ PAD = 8  # batches are padded to a multiple of this (at least one padding exampl
 NAME = f"jax-privacy {jax_privacy.__version__}"
 
 
-def step(v, out, nonfinite):
+def step(v, out, a):
     params, batch = jax_models.load(v)
     names = list(v.params.keys())
     B = candidate.batch_size(v.batch)
@@ -46,7 +46,7 @@ def step(v, out, nonfinite):
     res = {}
     if B:
         losses = np.asarray(jax_models.batch_loss(v.meta)(params, batch))
-        keep = candidate.finite_rows(losses) if nonfinite == "drop" else np.ones(B, dtype=bool)
+        keep = candidate.finite_rows(losses) if a.nonfinite == "drop" else np.ones(B, dtype=bool)
         batch = {k: a[np.asarray(keep)] for k, a in batch.items()}
     else:
         losses, keep = np.zeros(0), np.ones(0, dtype=bool)
@@ -77,7 +77,7 @@ def step(v, out, nonfinite):
     write_output(out, res, meta)
 
 
-def sampling(v, out):
+def sampling(v, out, a):
     K, N = (int(t) for t in v.tensors["sampling.shape"])
     strategy = batch_selection.CyclicPoissonSampling(sampling_prob=v.num("q"), iterations=K)
     rng = np.random.default_rng()  # OS entropy
@@ -85,22 +85,8 @@ def sampling(v, out):
     write_output(out, {"sampling.mask": mask}, {"candidate": f"{NAME} CyclicPoissonSampling"})
 
 
-def handle_factory(nonfinite):
-    def handle(inp, out):
-        v = Vector.load(inp)
-        if v.kind == "step":
-            step(v, out, nonfinite)
-        elif v.kind == "sampling":
-            sampling(v, out)
-        else:
-            sys.stderr.write(f"jax_privacy_candidate: no {v.kind} mechanism; no output tensors written\n")
-            write_output(out, {}, {"candidate": NAME})
-    return handle
-
-
 def main():
-    a, rest = candidate.parser(__doc__).parse_known_args()
-    run(handle_factory(a.nonfinite), rest)
+    candidate.main(__doc__, NAME, step=step, sampling=sampling)
 
 
 if __name__ == "__main__":

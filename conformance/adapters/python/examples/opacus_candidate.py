@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from dpcert_adapter import Vector, candidate, run, write_output  # noqa: E402
+from dpcert_adapter import candidate, write_output  # noqa: E402
 from dpcert_adapter.torch_models import dpcert_name, from_vector  # noqa: E402
 import opacus  # noqa: E402
 
@@ -67,7 +67,8 @@ def model_io(model, batch):
     return (batch["tokens"].long(), batch["tokens"]) if "tokens" in batch else (batch["x"], batch["y"])
 
 
-def step(v, out, mode, declare, nonfinite):
+def step(v, out, a):
+    mode, declare, nonfinite = a.mode, a.declare, a.nonfinite
     from opacus.grad_sample.utils import prepare_module
     from opacus.optimizers import get_optimizer_class
     from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping
@@ -151,7 +152,8 @@ def step(v, out, mode, declare, nonfinite):
     write_output(out, res, meta)
 
 
-def sampling(v, out, sampler):
+def sampling(v, out, a):
+    sampler = a.sampler
     from torch.utils.data import DataLoader, TensorDataset
     from opacus import PrivacyEngine
 
@@ -173,28 +175,16 @@ def sampling(v, out, sampler):
                                f"data loader (sample_rate {1 / len(dp_loader):.6g})"})
 
 
-def handle_factory(a):
-    def handle(inp, out):
-        v = Vector.load(inp)
-        if v.kind == "sampling":
-            sampling(v, out, a.sampler)
-        elif v.kind == "step":
-            step(v, out, a.mode, a.declare, a.nonfinite)
-        else:
-            sys.stderr.write(f"opacus_candidate: Opacus has no {v.kind} mechanism; no output tensors written\n")
-            write_output(out, {}, {"candidate": f"opacus {opacus.__version__}"})
-    return handle
-
-
-def main():
-    ap = candidate.parser(__doc__)
+def options(ap):
     ap.add_argument("--mode", choices=MODES, default="hooks", help="Opacus grad_sample_mode (default hooks)")
     ap.add_argument("--sampler", choices=("poisson", "shuffle"), default="poisson",
                     help="sampling vectors: make_private(poisson_sampling=True|False)")
     ap.add_argument("--declare", default="abadi_eps:1e-6")
-    a, rest = ap.parse_known_args()
+
+
+def main():
     torch.set_default_dtype(torch.float64)
-    run(handle_factory(a), rest)
+    candidate.main(__doc__, f"opacus {opacus.__version__}", options, step=step, sampling=sampling)
 
 
 if __name__ == "__main__":

@@ -22,13 +22,13 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import numpy as np  # noqa: E402
 
-from dpcert_adapter import Vector, candidate, run, write_output  # noqa: E402
+from dpcert_adapter import candidate, write_output  # noqa: E402
 from dpcert_adapter import jax_models  # noqa: E402  (enables float64 before jax is used)
 import jax  # noqa: E402
 import optax  # noqa: E402
 
 
-def step(v, out, nonfinite):
+def step(v, out, a):
     params, batch = jax_models.load(v)
     names = list(v.params.keys())
     B = candidate.batch_size(v.batch)
@@ -36,7 +36,7 @@ def step(v, out, nonfinite):
     res = {}
     losses = np.asarray(jax_models.batch_loss(v.meta)(params, batch)) if B else np.zeros(0)
     res["per_sample.loss"] = losses
-    keep = candidate.finite_rows(losses) if nonfinite == "drop" else np.ones(B, dtype=bool)
+    keep = candidate.finite_rows(losses) if a.nonfinite == "drop" else np.ones(B, dtype=bool)
     if v.meta["clipping"] != "flat":
         sys.stderr.write("optax_candidate: differentially_private_aggregate clips by the global norm only; "
                          f"{v.meta['clipping']} clipping is not available (no private gradient written)\n")
@@ -58,20 +58,8 @@ def step(v, out, nonfinite):
     write_output(out, res, meta)
 
 
-def handle_factory(nonfinite):
-    def handle(inp, out):
-        v = Vector.load(inp)
-        if v.kind == "step":
-            step(v, out, nonfinite)
-        else:  # no sampler, no DP-ZO: nothing the protocol can judge (INCOMPLETE, never a pass)
-            sys.stderr.write(f"optax_candidate: optax has no {v.kind} mechanism; no output tensors written\n")
-            write_output(out, {}, {"candidate": f"optax {optax.__version__}"})
-    return handle
-
-
 def main():
-    a, rest = candidate.parser(__doc__).parse_known_args()
-    run(handle_factory(a.nonfinite), rest)
+    candidate.main(__doc__, f"optax {optax.__version__}", step=step)
 
 
 if __name__ == "__main__":

@@ -22,14 +22,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from dpcert_adapter import Vector, candidate, run, write_output  # noqa: E402
+from dpcert_adapter import candidate, write_output  # noqa: E402
 from dpcert_adapter.torch_models import dpcert_name, from_vector  # noqa: E402
 from pyvacy import optim  # noqa: E402
 
 NAME = "pyvacy 0.0.32"
 
 
-def step(v, out, nonfinite):
+def step(v, out, a):
     model = from_vector(v)
     batch = {k: torch.from_numpy(np.ascontiguousarray(a)) for k, a in v.batch.items()}
     B = candidate.batch_size(v.batch)
@@ -39,7 +39,7 @@ def step(v, out, nonfinite):
         with torch.no_grad():
             losses = model.per_example_loss(batch).numpy().astype(np.float64)
     res["per_sample.loss"] = losses
-    keep = candidate.finite_rows(losses) if nonfinite == "drop" else np.ones(B, dtype=bool)
+    keep = candidate.finite_rows(losses) if a.nonfinite == "drop" else np.ones(B, dtype=bool)
     batch = {k: a[torch.from_numpy(keep)] for k, a in batch.items()}
     if v.meta["clipping"] != "flat":
         sys.stderr.write(f"pyvacy_candidate: pyvacy has no {v.meta['clipping']} clipping; no private gradient written\n")
@@ -60,7 +60,7 @@ def step(v, out, nonfinite):
     write_output(out, res, meta)
 
 
-def sampling(v, out):
+def sampling(v, out, a):
     from torch.utils.data import DataLoader
     K, N = (int(t) for t in v.tensors["sampling.shape"])
     loader = DataLoader(range(N), batch_size=max(1, int(round(v.num("q") * N))), shuffle=True)
@@ -73,23 +73,9 @@ def sampling(v, out):
                  {"candidate": f"{NAME}: a shuffled torch DataLoader (pyvacy has no sampler)"})
 
 
-def handle_factory(nonfinite):
-    def handle(inp, out):
-        v = Vector.load(inp)
-        if v.kind == "step":
-            step(v, out, nonfinite)
-        elif v.kind == "sampling":
-            sampling(v, out)
-        else:
-            sys.stderr.write(f"pyvacy_candidate: no {v.kind} mechanism; no output tensors written\n")
-            write_output(out, {}, {"candidate": NAME})
-    return handle
-
-
 def main():
-    a, rest = candidate.parser(__doc__).parse_known_args()
     torch.set_default_dtype(torch.float64)
-    run(handle_factory(a.nonfinite), rest)
+    candidate.main(__doc__, NAME, step=step, sampling=sampling)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 
-from dpcert_adapter import Vector, array_models, candidate, run, write_output  # noqa: E402
+from dpcert_adapter import array_models, candidate, write_output  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow.experimental.numpy as tnp  # noqa: E402
 import tensorflow_privacy  # noqa: E402
@@ -36,7 +36,7 @@ tnp.experimental_enable_numpy_behavior(prefer_float32=True)
 NAME = f"tensorflow-privacy {getattr(tensorflow_privacy, '__version__', '?')} (tensorflow {tf.__version__})"
 
 
-def step(v, out, nonfinite):
+def step(v, out, a):
     names = list(v.params.keys())
     B = candidate.batch_size(v.batch)
     res, meta = {}, {"dtype": "f32", "clip_fn": "abadi", "candidate": f"{NAME} DPKerasSGDOptimizer"}
@@ -45,7 +45,7 @@ def step(v, out, nonfinite):
     loss_fn = lambda: array_models.per_example_loss(tnp, v.meta, params, batch)  # noqa: E731
     losses = np.asarray(loss_fn(), dtype=np.float64) if B else np.zeros(0)
     res["per_sample.loss"] = losses
-    if nonfinite == "drop" and B:
+    if a.nonfinite == "drop" and B:
         keep = candidate.finite_rows(losses)
         batch = {k: tf.constant(np.asarray(a)[keep]) for k, a in batch.items()}
     if v.meta["clipping"] != "flat":
@@ -63,7 +63,7 @@ def step(v, out, nonfinite):
     write_output(out, res, meta)
 
 
-def sampling(v, out):
+def sampling(v, out, a):
     K, N = (int(t) for t in v.tensors["sampling.shape"])
     b = max(1, int(round(v.num("q") * N)))
     epochs = -(-K * b // N) + 1
@@ -72,22 +72,8 @@ def sampling(v, out):
     write_output(out, {"sampling.mask": mask}, {"candidate": f"{NAME} tf.data shuffle+batch (the tutorials' pipeline)"})
 
 
-def handle_factory(nonfinite):
-    def handle(inp, out):
-        v = Vector.load(inp)
-        if v.kind == "step":
-            step(v, out, nonfinite)
-        elif v.kind == "sampling":
-            sampling(v, out)
-        else:
-            sys.stderr.write(f"tf_privacy_candidate: no {v.kind} mechanism; no output tensors written\n")
-            write_output(out, {}, {"candidate": NAME})
-    return handle
-
-
 def main():
-    a, rest = candidate.parser(__doc__).parse_known_args()
-    run(handle_factory(a.nonfinite), rest)
+    candidate.main(__doc__, NAME, step=step, sampling=sampling)
 
 
 if __name__ == "__main__":
