@@ -44,6 +44,10 @@ if [[ " $PARTS " == *" io "* ]]; then
   need_torch || exit 1
   "$D" vectors --suite certify --out "$OUT/vec" >/dev/null || { echo "peers: dpcert vectors failed"; exit 1; }
   "$TORCH/bin/python" "$AD/peers_io_check.py" "$OUT/vec" || fail=1
+  # dp-transformers 1.0.0 pins torch <= 1.12.1, which has no wheel for this Python (recorded, not a failure)
+  if "$TORCH/bin/pip" install --dry-run -q dp-transformers > "$OUT/dp-transformers.txt" 2>&1; then
+    echo "peers: note: dp-transformers would install now (add an adapter): see $OUT/dp-transformers.txt"
+  else echo "peers: dp-transformers does not install: $(grep -m1 'No matching distribution' "$OUT/dp-transformers.txt")"; fi
 fi
 
 # name @ venv @ candidate command (after the interpreter) @ suite and filter @ expected verdict line
