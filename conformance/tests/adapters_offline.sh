@@ -7,6 +7,7 @@
 set -u
 . "$(dirname "$0")/certify_lib.bash"
 A=$ROOT/conformance/adapters/python
+export PYTHONPYCACHEPREFIX="$PWD/pycache"  # byte code into this test's directory, never the source tree
 $D vectors --suite certify --out vec >/dev/null || { echo "FAIL: dpcert vectors"; exit 1; }
 "$PY" "$A/tests/offline_check.py" vec || fail=1
 # every adapter and peer script is valid Python (they import their libraries, so no import here)
