@@ -219,8 +219,9 @@ run: deps
 	@$(MAKE) --no-print-directory all
 	@ci/main-job.sh $(BUILD)
 
-# Third-party peers (not part of `make test`): torch, opacus and safetensors from PyPI into
-# $(BUILD)/peers-venv; Opacus certified on the certify suite (docs/certification.md).
+# Third-party peers (not part of `make test`): virtual environments under $(BUILD)/ filled from
+# PyPI; Opacus, optax, jax-privacy, TensorFlow Privacy and pyvacy certified, the accountants and
+# ML Privacy Meter compared (docs/certification.md "Peers", accounting.md, audits.md).
 test-peers: deps
 	@$(MAKE) --no-print-directory all
 	@conformance/adapters/python/peers.sh $(BUILD)

@@ -71,6 +71,8 @@ typedef struct {
                                 one call per step; batches, update and losses are the auditor's */
     const char *work;        /* candidate: directory of the step vectors and outputs */
     double timeout_s;        /* candidate: seconds per call */
+    const char *signals;     /* non-NULL: write every model's losses and membership here (safetensors,
+                                docs/audits.md "Signals"), for attacks run outside dpcert */
 } mia_config;
 
 void mia_config_default(mia_config *c);

@@ -144,6 +144,7 @@ static int mia_main(int argc, char **argv) {
         {"--threads", DP_OPT_INT, &threads, NULL, "threads across models (default 2)"},
         {"--plant", DP_OPT_STRING, &plant, NULL, "test-only: no-noise (needs DPCERT_TEST_INJECT=1)"},
         {"--report", DP_OPT_STRING, &report, NULL, "DIR: report.json, report.html and roc.svg"},
+        {"--signals", DP_OPT_STRING, &c.signals, NULL, "FILE: every model's losses and membership (safetensors)"},
         {"--quiet", DP_OPT_FLAG, &quiet, NULL, "no progress lines"},
     };
     size_t n = sizeof opts / sizeof opts[0];

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "attacks/mia.h"
+#include "common/safetensors.h"
 
 dp_status mia_train_all(double *loss, double *acc, unsigned char *in, double *sigma_out, double *eps_out,
                         mia_run_kind *kind_out, int *nruns_out, double *seconds, const mia_config *c);
@@ -130,6 +131,34 @@ static void judge(mia_run_result *rr, const mia_config *c) {
         }
 }
 
+/* --signals FILE (docs/audits.md "Signals"): loss [runs, R, P] F64 (model r of run k on
+ * example x), member [R, P] I32 (the membership bits, the same for every run), and metadata
+ * naming each run and its accountant epsilon. */
+static dp_status write_signals(const mia_config *c, const double *loss, const unsigned char *in,
+                               const mia_run_kind *kind, const double *eps, int nruns) {
+    int64_t R = c->models, P = c->pop;
+    int32_t *mem = dp_malloc((size_t)(R * P) * sizeof *mem);
+    if (!mem) return DP_ERR_NOMEM;
+    for (int64_t i = 0; i < R * P; i++) mem[i] = in[i];
+    dp_tensor_set s;
+    dp_tset_init(&s);
+    char runs[1024] = "", one[64];
+    for (int k = 0; k < nruns; k++) {
+        snprintf(one, sizeof one, "%s%s:%.17g", k ? ";" : "",
+                 kind[k] == MIA_RUN_NONDP ? "non-dp" : kind[k] == MIA_RUN_DPSGD ? "dp-sgd" : "dp-zo", eps[k]);
+        strncat(runs, one, sizeof runs - strlen(runs) - 1);
+    }
+    int64_t ls[3] = {nruns, R, P}, ms[2] = {R, P};
+    dp_status st = dp_tset_add_f64(&s, "loss", loss, 3, ls);
+    if (st == DP_OK) st = dp_tset_add_raw(&s, "member", DP_I32, mem, 2, ms);
+    if (st == DP_OK) st = dp_tset_set_meta(&s, "format", "dpcert-mia-signals/1");
+    if (st == DP_OK) st = dp_tset_set_meta(&s, "runs", runs);
+    if (st == DP_OK) st = dp_st_write(c->signals, &s);
+    dp_tset_free(&s);
+    free(mem);
+    return st;
+}
+
 dp_status mia_run_all(mia_result *res, const mia_config *c) {
     memset(res, 0, sizeof *res);
     DP_TRY(mia_config_check(c));
@@ -147,6 +176,7 @@ dp_status mia_run_all(mia_result *res, const mia_config *c) {
         if (!neg[a] || !pos[a]) st = DP_ERR_NOMEM;
     }
     if (st == DP_OK) st = mia_train_all(loss, acc, in, sigma, eps, kind, &res->nruns, &res->seconds, c);
+    if (st == DP_OK && c->signals) st = write_signals(c, loss, in, kind, eps, res->nruns);
     for (int k = 0; st == DP_OK && k < res->nruns; k++) {
         mia_run_result *rr = &res->run[k];
         rr->kind = kind[k];

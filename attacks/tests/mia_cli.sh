@@ -9,8 +9,27 @@ D=${DPCERT:?}
 . "${DPCERT_ROOT:?}/attacks/tests/cli_check.inc"
 cli_require mia
 small="--population 64 --models 4 --steps 200 --epsilons 8 --no-dpzo --quiet --noise-key 2"
-$D mia $small --report rep > out.txt 2>&1; rc=$?
+$D mia $small --report rep --signals sig.safetensors > out.txt 2>&1; rc=$?
 [ $rc -eq 0 ] || { echo "FAIL: mia exit $rc"; cat out.txt; fail=1; }
+# --signals (docs/audits.md "Signals"): loss [runs, R, P] F64, member [R, P] I32 with every
+# example in exactly R/2 models, the runs named in the metadata, every loss finite
+python3 - <<'PY' || fail=1
+import json, math, struct, sys
+raw = open("sig.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n]); buf = raw[8 + n:]
+meta = h.pop("__metadata__")
+L, M = h["loss"], h["member"]
+ok = (meta["format"] == "dpcert-mia-signals/1" and meta["runs"].startswith("non-dp:inf;dp-sgd:")
+      and len(meta["runs"].split(";")) == 2 and L["dtype"] == "F64" and L["shape"] == [2, 4, 64]
+      and M["dtype"] == "I32" and M["shape"] == [4, 64])
+loss = struct.unpack("<512d", buf[L["data_offsets"][0]:L["data_offsets"][1]])
+mem = struct.unpack("<256i", buf[M["data_offsets"][0]:M["data_offsets"][1]])
+ok = ok and all(math.isfinite(x) and x >= 0 for x in loss) and set(mem) == {0, 1}
+ok = ok and all(sum(mem[r * 64 + x] for r in range(4)) == 2 for x in range(64))
+print("ok: signals" if ok else f"FAIL: signals content {meta} {L} {M}")
+sys.exit(0 if ok else 1)
+PY
 python3 - <<'PY' || fail=1
 import json, sys
 r = json.load(open("rep/report.json"))
