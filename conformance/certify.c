@@ -291,11 +291,35 @@ dp_status cert_push_products(cert_result *r, const cert_pool *p, const char *nam
     return cert_result_push(r, &k);
 }
 
+/* Every acceptance region must be able to reject on the sides its check relies on: a lower
+ * bound at or below the least value the statistic can take (a negative bound for a count) makes
+ * the check pass by construction (docs/certification.md "Acceptance regions"). */
+static dp_status push_regions(cert_result *r) {
+    size_t tested = 0, n = r->n;
+    for (size_t i = 0; i < n; i++) {
+        const cert_check *k = &r->items[i];
+        if (k->status == CERT_INCOMPLETE || !(k->lo != 0 || k->hi != 0)) continue;
+        tested++;
+        int bad = k->vacuous & (k->need ? k->need : CERT_NEED_LO | CERT_NEED_HI);
+        if (!bad) continue;
+        char sc[160], m[320];
+        snprintf(sc, sizeof sc, "%.60s [%.90s]", k->name, k->scope);
+        snprintf(m, sizeof m, "the acceptance region [%.4g, %.4g] cannot reject on its %s side: the check has no power there "
+                 "(more draws or steps are needed)", k->lo, k->hi, bad & CERT_NEED_LO ? "lower" : "upper");
+        return cert_push(r, CERT_INCOMPLETE, "acceptance regions", sc, m);
+    }
+    char m[200];
+    snprintf(m, sizeof m, "%zu acceptance regions, none vacuous on a side its check relies on", tested);
+    return cert_push(r, CERT_PASS, "acceptance regions", "every statistical check", m);
+}
+
 dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) {
     char **names = NULL;
     size_t nv = 0;
     DP_TRY(list_vectors(&names, &nv, bundle));
     cert_pool all = {0}, coord = {0}, rep = {0}, across = {0};
+    cert_noise_fams fams;
+    memset(&fams, 0, sizeof fams);
     cert_dpzo_pools dz;
     memset(&dz, 0, sizeof dz);
     size_t nstep = 0;
@@ -317,7 +341,7 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
             double **zs = NULL;
             int64_t zn = 0;
             nstep++;
-            st = cert_eval_step(r, &all, &coord, &rep, &zs, &zn, bundle, names[i], &v, o);
+            st = cert_eval_step(r, &all, &coord, &rep, &fams, &zs, &zn, bundle, names[i], &v, o);
             /* independence across steps (vectors): repeat k of this vector against repeat k of the previous */
             for (int64_t k = 0; st == DP_OK && zs && prev && k < o->repeats; k++)
                 for (int64_t e = 0; e < zn && e < prevn && zs[k] && prev[k] && st == DP_OK; e++)
@@ -337,17 +361,17 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
             r->noise_n = all.n;
             cert_figs_residuals(&r->figs, all.z, all.n);
             r->sigma_eff_ratio = sqrt(k.statistic);
-            /* 1 - 1e-3 interval for the std ratio: invert the Laurent-Massart region */
-            double t = log(2 / 1e-3), dn = (double)all.n, S = k.statistic * dn;
-            r->ratio_hi = sqrt(S / (dn - 2 * sqrt(dn * t)));
-            r->ratio_lo = sqrt(S / (dn + 2 * sqrt(dn * t) + 2 * t));
+            /* 1 - 1e-3 interval for the std ratio: invert the variance test's region at 1e-3 */
+            cert_std_ratio_interval(&r->ratio_lo, &r->ratio_hi, k.statistic, all.n, 1e-3);
         }
+        if (st == DP_OK && nstep > 0) st = cert_fams_finish(r, &fams, o->alpha);
         const char *what[3] = {"noise independence across coordinates", "noise independence across repeats",
                                "noise independence across steps"};
         cert_pool *pp[3] = {&coord, &rep, &across};
         for (int j = 0; j < 3 && st == DP_OK; j++) st = cert_push_products(r, pp[j], what[j], "all step vectors", o->alpha);
     }
     if (st == DP_OK) st = cert_dpzo_finish(r, &dz, o);
+    if (st == DP_OK) st = push_regions(r);
     if (st == DP_OK && o->filter) { /* a partial run certifies nothing (last: the first reason stays the real one) */
         cert_check k;
         memset(&k, 0, sizeof k);
@@ -369,6 +393,7 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
         st = cert_result_push(r, &k);
     }
     cert_pool_free(&all); cert_pool_free(&coord); cert_pool_free(&rep); cert_pool_free(&across);
+    cert_fams_free(&fams);
     cert_dpzo_pools_free(&dz);
     free_names(names, nv);
     return st;
@@ -395,10 +420,14 @@ dp_status cert_noise_draws(int64_t *n, const char *dir) {
     return st;
 }
 
-int64_t cert_repeats_needed(int64_t per_repeat, double alpha) {
+double cert_suite_power_std(cert_suite s) {
+    return s == CERT_SUITE_CERTIFY ? CERT_CERTIFY_STD : s == CERT_SUITE_STRICT ? CERT_STRICT_STD : 0;
+}
+
+int64_t cert_repeats_needed(int64_t per_repeat, double alpha, double std) {
     if (per_repeat <= 0) return 2; /* no DP-SGD step vector (a filtered run): no noise power claim to meet */
     int64_t need = 1;
-    while (need < 1000 && cert_power_variance(per_repeat * need, alpha, CERT_CERTIFY_STD) < CERT_CERTIFY_POWER) need++;
+    while (need < 1000 && cert_power_variance(per_repeat * need, alpha, std) < CERT_CERTIFY_POWER) need++;
     return need < 2 ? 2 : need;
 }
 

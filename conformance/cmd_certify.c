@@ -50,7 +50,7 @@ int dp_cmd_certify(int argc, char **argv) {
     int help = 0, verbose = 0, rep_seen = 0;
     dp_opt opts[] = {
         {"--candidate", DP_OPT_STRING, &cand, NULL, "the candidate command; run as CMD IN OUT (required)"},
-        {"--suite", DP_OPT_STRING, &suite, NULL, "ci (default: seconds, alpha 1e-6) | certify (alpha 1e-9, power 0.999 at 0.97)"},
+        {"--suite", DP_OPT_STRING, &suite, NULL, "ci (default: seconds, alpha 1e-6) | certify (alpha 1e-9, power 0.999 at 0.97) | strict (0.99)"},
         {"--repeats", DP_OPT_INT, &repeats, &rep_seen, "runs per vector (default: ci 2, certify what the power claim needs)"},
         {"--report", DP_OPT_STRING, &report, NULL, "the bundle directory (default: a new $TMPDIR/dpcert-certify-XXXXXX)"},
         {"--sign", DP_OPT_STRING, &sign, NULL, "Ed25519 private key (PEM, from dpcert keygen) to sign report.json"},
@@ -118,14 +118,16 @@ int dp_cmd_certify(int argc, char **argv) {
             return dp_cli_fail("certify", dp_error(DP_ERR_INVALID, "--filter '%s' --scope %s: no vector left",
                                                    filter ? filter : ".*", scope));
     }
-    if (o.suite == CERT_SUITE_CERTIFY) { /* the power claim: std <= 0.97 of the claim caught with power >= 0.999 */
+    const double pstd = cert_suite_power_std(o.suite);
+    if (pstd > 0) { /* the power claim: std <= pstd of the claim caught with power >= 0.999 */
         int64_t per = 0;
         if ((st = cert_noise_draws(&per, vd)) != DP_OK) return dp_cli_fail("certify", st);
-        int64_t need = cert_repeats_needed(per, o.alpha);
+        int64_t need = cert_repeats_needed(per, o.alpha, pstd);
         if (rep_seen && repeats < need)
-            return dp_cli_fail("certify", dp_error(DP_ERR_INVALID, "--repeats %lld is below the %lld the certify level needs "
-                                                                   "(power 0.999 against std 0.97 at alpha %.0e)",
-                                                   (long long)repeats, (long long)need, o.alpha));
+            return dp_cli_fail("certify", dp_error(DP_ERR_INVALID, "--repeats %lld is below the %lld the %s level needs "
+                                                                   "(power 0.999 against std %g at alpha %.0e)",
+                                                   (long long)repeats, (long long)need, cert_suite_name(o.suite), pstd,
+                                                   o.alpha));
         if (!rep_seen) o.repeats = need;
     }
     dp_proc_install_signal_forwarding();
@@ -159,6 +161,16 @@ int dp_cmd_certify(int argc, char **argv) {
         printf("implied: claimed noise multiplier 1 (q 0.01, 1000 steps, delta 1e-5) gives epsilon %.4g; the measured "
                "noise (multiplier >= %.5f at 99.9%%) supports epsilon %.4g\n",
                cert_implied_epsilon(1.0), r.ratio_lo, cert_implied_epsilon(r.ratio_lo));
+    if (r.noise_n)
+        printf("power: noise std <= %.5f of the claim is FAILED with probability >= 0.999 (the smallest under-noising "
+               "this run detects)\n", cert_detectable_std(r.noise_n, o.alpha, CERT_CERTIFY_POWER));
+    if (r.dpzo_n)
+        printf("implied (DP-ZO): scalar noise std / claimed %.5f (99.9%% interval [%.5f, %.5f], %lld draws) supports "
+               "epsilon %.4g for the same reference run\n", r.dpzo_ratio, r.dpzo_lo, r.dpzo_hi, (long long)r.dpzo_n,
+               cert_implied_epsilon(r.dpzo_lo));
+    for (int i = 0; i < r.nspow; i++)
+        printf("sampling power: %s: %s caught by '%s' with probability >= %.6g\n", r.spow[i].vector, r.spow[i].deviation,
+               r.spow[i].test, r.spow[i].power);
     printf("declared conventions: %s\n", r.conventions[0] ? r.conventions : "(none)");
     printf("%zu checks, false-reject bound (union) %.3g\n", r.n, asum);
     printf("verdict: %s%s%s%s%s%s\nreport: %s/report.json%s\n", cert_verdict_name(r.verdict),

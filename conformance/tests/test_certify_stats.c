@@ -144,13 +144,13 @@ int main(void) {
 
     /* certify level */
     double ac = 1e-9;
-    int64_t per = per_repeat(CERT_SUITE_CERTIFY, "vcert"), R = cert_repeats_needed(per, ac);
+    int64_t per = per_repeat(CERT_SUITE_CERTIFY, "vcert"), R = cert_repeats_needed(per, ac, CERT_CERTIFY_STD);
     int64_t ncert = per * R;
     double pc = cert_power_variance(ncert, ac, 0.97);
     printf("certify: %lld draws per repeat, %lld repeats, %lld draws; power >= %.6f against std 0.97 at alpha 1e-9\n",
            (long long)per, (long long)R, (long long)ncert, pc);
     T_CHECK(pc >= 0.999, "certify power %.6f", pc);
-    T_CHECK(cert_repeats_needed(0, ac) == 2 && cert_repeats_needed(per, ac) >= 2,
+    T_CHECK(cert_repeats_needed(0, ac, 0.97) == 2 && cert_repeats_needed(per, ac, 0.97) >= 2,
             "no step vector (a filtered run) must give 2 repeats, not the cap");
     T_CHECK(rejects_all(10, ncert, 0.97, ac) == 10, "a planted std-0.97 sample was accepted at the certify level");
     T_CHECK(rejects_all(3, ncert, 1.0, ac) == 0, "correct noise rejected at the certify level");
