@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/fsutil.h"
+#include "common/hash.h"
 #include "common/safetensors.h"
 #include "conformance/certify.h"
 #include "conformance/certify_int.h"
@@ -171,9 +173,9 @@ dp_status cert_read_output(dp_cand_result *res, dp_tensor_set *out, const char *
         uint8_t *buf = NULL;
         size_t len = 0;
         DP_TRY(dp_read_file(&buf, &len, sp));
-        char w[16] = "";
-        sscanf((const char *)buf, "%15s", w);
-        res->outcome = strcmp(w, "TIMEOUT") == 0 ? DP_CAND_TIMEOUT : strcmp(w, "NO_OUTPUT") == 0 ? DP_CAND_NO_OUTPUT : DP_CAND_EXIT;
+        char w[24] = "";
+        sscanf((const char *)buf, "%23s", w);
+        res->outcome = dp_cand_outcome_parse(w);
         size_t skip = strlen(w) + 1 < len ? strlen(w) + 1 : len;
         snprintf(res->msg, sizeof res->msg, "%.*s", (int)(len - skip), (const char *)buf + skip);
         size_t l = strlen(res->msg);
@@ -201,6 +203,30 @@ dp_status cert_read_output(dp_cand_result *res, dp_tensor_set *out, const char *
     return DP_OK;
 }
 
+/* The candidate never gets the bundle's vector: a read-only copy in a scratch folder, whose
+ * SHA-256 is checked after every call (a candidate that overwrites its IN is FAILED with
+ * outcome INPUT_MODIFIED, and the next call gets a fresh copy). */
+static dp_status stage_input(char *hex, const char *src, const char *dst) {
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    DP_TRY(dp_read_file(&buf, &len, src));
+    dp_status st = dp_sha256_buf_hex(hex, buf, len);
+    chmod(dst, 0600); /* an earlier copy (made read-only) is replaced */
+    if (st == DP_OK) st = dp_write_file_atomic("--report", dst, buf, len);
+    if (st == DP_OK) chmod(dst, 0444);
+    free(buf);
+    return st;
+}
+
+static void scratch_remove(const char *dir, char **names, size_t nv) {
+    for (size_t i = 0; i < nv; i++) {
+        char p[4300];
+        snprintf(p, sizeof p, "%s/%s.safetensors", dir, names[i]);
+        remove(p);
+    }
+    rmdir(dir);
+}
+
 dp_status cert_run(const char *bundle, const cert_opts *o, int verbose) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/outputs", bundle);
@@ -208,39 +234,73 @@ dp_status cert_run(const char *bundle, const cert_opts *o, int verbose) {
     char **names = NULL;
     size_t nv = 0;
     DP_TRY(list_vectors(&names, &nv, bundle));
+    const char *td = getenv("TMPDIR");
+    char scratch[4096], logfmt[4200];
+    snprintf(scratch, sizeof scratch, "%s/dpcert-in-XXXXXX", td && td[0] ? td : "/tmp");
+    if (!mkdtemp(scratch)) { free_names(names, nv); return dp_error(DP_ERR_IO, "cannot create %s", scratch); }
+    snprintf(logfmt, sizeof logfmt, "%.4000s/outputs/candidate.p%%d.log", bundle);
+    dp_cand_opts co;
+    dp_cand_opts_default(&co);
+    co.timeout_s = o->timeout_s;
+    const double deadline = o->run_timeout_s > 0 ? dp_proc_now() + o->run_timeout_s : 0;
+    dp_cand_session sess;
+    dp_cand_session_init(&sess, o->candidate, &co, logfmt, deadline);
     dp_status st = DP_OK;
     for (size_t i = 0; i < nv && st == DP_OK; i++) {
-        char vp[4096];
+        char vp[4096], ip[4300], hex[65], hex2[65];
         snprintf(vp, sizeof vp, "%s/vectors/%s.safetensors", bundle, names[i]);
+        snprintf(ip, sizeof ip, "%s/%s.safetensors", scratch, names[i]);
         dp_tensor_set v;
         if ((st = dp_st_read(&v, vp)) != DP_OK) break;
         expect_list ex;
         st = expectations(&ex, &v);
         dp_tset_free(&v);
+        if (st == DP_OK) st = stage_input(hex, vp, ip);
         for (int64_t r = 1; r <= o->repeats && st == DP_OK; r++) {
             char op[4096], sp[4096], lp[4096];
             out_path(op, sizeof op, bundle, names[i], r, "safetensors");
             out_path(sp, sizeof sp, bundle, names[i], r, "status");
             out_path(lp, sizeof lp, bundle, names[i], r, "log");
-            dp_cand_opts co;
-            dp_cand_opts_default(&co);
-            co.timeout_s = o->timeout_s;
-            co.log_path = lp;
             dp_cand_result cr;
             dp_tensor_set out;
-            st = dp_candidate_run(&cr, &out, o->candidate, vp, op, ex.e, ex.n, &co);
+            if (o->persistent) {
+                st = dp_cand_session_run(&sess, &cr, &out, ip, op, ex.e, ex.n);
+            } else {
+                double left = deadline > 0 ? deadline - dp_proc_now() : co.timeout_s;
+                co.log_path = lp;
+                co.timeout_s = left < o->timeout_s ? left : o->timeout_s;
+                if (co.timeout_s > 0) {
+                    st = dp_candidate_run(&cr, &out, o->candidate, ip, op, ex.e, ex.n, &co);
+                } else {
+                    memset(&cr, 0, sizeof cr);
+                    dp_tset_init(&out);
+                    cr.outcome = DP_CAND_TIMEOUT;
+                    snprintf(cr.msg, sizeof cr.msg, "not run: the whole-run time limit of %.0f s was reached", o->run_timeout_s);
+                }
+            }
             dp_tset_free(&out);
             if (st != DP_OK) break;
             if (cr.outcome == DP_CAND_INTERRUPTED) {
                 st = dp_error(DP_ERR_IO, "interrupted");
                 break;
             }
+            if ((st = dp_sha256_file_hex(hex2, ip)) != DP_OK) { /* removed: as modified */
+                hex2[0] = '\0';
+                st = DP_OK;
+            }
+            if (strcmp(hex, hex2) != 0) {
+                cr.outcome = DP_CAND_INPUT_MODIFIED;
+                snprintf(cr.msg, sizeof cr.msg, "the candidate modified its input %s.safetensors (SHA-256 %.12s... before, "
+                         "%.12s... after): a candidate must not write to IN", names[i], hex, hex2[0] ? hex2 : "(gone)");
+                if ((st = stage_input(hex, vp, ip)) != DP_OK) break;
+            }
             /* outcomes the stored output cannot show again are recorded beside it */
-            if (cr.outcome == DP_CAND_EXIT || cr.outcome == DP_CAND_TIMEOUT || cr.outcome == DP_CAND_NO_OUTPUT) {
+            if (cr.outcome == DP_CAND_EXIT || cr.outcome == DP_CAND_TIMEOUT || cr.outcome == DP_CAND_NO_OUTPUT ||
+                cr.outcome == DP_CAND_PROTOCOL || cr.outcome == DP_CAND_INPUT_MODIFIED) {
                 remove(op);
                 char line[700];
                 int len = snprintf(line, sizeof line, "%s %s\n", dp_cand_outcome_name(cr.outcome), cr.msg);
-                st = dp_write_file_atomic("--report", sp, line, (size_t)len);
+                st = dp_write_file_atomic("--report", sp, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);
             } else {
                 remove(sp);
             }
@@ -250,6 +310,8 @@ dp_status cert_run(const char *bundle, const cert_opts *o, int verbose) {
         }
         expect_free(&ex);
     }
+    dp_cand_session_close(&sess);
+    scratch_remove(scratch, names, nv);
     free_names(names, nv);
     return st;
 }

@@ -142,6 +142,8 @@ typedef struct {
     const char *candidate;  /* the command */
     const char *filter;     /* NULL, or a POSIX extended regex on vector names: a partial run,
                                whose verdict is at best INCOMPLETE */
+    int persistent;         /* 1: --candidate-mode persistent (one process serves every request) */
+    double run_timeout_s;   /* whole-run limit (0: none) */
     const char *scope;      /* NULL or "all"; "dpsgd": the step and sampling vectors only,
                                "dpzo": the dpzo vectors only (a complete run of that scope,
                                whose verdict names it; docs/certification.md "Scope") */

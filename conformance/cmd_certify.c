@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/candidate.h"
 #include "common/cli.h"
 #include "common/fsutil.h"
 #include "common/proc.h"
@@ -45,8 +46,9 @@ int dp_cmd_vectors(int argc, char **argv) {
 
 int dp_cmd_certify(int argc, char **argv) {
     const char *suite = "ci", *cand = NULL, *report = NULL, *sign = NULL, *filter = NULL, *scope = "all";
+    const char *mode = "one-call";
     int64_t repeats = 0;
-    double timeout = 120, alpha = 0;
+    double timeout = 120, alpha = 0, run_timeout = 86400;
     int help = 0, verbose = 0, rep_seen = 0;
     dp_opt opts[] = {
         {"--candidate", DP_OPT_STRING, &cand, NULL, "the candidate command; run as CMD IN OUT (required)"},
@@ -54,7 +56,10 @@ int dp_cmd_certify(int argc, char **argv) {
         {"--repeats", DP_OPT_INT, &repeats, &rep_seen, "runs per vector (default: ci 2, certify what the power claim needs)"},
         {"--report", DP_OPT_STRING, &report, NULL, "the bundle directory (default: a new $TMPDIR/dpcert-certify-XXXXXX)"},
         {"--sign", DP_OPT_STRING, &sign, NULL, "Ed25519 private key (PEM, from dpcert keygen) to sign report.json"},
-        {"--timeout", DP_OPT_DOUBLE, &timeout, NULL, "seconds per candidate run (default 120)"},
+        {"--timeout", DP_OPT_DOUBLE, &timeout, NULL, "seconds per candidate run or request (default 120)"},
+        {"--candidate-mode", DP_OPT_STRING, &mode, NULL, "one-call (default: CMD IN OUT per run) | persistent (one process, "
+                                                         "requests on its stdin)"},
+        {"--run-timeout", DP_OPT_DOUBLE, &run_timeout, NULL, "seconds for the whole run (default 86400)"},
         {"--alpha", DP_OPT_DOUBLE, &alpha, NULL, "false-reject bound per test (default: ci 1e-6, certify 1e-9)"},
         {"--verbose", DP_OPT_FLAG, &verbose, NULL, "one line per candidate run, every check"},
         {"--filter", DP_OPT_STRING, &filter, NULL, "only the vectors matching this regex (verdict at best INCOMPLETE)"},
@@ -75,6 +80,9 @@ int dp_cmd_certify(int argc, char **argv) {
     if ((st = cert_suite_parse(&o.suite, "--suite", suite)) != DP_OK) return dp_cli_fail("certify", st);
     if (rep_seen && (st = dp_check_range("--repeats", (double)repeats, 1, 1, 1000, 1)) != DP_OK) return dp_cli_fail("certify", st);
     if ((st = dp_check_range("--timeout", timeout, 0, 0, 86400, 1)) != DP_OK) return dp_cli_fail("certify", st);
+    if ((st = dp_check_range("--run-timeout", run_timeout, 0, 0, 604800, 1)) != DP_OK) return dp_cli_fail("certify", st);
+    if ((st = dp_cand_mode_parse(&o.persistent, "--candidate-mode", mode)) != DP_OK) return dp_cli_fail("certify", st);
+    o.run_timeout_s = run_timeout;
     if (alpha != 0 && (st = dp_check_range("--alpha", alpha, 0, 0, 0.01, 1)) != DP_OK) return dp_cli_fail("certify", st);
     o.repeats = repeats;
     o.alpha = alpha;
@@ -131,8 +139,8 @@ int dp_cmd_certify(int argc, char **argv) {
         if (!rep_seen) o.repeats = need;
     }
     dp_proc_install_signal_forwarding();
-    fprintf(stderr, "dpcert certify: suite %s, %lld repeats, alpha %.0e per test, bundle %s\n", cert_suite_name(o.suite),
-            (long long)o.repeats, o.alpha, report);
+    fprintf(stderr, "dpcert certify: suite %s, %lld repeats, alpha %.0e per test, candidate mode %s, bundle %s\n",
+            cert_suite_name(o.suite), (long long)o.repeats, o.alpha, o.persistent ? "persistent" : "one-call", report);
     if ((st = cert_run(report, &o, verbose)) != DP_OK) {
         if (dp_proc_interrupted()) return 128 + dp_proc_interrupted();
         return dp_cli_fail("certify", st);
