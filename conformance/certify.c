@@ -114,6 +114,19 @@ static dp_status expectations(expect_list *x, const dp_tensor_set *v) {
         int64_t kn[2] = {(int64_t)dp_tensor_get(s, 0), (int64_t)dp_tensor_get(s, 1)};
         return expect_add(x, "", "sampling.mask", 1, DP_CAND_INT, 2, kn);
     }
+    if (kind && strcmp(kind, "trajectory") == 0) { /* docs/certification.md "Trajectory vectors" */
+        int K = 0;
+        DP_TRY(cert_traj_steps(&K, v));
+        for (int k = 0; k < K; k++)
+            for (size_t i = 0; i < v->n; i++) {
+                const char *nm = v->items[i].name;
+                if (strncmp(nm, "params.", 7) != 0) continue;
+                char pre[48];
+                snprintf(pre, sizeof pre, "step.%d.private_grad.", k);
+                DP_TRY(expect_add(x, pre, nm + 7, 1, DP_CAND_FLOAT, v->items[i].t.ndim, v->items[i].t.shape));
+            }
+        return DP_OK;
+    }
     int64_t B = -1;
     const dp_tensor *bx = dp_tset_find(v, "batch.x"), *bt = dp_tset_find(v, "batch.tokens");
     B = bx ? bx->shape[0] : bt ? bt->shape[0] : -1;
@@ -399,6 +412,10 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
             st = dp_error(DP_ERR_FORMAT, "vector %s: vector_sha256 does not match its content (tampered?)", names[i]);
         if (st == DP_OK && kind && strcmp(kind, "sampling") == 0) st = cert_eval_sampling(r, bundle, names[i], &v, o);
         else if (st == DP_OK && kind && strcmp(kind, "dpzo") == 0) st = cert_eval_dpzo(r, &dz, bundle, names[i], &v, o);
+        else if (st == DP_OK && kind && strcmp(kind, "trajectory") == 0) {
+            nstep++;
+            st = cert_eval_traj(r, &all, &rep, &fams, bundle, names[i], &v, o);
+        }
         else if (st == DP_OK) {
             double **zs = NULL;
             int64_t zn = 0;
@@ -473,8 +490,10 @@ dp_status cert_noise_draws(int64_t *n, const char *dir) {
         dp_tensor_set v;
         if ((st = dp_st_read(&v, p)) != DP_OK) break;
         const char *k = dp_tset_meta(&v, "kind");
-        for (size_t j = 0; k && strcmp(k, "step") == 0 && j < v.n; j++)
-            if (strncmp(v.items[j].name, "params.", 7) == 0) *n += dp_tensor_numel(&v.items[j].t);
+        int steps = 1;
+        if (k && strcmp(k, "trajectory") == 0 && (st = cert_traj_steps(&steps, &v)) != DP_OK) { dp_tset_free(&v); break; }
+        for (size_t j = 0; k && (strcmp(k, "step") == 0 || strcmp(k, "trajectory") == 0) && j < v.n; j++)
+            if (strncmp(v.items[j].name, "params.", 7) == 0) *n += steps * dp_tensor_numel(&v.items[j].t);
         dp_tset_free(&v);
     }
     for (size_t i = 0; i < nv; i++) free(names[i]);

@@ -58,6 +58,10 @@ void cert_fams_free(cert_noise_fams *f);
 dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_pool *rep, cert_noise_fams *fams,
                          double ***zs, int64_t *zn, const char *bundle, const char *name, const dp_tensor_set *v,
                          const cert_opts *o);
+/* Trajectory vectors (certify_traj.c). */
+dp_status cert_traj_steps(int *K, const dp_tensor_set *v);
+dp_status cert_eval_traj(cert_result *r, cert_pool *all, cert_pool *rep, cert_noise_fams *fams, const char *bundle,
+                         const char *name, const dp_tensor_set *v, const cert_opts *o);
 dp_status cert_sampling_power(cert_result *r, const char *name, int64_t K, int64_t N, double q, double alpha);
 dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *name, const dp_tensor_set *v,
                              const cert_opts *o);
