@@ -71,6 +71,7 @@ typedef struct {
                                 one call per step; batches, update and losses are the auditor's */
     const char *work;        /* candidate: directory of the step vectors and outputs */
     double timeout_s;        /* candidate: seconds per call */
+    int candidate_persistent; /* candidate: --candidate-mode persistent (one process per model trained) */
 } mia_config;
 
 void mia_config_default(mia_config *c);
