@@ -70,7 +70,7 @@ void dp_cand_log_tail(char *buf, size_t len, const char *log_path, long long fro
 /* "; its output ends: ..." appended to a failed run's message (nothing when the log is empty). */
 static void add_tail(dp_cand_result *res, const char *log_path, long long from) {
     char tail[360];
-    dp_cand_log_tail(tail, sizeof tail, log_path, from, 3);
+    dp_cand_log_tail(tail, sizeof tail, log_path, from, 2);
     size_t l = strlen(res->msg);
     if (tail[0] && l + 24 < sizeof res->msg) snprintf(res->msg + l, sizeof res->msg - l, "; its output ends: %s", tail);
 }

@@ -37,7 +37,7 @@ dp_status cert_result_push(cert_result *r, const cert_check *k) {
     r->items[r->n++] = *k;
     if (k->status > r->verdict) {
         r->verdict = k->status;
-        snprintf(r->first, sizeof r->first, "%.80s [%.120s]: %.190s", k->name, k->scope, k->msg);
+        snprintf(r->first, sizeof r->first, "%.80s [%.120s]: %.319s", k->name, k->scope, k->msg);
     }
     return DP_OK;
 }
@@ -388,10 +388,45 @@ static dp_status push_regions(cert_result *r) {
     return cert_push(r, CERT_PASS, "acceptance regions", "every statistical check", m);
 }
 
+/* When every call failed the same way before writing any output (the same outcome, the same
+ * message or the same end of its log), the candidate could not start: say so first, with the
+ * reason, rather than leave one FAIL per vector to be read (docs/certification.md "Run
+ * outcomes"). */
+static dp_status push_start_failure(cert_result *r, const char *bundle, char **names, size_t nv, const cert_opts *o) {
+    char first[600] = "", sp[4096];
+    size_t calls = 0;
+    for (size_t i = 0; i < nv; i++)
+        for (int64_t k = 1; k <= o->repeats; k++) {
+            out_path(sp, sizeof sp, bundle, names[i], k, "status");
+            char *buf = NULL;
+            size_t len = 0;
+            if (dp_read_file_max(&buf, &len, "status", sp, 4096) != DP_OK) return DP_OK; /* a call that did not fail */
+            char line[600];
+            snprintf(line, sizeof line, "%.*s", (int)len, buf);
+            free(buf);
+            line[strcspn(line, "\n")] = '\0';
+            if (strncmp(line, "EXIT ", 5) != 0 && strncmp(line, "NO_OUTPUT ", 10) != 0 && strncmp(line, "PROTOCOL ", 9) != 0)
+                return DP_OK;
+            const char *tl = strstr(line, "; its output ends:"), *tf = strstr(first, "; its output ends:");
+            if (!calls) snprintf(first, sizeof first, "%s", line);
+            else if (strcmp(first, line) != 0 && !(tl && tf && strcmp(tl, tf) == 0) &&
+                     strncmp(first, line, strcspn(line, " ")) != 0)
+                return DP_OK;
+            calls++;
+        }
+    if (!calls) return DP_OK;
+    char m[320];
+    snprintf(m, sizeof m, "every call (%zu) failed the same way before writing any output: the candidate could not start "
+             "(an environment problem? interpreter, modules, path): %.150s", calls, first);
+    return cert_push(r, CERT_FAIL, "candidate start", "every vector and repeat", m);
+}
+
 dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) {
     char **names = NULL;
     size_t nv = 0;
     DP_TRY(list_vectors(&names, &nv, bundle));
+    dp_status st0 = push_start_failure(r, bundle, names, nv, o);
+    if (st0 != DP_OK) { free_names(names, nv); return st0; }
     cert_pool all = {0}, coord = {0}, rep = {0}, across = {0};
     cert_noise_fams fams;
     memset(&fams, 0, sizeof fams);

@@ -179,7 +179,7 @@ typedef struct {
     cert_spower spow[CERT_MAX_SPOWER];
     int nspow;
     int verdict;            /* CERT_PASS (CERTIFIED) / CERT_INCOMPLETE / CERT_FAIL (FAILED) */
-    char first[400];        /* the first FAIL (or INCOMPLETE): check, scope, statistic */
+    char first[600];        /* the first FAIL (or INCOMPLETE): check, scope, statistic */
     double sigma_eff_ratio, ratio_lo, ratio_hi; /* measured noise std / claimed, with a 1 - 1e-3 interval */
     int64_t noise_n;
     double dpzo_ratio, dpzo_lo, dpzo_hi; /* DP-ZO scalar noise std / claimed and its 1 - 1e-3 interval */
