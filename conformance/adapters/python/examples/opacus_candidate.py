@@ -2,6 +2,7 @@
 """Opacus's own DPOptimizer as a `dpcert certify` candidate (docs/certification.md):
 
     dpcert certify --candidate 'python examples/opacus_candidate.py [--declare abadi]' --suite certify
+    dpcert certify --candidate 'python examples/opacus_candidate.py' --candidate-mode persistent --suite certify
 
 Step vectors: dpcert's model (dpcert_adapter.torch_models, float64) with the vector's
 parameters wrapped in Opacus's GradSampleModule; loss = mean of the per-example losses with
@@ -21,8 +22,11 @@ import sys
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from dpcert_adapter import Vector, write_output  # noqa: E402
+try:  # installed (dpcert-opacus-candidate) or run as a script from the repository
+    from dpcert_adapter import Vector, run, write_output
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from dpcert_adapter import Vector, run, write_output  # noqa: E402
 from dpcert_adapter.torch_models import dpcert_name, from_vector  # noqa: E402
 
 
@@ -109,15 +113,17 @@ def sampling(v, out):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--declare", default="abadi_eps:1e-6")
-    ap.add_argument("inp")
-    ap.add_argument("out")
-    a = ap.parse_args()
+    a, rest = ap.parse_known_args()
     torch.set_default_dtype(torch.float64)
-    v = Vector.load(a.inp)
-    if v.kind == "sampling":
-        sampling(v, a.out)
-    else:
-        step(v, a.out, a.declare)
+
+    def handle(inp, out):  # one request (one-call or persistent mode: dpcert_adapter.run)
+        v = Vector.load(inp)
+        if v.kind == "sampling":
+            sampling(v, out)
+        else:
+            step(v, out, a.declare)
+
+    run(handle, rest)
 
 
 if __name__ == "__main__":
