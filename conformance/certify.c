@@ -405,12 +405,12 @@ static dp_status push_start_failure(cert_result *r, const char *bundle, char **n
             snprintf(line, sizeof line, "%.*s", (int)len, buf);
             free(buf);
             line[strcspn(line, "\n")] = '\0';
-            if (strncmp(line, "EXIT ", 5) != 0 && strncmp(line, "NO_OUTPUT ", 10) != 0 && strncmp(line, "PROTOCOL ", 9) != 0)
-                return DP_OK;
+            if ((strncmp(line, "EXIT ", 5) != 0 && strncmp(line, "NO_OUTPUT ", 10) != 0 && strncmp(line, "PROTOCOL ", 9) != 0) ||
+                strstr(line, "during request") || strstr(line, "candidate replied ERROR") || strstr(line, "wrong reply"))
+                return DP_OK; /* a persistent candidate that was ready: it started */
             const char *tl = strstr(line, "; its output ends:"), *tf = strstr(first, "; its output ends:");
             if (!calls) snprintf(first, sizeof first, "%s", line);
-            else if (strcmp(first, line) != 0 && !(tl && tf && strcmp(tl, tf) == 0) &&
-                     strncmp(first, line, strcspn(line, " ")) != 0)
+            else if (strcmp(first, line) != 0 && !(tl && tf && strcmp(tl, tf) == 0))
                 return DP_OK;
             calls++;
         }
