@@ -69,7 +69,7 @@ int dp_cmd_certify(int argc, char **argv) {
     dp_status st = dp_opts_parse(opts, no, argc, argv, NULL, 0, NULL, &help);
     if (st != DP_OK) return dp_cli_fail("certify", st);
     if (help) {
-        printf("usage: dpcert certify --candidate 'CMD ...' [--suite ci|certify] [--repeats R] [--report DIR] [--sign KEY]\n"
+        printf("usage: dpcert certify --candidate 'CMD ...' [--suite ci|certify|strict] [--candidate-mode one-call|persistent] [--repeats R] [--report DIR] [--sign KEY]\n"
                "  exit 0 CERTIFIED, 1 FAILED or INCOMPLETE, 2 bad usage (docs/certification.md)\n");
         dp_opts_print_help(opts, no);
         return 0;
