@@ -42,7 +42,12 @@ void dp_cand_log_tail(char *buf, size_t len, const char *log_path, long long fro
     close(fd);
     if (!t || got <= 0) { free(t); return; }
     t[got] = '\0';
-    for (ssize_t i = 0; i < got; i++) if (t[i] == '\0' || t[i] == '\r' || t[i] == '\t') t[i] = ' ';
+    for (ssize_t i = 0; i < got; i++) { /* printable ASCII only: the tail goes into JSON and Markdown */
+        unsigned char c = (unsigned char)t[i];
+        if (c == '\0' || c == '\r' || c == '\t') t[i] = ' ';
+        else if (c != '\n' && (c < 0x20 || c > 0x7e)) t[i] = '?';
+        else if (c == '|' || c == '`') t[i] = '!'; /* " | " separates the lines; no Markdown table break */
+    }
     /* the last `lines` non-empty lines, in order */
     const char *sel[16];
     size_t sl[16];
@@ -65,6 +70,13 @@ void dp_cand_log_tail(char *buf, size_t len, const char *log_path, long long fro
         w += (size_t)m < len - w ? (size_t)m : len - w - 1;
     }
     free(t);
+}
+
+/* Bytes a candidate chose (its reply line) made printable ASCII for JSON and Markdown. */
+static void clean_msg(char *m) {
+    for (; *m; m++)
+        if ((unsigned char)*m < 0x20 || (unsigned char)*m > 0x7e) *m = '?';
+        else if (*m == '|' || *m == '`') *m = '!';
 }
 
 /* "; its output ends: ..." appended to a failed run's message (nothing when the log is empty). */
@@ -352,6 +364,7 @@ static dp_status session_start(dp_cand_session *s, dp_cand_result *res, double u
     } else {
         res->outcome = DP_CAND_PROTOCOL;
         snprintf(res->msg, sizeof res->msg, "persistent candidate's first line on fd 3 is '%.100s', expected READY", line);
+        clean_msg(res->msg);
     }
     res->proc = pr;
     add_tail(res, s->log_path, 0);
@@ -436,6 +449,7 @@ dp_status dp_cand_session_run(dp_cand_session *s, dp_cand_result *res, dp_tensor
         res->outcome = DP_CAND_PROTOCOL;
         snprintf(res->msg, sizeof res->msg, "request %lld (%s): wrong reply '%.120s' (expected '%lld OK' or '%lld ERROR "
                  "message')", seq, in_path, line, seq, seq);
+        clean_msg(res->msg);
         add_tail(res, s->log_path, from);
         session_kill(s);
         return DP_OK;
@@ -443,6 +457,7 @@ dp_status dp_cand_session_run(dp_cand_session *s, dp_cand_result *res, dp_tensor
     if (strncmp(line + wl, "ERROR", 5) == 0) {
         res->outcome = DP_CAND_EXIT;
         snprintf(res->msg, sizeof res->msg, "request %lld: candidate replied ERROR%.200s", seq, line + wl + 5);
+        clean_msg(res->msg);
         add_tail(res, s->log_path, from);
         return DP_OK; /* the process serves on */
     }
