@@ -44,6 +44,9 @@ for lvl in ci certify; do
   run 1 "$lvl: no noise on 1-D tensors" $D certify --candidate "$PY $CAND --mutant no-noise-1d" --candidate-mode persistent --suite $lvl --report n1d-$lvl
   expect "^verdict: FAILED -- noise" "$lvl: no-noise-1d FAILED"
   expect "^FAIL +noise variance per tensor \[step-[a-z]+-[a-z0-9-]+ (layers.*bias|.*norm)" "$lvl: the per-tensor test names a 1-D tensor"
+  expect "^FAIL +noise variance per parameter class \[1-D tensors" "$lvl: the 1-D parameter class FAILED"
+  grep -qE "^\| noise variance per parameter class \| tensors of 2 or more dimensions \| PASS" n1d-$lvl/report.md ||
+    { echo "FAIL: $lvl: the class of matrices does not pass"; fail=1; }
   grep -qE "^\| noise variance per tensor \| step-[a-z0-9-]+ layers\.[0-9]+\.weight \| PASS" n1d-$lvl/report.md ||
     { echo "FAIL: $lvl: the per-tensor test does not pass the noised matrices"; fail=1; }
 done
