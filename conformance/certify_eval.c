@@ -283,7 +283,7 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
             zs[k - 1] = NULL;
         } else if (st == DP_OK) {
             *zn = n;
-            st = cert_fams_add_step(fams, name, &ref.m, &ref.g, zs[k - 1], n);
+            st = cert_fams_add_step(fams, name, &ref.m, &ref.g, zs[k - 1]);
             for (int64_t e = 0; e < n && st == DP_OK; e++) st = cert_pool_push(all, zs[k - 1][e]);
             for (int64_t e = 0; e < n && st == DP_OK; e++) st = cert_pool_push(&mine, zs[k - 1][e]);
             for (int64_t e = 0; e + 1 < n && st == DP_OK; e += 2) st = cert_pair_push(coord, zs[k - 1][e], zs[k - 1][e + 1]);

@@ -48,7 +48,7 @@ typedef struct { cert_fam tensor, group, pclass; } cert_noise_fams;
 dp_status cert_fam_add(cert_fam *f, const char *scope, double ss, int64_t n);
 /* Adds one step's standardized residuals z (all parameters in canonical order) of vector vec. */
 dp_status cert_fams_add_step(cert_noise_fams *f, const char *vec, const ref_model *m, const dp_clip_groups *g,
-                             const double *z, int64_t stride_n);
+                             const double *z);
 dp_status cert_fams_finish(cert_result *r, const cert_noise_fams *f, double alpha);
 void cert_fams_free(cert_noise_fams *f);
 

@@ -38,8 +38,7 @@ void cert_fams_free(cert_noise_fams *f) {
 }
 
 dp_status cert_fams_add_step(cert_noise_fams *f, const char *vec, const ref_model *m, const dp_clip_groups *g,
-                             const double *z, int64_t stride_n) {
-    (void)stride_n;
+                             const double *z) {
     int64_t off = 0;
     char sc[200];
     for (int p = 0; p < m->nparams; p++) {

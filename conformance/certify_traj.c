@@ -100,7 +100,7 @@ dp_status cert_eval_traj(cert_result *r, cert_pool *all, cert_pool *rep, cert_no
                 free(z[s]);
                 z[s] = NULL;
             } else {
-                st = cert_fams_add_step(fams, name, &ref.m, &ref.g, z[s], n);
+                st = cert_fams_add_step(fams, name, &ref.m, &ref.g, z[s]);
                 for (int64_t e = 0; e < n && st == DP_OK; e++) st = cert_pool_push(all, z[s][e]);
                 for (int64_t e = 0; k >= 2 && zs[(k - 2) * K + s] && e < n && st == DP_OK; e++)
                     st = cert_pair_push(rep, z[s][e], zs[(k - 2) * K + s][e]);
