@@ -72,6 +72,7 @@ typedef struct {
     const char *candidate;   /* candidate: the command line CMD (run as CMD IN OUT) */
     const char *work;        /* candidate: directory of the step vectors and outputs */
     double timeout_s;        /* candidate: seconds per run */
+    int candidate_persistent; /* candidate: --candidate-mode persistent (one process per thread) */
     audit_canary canary;
     double canary_scale;     /* >= 1: canary size in units of C (dirac, anti, input target) */
     int canary_param;        /* dirac: parameter index (-1: the last parameter) */

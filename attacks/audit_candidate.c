@@ -92,7 +92,25 @@ dp_status audit_cand_io_init(audit_cand_io *io, const ref_model *m, double timeo
     return DP_OK;
 }
 
+dp_status audit_cand_io_persistent(audit_cand_io *io, const char *cmd, const char *work, const char *tag) {
+    io->sess = dp_calloc(1, sizeof *io->sess);
+    if (!io->sess) return DP_ERR_NOMEM;
+    snprintf(io->logfmt, sizeof io->logfmt, "%.1000s/%.100s.p%%d.log", work, tag);
+    dp_cand_session_init(io->sess, cmd, &io->opts, io->logfmt, 0);
+    return DP_OK;
+}
+
 void audit_cand_io_free(audit_cand_io *io) {
+    if (io->sess) {
+        dp_cand_session_close(io->sess);
+        for (int k = 1; k <= io->sess->nstarted; k++) { /* the logs go with the work directory */
+            char p[1300];
+            snprintf(p, sizeof p, io->logfmt, k);
+            unlink(p);
+        }
+        free(io->sess);
+        io->sess = NULL;
+    }
     free(io->exp);
     free(io->names);
     io->exp = NULL;
@@ -103,7 +121,8 @@ dp_status audit_cand_private_grad(double *const *g, const audit_cand_io *io, con
                                   const char *out_path, const ref_model *m) {
     dp_cand_result res;
     dp_tensor_set out;
-    DP_TRY(dp_candidate_run(&res, &out, cmd, in, out_path, io->exp, (size_t)io->nexp, &io->opts));
+    if (io->sess) DP_TRY(dp_cand_session_run(io->sess, &res, &out, in, out_path, io->exp, (size_t)io->nexp));
+    else DP_TRY(dp_candidate_run(&res, &out, cmd, in, out_path, io->exp, (size_t)io->nexp, &io->opts));
     unlink(out_path);
     if (res.outcome != DP_CAND_OK) {
         dp_tset_free(&out);
@@ -191,6 +210,11 @@ dp_status audit_candidate_make(audit_release *r, const audit_setup *s, int tid) 
     snprintf(x->in[1], sizeof x->in[1], "%s/audit-Dprime.safetensors", dir);
     snprintf(x->out, sizeof x->out, "%s/out-%d.safetensors", dir, tid);
     DP_TRY(audit_cand_io_init(&x->io, &s->m0, s->cfg.timeout_s));
+    if (s->cfg.candidate_persistent) {
+        char tag[32];
+        snprintf(tag, sizeof tag, "candidate-%d", tid);
+        DP_TRY(audit_cand_io_persistent(&x->io, s->cfg.candidate, dir, tag));
+    }
     return audit_flat_buffers(&x->g, &s->m0);
 }
 
@@ -291,6 +315,11 @@ static dp_status refcand(const char *in_path, const char *out_path) {
 }
 
 int audit_cmd_reference_candidate(int argc, char **argv) {
+    const char *mode = getenv("DPCERT_CANDIDATE_MODE");
+    if (argc == 0 && mode && strcmp(mode, "persistent") == 0) { /* --candidate-mode persistent */
+        dp_status st = dp_cand_serve(refcand);
+        return st == DP_OK ? 0 : dp_cli_fail("audit reference-candidate", st);
+    }
     if (argc != 2) {
         fprintf(stderr, "usage: dpcert audit reference-candidate IN OUT\n");
         return 2;

@@ -26,8 +26,13 @@ typedef struct {
     char (*names)[160];
     int nexp;
     dp_cand_opts opts;
+    dp_cand_session *sess;   /* persistent mode: the process serving this io's requests (NULL: one call each) */
+    char logfmt[1200];
 } audit_cand_io;
 dp_status audit_cand_io_init(audit_cand_io *io, const ref_model *m, double timeout_s);
+/* Persistent mode for cmd: requests go to one process (log WORK/<tag>.p<n>.log), closed by
+ * audit_cand_io_free. */
+dp_status audit_cand_io_persistent(audit_cand_io *io, const char *cmd, const char *work, const char *tag);
 void audit_cand_io_free(audit_cand_io *io);
 /* Runs `cmd in out_path` and reads its private gradient into g[p][e] (out_path removed
  * afterwards). A candidate that fails (any outcome but OK) or writes a non-finite value:

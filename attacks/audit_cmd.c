@@ -24,6 +24,7 @@ static int audit_main(audit_cli *ap);
 struct audit_cli {
     ref_model_cli m;
     const char *algo, *impl, *backend, *strategy, *candidate, *canary, *canary_param, *plant, *level, *report, *work;
+    const char *cand_mode;
     double timeout;
     int seen_impl;
     double canary_scale, q, clip, sigma, delta, phi, confidence, calib_frac;
@@ -44,6 +45,7 @@ static dp_status cli_finish(audit_config *c, const audit_cli *a) {
         return dp_error(DP_ERR_USAGE, "--candidate goes with --impl candidate (got --impl %s)", a->impl);
     c->work = a->work;
     c->timeout_s = a->timeout;
+    DP_TRY(dp_cand_mode_parse(&c->candidate_persistent, "--candidate-mode", a->cand_mode));
     static const char *const backends[] = {"host", "cuda", NULL};
     DP_TRY(dp_parse_choice(&k, "--backend", a->backend, backends));
     c->backend = backends[k];
@@ -125,6 +127,8 @@ static json_t *report_json(const audit_config *c, const audit_result *r, const a
         json_object_set_new(cfg, "strategy", json_string(opt_strategy_names[c->strategy]));
     }
     if (c->impl == AUDIT_IMPL_CANDIDATE) json_object_set_new(cfg, "candidate", json_string(c->candidate));
+    if (c->impl == AUDIT_IMPL_CANDIDATE)
+        json_object_set_new(cfg, "candidate_mode", json_string(c->candidate_persistent ? "persistent" : "one-call"));
     json_object_set_new(cfg, "canary", json_string(audit_canary_names[c->canary]));
     json_object_set_new(cfg, "canary_scale", json_real(c->canary_scale));
     json_object_set_new(cfg, "plant", json_string(audit_plant_names[c->plant]));
@@ -213,7 +217,7 @@ int dp_cmd_audit(int argc, char **argv) {
     memset(&a, 0, sizeof a);
     ref_model_cli_init(&a.m, 16);
     a.algo = "dpsgd"; a.impl = "reference"; a.backend = "host"; a.strategy = "grad-sample";
-    a.plant = "none"; a.level = "ci";
+    a.plant = "none"; a.level = "ci"; a.cand_mode = "one-call";
     a.canary_scale = 4; a.q = 1; a.clip = 1; a.sigma = 1; a.delta = 1e-5; a.phi = 1;
     a.confidence = 0.95; a.calib_frac = 0.1; a.threads = 2; a.timeout = 120;
     a.onerun_m = 1000; a.onerun_r = 200; a.onerun_k = 1; a.steps = 1;
@@ -230,6 +234,8 @@ int dp_cmd_audit(int argc, char **argv) {
         {"--candidate", DP_OPT_STRING, &a.candidate, NULL, "candidate command CMD, run as CMD IN OUT (docs/audits.md)"},
         {"--work", DP_OPT_STRING, &a.work, NULL, "candidate: directory for vectors/outputs (default: a fresh temp dir)"},
         {"--timeout", DP_OPT_DOUBLE, &a.timeout, NULL, "candidate: seconds per run (default 120)"},
+        {"--candidate-mode", DP_OPT_STRING, &a.cand_mode, NULL, "candidate: one-call (default) | persistent (one process "
+                                                               "per thread serves its trials)"},
         {"--canary", DP_OPT_STRING, &a.canary, &a.seen_canary, "dirac|anti|input (default dirac on the reference, "
                                                                "else input)"},
         {"--canary-scale", DP_OPT_DOUBLE, &a.canary_scale, NULL, "canary size in units of --clip, >= 1 (default 4)"},

@@ -73,6 +73,7 @@ typedef struct {
     double timeout_s;        /* candidate: seconds per call */
     const char *signals;     /* non-NULL: write every model's losses and membership here (safetensors,
                                 docs/audits.md "Signals"), for attacks run outside dpcert */
+    int candidate_persistent; /* candidate: --candidate-mode persistent (one process per model trained) */
 } mia_config;
 
 void mia_config_default(mia_config *c);

@@ -62,6 +62,7 @@ static json_t *report_json(const mia_config *c, const mia_result *r) {
     json_object_set_new(cfg, "classes", json_integer(c->mc.classes));
     json_object_set_new(cfg, "impl", json_string(c->reference ? "reference" : c->candidate ? "candidate" : "optimized"));
     json_object_set_new(cfg, "candidate", c->candidate ? json_string(c->candidate) : json_null());
+    json_object_set_new(cfg, "candidate_mode", json_string(c->candidate_persistent ? "persistent" : "one-call"));
     json_object_set_new(cfg, "population", json_integer(c->pop));
     json_object_set_new(cfg, "models_per_run", json_integer(c->models));
     json_object_set_new(cfg, "steps", json_integer(c->steps));
@@ -115,7 +116,7 @@ int dp_cmd_mia(int argc, char **argv) {
 static int mia_main(int argc, char **argv) {
     mia_config c;
     mia_config_default(&c);
-    const char *level = "ci", *eps = NULL, *report = NULL, *plant = NULL, *impl = "optimized";
+    const char *level = "ci", *eps = NULL, *report = NULL, *plant = NULL, *impl = "optimized", *cand_mode = "one-call";
     int64_t models = 0, threads = 2, hidden = c.mc.hidden[0];
     int seen_models = 0, seen_key = 0, quiet = 0, no_dpzo = 0, seen_impl = 0, seen_pop = 0;
     uint64_t seed = 0, key = 0;
@@ -125,6 +126,8 @@ static int mia_main(int argc, char **argv) {
         {"--candidate", DP_OPT_STRING, &c.candidate, NULL, "CMD: DP-SGD private gradients from a certification candidate"},
         {"--work", DP_OPT_STRING, &c.work, NULL, "candidate: directory for vectors/outputs (default: a fresh temp dir)"},
         {"--timeout", DP_OPT_DOUBLE, &c.timeout_s, NULL, "candidate: seconds per call (default 120)"},
+        {"--candidate-mode", DP_OPT_STRING, &cand_mode, NULL, "candidate: one-call (default) | persistent (one process "
+                                                             "per model trained)"},
         {"--models", DP_OPT_INT, &models, &seen_models, "models per run (target + shadows), even >= 4"},
         {"--population", DP_OPT_INT, &c.pop, &seen_pop, "|P|: generated examples (default 256), or the first |P| of --dataset (default all)"},
         {"--dataset", DP_OPT_STRING, &c.data_name, NULL, "NAME (breast-cancer) | FILE: a real tabular data set (docs/audits.md)"},
@@ -163,6 +166,7 @@ static int mia_main(int argc, char **argv) {
     int im = 0;
     if (st == DP_OK) st = dp_parse_choice(&im, "--impl", impl, impls);
     c.reference = im == 1;
+    if (st == DP_OK) st = dp_cand_mode_parse(&c.candidate_persistent, "--candidate-mode", cand_mode);
     if (st == DP_OK && c.candidate && seen_impl)
         st = dp_error(DP_ERR_USAGE, "--candidate and --impl exclude each other (the candidate is the implementation)");
     if (st == DP_OK && eps) {
@@ -221,7 +225,9 @@ static int mia_main(int argc, char **argv) {
            c.reference ? "reference" : c.candidate ? "candidate " : "host engine", c.candidate ? c.candidate : "",
            r.nruns, (long long)c.models, (long long)c.pop, c.data ? "examples of " : "generated examples (random labels)",
            c.data ? c.data_name : "", r.seconds, r.models_per_s);
-    if (c.candidate) printf("  (DP-SGD only: the certification protocol has no DP-ZO step; one candidate call per step)\n");
+    if (c.candidate)
+        printf("  (DP-SGD only: the certification protocol has no DP-ZO step; %s)\n",
+               c.candidate_persistent ? "one candidate process per model, one request per step" : "one candidate call per step");
     char name[128];
     for (int k = 0; k < r.nruns; k++) {
         const mia_run_result *rr = &r.run[k];

@@ -174,6 +174,11 @@ static dp_status train_candidate(ref_model *m, const mia_worker *w, const ref_dp
     bt.y = dp_malloc((size_t)dm->n * sizeof *bt.y);
     dp_status st = (idx && bt.x && bt.y) ? DP_OK : DP_ERR_NOMEM;
     if (st == DP_OK) st = audit_cand_io_init(&io, m, c->timeout_s);
+    if (st == DP_OK && c->candidate_persistent) { /* one process trains this model, step after step */
+        char tag[32];
+        snprintf(tag, sizeof tag, "candidate-%d", w->base.tid);
+        st = audit_cand_io_persistent(&io, c->candidate, c->work, tag);
+    }
     if (st == DP_OK) st = audit_flat_buffers(&g, m);
     if (st == DP_OK) st = ref_dpsgd_init(&ds, rc, m);
     for (int64_t t = 1; st == DP_OK && t <= rc->steps; t++) {

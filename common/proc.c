@@ -72,17 +72,26 @@ static void live_remove(pid_t pid) {
 
 /* In the child, after fork: only async-signal-safe work until exec, plus setenv (the
  * child is single-threaded from here on). */
-static void child_exec(char *const argv[], const dp_proc_opts *o, int logfd) {
+static void child_exec(char *const argv[], const dp_proc_opts *o, int logfd, int infd, int repfd) {
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
     sigaction(SIGINT, &dfl, NULL);
     sigaction(SIGTERM, &dfl, NULL);
     sigaction(SIGHUP, &dfl, NULL);
+    sigaction(SIGPIPE, &dfl, NULL); /* the parent may ignore it (persistent candidates' pipes) */
     setpgid(0, 0);
-    int nul = open("/dev/null", O_RDONLY);
-    if (nul >= 0) { dup2(nul, 0); close(nul); }
-    if (logfd >= 0) { dup2(logfd, 1); dup2(logfd, 2); close(logfd); }
+    if (infd >= 0) {
+        dup2(infd, 0);
+    } else {
+        int nul = open("/dev/null", O_RDONLY);
+        if (nul >= 0) { dup2(nul, 0); close(nul); }
+    }
+    if (logfd >= 0) { dup2(logfd, 1); dup2(logfd, 2); }
+    if (repfd >= 0) { /* the reply descriptor of a persistent candidate is fd 3 */
+        if (repfd == 3) fcntl(3, F_SETFD, 0);
+        else dup2(repfd, 3);
+    }
     if (o && o->env_unset)
         for (const char *const *e = o->env_unset; *e; e++) unsetenv(*e);
     if (o && o->env_set)
@@ -157,7 +166,7 @@ dp_status dp_proc_run(dp_proc_result *res, char *const argv[], const dp_proc_opt
     if (!argv || !argv[0]) return dp_error(DP_ERR_INVALID, "dp_proc_run: empty command");
     int logfd = -1;
     const char *log = o && o->log_path ? o->log_path : "/dev/null";
-    logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_APPEND, 0644);
     if (logfd < 0) return dp_error(DP_ERR_IO, "cannot create log file '%s': %s", log, strerror(errno));
     fflush(stdout);
     fflush(stderr);
@@ -167,7 +176,7 @@ dp_status dp_proc_run(dp_proc_result *res, char *const argv[], const dp_proc_opt
         close(logfd);
         return dp_error(DP_ERR_INTERNAL, "fork: %s", strerror(errno));
     }
-    if (pid == 0) child_exec(argv, o, logfd);
+    if (pid == 0) child_exec(argv, o, logfd, -1, -1);
     close(logfd);
     setpgid(pid, pid); /* also in the parent: no window where a signal misses the group */
     live_add(pid);
@@ -196,3 +205,85 @@ dp_status dp_proc_run_shell(dp_proc_result *res, const char *cmdline, char *cons
     free(argv);
     return st;
 }
+
+/* ---- a child that stays: persistent candidates (common/candidate.c) ---- */
+dp_status dp_proc_spawn_shell(dp_proc_child *c, const char *cmdline, const dp_proc_opts *o) {
+    memset(c, 0, sizeof *c);
+    c->pid = -1;
+    c->in_fd = c->rep_fd = -1;
+    const char *log = o && o->log_path ? o->log_path : "/dev/null";
+    int logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_APPEND, 0644);
+    if (logfd < 0) return dp_error(DP_ERR_IO, "cannot create log file '%s': %s", log, strerror(errno));
+    int pin[2], prep[2];
+    if (pipe2(pin, O_CLOEXEC) != 0) { close(logfd); return dp_error(DP_ERR_INTERNAL, "pipe: %s", strerror(errno)); }
+    if (pipe2(prep, O_CLOEXEC) != 0) {
+        close(logfd); close(pin[0]); close(pin[1]);
+        return dp_error(DP_ERR_INTERNAL, "pipe: %s", strerror(errno));
+    }
+    char *argv[] = {(char *)"/bin/sh", (char *)"-c", (char *)cmdline, NULL};
+    fflush(stdout);
+    fflush(stderr);
+    signal(SIGPIPE, SIG_IGN); /* a candidate that died must not kill dpcert when it writes the next request */
+    c->t0 = now_s();
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(logfd); close(pin[0]); close(pin[1]); close(prep[0]); close(prep[1]);
+        return dp_error(DP_ERR_INTERNAL, "fork: %s", strerror(errno));
+    }
+    if (pid == 0) child_exec(argv, o, logfd, pin[0], prep[1]);
+    close(logfd);
+    close(pin[0]);
+    close(prep[1]);
+    setpgid(pid, pid);
+    live_add(pid);
+    if (g_signal) kill(-pid, g_signal);
+    c->pid = pid;
+    c->in_fd = pin[1];
+    c->rep_fd = prep[0];
+    return DP_OK;
+}
+
+static void fill_status(dp_proc_result *res, int status) {
+    if (WIFEXITED(status)) res->exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status)) { res->signal = WTERMSIG(status); res->exit_code = 128 + res->signal; }
+}
+
+int dp_proc_child_poll(dp_proc_child *c, dp_proc_result *res) {
+    if (c->pid <= 0) return 1;
+    int status = 0;
+    pid_t r = waitpid(c->pid, &status, WNOHANG);
+    if (r != c->pid) return 0;
+    memset(res, 0, sizeof *res);
+    fill_status(res, status);
+    res->wall_s = now_s() - c->t0;
+    kill(-c->pid, SIGKILL); /* whatever it left in its group */
+    live_remove(c->pid);
+    c->pid = -1;
+    return 1;
+}
+
+void dp_proc_child_stop(dp_proc_child *c, dp_proc_result *res, double grace_s) {
+    memset(res, 0, sizeof *res);
+    if (c->in_fd >= 0) { close(c->in_fd); c->in_fd = -1; } /* end of requests: a candidate exits */
+    if (c->pid > 0) {
+        double t0 = now_s(), kill_at = t0 + grace_s;
+        int term = 0, status = 0;
+        for (;;) {
+            pid_t r = waitpid(c->pid, &status, WNOHANG);
+            if (r == c->pid) { fill_status(res, status); break; }
+            if (r < 0 && errno != EINTR) break;
+            double t = now_s();
+            if (!term && t > kill_at) { kill(-c->pid, SIGTERM); term = 1; kill_at = t + DP_PROC_KILL_GRACE_S; }
+            else if (term && t > kill_at) { kill(-c->pid, SIGKILL); kill_at = t + 3600; }
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        kill(-c->pid, SIGKILL);
+        live_remove(c->pid);
+        res->wall_s = now_s() - c->t0;
+        c->pid = -1;
+    }
+    if (c->rep_fd >= 0) { close(c->rep_fd); c->rep_fd = -1; }
+}
+
+double dp_proc_now(void) { return now_s(); }

@@ -47,4 +47,21 @@ dp_status dp_proc_run(dp_proc_result *res, char *const argv[], const dp_proc_opt
  * `cmdline` are the user's (a candidate command); args are passed without re-splitting. */
 dp_status dp_proc_run_shell(dp_proc_result *res, const char *cmdline, char *const args[], const dp_proc_opts *o);
 
+/* A child that keeps running (a persistent candidate, common/candidate.c): `cmdline` under
+ * /bin/sh -c in its own process group with the limits and log of `o` (time limits are the
+ * caller's), stdin the read end of a pipe whose write end is in_fd, and file descriptor 3 the
+ * write end of a pipe whose read end is rep_fd. SIGPIPE is ignored in dpcert from then on (a
+ * dead child's pipe gives EPIPE, not a signal). */
+typedef struct {
+    int pid, in_fd, rep_fd;
+    double t0;
+} dp_proc_child;
+dp_status dp_proc_spawn_shell(dp_proc_child *c, const char *cmdline, const dp_proc_opts *o);
+/* 1 when the child has exited (res filled, its group killed), 0 while it runs. */
+int dp_proc_child_poll(dp_proc_child *c, dp_proc_result *res);
+/* Closes its stdin, waits up to grace_s for it to exit, then SIGTERM / SIGKILL to the group. */
+void dp_proc_child_stop(dp_proc_child *c, dp_proc_result *res, double grace_s);
+/* Monotonic seconds. */
+double dp_proc_now(void);
+
 #endif

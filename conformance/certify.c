@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/fsutil.h"
+#include "common/hash.h"
 #include "common/safetensors.h"
 #include "conformance/certify.h"
 #include "conformance/certify_int.h"
@@ -35,7 +37,7 @@ dp_status cert_result_push(cert_result *r, const cert_check *k) {
     r->items[r->n++] = *k;
     if (k->status > r->verdict) {
         r->verdict = k->status;
-        snprintf(r->first, sizeof r->first, "%.80s [%.120s]: %.190s", k->name, k->scope, k->msg);
+        snprintf(r->first, sizeof r->first, "%.80s [%.120s]: %.319s", k->name, k->scope, k->msg);
     }
     return DP_OK;
 }
@@ -112,6 +114,19 @@ static dp_status expectations(expect_list *x, const dp_tensor_set *v) {
         int64_t kn[2] = {(int64_t)dp_tensor_get(s, 0), (int64_t)dp_tensor_get(s, 1)};
         return expect_add(x, "", "sampling.mask", 1, DP_CAND_INT, 2, kn);
     }
+    if (kind && strcmp(kind, "trajectory") == 0) { /* docs/certification.md "Trajectory vectors" */
+        int K = 0;
+        DP_TRY(cert_traj_steps(&K, v));
+        for (int k = 0; k < K; k++)
+            for (size_t i = 0; i < v->n; i++) {
+                const char *nm = v->items[i].name;
+                if (strncmp(nm, "params.", 7) != 0) continue;
+                char pre[48];
+                snprintf(pre, sizeof pre, "step.%d.private_grad.", k);
+                DP_TRY(expect_add(x, pre, nm + 7, 1, DP_CAND_FLOAT, v->items[i].t.ndim, v->items[i].t.shape));
+            }
+        return DP_OK;
+    }
     int64_t B = -1;
     const dp_tensor *bx = dp_tset_find(v, "batch.x"), *bt = dp_tset_find(v, "batch.tokens");
     B = bx ? bx->shape[0] : bt ? bt->shape[0] : -1;
@@ -171,9 +186,9 @@ dp_status cert_read_output(dp_cand_result *res, dp_tensor_set *out, const char *
         uint8_t *buf = NULL;
         size_t len = 0;
         DP_TRY(dp_read_file(&buf, &len, sp));
-        char w[16] = "";
-        sscanf((const char *)buf, "%15s", w);
-        res->outcome = strcmp(w, "TIMEOUT") == 0 ? DP_CAND_TIMEOUT : strcmp(w, "NO_OUTPUT") == 0 ? DP_CAND_NO_OUTPUT : DP_CAND_EXIT;
+        char w[24] = "";
+        sscanf((const char *)buf, "%23s", w);
+        res->outcome = dp_cand_outcome_parse(w);
         size_t skip = strlen(w) + 1 < len ? strlen(w) + 1 : len;
         snprintf(res->msg, sizeof res->msg, "%.*s", (int)(len - skip), (const char *)buf + skip);
         size_t l = strlen(res->msg);
@@ -201,6 +216,30 @@ dp_status cert_read_output(dp_cand_result *res, dp_tensor_set *out, const char *
     return DP_OK;
 }
 
+/* The candidate never gets the bundle's vector: a read-only copy in a scratch folder, whose
+ * SHA-256 is checked after every call (a candidate that overwrites its IN is FAILED with
+ * outcome INPUT_MODIFIED, and the next call gets a fresh copy). */
+static dp_status stage_input(char *hex, const char *src, const char *dst) {
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    DP_TRY(dp_read_file(&buf, &len, src));
+    dp_status st = dp_sha256_buf_hex(hex, buf, len);
+    chmod(dst, 0600); /* an earlier copy (made read-only) is replaced */
+    if (st == DP_OK) st = dp_write_file_atomic("--report", dst, buf, len);
+    if (st == DP_OK) chmod(dst, 0444);
+    free(buf);
+    return st;
+}
+
+static void scratch_remove(const char *dir, char **names, size_t nv) {
+    for (size_t i = 0; i < nv; i++) {
+        char p[4300];
+        snprintf(p, sizeof p, "%s/%s.safetensors", dir, names[i]);
+        remove(p);
+    }
+    rmdir(dir);
+}
+
 dp_status cert_run(const char *bundle, const cert_opts *o, int verbose) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/outputs", bundle);
@@ -208,39 +247,73 @@ dp_status cert_run(const char *bundle, const cert_opts *o, int verbose) {
     char **names = NULL;
     size_t nv = 0;
     DP_TRY(list_vectors(&names, &nv, bundle));
+    const char *td = getenv("TMPDIR");
+    char scratch[4096], logfmt[4200];
+    snprintf(scratch, sizeof scratch, "%s/dpcert-in-XXXXXX", td && td[0] ? td : "/tmp");
+    if (!mkdtemp(scratch)) { free_names(names, nv); return dp_error(DP_ERR_IO, "cannot create %s", scratch); }
+    snprintf(logfmt, sizeof logfmt, "%.4000s/outputs/candidate.p%%d.log", bundle);
+    dp_cand_opts co;
+    dp_cand_opts_default(&co);
+    co.timeout_s = o->timeout_s;
+    const double deadline = o->run_timeout_s > 0 ? dp_proc_now() + o->run_timeout_s : 0;
+    dp_cand_session sess;
+    dp_cand_session_init(&sess, o->candidate, &co, logfmt, deadline);
     dp_status st = DP_OK;
     for (size_t i = 0; i < nv && st == DP_OK; i++) {
-        char vp[4096];
+        char vp[4096], ip[4300], hex[65], hex2[65];
         snprintf(vp, sizeof vp, "%s/vectors/%s.safetensors", bundle, names[i]);
+        snprintf(ip, sizeof ip, "%s/%s.safetensors", scratch, names[i]);
         dp_tensor_set v;
         if ((st = dp_st_read(&v, vp)) != DP_OK) break;
         expect_list ex;
         st = expectations(&ex, &v);
         dp_tset_free(&v);
+        if (st == DP_OK) st = stage_input(hex, vp, ip);
         for (int64_t r = 1; r <= o->repeats && st == DP_OK; r++) {
             char op[4096], sp[4096], lp[4096];
             out_path(op, sizeof op, bundle, names[i], r, "safetensors");
             out_path(sp, sizeof sp, bundle, names[i], r, "status");
             out_path(lp, sizeof lp, bundle, names[i], r, "log");
-            dp_cand_opts co;
-            dp_cand_opts_default(&co);
-            co.timeout_s = o->timeout_s;
-            co.log_path = lp;
             dp_cand_result cr;
             dp_tensor_set out;
-            st = dp_candidate_run(&cr, &out, o->candidate, vp, op, ex.e, ex.n, &co);
+            if (o->persistent) {
+                st = dp_cand_session_run(&sess, &cr, &out, ip, op, ex.e, ex.n);
+            } else {
+                double left = deadline > 0 ? deadline - dp_proc_now() : co.timeout_s;
+                co.log_path = lp;
+                co.timeout_s = left < o->timeout_s ? left : o->timeout_s;
+                if (co.timeout_s > 0) {
+                    st = dp_candidate_run(&cr, &out, o->candidate, ip, op, ex.e, ex.n, &co);
+                } else {
+                    memset(&cr, 0, sizeof cr);
+                    dp_tset_init(&out);
+                    cr.outcome = DP_CAND_TIMEOUT;
+                    snprintf(cr.msg, sizeof cr.msg, "not run: the whole-run time limit of %.0f s was reached", o->run_timeout_s);
+                }
+            }
             dp_tset_free(&out);
             if (st != DP_OK) break;
             if (cr.outcome == DP_CAND_INTERRUPTED) {
                 st = dp_error(DP_ERR_IO, "interrupted");
                 break;
             }
+            if ((st = dp_sha256_file_hex(hex2, ip)) != DP_OK) { /* removed: as modified */
+                hex2[0] = '\0';
+                st = DP_OK;
+            }
+            if (strcmp(hex, hex2) != 0) {
+                cr.outcome = DP_CAND_INPUT_MODIFIED;
+                snprintf(cr.msg, sizeof cr.msg, "the candidate modified its input %s.safetensors (SHA-256 %.12s... before, "
+                         "%.12s... after): a candidate must not write to IN", names[i], hex, hex2[0] ? hex2 : "(gone)");
+                if ((st = stage_input(hex, vp, ip)) != DP_OK) break;
+            }
             /* outcomes the stored output cannot show again are recorded beside it */
-            if (cr.outcome == DP_CAND_EXIT || cr.outcome == DP_CAND_TIMEOUT || cr.outcome == DP_CAND_NO_OUTPUT) {
+            if (cr.outcome == DP_CAND_EXIT || cr.outcome == DP_CAND_TIMEOUT || cr.outcome == DP_CAND_NO_OUTPUT ||
+                cr.outcome == DP_CAND_PROTOCOL || cr.outcome == DP_CAND_INPUT_MODIFIED) {
                 remove(op);
                 char line[700];
                 int len = snprintf(line, sizeof line, "%s %s\n", dp_cand_outcome_name(cr.outcome), cr.msg);
-                st = dp_write_file_atomic("--report", sp, line, (size_t)len);
+                st = dp_write_file_atomic("--report", sp, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);
             } else {
                 remove(sp);
             }
@@ -250,6 +323,8 @@ dp_status cert_run(const char *bundle, const cert_opts *o, int verbose) {
         }
         expect_free(&ex);
     }
+    dp_cand_session_close(&sess);
+    scratch_remove(scratch, names, nv);
     free_names(names, nv);
     return st;
 }
@@ -291,11 +366,70 @@ dp_status cert_push_products(cert_result *r, const cert_pool *p, const char *nam
     return cert_result_push(r, &k);
 }
 
+/* Every acceptance region must be able to reject on the sides its check relies on: a lower
+ * bound at or below the least value the statistic can take (a negative bound for a count) makes
+ * the check pass by construction (docs/certification.md "Acceptance regions"). */
+static dp_status push_regions(cert_result *r) {
+    size_t tested = 0, n = r->n;
+    for (size_t i = 0; i < n; i++) {
+        const cert_check *k = &r->items[i];
+        if (k->status == CERT_INCOMPLETE || !(k->lo != 0 || k->hi != 0)) continue;
+        tested++;
+        int bad = k->vacuous & (k->need ? k->need : CERT_NEED_LO | CERT_NEED_HI);
+        if (!bad) continue;
+        char sc[160], m[320];
+        snprintf(sc, sizeof sc, "%.60s [%.90s]", k->name, k->scope);
+        snprintf(m, sizeof m, "the acceptance region [%.4g, %.4g] cannot reject on its %s side: the check has no power there "
+                 "(more draws or steps are needed)", k->lo, k->hi, bad & CERT_NEED_LO ? "lower" : "upper");
+        return cert_push(r, CERT_INCOMPLETE, "acceptance regions", sc, m);
+    }
+    char m[200];
+    snprintf(m, sizeof m, "%zu acceptance regions, none vacuous on a side its check relies on", tested);
+    return cert_push(r, CERT_PASS, "acceptance regions", "every statistical check", m);
+}
+
+/* When every call failed the same way before writing any output (the same outcome, the same
+ * message or the same end of its log), the candidate could not start: say so first, with the
+ * reason, rather than leave one FAIL per vector to be read (docs/certification.md "Run
+ * outcomes"). */
+static dp_status push_start_failure(cert_result *r, const char *bundle, char **names, size_t nv, const cert_opts *o) {
+    char first[600] = "", sp[4096];
+    size_t calls = 0;
+    for (size_t i = 0; i < nv; i++)
+        for (int64_t k = 1; k <= o->repeats; k++) {
+            out_path(sp, sizeof sp, bundle, names[i], k, "status");
+            char *buf = NULL;
+            size_t len = 0;
+            if (dp_read_file_max(&buf, &len, "status", sp, 4096) != DP_OK) return DP_OK; /* a call that did not fail */
+            char line[600];
+            snprintf(line, sizeof line, "%.*s", (int)len, buf);
+            free(buf);
+            line[strcspn(line, "\n")] = '\0';
+            if ((strncmp(line, "EXIT ", 5) != 0 && strncmp(line, "NO_OUTPUT ", 10) != 0 && strncmp(line, "PROTOCOL ", 9) != 0) ||
+                strstr(line, "during request") || strstr(line, "candidate replied ERROR") || strstr(line, "wrong reply"))
+                return DP_OK; /* a persistent candidate that was ready: it started */
+            const char *tl = strstr(line, "; its output ends:"), *tf = strstr(first, "; its output ends:");
+            if (!calls) snprintf(first, sizeof first, "%s", line);
+            else if (strcmp(first, line) != 0 && !(tl && tf && strcmp(tl, tf) == 0))
+                return DP_OK;
+            calls++;
+        }
+    if (!calls) return DP_OK;
+    char m[320];
+    snprintf(m, sizeof m, "every call (%zu) failed the same way before writing any output: the candidate could not start "
+             "(an environment problem? interpreter, modules, path): %.150s", calls, first);
+    return cert_push(r, CERT_FAIL, "candidate start", "every vector and repeat", m);
+}
+
 dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) {
     char **names = NULL;
     size_t nv = 0;
     DP_TRY(list_vectors(&names, &nv, bundle));
+    dp_status st0 = push_start_failure(r, bundle, names, nv, o);
+    if (st0 != DP_OK) { free_names(names, nv); return st0; }
     cert_pool all = {0}, coord = {0}, rep = {0}, across = {0};
+    cert_noise_fams fams;
+    memset(&fams, 0, sizeof fams);
     cert_dpzo_pools dz;
     memset(&dz, 0, sizeof dz);
     size_t nstep = 0;
@@ -313,11 +447,15 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
             st = dp_error(DP_ERR_FORMAT, "vector %s: vector_sha256 does not match its content (tampered?)", names[i]);
         if (st == DP_OK && kind && strcmp(kind, "sampling") == 0) st = cert_eval_sampling(r, bundle, names[i], &v, o);
         else if (st == DP_OK && kind && strcmp(kind, "dpzo") == 0) st = cert_eval_dpzo(r, &dz, bundle, names[i], &v, o);
+        else if (st == DP_OK && kind && strcmp(kind, "trajectory") == 0) {
+            nstep++;
+            st = cert_eval_traj(r, &all, &rep, &fams, bundle, names[i], &v, o);
+        }
         else if (st == DP_OK) {
             double **zs = NULL;
             int64_t zn = 0;
             nstep++;
-            st = cert_eval_step(r, &all, &coord, &rep, &zs, &zn, bundle, names[i], &v, o);
+            st = cert_eval_step(r, &all, &coord, &rep, &fams, &zs, &zn, bundle, names[i], &v, o);
             /* independence across steps (vectors): repeat k of this vector against repeat k of the previous */
             for (int64_t k = 0; st == DP_OK && zs && prev && k < o->repeats; k++)
                 for (int64_t e = 0; e < zn && e < prevn && zs[k] && prev[k] && st == DP_OK; e++)
@@ -337,17 +475,17 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
             r->noise_n = all.n;
             cert_figs_residuals(&r->figs, all.z, all.n);
             r->sigma_eff_ratio = sqrt(k.statistic);
-            /* 1 - 1e-3 interval for the std ratio: invert the Laurent-Massart region */
-            double t = log(2 / 1e-3), dn = (double)all.n, S = k.statistic * dn;
-            r->ratio_hi = sqrt(S / (dn - 2 * sqrt(dn * t)));
-            r->ratio_lo = sqrt(S / (dn + 2 * sqrt(dn * t) + 2 * t));
+            /* 1 - 1e-3 interval for the std ratio: invert the variance test's region at 1e-3 */
+            cert_std_ratio_interval(&r->ratio_lo, &r->ratio_hi, k.statistic, all.n, 1e-3);
         }
+        if (st == DP_OK && nstep > 0) st = cert_fams_finish(r, &fams, o->alpha);
         const char *what[3] = {"noise independence across coordinates", "noise independence across repeats",
                                "noise independence across steps"};
         cert_pool *pp[3] = {&coord, &rep, &across};
         for (int j = 0; j < 3 && st == DP_OK; j++) st = cert_push_products(r, pp[j], what[j], "all step vectors", o->alpha);
     }
     if (st == DP_OK) st = cert_dpzo_finish(r, &dz, o);
+    if (st == DP_OK) st = push_regions(r);
     if (st == DP_OK && o->filter) { /* a partial run certifies nothing (last: the first reason stays the real one) */
         cert_check k;
         memset(&k, 0, sizeof k);
@@ -369,6 +507,7 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
         st = cert_result_push(r, &k);
     }
     cert_pool_free(&all); cert_pool_free(&coord); cert_pool_free(&rep); cert_pool_free(&across);
+    cert_fams_free(&fams);
     cert_dpzo_pools_free(&dz);
     free_names(names, nv);
     return st;
@@ -386,8 +525,10 @@ dp_status cert_noise_draws(int64_t *n, const char *dir) {
         dp_tensor_set v;
         if ((st = dp_st_read(&v, p)) != DP_OK) break;
         const char *k = dp_tset_meta(&v, "kind");
-        for (size_t j = 0; k && strcmp(k, "step") == 0 && j < v.n; j++)
-            if (strncmp(v.items[j].name, "params.", 7) == 0) *n += dp_tensor_numel(&v.items[j].t);
+        int steps = 1;
+        if (k && strcmp(k, "trajectory") == 0 && (st = cert_traj_steps(&steps, &v)) != DP_OK) { dp_tset_free(&v); break; }
+        for (size_t j = 0; k && (strcmp(k, "step") == 0 || strcmp(k, "trajectory") == 0) && j < v.n; j++)
+            if (strncmp(v.items[j].name, "params.", 7) == 0) *n += steps * dp_tensor_numel(&v.items[j].t);
         dp_tset_free(&v);
     }
     for (size_t i = 0; i < nv; i++) free(names[i]);
@@ -395,10 +536,14 @@ dp_status cert_noise_draws(int64_t *n, const char *dir) {
     return st;
 }
 
-int64_t cert_repeats_needed(int64_t per_repeat, double alpha) {
+double cert_suite_power_std(cert_suite s) {
+    return s == CERT_SUITE_CERTIFY ? CERT_CERTIFY_STD : s == CERT_SUITE_STRICT ? CERT_STRICT_STD : 0;
+}
+
+int64_t cert_repeats_needed(int64_t per_repeat, double alpha, double std) {
     if (per_repeat <= 0) return 2; /* no DP-SGD step vector (a filtered run): no noise power claim to meet */
     int64_t need = 1;
-    while (need < 1000 && cert_power_variance(per_repeat * need, alpha, CERT_CERTIFY_STD) < CERT_CERTIFY_POWER) need++;
+    while (need < 1000 && cert_power_variance(per_repeat * need, alpha, std) < CERT_CERTIFY_POWER) need++;
     return need < 2 ? 2 : need;
 }
 

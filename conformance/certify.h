@@ -18,7 +18,9 @@
 #define CERT_REPORT_FORMAT "dpcert-certification/1"
 
 /* ---- test vectors (vectors.c) ---- */
-typedef enum { CERT_SUITE_CI = 0, CERT_SUITE_CERTIFY = 1 } cert_suite;
+/* ci: seconds, alpha 1e-6; certify: alpha 1e-9, power 0.999 against noise std 0.97 of the
+ * claim; strict: the certify vectors, power 0.999 against 0.99 (docs/certification.md "Levels"). */
+typedef enum { CERT_SUITE_CI = 0, CERT_SUITE_CERTIFY = 1, CERT_SUITE_STRICT = 2 } cert_suite;
 dp_status cert_suite_parse(cert_suite *s, const char *what, const char *name);
 const char *cert_suite_name(cert_suite s);
 /* Writes every vector of `suite` to DIR/<name>.safetensors (atomically); names[] (malloc'd,
@@ -85,15 +87,29 @@ typedef struct {
     double statistic, lo, hi; /* accept iff lo <= statistic <= hi */
     double alpha;           /* false-reject bound */
     int64_t n;              /* samples */
+    int vacuous;            /* sides of [lo, hi] that cannot reject any value the statistic can take:
+                               1 the lower, 2 the upper (a negative lower bound for a count) */
+    int need;               /* sides the check's purpose relies on (0: both, the default) */
     char msg[320];
 } cert_check;
+/* Sides a check relies on (cert_check.need; 0 means both). */
+enum { CERT_NEED_LO = 1, CERT_NEED_HI = 2 };
 enum { CERT_PASS = 0, CERT_INCOMPLETE = 1, CERT_FAIL = 2 };
 const char *cert_status_name(int s); /* "PASS", "INCOMPLETE", "FAIL" */
 
-/* Variance of standardized samples (Laurent-Massart, as conf_stat_noise_variance). */
+/* Variance of standardized samples: sum z^2 / n in [lo, hi], the chi^2 Chernoff bound at alpha/2
+ * per side (cert_variance_region). */
 void cert_test_variance(cert_check *k, const double *z, int64_t n, double alpha);
+/* The same from the sum of squares ss of n samples. */
+void cert_test_variance_ss(cert_check *k, double ss, int64_t n, double alpha);
+void cert_variance_region(double *lo, double *hi, int64_t n, double alpha);
+/* The 1 - conf_alpha interval [lo, hi] of the std ratio from the variance statistic V of n draws. */
+void cert_std_ratio_interval(double *lo, double *hi, double V, int64_t n, double conf_alpha);
 /* Lower bound on the power of the variance test against std ratio s (variance s^2 times the claim). */
 double cert_power_variance(int64_t n, double alpha, double s);
+/* The largest std ratio s < 1 caught with probability >= power (the smallest under-noising a
+ * run of n draws detects). */
+double cert_detectable_std(int64_t n, double alpha, double power);
 /* Mean: sum z / sqrt(n) in [-t, t], t = sqrt(2 ln(2/alpha)) (Chernoff). */
 void cert_test_mean(cert_check *k, const double *z, int64_t n, double alpha);
 /* Kolmogorov-Smirnov distance to Phi, threshold sqrt(ln(2/alpha) / (2n)) (DKW, Massart's constant). */
@@ -106,12 +122,16 @@ double cert_ks_distance_alt(int which, double h);
  * threshold from E exp(l a b) = (1 - l^2)^(-1/2). */
 void cert_test_products(cert_check *k, const double *a, const double *b, int64_t m, double alpha);
 double cert_products_threshold(int64_t m, double alpha);
-/* Bernoulli count: X of n trials with rate p, Bernstein two-sided. */
+/* Bernoulli count: X of n trials with rate p, binomial Chernoff (relative entropy) two-sided. */
 void cert_test_count(cert_check *k, int64_t x, int64_t n, double p, double alpha);
-/* Dispersion lower tail: S = sum_j (c_j - t p)^2 over J independent Binomial(t, p) counts;
- * reject when S < E S - sqrt(2 sum E Y^2 ln(1/alpha)) (Maurer's inequality for non-negative
- * variables). Catches fixed-size batches and epoch shuffling. */
+/* Power lower bound of that test against a rate p1. */
+double cert_power_count(int64_t n, double p, double alpha, double p1);
+/* Dispersion lower tail: S = sum_j (c_j - t p)^2 / (J t p q) over J independent Binomial(t, p)
+ * counts, rejected below the Chernoff bound with the exact binomial moment generating
+ * function. Catches fixed-size batches and epoch shuffling. */
 void cert_test_dispersion(cert_check *k, const int64_t *c, int64_t J, int64_t t, double p, double alpha);
+/* 1 when counts all equal to round(t p) are rejected (power against fixed sizes), else 0. */
+double cert_power_dispersion_fixed(int64_t J, int64_t t, double p, double alpha);
 
 /* ---- the certification (certify.c) ---- */
 typedef struct {
@@ -122,6 +142,8 @@ typedef struct {
     const char *candidate;  /* the command */
     const char *filter;     /* NULL, or a POSIX extended regex on vector names: a partial run,
                                whose verdict is at best INCOMPLETE */
+    int persistent;         /* 1: --candidate-mode persistent (one process serves every request) */
+    double run_timeout_s;   /* whole-run limit (0: none) */
     const char *scope;      /* NULL or "all"; "dpsgd": the step and sampling vectors only,
                                "dpzo": the dpzo vectors only (a complete run of that scope,
                                whose verdict names it; docs/certification.md "Scope") */
@@ -134,21 +156,36 @@ dp_status cert_scope_check(const char *s);
  * probability >= CERT_CERTIFY_POWER (variance test, guaranteed lower bound). */
 #define CERT_CERTIFY_STD 0.97
 #define CERT_CERTIFY_POWER 0.999
+/* The strict level's: std <= CERT_STRICT_STD caught with probability >= CERT_CERTIFY_POWER. */
+#define CERT_STRICT_STD 0.99
+/* The std ratio a suite's power claim is about (0: none, the ci level). */
+double cert_suite_power_std(cert_suite s);
 /* Noise draws per repeat: the parameters of the step vectors in `dir`. */
 dp_status cert_noise_draws(int64_t *n, const char *dir);
 /* The smallest repeats >= 2 meeting the power claim at alpha (capped at 1000); 2 when
- * per_repeat is 0 (no DP-SGD step vector, e.g. a run filtered to DP-ZO or sampling vectors). */
-int64_t cert_repeats_needed(int64_t per_repeat, double alpha);
+ * per_repeat is 0 (no DP-SGD step vector, e.g. a run filtered to DP-ZO or sampling vectors).
+ * The claim is power >= CERT_CERTIFY_POWER against noise std `std` of the claim. */
+int64_t cert_repeats_needed(int64_t per_repeat, double alpha, double std);
 /* Alpha per test and the repeats needed for the suite's power claim. */
 void cert_suite_defaults(cert_opts *o);
+
+/* A sampling test's guaranteed power against one deviation (docs/certification.md "Sampling"). */
+typedef struct { char vector[48], deviation[80], test[80]; double power; } cert_spower;
+#define CERT_MAX_SPOWER 24
 
 typedef struct {
     cert_check *items;
     size_t n, cap;
+    cert_spower spow[CERT_MAX_SPOWER];
+    int nspow;
     int verdict;            /* CERT_PASS (CERTIFIED) / CERT_INCOMPLETE / CERT_FAIL (FAILED) */
-    char first[400];        /* the first FAIL (or INCOMPLETE): check, scope, statistic */
+    char first[600];        /* the first FAIL (or INCOMPLETE): check, scope, statistic */
     double sigma_eff_ratio, ratio_lo, ratio_hi; /* measured noise std / claimed, with a 1 - 1e-3 interval */
     int64_t noise_n;
+    double dpzo_ratio, dpzo_lo, dpzo_hi; /* DP-ZO scalar noise std / claimed and its 1 - 1e-3 interval */
+    int64_t dpzo_n;
+    int64_t tensor_min_n;   /* draws of the smallest tensor tested alone (certify_noise.c) */
+    double tensor_alpha;    /* the alpha of each per-tensor test */
     char conventions[512];  /* declared conventions of the candidate (dtype, clip_fn) */
     cert_figs figs;         /* the data of the report's plots (certify_figs.h) */
 } cert_result;

@@ -282,7 +282,14 @@ dp_status cert_dpzo_finish(cert_result *r, const cert_dpzo_pools *pl, const cert
     DP_TRY(cert_push_products(r, &pl->dcoord, "dpzo direction independence across coordinates", sc, o->alpha));
     DP_TRY(cert_push_products(r, &pl->dpair, "dpzo direction independence across directions", sc, o->alpha));
     DP_TRY(cert_push_products(r, &pl->drep, "dpzo direction independence across repeats", sc, o->alpha));
-    DP_TRY(cert_push_normal(r, NULL, &pl->noise, "dpzo scalar noise", sc, o->alpha));
+    cert_check var;
+    var.n = 0;
+    DP_TRY(cert_push_normal(r, &var, &pl->noise, "dpzo scalar noise", sc, o->alpha));
+    if (var.n > 0) { /* the implied epsilon of the DP-ZO noise (docs/certification.md "What a verdict implies") */
+        r->dpzo_n = var.n;
+        r->dpzo_ratio = sqrt(var.statistic);
+        cert_std_ratio_interval(&r->dpzo_lo, &r->dpzo_hi, var.statistic, var.n, 1e-3);
+    }
     DP_TRY(cert_push_products(r, &pl->ncoord, "dpzo scalar noise independence across directions", sc, o->alpha));
     return cert_push_products(r, &pl->nrep, "dpzo scalar noise independence across repeats", sc, o->alpha);
 }

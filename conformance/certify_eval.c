@@ -212,8 +212,9 @@ static dp_status from_params_after(cert_result *r, int *ok, dp_tensor_set *out, 
     return st;
 }
 
-dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_pool *rep, double ***zs_out, int64_t *zn,
-                         const char *bundle, const char *name, const dp_tensor_set *v, const cert_opts *o) {
+dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_pool *rep, cert_noise_fams *fams,
+                         double ***zs_out, int64_t *zn, const char *bundle, const char *name, const dp_tensor_set *v,
+                         const cert_opts *o) {
     double sigma = 0, ctot = 0;
     if (!conf_meta_double(v, "sigma", &sigma) || !conf_meta_double(v, "c_total", &ctot) || !(sigma * ctot > 0))
         return dp_error(DP_ERR_FORMAT, "vector %s: sigma and c_total must be positive", name);
@@ -233,7 +234,9 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
         conf_clip_conv cv;
         dp_dtype dt = DP_F64;
         int ok = conf_clip_conv_parse(&cv, "output metadata clip_fn", clip_fn) == DP_OK;
-        if (ok && !dp_tset_meta(&out, "clip_fn") && cv.automatic) conf_meta_double(v, "gamma", &cv.eps);
+        /* plain `automatic` (declared or the vector's own) means the vector's gamma
+           (docs/certification.md "Outputs of a step vector"); `automatic:G` gives its own */
+        if (ok && cv.automatic && strcmp(clip_fn, "automatic") == 0 && !conf_meta_double(v, "gamma", &cv.eps)) ok = 0;
         if (ok) ok = cert_parse_dtype(&dt, dts);
         if (!ok) {
             st = cert_push(r, CERT_FAIL, "declared conventions", sc, "output metadata: clip_fn must be abadi, abadi_eps:E or "
@@ -280,6 +283,7 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
             zs[k - 1] = NULL;
         } else if (st == DP_OK) {
             *zn = n;
+            st = cert_fams_add_step(fams, name, &ref.m, &ref.g, zs[k - 1]);
             for (int64_t e = 0; e < n && st == DP_OK; e++) st = cert_pool_push(all, zs[k - 1][e]);
             for (int64_t e = 0; e < n && st == DP_OK; e++) st = cert_pool_push(&mine, zs[k - 1][e]);
             for (int64_t e = 0; e + 1 < n && st == DP_OK; e += 2) st = cert_pair_push(coord, zs[k - 1][e], zs[k - 1][e + 1]);
@@ -306,6 +310,32 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
     cert_pool_free(&mine);
     free(dig);
     return st;
+}
+
+/* The power of each sampling test against the deviation it is there to catch, at this vector's
+ * size (docs/certification.md "Sampling"): printed in the report. */
+dp_status cert_sampling_power(cert_result *r, const char *name, int64_t K, int64_t N, double q, double alpha) {
+    const struct { const char *dev, *test; double p; } t[] = {
+        {"fixed-size batches (round(qN) drawn without replacement)", "batch sizes ~ Binomial(N, q) (dispersion)",
+         cert_power_dispersion_fixed(K, N, q, alpha)},
+        {"shuffled epochs (every example Kq times)", "per-example counts ~ Binomial(K, q) (dispersion)",
+         cert_power_dispersion_fixed(N, K, q, alpha)},
+        {"correlated inclusion (examples 2j, 2j+1 together)", "independence across examples (co-inclusion)",
+         cert_power_count(K * (N / 2), q * q, alpha, q)},
+        {"a fixed sampling seed (the same masks every run)", "fresh across repeats (co-inclusion)",
+         cert_power_count(K * N, q * q, alpha, q)},
+        {"a generator reseeded each epoch (batches repeat)", "independence across steps (every pair, worst)",
+         cert_power_count(N, q * q, alpha / (double)(K * (K - 1) / 2), q)},
+        {"sampling rate 1.1 q", "sampling rate q", cert_power_count(K * N, q, alpha, 1.1 * q)},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0] && r->nspow < CERT_MAX_SPOWER; i++) {
+        cert_spower *w = &r->spow[r->nspow++];
+        snprintf(w->vector, sizeof w->vector, "%s", name);
+        snprintf(w->deviation, sizeof w->deviation, "%s", t[i].dev);
+        snprintf(w->test, sizeof w->test, "%s", t[i].test);
+        w->power = t[i].p;
+    }
+    return DP_OK;
 }
 
 dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *name, const dp_tensor_set *v,
@@ -359,25 +389,46 @@ dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *nam
         snprintf(c.scope, sizeof c.scope, "%.120s example %lld", sc, (long long)worst);
         if ((st = cert_result_push(r, &c)) != DP_OK) break;
         cert_test_dispersion(&c, cs, K, N, q, o->alpha);
+        c.need = CERT_NEED_LO;
         snprintf(c.name, sizeof c.name, "batch sizes ~ Binomial(N, q) (dispersion)");
         snprintf(c.scope, sizeof c.scope, "%s", sc);
         if ((st = cert_result_push(r, &c)) != DP_OK) break;
         cert_test_dispersion(&c, ce, N, K, q, o->alpha);
+        c.need = CERT_NEED_LO;
         snprintf(c.name, sizeof c.name, "per-example counts ~ Binomial(K, q) (dispersion)");
         snprintf(c.scope, sizeof c.scope, "%s", sc);
         if ((st = cert_result_push(r, &c)) != DP_OK) break;
         cert_test_count(&c, pe, K * (N / 2), q * q, o->alpha);
+        c.need = CERT_NEED_HI;
         snprintf(c.name, sizeof c.name, "independence across examples (co-inclusion)");
         snprintf(c.scope, sizeof c.scope, "%s", sc);
         if ((st = cert_result_push(r, &c)) != DP_OK) break;
         cert_test_count(&c, ps, (K / 2) * N, q * q, o->alpha);
+        c.need = CERT_NEED_HI;
         snprintf(c.name, sizeof c.name, "independence across steps (co-inclusion)");
         snprintf(c.scope, sizeof c.scope, "%s", sc);
+        if ((st = cert_result_push(r, &c)) != DP_OK) break;
+        /* every pair of steps: a generator reseeded each epoch repeats its batches (the worst
+           pair's co-inclusions, each pair at alpha / pairs) */
+        int64_t pairs = K * (K - 1) / 2, wa = 0, wb = 1, wx = -1;
+        for (int64_t a = 0; a < K; a++)
+            for (int64_t b = a + 1; b < K; b++) {
+                int64_t x = 0;
+                const uint8_t *ra = cur + a * N, *rb = cur + b * N;
+                for (int64_t i = 0; i < N; i++) x += ra[i] & rb[i];
+                if (x > wx) { wx = x; wa = a; wb = b; }
+            }
+        cert_test_count(&c, wx, N, q * q, o->alpha / (double)pairs);
+        c.alpha = o->alpha;
+        c.need = CERT_NEED_HI;
+        snprintf(c.name, sizeof c.name, "independence across steps (every pair, worst)");
+        snprintf(c.scope, sizeof c.scope, "%.100s steps %lld and %lld", sc, (long long)wa, (long long)wb);
         if ((st = cert_result_push(r, &c)) != DP_OK) break;
         if (prev) {
             int64_t both = 0;
             for (int64_t i = 0; i < K * N; i++) both += prev[i] && cur[i];
             cert_test_count(&c, both, K * N, q * q, o->alpha);
+            c.need = CERT_NEED_HI;
             snprintf(c.name, sizeof c.name, "fresh across repeats (co-inclusion)");
             snprintf(c.scope, sizeof c.scope, "%.120s vs r%lld", sc, (long long)(k - 1));
             if ((st = cert_result_push(r, &c)) != DP_OK) break;
@@ -387,5 +438,6 @@ dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *nam
         cur = NULL;
     }
     free(prev); free(cur); free(cs); free(ce);
+    if (st == DP_OK) st = cert_sampling_power(r, name, K, N, q, o->alpha);
     return st;
 }

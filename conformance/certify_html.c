@@ -161,7 +161,7 @@ dp_status cert_report_html(const char *bundle, const cert_result *r, const cert_
     dp_afile af;
     DP_TRY(dp_html_open_in(&af, bundle));
     FILE *f = af.f;
-    char t[400], v[600];
+    char t[400], v[720];
     snprintf(t, sizeof t, "dpcert certify --suite %s", cert_suite_name(o->suite));
     snprintf(v, sizeof v, "%s%s%s", cert_verdict_name(r->verdict), r->first[0] ? ": " : "", r->first);
     dp_html_begin(f, t, v, r->verdict == CERT_PASS);

@@ -40,11 +40,29 @@ static inline dp_status cert_pair_push(cert_pool *p, double a, double b) {
 }
 static inline void cert_pool_free(cert_pool *p) { free(p->z); free(p->pa); free(p->pb); }
 
+/* The noise variance families of certify_noise.c: sums of squares by tensor, clipping group
+ * and parameter class; each family's tests share one alpha. */
+typedef struct { char scope[200]; double ss; int64_t n; } cert_fam_item;
+typedef struct { cert_fam_item *items; size_t n, cap; } cert_fam;
+typedef struct { cert_fam tensor, group, pclass; } cert_noise_fams;
+dp_status cert_fam_add(cert_fam *f, const char *scope, double ss, int64_t n);
+/* Adds one step's standardized residuals z (all parameters in canonical order) of vector vec. */
+dp_status cert_fams_add_step(cert_noise_fams *f, const char *vec, const ref_model *m, const dp_clip_groups *g,
+                             const double *z);
+dp_status cert_fams_finish(cert_result *r, const cert_noise_fams *f, double alpha);
+void cert_fams_free(cert_noise_fams *f);
+
 /* One step vector: deterministic checks per output, residuals pooled into `all`, coordinate
  * pairs into `coord`, repeat pairs into `rep`; *zs[k] = the standardized residuals of
  * repeat k (NULL when unreadable), *zn their count (for the across-steps pairs). */
-dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_pool *rep, double ***zs, int64_t *zn,
-                         const char *bundle, const char *name, const dp_tensor_set *v, const cert_opts *o);
+dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_pool *rep, cert_noise_fams *fams,
+                         double ***zs, int64_t *zn, const char *bundle, const char *name, const dp_tensor_set *v,
+                         const cert_opts *o);
+/* Trajectory vectors (certify_traj.c). */
+dp_status cert_traj_steps(int *K, const dp_tensor_set *v);
+dp_status cert_eval_traj(cert_result *r, cert_pool *all, cert_pool *rep, cert_noise_fams *fams, const char *bundle,
+                         const char *name, const dp_tensor_set *v, const cert_opts *o);
+dp_status cert_sampling_power(cert_result *r, const char *name, int64_t K, int64_t N, double q, double alpha);
 dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *name, const dp_tensor_set *v,
                              const cert_opts *o);
 /* Reads output `r` of vector `name` from the bundle: the stored status line, or the file

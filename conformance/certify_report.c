@@ -120,7 +120,28 @@ static dp_status write_md(const char *path, const cert_result *r, const cert_opt
         fprintf(f, "- implied: a run claimed at noise multiplier 1 (q 0.01, 1000 steps, delta 1e-5) has epsilon %.4g; "
                    "the measured noise (multiplier >= %.5f at 99.9%%) supports epsilon %.4g\n",
                 cert_implied_epsilon(1.0), r->ratio_lo, cert_implied_epsilon(r->ratio_lo));
+    if (r->noise_n)
+        fprintf(f, "- smallest under-noising this run detects: noise std <= %.5f of the claim is FAILED with probability "
+                   ">= 0.999 (%lld pooled draws, alpha %.1e)\n",
+                cert_detectable_std(r->noise_n, o->alpha, CERT_CERTIFY_POWER), (long long)r->noise_n, o->alpha);
+    if (r->tensor_min_n)
+        fprintf(f, "- per-tensor noise tests: the smallest tensor has %lld draws (alpha %.2g each); a tensor without noise "
+                   "(std 1e-3 of the claim) is FAILED with probability >= %.6f, one at std 0.5 with >= %.6f\n",
+                (long long)r->tensor_min_n, r->tensor_alpha, cert_power_variance(r->tensor_min_n, r->tensor_alpha, 1e-3),
+                cert_power_variance(r->tensor_min_n, r->tensor_alpha, 0.5));
+    if (r->dpzo_n)
+        fprintf(f, "- DP-ZO scalar noise std / claimed: %.5f (99.9%% interval [%.5f, %.5f], %lld draws); implied: epsilon "
+                   "%.4g claimed, %.4g supported (same reference run)\n",
+                r->dpzo_ratio, r->dpzo_lo, r->dpzo_hi, (long long)r->dpzo_n, cert_implied_epsilon(1.0),
+                cert_implied_epsilon(r->dpzo_lo));
     fprintf(f, "- declared conventions: %s\n\n", r->conventions[0] ? r->conventions : "(none)");
+    if (r->nspow) {
+        fprintf(f, "Sampling tests: guaranteed power against each deviation\n\n| vector | deviation | test | power >= |\n"
+                   "|---|---|---|---|\n");
+        for (int i = 0; i < r->nspow; i++)
+            fprintf(f, "| %s | %s | %s | %.6g |\n", r->spow[i].vector, r->spow[i].deviation, r->spow[i].test, r->spow[i].power);
+        fprintf(f, "\n");
+    }
     fprintf(f, "| check | scope | status | statistic | accept | alpha | detail |\n|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < r->n; i++) {
         const cert_check *k = &r->items[i];
@@ -194,11 +215,38 @@ dp_status cert_report_write(const char *bundle, const cert_result *r, const cert
     if (r->noise_n) {
         json_object_set_new(pw, "variance_vs_std_0.9", json_real(cert_power_variance(r->noise_n, o->alpha, 0.9)));
         json_object_set_new(pw, "variance_vs_std_0.97", json_real(cert_power_variance(r->noise_n, o->alpha, 0.97)));
+        json_object_set_new(pw, "variance_vs_std_0.99", json_real(cert_power_variance(r->noise_n, o->alpha, 0.99)));
+        json_object_set_new(pw, "detectable_std_at_power_0.999",
+                            json_real(cert_detectable_std(r->noise_n, o->alpha, CERT_CERTIFY_POWER)));
         json_object_set_new(pw, "ks_vs_uniform", json_real(cert_power_ks(r->noise_n, o->alpha, cert_ks_distance_alt(0, 0))));
         json_object_set_new(pw, "ks_vs_laplace", json_real(cert_power_ks(r->noise_n, o->alpha, cert_ks_distance_alt(1, 0))));
         json_object_set_new(pw, "ks_vs_discretised_h1", json_real(cert_power_ks(r->noise_n, o->alpha, cert_ks_distance_alt(2, 1.0))));
     }
+    if (r->tensor_min_n) {
+        json_object_set_new(pw, "per_tensor_min_draws", json_integer(r->tensor_min_n));
+        json_object_set_new(pw, "per_tensor_vs_no_noise", json_real(cert_power_variance(r->tensor_min_n, r->tensor_alpha, 1e-3)));
+        json_object_set_new(pw, "per_tensor_vs_std_0.5", json_real(cert_power_variance(r->tensor_min_n, r->tensor_alpha, 0.5)));
+    }
     json_object_set_new(root, "power_lower_bounds", pw);
+    json_t *sp = json_array();
+    for (int i = 0; i < r->nspow; i++) {
+        json_t *e = json_object();
+        json_object_set_new(e, "vector", json_string(r->spow[i].vector));
+        json_object_set_new(e, "deviation", json_string(r->spow[i].deviation));
+        json_object_set_new(e, "test", json_string(r->spow[i].test));
+        json_object_set_new(e, "power", json_real(r->spow[i].power));
+        json_array_append_new(sp, e);
+    }
+    json_object_set_new(root, "sampling_power", sp);
+    if (r->dpzo_n) {
+        json_t *dz = json_object();
+        json_object_set_new(dz, "draws", json_integer(r->dpzo_n));
+        json_object_set_new(dz, "std_ratio", num_or_null(r->dpzo_ratio));
+        json_object_set_new(dz, "std_ratio_lo_999", num_or_null(r->dpzo_lo));
+        json_object_set_new(dz, "std_ratio_hi_999", num_or_null(r->dpzo_hi));
+        json_object_set_new(dz, "epsilon_supported", num_or_null(cert_implied_epsilon(r->dpzo_lo)));
+        json_object_set_new(root, "dpzo_noise", dz);
+    }
     json_object_set_new(root, "checks", cert_checks_json(r));
     json_object_set_new(root, "files", files);
     char *txt = json_dumps(root, JSON_INDENT(1) | JSON_ENSURE_ASCII | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));

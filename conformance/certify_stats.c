@@ -30,37 +30,74 @@ static int too_few(cert_check *k, int64_t n, int64_t need) {
     return 1;
 }
 
-/* Laurent-Massart (2000) Lemma 1 with t = ln(2/alpha). */
+/* Chernoff for chi^2_n: P(chi^2_n <= n y) <= exp(-(n/2) h(y)) for y < 1 and
+ * P(chi^2_n >= n y) <= exp(-(n/2) h(y)) for y > 1, h(y) = y - 1 - ln y (the moment generating
+ * function (1 - 2l)^(-n/2) minimised over l). Unlike Laurent-Massart's relaxation, the lower
+ * acceptance bound is positive for every n >= 1: a tensor of 10 elements still rejects a
+ * missing noise. */
+static double chi2_h(double y) { return y - 1 - log(y); }
+/* y on the side (lower: y < 1, upper: y > 1) with (n/2) h(y) = L. */
+static double chi2_solve(double n, double L, int upper) {
+    double lo = upper ? 1 : 0, hi = upper ? 2 : 1;
+    if (upper) while ((n / 2) * chi2_h(hi) < L) hi *= 2;
+    for (int i = 0; i < 200; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (mid <= 0 || (n / 2) * chi2_h(mid) < L) { if (upper) lo = mid; else hi = mid; }
+        else { if (upper) hi = mid; else lo = mid; }
+    }
+    return upper ? hi : lo; /* outward: the region never shrinks below the bound */
+}
+void cert_variance_region(double *lo, double *hi, int64_t n, double alpha) {
+    double L = log(2 / alpha);
+    *lo = chi2_solve((double)n, L, 0);
+    *hi = chi2_solve((double)n, L, 1);
+}
+
 void cert_test_variance(cert_check *k, const double *z, int64_t n, double alpha) {
-    init(k, "noise variance", alpha, n);
-    if (too_few(k, n, 2)) return;
-    double s = 0, t = log(2 / alpha), dn = (double)n;
+    double s = 0;
     for (int64_t i = 0; i < n; i++) s += z[i] * z[i];
+    cert_test_variance_ss(k, s, n, alpha);
+}
+
+void cert_test_variance_ss(cert_check *k, double s, int64_t n, double alpha) {
+    init(k, "noise variance", alpha, n);
+    if (too_few(k, n, 1)) return;
+    double dn = (double)n;
     k->statistic = s / dn;
-    k->lo = (dn - 2 * sqrt(dn * t)) / dn;
-    k->hi = (dn + 2 * sqrt(dn * t) + 2 * t) / dn;
+    cert_variance_region(&k->lo, &k->hi, n, alpha);
+    k->vacuous = k->lo <= 0 ? 1 : 0;
     decide(k);
     snprintf(k->msg, sizeof k->msg, "measured/claimed variance %.5f (std ratio %.5f), accept [%.5f, %.5f]", k->statistic,
              sqrt(k->statistic), k->lo, k->hi);
 }
 
-/* Under the alternative S = s^2 chi^2_n. s < 1: accepted only if chi^2_n >= lo n / s^2; the
- * upper Laurent-Massart tail P(chi^2 >= n + 2 sqrt(n x) + 2x) <= e^-x at the x solving
- * n + 2 sqrt(n x) + 2x = lo n / s^2 bounds that. s > 1: the lower tail at hi n / s^2. */
+void cert_std_ratio_interval(double *lo, double *hi, double V, int64_t n, double conf_alpha) {
+    double a, b;
+    cert_variance_region(&a, &b, n, conf_alpha);
+    *lo = sqrt(V / b);
+    *hi = sqrt(V / a);
+}
+
+/* Under the alternative S = s^2 chi^2_n. s < 1: accepted only if chi^2_n >= n lo / s^2, at most
+ * exp(-(n/2) h(lo / s^2)) when lo / s^2 > 1; s > 1: the lower tail at hi / s^2. */
 double cert_power_variance(int64_t n, double alpha, double s) {
-    double t = log(2 / alpha), dn = (double)n, r = s * s;
-    double lo = dn - 2 * sqrt(dn * t), hi = dn + 2 * sqrt(dn * t) + 2 * t, x;
-    if (r < 1) {
-        double a = lo / r - dn;
-        if (a <= 0) return 0;
-        double sq = (-2 * sqrt(dn) + sqrt(4 * dn + 8 * a)) / 4; /* 2 y^2 + 2 sqrt(n) y - a = 0, y = sqrt(x) */
-        x = sq * sq;
-    } else {
-        double a = dn - hi / r;
-        if (a <= 0) return 0;
-        x = a * a / (4 * dn);
+    double lo, hi, r = s * s;
+    if (s <= 0) return 1;
+    cert_variance_region(&lo, &hi, n, alpha);
+    double y = r < 1 ? lo / r : hi / r;
+    if ((r < 1 && y <= 1) || (r >= 1 && y >= 1)) return 0;
+    return -expm1(-((double)n / 2) * chi2_h(y));
+}
+
+/* The largest std ratio s < 1 that the variance test at (n, alpha) catches with probability
+ * >= power (bisection on the monotone power bound). */
+double cert_detectable_std(int64_t n, double alpha, double power) {
+    double lo = 0, hi = 1;
+    for (int i = 0; i < 100; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (cert_power_variance(n, alpha, mid) >= power) lo = mid; else hi = mid;
     }
-    return 1 - exp(-x);
+    return lo;
 }
 
 /* sum z / sqrt(n) ~ N(0, 1): P(|Z| >= t) <= 2 exp(-t^2 / 2) = alpha. */
@@ -104,6 +141,7 @@ void cert_test_ks(cert_check *k, const double *z, int64_t n, double alpha) {
     k->statistic = d;
     k->lo = 0;
     k->hi = sqrt(log(2 / alpha) / (2 * dn));
+    k->vacuous = k->hi >= 1 ? 2 : 0;
     decide(k);
     snprintf(k->msg, sizeof k->msg, "KS distance to N(0,1) %.5f, accept <= %.5f", d, k->hi);
 }
@@ -178,33 +216,123 @@ void cert_test_products(cert_check *k, const double *a, const double *b, int64_t
              (long long)m, k->hi);
 }
 
-/* Bernstein, as conf_stat_poisson: h = x/3 + sqrt(x^2/9 + 2 x n p (1-p)), x = ln(2/alpha). */
+/* Binomial Chernoff (Hoeffding 1963, the relative-entropy form): for X ~ Binomial(n, p),
+ * P(X <= n x) <= exp(-n KL(x || p)) for x < p and P(X >= n x) <= exp(-n KL(x || p)) for x > p.
+ * The acceptance region [lo, hi] puts alpha/2 on each side; a side that cannot reject even the
+ * extreme count (0 or n) is vacuous and flagged (docs/certification.md "Acceptance regions"). */
+static double kl_bern(double x, double p) {
+    double a = x > 0 ? x * log(x / p) : 0, b = x < 1 ? (1 - x) * log((1 - x) / (1 - p)) : 0;
+    return a + b;
+}
+static double kl_solve(double n, double p, double L, int upper) {
+    double lo = upper ? p : 0, hi = upper ? 1 : p;
+    if (n * kl_bern(upper ? 1 : 0, p) < L) return upper ? 1 : 0; /* even the extreme is accepted */
+    for (int i = 0; i < 200; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (n * kl_bern(mid, p) < L) { if (upper) lo = mid; else hi = mid; }
+        else { if (upper) hi = mid; else lo = mid; }
+    }
+    return upper ? hi : lo;
+}
 void cert_test_count(cert_check *k, int64_t x, int64_t n, double p, double alpha) {
     init(k, "inclusion count", alpha, n);
     if (too_few(k, n, 1)) return;
-    double m = (double)n * p, v = m * (1 - p), l = log(2 / alpha);
-    double h = l / 3 + sqrt(l * l / 9 + 2 * l * v);
+    double dn = (double)n, L = log(2 / alpha);
     k->statistic = (double)x;
-    k->lo = m - h;
-    k->hi = m + h;
+    k->lo = dn * kl_solve(dn, p, L, 0);
+    k->hi = dn * kl_solve(dn, p, L, 1);
+    k->vacuous = (k->lo <= 0 ? 1 : 0) | (k->hi >= dn ? 2 : 0);
     decide(k);
     snprintf(k->msg, sizeof k->msg, "%lld of %lld (rate %.5f, expected %.5f), accept [%.1f, %.1f]", (long long)x,
-             (long long)n, (double)x / (double)n, p, k->lo, k->hi);
+             (long long)n, (double)x / dn, p, k->lo, k->hi);
+}
+/* Power of the count test (n, p, alpha) against X ~ Binomial(n, p1): the alternative is
+ * accepted only inside [lo, hi], at most exp(-n KL(edge / n || p1)) from the nearer edge. */
+double cert_power_count(int64_t n, double p, double alpha, double p1) {
+    double dn = (double)n, L = log(2 / alpha), lo = kl_solve(dn, p, L, 0), hi = kl_solve(dn, p, L, 1);
+    if (p1 > hi) return -expm1(-dn * kl_bern(hi, p1));
+    if (p1 < lo) return -expm1(-dn * kl_bern(lo, p1));
+    return 0;
 }
 
-/* Maurer (2003): for independent Y_j >= 0, P(sum E Y - sum Y >= t) <= exp(-t^2 / (2 sum E Y^2)).
- * Y_j = (c_j - t p)^2 with c_j ~ Binomial(t, p): E Y = t p q, E Y^2 = t p q (1 + 3 (t - 2) p q). */
+/* Lower tail of S = sum_j Y_j, Y_j = (c_j - t p)^2 / (t p q), c_j iid Binomial(t, p): Chernoff
+ * with the exact moment generating function, P(S <= a) <= exp(l a + J ln M(l)) with
+ * M(l) = E exp(-l Y) summed over the binomial pmf (log-sum-exp), minimised over l >= 0. It is
+ * tight enough that fixed-size batches (S ~ 0) are rejected as soon as the binomial's mode has
+ * probability below alpha^(1/J); Maurer's inequality, used before, needed J > 6 ln(1/alpha). */
+typedef struct { double *lp, *y; int64_t m; } disp_pmf;
+static int disp_pmf_make(disp_pmf *d, int64_t t, double p) {
+    double q = 1 - p, mu = (double)t * p, v = mu * q;
+    d->lp = malloc((size_t)(t + 1) * sizeof *d->lp);
+    d->y = malloc((size_t)(t + 1) * sizeof *d->y);
+    d->m = 0;
+    if (!d->lp || !d->y) return 0;
+    for (int64_t c = 0; c <= t; c++) {
+        double lp = lgamma((double)t + 1) - lgamma((double)c + 1) - lgamma((double)(t - c) + 1) + (double)c * log(p) +
+                    (double)(t - c) * log(q);
+        if (lp < -745) continue; /* below the smallest double: no mass */
+        d->lp[d->m] = lp;
+        d->y[d->m++] = ((double)c - mu) * ((double)c - mu) / v;
+    }
+    return 1;
+}
+static double disp_logM(const disp_pmf *d, double l) { /* ln E exp(-l Y) */
+    double mx = -INFINITY, s = 0;
+    for (int64_t i = 0; i < d->m; i++) if (d->lp[i] - l * d->y[i] > mx) mx = d->lp[i] - l * d->y[i];
+    for (int64_t i = 0; i < d->m; i++) s += exp(d->lp[i] - l * d->y[i] - mx);
+    return mx + log(s);
+}
+/* min over l >= 0 of l a + J ln M(l) (convex in l): golden-section search on [0, 1e6]. */
+static double disp_bound(const disp_pmf *d, double a, double J) {
+    double x0 = 0, x1 = 1e6, g = (sqrt(5.0) - 1) / 2;
+    for (int i = 0; i < 200; i++) {
+        double c = x1 - g * (x1 - x0), e = x0 + g * (x1 - x0);
+        if (c * a + J * disp_logM(d, c) < e * a + J * disp_logM(d, e)) x1 = e; else x0 = c;
+    }
+    double l = 0.5 * (x0 + x1), b = l * a + J * disp_logM(d, l);
+    return b < 0 ? b : 0;
+}
+/* The lower acceptance bound a/J (per count) with bound(a) = ln(alpha); 0 (vacuous) when even
+ * S = 0 cannot be rejected. */
+static double disp_lo(const disp_pmf *d, double J, double alpha) {
+    double L = log(alpha);
+    if (disp_bound(d, 0, J) > L) return 0;
+    double lo = 0, hi = J;
+    for (int i = 0; i < 100; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (disp_bound(d, mid, J) <= L) lo = mid; else hi = mid;
+    }
+    return lo / J;
+}
+
 void cert_test_dispersion(cert_check *k, const int64_t *c, int64_t J, int64_t t, double p, double alpha) {
     init(k, "dispersion", alpha, J);
-    if (too_few(k, J, 2)) return;
-    double q = 1 - p, mu = (double)t * p, ey = (double)t * p * q, ey2 = ey * (1 + 3 * ((double)t - 2) * p * q);
-    double s = 0;
+    if (too_few(k, J, 1)) return;
+    double mu = (double)t * p, v = mu * (1 - p), s = 0;
     for (int64_t j = 0; j < J; j++) s += ((double)c[j] - mu) * ((double)c[j] - mu);
-    double tt = sqrt(2 * (double)J * ey2 * log(1 / alpha));
-    k->statistic = s / ((double)J * ey);
-    k->lo = ((double)J * ey - tt) / ((double)J * ey);
+    disp_pmf d;
+    if (!disp_pmf_make(&d, t, p)) {
+        free(d.lp); free(d.y);
+        k->status = CERT_INCOMPLETE;
+        snprintf(k->msg, sizeof k->msg, "out of memory");
+        return;
+    }
+    k->statistic = s / ((double)J * v);
+    k->lo = disp_lo(&d, (double)J, alpha);
     k->hi = INFINITY;
+    k->vacuous = k->lo <= 0 ? 1 : 0;
+    free(d.lp); free(d.y);
     decide(k);
     snprintf(k->msg, sizeof k->msg, "variance of the counts / binomial variance = %.4f, accept >= %.4f (one-sided)",
              k->statistic, k->lo);
+}
+
+/* Power against counts that are all equal to round(t p) (fixed-size batches, epoch shuffling):
+ * the statistic is then (round(t p) - t p)^2 / (t p q), known exactly: 1 below lo, else 0. */
+double cert_power_dispersion_fixed(int64_t J, int64_t t, double p, double alpha) {
+    disp_pmf d;
+    if (!disp_pmf_make(&d, t, p)) { free(d.lp); free(d.y); return 0; }
+    double lo = disp_lo(&d, (double)J, alpha), mu = (double)t * p, r = round(mu);
+    free(d.lp); free(d.y);
+    return (r - mu) * (r - mu) / (mu * (1 - p)) < lo ? 1 : 0;
 }

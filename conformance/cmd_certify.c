@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/candidate.h"
 #include "common/cli.h"
 #include "common/fsutil.h"
 #include "common/proc.h"
@@ -45,16 +46,20 @@ int dp_cmd_vectors(int argc, char **argv) {
 
 int dp_cmd_certify(int argc, char **argv) {
     const char *suite = "ci", *cand = NULL, *report = NULL, *sign = NULL, *filter = NULL, *scope = "all";
+    const char *mode = "one-call";
     int64_t repeats = 0;
-    double timeout = 120, alpha = 0;
+    double timeout = 120, alpha = 0, run_timeout = 86400;
     int help = 0, verbose = 0, rep_seen = 0;
     dp_opt opts[] = {
         {"--candidate", DP_OPT_STRING, &cand, NULL, "the candidate command; run as CMD IN OUT (required)"},
-        {"--suite", DP_OPT_STRING, &suite, NULL, "ci (default: seconds, alpha 1e-6) | certify (alpha 1e-9, power 0.999 at 0.97)"},
+        {"--suite", DP_OPT_STRING, &suite, NULL, "ci (default: seconds, alpha 1e-6) | certify (alpha 1e-9, power 0.999 at 0.97) | strict (0.99)"},
         {"--repeats", DP_OPT_INT, &repeats, &rep_seen, "runs per vector (default: ci 2, certify what the power claim needs)"},
         {"--report", DP_OPT_STRING, &report, NULL, "the bundle directory (default: a new $TMPDIR/dpcert-certify-XXXXXX)"},
         {"--sign", DP_OPT_STRING, &sign, NULL, "Ed25519 private key (PEM, from dpcert keygen) to sign report.json"},
-        {"--timeout", DP_OPT_DOUBLE, &timeout, NULL, "seconds per candidate run (default 120)"},
+        {"--timeout", DP_OPT_DOUBLE, &timeout, NULL, "seconds per candidate run or request (default 120)"},
+        {"--candidate-mode", DP_OPT_STRING, &mode, NULL, "one-call (default: CMD IN OUT per run) | persistent (one process, "
+                                                         "requests on its stdin)"},
+        {"--run-timeout", DP_OPT_DOUBLE, &run_timeout, NULL, "seconds for the whole run (default 86400)"},
         {"--alpha", DP_OPT_DOUBLE, &alpha, NULL, "false-reject bound per test (default: ci 1e-6, certify 1e-9)"},
         {"--verbose", DP_OPT_FLAG, &verbose, NULL, "one line per candidate run, every check"},
         {"--filter", DP_OPT_STRING, &filter, NULL, "only the vectors matching this regex (verdict at best INCOMPLETE)"},
@@ -64,7 +69,7 @@ int dp_cmd_certify(int argc, char **argv) {
     dp_status st = dp_opts_parse(opts, no, argc, argv, NULL, 0, NULL, &help);
     if (st != DP_OK) return dp_cli_fail("certify", st);
     if (help) {
-        printf("usage: dpcert certify --candidate 'CMD ...' [--suite ci|certify] [--repeats R] [--report DIR] [--sign KEY]\n"
+        printf("usage: dpcert certify --candidate 'CMD ...' [--suite ci|certify|strict] [--candidate-mode one-call|persistent] [--repeats R] [--report DIR] [--sign KEY]\n"
                "  exit 0 CERTIFIED, 1 FAILED or INCOMPLETE, 2 bad usage (docs/certification.md)\n");
         dp_opts_print_help(opts, no);
         return 0;
@@ -75,6 +80,9 @@ int dp_cmd_certify(int argc, char **argv) {
     if ((st = cert_suite_parse(&o.suite, "--suite", suite)) != DP_OK) return dp_cli_fail("certify", st);
     if (rep_seen && (st = dp_check_range("--repeats", (double)repeats, 1, 1, 1000, 1)) != DP_OK) return dp_cli_fail("certify", st);
     if ((st = dp_check_range("--timeout", timeout, 0, 0, 86400, 1)) != DP_OK) return dp_cli_fail("certify", st);
+    if ((st = dp_check_range("--run-timeout", run_timeout, 0, 0, 604800, 1)) != DP_OK) return dp_cli_fail("certify", st);
+    if ((st = dp_cand_mode_parse(&o.persistent, "--candidate-mode", mode)) != DP_OK) return dp_cli_fail("certify", st);
+    o.run_timeout_s = run_timeout;
     if (alpha != 0 && (st = dp_check_range("--alpha", alpha, 0, 0, 0.01, 1)) != DP_OK) return dp_cli_fail("certify", st);
     o.repeats = repeats;
     o.alpha = alpha;
@@ -118,19 +126,21 @@ int dp_cmd_certify(int argc, char **argv) {
             return dp_cli_fail("certify", dp_error(DP_ERR_INVALID, "--filter '%s' --scope %s: no vector left",
                                                    filter ? filter : ".*", scope));
     }
-    if (o.suite == CERT_SUITE_CERTIFY) { /* the power claim: std <= 0.97 of the claim caught with power >= 0.999 */
+    const double pstd = cert_suite_power_std(o.suite);
+    if (pstd > 0) { /* the power claim: std <= pstd of the claim caught with power >= 0.999 */
         int64_t per = 0;
         if ((st = cert_noise_draws(&per, vd)) != DP_OK) return dp_cli_fail("certify", st);
-        int64_t need = cert_repeats_needed(per, o.alpha);
+        int64_t need = cert_repeats_needed(per, o.alpha, pstd);
         if (rep_seen && repeats < need)
-            return dp_cli_fail("certify", dp_error(DP_ERR_INVALID, "--repeats %lld is below the %lld the certify level needs "
-                                                                   "(power 0.999 against std 0.97 at alpha %.0e)",
-                                                   (long long)repeats, (long long)need, o.alpha));
+            return dp_cli_fail("certify", dp_error(DP_ERR_INVALID, "--repeats %lld is below the %lld the %s level needs "
+                                                                   "(power 0.999 against std %g at alpha %.0e)",
+                                                   (long long)repeats, (long long)need, cert_suite_name(o.suite), pstd,
+                                                   o.alpha));
         if (!rep_seen) o.repeats = need;
     }
     dp_proc_install_signal_forwarding();
-    fprintf(stderr, "dpcert certify: suite %s, %lld repeats, alpha %.0e per test, bundle %s\n", cert_suite_name(o.suite),
-            (long long)o.repeats, o.alpha, report);
+    fprintf(stderr, "dpcert certify: suite %s, %lld repeats, alpha %.0e per test, candidate mode %s, bundle %s\n",
+            cert_suite_name(o.suite), (long long)o.repeats, o.alpha, o.persistent ? "persistent" : "one-call", report);
     if ((st = cert_run(report, &o, verbose)) != DP_OK) {
         if (dp_proc_interrupted()) return 128 + dp_proc_interrupted();
         return dp_cli_fail("certify", st);
@@ -159,6 +169,16 @@ int dp_cmd_certify(int argc, char **argv) {
         printf("implied: claimed noise multiplier 1 (q 0.01, 1000 steps, delta 1e-5) gives epsilon %.4g; the measured "
                "noise (multiplier >= %.5f at 99.9%%) supports epsilon %.4g\n",
                cert_implied_epsilon(1.0), r.ratio_lo, cert_implied_epsilon(r.ratio_lo));
+    if (r.noise_n)
+        printf("power: noise std <= %.5f of the claim is FAILED with probability >= 0.999 (the smallest under-noising "
+               "this run detects)\n", cert_detectable_std(r.noise_n, o.alpha, CERT_CERTIFY_POWER));
+    if (r.dpzo_n)
+        printf("implied (DP-ZO): scalar noise std / claimed %.5f (99.9%% interval [%.5f, %.5f], %lld draws) supports "
+               "epsilon %.4g for the same reference run\n", r.dpzo_ratio, r.dpzo_lo, r.dpzo_hi, (long long)r.dpzo_n,
+               cert_implied_epsilon(r.dpzo_lo));
+    for (int i = 0; i < r.nspow; i++)
+        printf("sampling power: %s: %s caught by '%s' with probability >= %.6g\n", r.spow[i].vector, r.spow[i].deviation,
+               r.spow[i].test, r.spow[i].power);
     printf("declared conventions: %s\n", r.conventions[0] ? r.conventions : "(none)");
     printf("%zu checks, false-reject bound (union) %.3g\n", r.n, asum);
     printf("verdict: %s%s%s%s%s%s\nreport: %s/report.json%s\n", cert_verdict_name(r.verdict),

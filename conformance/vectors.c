@@ -14,13 +14,15 @@
 #include "reference/dpzo.h"
 
 enum { SP_NONE = 0, SP_ADVERSARIAL, SP_NONFINITE, SP_NEAR, SP_CONFIDENT };
-enum { VK_STEP = 0, VK_SAMPLING, VK_DPZO };
+enum { VK_STEP = 0, VK_SAMPLING, VK_DPZO, VK_TRAJ };
 enum { S_CI = 1, S_CERT = 2 };
 
 /* X(name, suites, kind, model, B, clipping, clip_fn, special, sigma, nz) — model: "mlp" (in 16,
  * hidden 32,32, classes 10), "lin" (the mlp without hidden layers: gradient norm linear in
- * the input), "llama" (the default tiny llama with T = 8). Sampling vectors: B = N, and the
- * q and K of the table below. DP-ZO vectors: nz = n, the directions per step. */
+ * the input), "llama" (the default tiny llama with T = 8). Sampling vectors: B = N, nz = K (the
+ * steps), q of the define below: sized so that every sampling test's acceptance region is
+ * non-vacuous and a rate 1.1 q is caught (docs/certification.md "Sampling"). DP-ZO vectors:
+ * nz = n, the directions per step. Trajectory vectors: B per step, nz = K steps. */
 #define CERT_VECTORS(X)                                                                       \
     X("step-mlp-flat-abadi", S_CI | S_CERT, VK_STEP, "mlp", 32, "flat", "abadi", SP_NONE, 1.0, 0) \
     X("step-mlp-perlayer-abadi", S_CI | S_CERT, VK_STEP, "mlp", 32, "per-layer", "abadi", SP_NONE, 1.0, 0) \
@@ -33,11 +35,12 @@ enum { S_CI = 1, S_CERT = 2 };
     X("step-mlp-confident", S_CI | S_CERT, VK_STEP, "mlp", 24, "flat", "abadi", SP_CONFIDENT, 1.2, 0) \
     X("step-llama-flat-abadi", S_CERT, VK_STEP, "llama", 8, "flat", "abadi", SP_NONE, 1.0, 0)  \
     X("step-llama-perlayer-abadi", S_CERT, VK_STEP, "llama", 8, "per-layer", "abadi", SP_NONE, 1.0, 0) \
+    X("traj-mlp", S_CI | S_CERT, VK_TRAJ, "mlp", 32, "flat", "abadi", SP_NONE, 1.0, 16)         \
     X("dpzo-mlp", S_CI | S_CERT, VK_DPZO, "mlp", 32, "", "", SP_NONE, 1.0, 256)                 \
     X("dpzo-mlp-nonfinite", S_CI | S_CERT, VK_DPZO, "mlp", 16, "", "", SP_NONFINITE, 0.8, 64)     \
     X("dpzo-llama", S_CERT, VK_DPZO, "llama", 4, "", "", SP_NONE, 1.0, 16)                       \
-    X("sampling-ci", S_CI, VK_SAMPLING, "", 200, "", "", SP_NONE, 0, 0)                          \
-    X("sampling-certify", S_CERT, VK_SAMPLING, "", 1000, "", "", SP_NONE, 0, 0)
+    X("sampling-ci", S_CI, VK_SAMPLING, "", 400, "", "", SP_NONE, 0, 250)                        \
+    X("sampling-certify", S_CERT, VK_SAMPLING, "", 800, "", "", SP_NONE, 0, 300)
 
 typedef struct {
     const char *name;
@@ -59,8 +62,8 @@ static const vec_spec g_specs[] = {
 #define CERT_LR 0.5          /* step vectors: the SGD learning rate (params_after) */
 #define CERT_DPZO_PHI 1e-3  /* DP-ZO vectors: the perturbation scale phi */
 #define CERT_QN 32.0        /* expected batch size declared by every step vector */
-#define CERT_SAMPLING_Q 0.1 /* sampling vectors: q and K */
-#define CERT_SAMPLING_K 100
+#define CERT_SAMPLING_Q 0.1 /* sampling vectors: q */
+#define CERT_AUTO_GAMMA 0.05 /* automatic clipping vectors: gamma (not the 0.01 a plain `automatic` parser default gives) */
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -70,9 +73,10 @@ static int cmp_double(const void *a, const void *b) {
 dp_status cert_suite_parse(cert_suite *s, const char *what, const char *name) {
     if (name && strcmp(name, "ci") == 0) { *s = CERT_SUITE_CI; return DP_OK; }
     if (name && strcmp(name, "certify") == 0) { *s = CERT_SUITE_CERTIFY; return DP_OK; }
-    return dp_error(DP_ERR_INVALID, "%s must be ci or certify, got '%s'", what, name ? name : "");
+    if (name && strcmp(name, "strict") == 0) { *s = CERT_SUITE_STRICT; return DP_OK; }
+    return dp_error(DP_ERR_INVALID, "%s must be ci, certify or strict, got '%s'", what, name ? name : "");
 }
-const char *cert_suite_name(cert_suite s) { return s == CERT_SUITE_CI ? "ci" : "certify"; }
+const char *cert_suite_name(cert_suite s) { return s == CERT_SUITE_CI ? "ci" : s == CERT_SUITE_CERTIFY ? "certify" : "strict"; }
 
 static dp_status meta(dp_tensor_set *s, const char *k, const char *fmt, double v) {
     char b[64];
@@ -110,12 +114,12 @@ static dp_status finish_write(dp_tensor_set *s, const char *dir, const char *nam
 }
 
 static dp_status sampling_vector(dp_tensor_set *s, const vec_spec *sp) {
-    int64_t shp[1] = {2}, kn[2] = {CERT_SAMPLING_K, sp->b};
+    int64_t shp[1] = {2}, kn[2] = {sp->nz, sp->b};
     DP_TRY(dp_tset_add_raw(s, "sampling.shape", DP_I64, kn, 1, shp));
     DP_TRY(dp_tset_set_meta(s, "kind", "sampling"));
     DP_TRY(meta(s, "dataset_size", "%.0f", (double)sp->b));
     DP_TRY(meta(s, "q", "%.17g", CERT_SAMPLING_Q));
-    DP_TRY(meta(s, "steps", "%.0f", (double)CERT_SAMPLING_K));
+    DP_TRY(meta(s, "steps", "%.0f", (double)sp->nz));
     return DP_OK;
 }
 
@@ -235,7 +239,7 @@ static dp_status step_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed
     if (st == DP_OK) st = model_meta(s, &mc);
     if (st == DP_OK) st = dp_tset_set_meta(s, "clipping", sp->clipping);
     if (st == DP_OK) st = dp_tset_set_meta(s, "clip_fn", sp->clip_fn);
-    if (st == DP_OK && strcmp(sp->clip_fn, "automatic") == 0) st = meta(s, "gamma", "%.17g", 0.01);
+    if (st == DP_OK && strcmp(sp->clip_fn, "automatic") == 0) st = meta(s, "gamma", "%.15g", CERT_AUTO_GAMMA);
     if (st == DP_OK) st = meta(s, "clip", "%.17g", 1.0);
     if (st == DP_OK) st = meta(s, "sigma", "%.17g", sp->sigma);
     if (st == DP_OK) st = meta(s, "expected_batch_size", "%.17g", CERT_QN);
@@ -296,6 +300,43 @@ static dp_status step_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed
     return st;
 }
 
+/* A trajectory vector (docs/certification.md "Trajectory vectors"): K consecutive steps of one
+ * training run at fixed parameters (optimizer none), batch k = examples k B .. (k + 1) B - 1 of
+ * K B generated ones, C the median norm over all of them; `dataset_size` = 10 B, so an epoch is
+ * 10 steps (a generator reseeded each epoch repeats within the K = 16 steps). */
+static dp_status traj_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed) {
+    vec_spec big = *sp;
+    big.b = sp->b * sp->nz;
+    dp_tensor_set all;
+    dp_tset_init(&all);
+    dp_status st = step_vector(&all, &big, seed);
+    for (size_t i = 0; i < all.n && st == DP_OK; i++) {
+        const char *nm = all.items[i].name;
+        const dp_tensor *t = &all.items[i].t;
+        if (strncmp(nm, "params.", 7) == 0) { st = dp_tset_add(s, nm, t); continue; }
+        if (strncmp(nm, "batch.", 6) != 0) continue;
+        size_t row = dp_tensor_nbytes(t) / (size_t)(t->shape[0] ? t->shape[0] : 1);
+        for (int k = 0; k < sp->nz && st == DP_OK; k++) { /* rows k B .. (k + 1) B - 1 */
+            char bn[64];
+            snprintf(bn, sizeof bn, "batch.%d.%s", k, nm + 6);
+            int64_t shp[DP_MAX_DIMS];
+            for (int d = 0; d < t->ndim; d++) shp[d] = t->shape[d];
+            shp[0] = sp->b;
+            st = dp_tset_add_raw(s, bn, t->dtype, (const uint8_t *)t->data + (size_t)k * (size_t)sp->b * row, t->ndim, shp);
+        }
+    }
+    for (size_t i = 0; i < all.nmeta && st == DP_OK; i++) {
+        const char *k = all.meta[i].key;
+        if (strcmp(k, "kind") == 0) st = dp_tset_set_meta(s, "kind", "trajectory");
+        else if (strcmp(k, "optimizer") == 0) st = dp_tset_set_meta(s, "optimizer", "none");
+        else if (strcmp(k, "lr") != 0) st = dp_tset_set_meta(s, k, all.meta[i].value);
+    }
+    if (st == DP_OK) st = meta(s, "steps", "%.0f", (double)sp->nz);
+    if (st == DP_OK) st = meta(s, "dataset_size", "%.0f", 10.0 * (double)sp->b);
+    dp_tset_free(&all);
+    return st;
+}
+
 dp_status cert_vectors_write(const char *dir, cert_suite suite, char ***names, size_t *n) {
     DP_TRY(dp_mkdir_p("--out", dir));
     int mask = suite == CERT_SUITE_CI ? S_CI : S_CERT;
@@ -312,7 +353,8 @@ dp_status cert_vectors_write(const char *dir, cert_suite suite, char ***names, s
             st = dp_tset_set_meta(&s, "format", CERT_VECTOR_FORMAT);
             if (st == DP_OK) st = sampling_vector(&s, sp);
         } else {
-            st = sp->kind == VK_DPZO ? dpzo_vector(&s, sp, 1300 + i) : step_vector(&s, sp, 1300 + i);
+            st = sp->kind == VK_DPZO ? dpzo_vector(&s, sp, 1300 + i)
+               : sp->kind == VK_TRAJ ? traj_vector(&s, sp, 1300 + i) : step_vector(&s, sp, 1300 + i);
         }
         if (st == DP_OK) st = dp_tset_set_meta(&s, "name", sp->name);
         if (st == DP_OK) st = finish_write(&s, dir, sp->name);

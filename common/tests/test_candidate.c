@@ -2,7 +2,11 @@
  * candidates: a good one, a crash, a hang, a non-zero exit, no output, a symlink output,
  * garbage, a truncated file, a header claiming 10 GiB, a 10 GiB write (file-size limit),
  * wrong shapes, a wrong dtype class, a missing required tensor. Each gets its outcome and a
- * message; none crashes or hangs the runner. Runs in a fresh temporary folder. */
+ * message; none crashes or hangs the runner. Persistent mode (dp_cand_session): a good server
+ * (one process for three requests), an ERROR reply (the process serves on), a wrong sequence
+ * number (PROTOCOL, restart), a crash during a request (EXIT naming it, its stderr quoted, a
+ * fresh process next), no READY; a failed one-call run quotes the end of its log. Runs in a
+ * fresh temporary folder. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +52,60 @@ static dp_cand_outcome run(const char *cmd, char *msg, size_t len, double timeou
     snprintf(msg, len, "%s", r.msg);
     printf("  %-60.60s -> %s: %s\n", cmd, dp_cand_outcome_name(r.outcome), r.msg);
     return r.outcome;
+}
+
+/* One persistent request of session s; returns its outcome (message in msg). */
+static dp_cand_outcome sreq(dp_cand_session *s, char *msg, size_t len) {
+    static const dp_cand_expect exp[] = {{"out.a", 1, DP_CAND_FLOAT, 2, {2, 3}}};
+    dp_cand_result r;
+    dp_tensor_set out;
+    T_OK(dp_cand_session_run(s, &r, &out, "in.safetensors", "work/out.safetensors", exp, 1));
+    dp_tset_free(&out);
+    snprintf(msg, len, "%s", r.msg);
+    printf("  persistent request %lld -> %s: %s\n", s->seq, dp_cand_outcome_name(r.outcome), r.msg);
+    return r.outcome;
+}
+
+static void persistent(void) {
+    char msg[512];
+    dp_cand_opts o;
+    dp_cand_opts_default(&o);
+    o.timeout_s = 20;
+    /* a server: READY, then copies good.safetensors to OUT for each request; ERROR for the 2nd */
+    FILE *f = fopen("server.sh", "w");
+    fprintf(f, "echo READY >&3\nn=0\nwhile IFS=\"$(printf '\\t')\" read -r s i o; do n=$((n+1))\n"
+               "  if [ $n = 2 ]; then echo \"$s ERROR ValueError: second\" >&3; continue; fi\n"
+               "  if [ $n = 4 ]; then echo \"9$s OK\" >&3; continue; fi\n"
+               "  cp good.safetensors \"$o\"; echo \"$s OK\" >&3\ndone\n");
+    fclose(f);
+    dp_cand_session s;
+    dp_cand_session_init(&s, "sh server.sh", &o, "srv.p%d.log", 0);
+    T_CHECK(sreq(&s, msg, sizeof msg) == DP_CAND_OK, "request 1: %s", msg);
+    T_CHECK(sreq(&s, msg, sizeof msg) == DP_CAND_EXIT && strstr(msg, "replied ERROR ValueError: second"), "ERROR: %s", msg);
+    T_CHECK(sreq(&s, msg, sizeof msg) == DP_CAND_OK && s.nstarted == 1, "after ERROR the same process serves: %s", msg);
+    T_CHECK(sreq(&s, msg, sizeof msg) == DP_CAND_PROTOCOL && strstr(msg, "wrong reply '94 OK'"), "wrong seq: %s", msg);
+    T_CHECK(sreq(&s, msg, sizeof msg) == DP_CAND_OK && s.nstarted == 2, "a fresh process after the wrong reply: %s", msg);
+    dp_cand_session_close(&s);
+    /* a crash during a request (the 2nd of a process): named, stderr quoted, then a fresh one */
+    f = fopen("crash.sh", "w");
+    fprintf(f, "echo READY >&3\nn=0\nwhile IFS=\"$(printf '\\t')\" read -r s i o; do n=$((n+1))\n"
+               "  if [ $n = 2 ]; then echo 'dying now' >&2; kill -SEGV $$; fi\n"
+               "  cp good.safetensors \"$o\"; echo \"$s OK\" >&3\ndone\n");
+    fclose(f);
+    dp_cand_session_init(&s, "sh crash.sh", &o, "srv2.p%d.log", 0);
+    T_CHECK(sreq(&s, msg, sizeof msg) == DP_CAND_OK, "crash server, request 1: %s", msg);
+    T_CHECK(sreq(&s, msg, sizeof msg) == DP_CAND_EXIT && strstr(msg, "during request 2") && strstr(msg, "dying now"),
+            "crash: %s", msg);
+    T_CHECK(sreq(&s, msg, sizeof msg) == DP_CAND_OK && s.nstarted == 2, "after the crash: %s", msg);
+    dp_cand_session_close(&s);
+    /* no READY: a command that does not serve persistent mode */
+    dp_cand_session_init(&s, "true", &o, "srv3.p%d.log", 0);
+    T_CHECK(sreq(&s, msg, sizeof msg) == DP_CAND_PROTOCOL && strstr(msg, "without READY"), "no READY: %s", msg);
+    dp_cand_session_close(&s);
+    dp_cand_session_init(&s, "sh -c 'echo broken >&2; exit 3'", &o, "srv4.p%d.log", 0);
+    T_CHECK(sreq(&s, msg, sizeof msg) == DP_CAND_EXIT && strstr(msg, "before it was ready") && strstr(msg, "broken"),
+            "exit before READY: %s", msg);
+    dp_cand_session_close(&s);
 }
 
 int main(void) {
@@ -103,6 +161,10 @@ int main(void) {
     T_CHECK(run("sh -c 'cp int.safetensors \"$2\"' x", msg, sizeof msg, 20, 0) == DP_CAND_BAD_SHAPE, "int dtype: %s", msg);
     T_CHECK(run("sh -c 'cp other.safetensors \"$2\"' x", msg, sizeof msg, 20, 0) == DP_CAND_MISSING && strstr(msg, "out.a"),
             "missing: %s", msg);
+    T_CHECK(run("sh -c 'echo \"ValueError: no way\" >&2; exit 1' x", msg, sizeof msg, 20, 0) == DP_CAND_EXIT &&
+                strstr(msg, "its output ends: ValueError: no way"),
+            "a failed run does not quote its log: %s", msg);
+    persistent();
     T_CHECK(dp_cand_outcome_incomplete(DP_CAND_MISSING) && dp_cand_outcome_incomplete(DP_CAND_TIMEOUT) &&
                 !dp_cand_outcome_incomplete(DP_CAND_EXIT) && !dp_cand_outcome_incomplete(DP_CAND_BAD_OUTPUT),
             "outcome classes");

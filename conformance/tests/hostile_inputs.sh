@@ -150,5 +150,21 @@ expect_out 0 '^[0-9a-f]{8} [0-9a-f]{8} [0-9a-f]{8} [0-9a-f]{8}$' rng philox --ke
 expect 2 "word 0 '12345678' is ambiguous" rng philox --key 0,0 --counter 12345678,0,0,0
 expect_out 0 '^[0-9a-f]{8} ' rng philox --key 42,0 --counter 2,0,3,0x02000000
 
+echo "--- class 11: a candidate that overwrites its own input (issue 29 item 4) ---"
+# certify gives the candidate a read-only copy of each vector and checks its SHA-256 after every
+# call: a candidate that writes to IN (then the output) is FAILED (exit 1) naming the check, with
+# a complete bundle; the bundle's vectors are untouched (verify-report would reject them)
+printf '#!/bin/sh\nchmod u+w "$1" 2>/dev/null; printf junk > "$1"\necho x > "$2"\n' > clobber.sh; chmod +x clobber.sh
+expect_out 1 '^verdict: FAILED -- candidate output \[step-mlp-batch1 r1\]: INPUT_MODIFIED: the candidate modified its input' \
+  certify --candidate ./clobber.sh --suite ci --filter '^step-mlp-batch1$' --report clob
+if [ -s clob/report.json ] && [ -s clob/report.md ] && grep -q INPUT_MODIFIED clob/outputs/step-mlp-batch1.r1.status; then
+  ok "the INPUT_MODIFIED bundle is complete (report.json, report.md, status)"
+else bad "the INPUT_MODIFIED bundle is incomplete"; fi
+# the same as a persistent candidate (READY on fd 3, then one request per line)
+printf '#!/bin/sh\necho READY >&3\nwhile IFS="$(printf "\\t")" read -r seq in out; do\n  chmod u+w "$in"; printf junk > "$in"; echo x > "$out"; echo "$seq OK" >&3\ndone\n' > clobber_p.sh; chmod +x clobber_p.sh
+expect_out 1 '^verdict: FAILED -- candidate output \[step-mlp-batch1 r1\]: INPUT_MODIFIED' \
+  certify --candidate ./clobber_p.sh --candidate-mode persistent --suite ci --filter '^step-mlp-batch1$' --report clob2
+expect 2 "--candidate-mode: unknown candidate mode 'twice'" certify --candidate true --candidate-mode twice --suite ci
+
 echo "$checks checks, $fails failed"
 [ "$checks" -gt 0 ] && [ "$fails" = 0 ]

@@ -144,15 +144,58 @@ int main(void) {
 
     /* certify level */
     double ac = 1e-9;
-    int64_t per = per_repeat(CERT_SUITE_CERTIFY, "vcert"), R = cert_repeats_needed(per, ac);
+    int64_t per = per_repeat(CERT_SUITE_CERTIFY, "vcert"), R = cert_repeats_needed(per, ac, CERT_CERTIFY_STD);
     int64_t ncert = per * R;
     double pc = cert_power_variance(ncert, ac, 0.97);
     printf("certify: %lld draws per repeat, %lld repeats, %lld draws; power >= %.6f against std 0.97 at alpha 1e-9\n",
            (long long)per, (long long)R, (long long)ncert, pc);
     T_CHECK(pc >= 0.999, "certify power %.6f", pc);
-    T_CHECK(cert_repeats_needed(0, ac) == 2 && cert_repeats_needed(per, ac) >= 2,
+    T_CHECK(cert_repeats_needed(0, ac, 0.97) == 2 && cert_repeats_needed(per, ac, 0.97) >= 2,
             "no step vector (a filtered run) must give 2 repeats, not the cap");
     T_CHECK(rejects_all(10, ncert, 0.97, ac) == 10, "a planted std-0.97 sample was accepted at the certify level");
+
+    /* strict level: power 0.999 against std 0.99 needs >= 522 459 draws at alpha 1e-9 */
+    int64_t Rs = cert_repeats_needed(per, ac, CERT_STRICT_STD), ns = per * Rs;
+    double ps = cert_power_variance(ns, ac, 0.99), ds = cert_detectable_std(ns, ac, 0.999);
+    printf("strict: %lld repeats, %lld draws; power >= %.6f against std 0.99; detects std <= %.5f\n", (long long)Rs,
+           (long long)ns, ps, ds);
+    T_CHECK(ps >= 0.999 && ds >= 0.99, "strict power %.6f, detectable %.5f", ps, ds);
+    T_CHECK(cert_power_variance(per * (Rs - 1), ac, 0.99) < 0.999, "strict repeats not the smallest");
+    T_CHECK(cert_power_variance(522459, ac, 0.99) >= 0.999 && cert_power_variance(522000, ac, 0.99) < 0.999,
+            "the stated draw count for power 0.999 at 0.99 (522 459) is wrong");
+    T_CHECK(rejects_all(3, ns, 0.99, ac) == 3, "a planted std-0.99 sample was accepted at the strict level");
+    T_CHECK(rejects_all(2, ns, 1.0, ac) == 0, "correct noise rejected at the strict level");
+
+    /* per-tensor tests: 20 draws (a 10-element bias, 2 repeats) at alpha 1e-9 / 98 still reject a
+       missing noise (the Laurent-Massart region, 1 - 2 sqrt(t/n) < 0, could not) */
+    double zt[20];
+    for (int i = 0; i < 20; i++) zt[i] = 1e-9 * gauss();
+    cert_test_variance(&k, zt, 20, 1e-9 / 98);
+    T_CHECK(k.status == CERT_FAIL && k.lo > 0.02 && !k.vacuous, "20 draws without noise accepted (%s)", k.msg);
+    T_CHECK(1 - 2 * sqrt(log(2 / (1e-9 / 98)) / 20) < 0, "the Laurent-Massart region was not vacuous here (control)");
+    for (int i = 0; i < 20; i++) zt[i] = gauss();
+    cert_test_variance(&k, zt, 20, 1e-9 / 98);
+    T_CHECK(k.status == CERT_PASS, "20 correct draws rejected (%s)", k.msg);
+
+    /* sampling sizes: the issue's certify vector (K 100, N 1000) left the per-example test
+       vacuous below (negative control of the flag); the new ones (ci K 250 N 400, certify K 300
+       N 800) are not, and catch a rate 1.1 q with power >= 0.999 */
+    cert_test_count(&k, 10, 100, 0.1, 1e-9 / 1000);
+    T_CHECK(k.vacuous & 1, "K 100: the per-example lower bound %.3f not flagged vacuous", k.lo);
+    cert_test_count(&k, 25, 250, 0.1, 1e-6 / 400);
+    T_CHECK(!k.vacuous && k.lo > 0, "ci per-example region vacuous (%s)", k.msg);
+    cert_test_count(&k, 30, 300, 0.1, 1e-9 / 800);
+    T_CHECK(!k.vacuous && k.lo > 0, "certify per-example region vacuous (%s)", k.msg);
+    cert_test_count(&k, 0, 300, 0.1, 1e-9 / 800);
+    T_CHECK(k.status == CERT_FAIL, "a never-sampled example accepted at the certify size");
+    T_CHECK(cert_power_count(250 * 400, 0.1, 1e-6, 0.11) >= 0.999 && cert_power_count(300 * 800, 0.1, 1e-9, 0.11) >= 0.999,
+            "a rate 1.1 q not caught with power 0.999");
+    T_CHECK(cert_power_count(100 * 200, 0.1, 1e-6, 0.11) < 0.5, "the old ci size caught 1.1 q (control of the sizing)");
+    T_CHECK(cert_power_dispersion_fixed(100, 1000, 0.1, 1e-9) == 1 && cert_power_dispersion_fixed(300, 800, 0.1, 1e-9) == 1,
+            "fixed-size batches not caught with certainty by the dispersion test");
+    for (int s2 = 0; s2 < 100; s2++) cs[s2] = 20;
+    cert_test_dispersion(&k, cs, 100, 200, 0.1, 1e-9);
+    T_CHECK(k.status == CERT_FAIL && k.lo > 0 && !k.vacuous, "fixed-size batches accepted at alpha 1e-9 (%s)", k.msg);
     T_CHECK(rejects_all(3, ncert, 1.0, ac) == 0, "correct noise rejected at the certify level");
     free(z);
     free(b);

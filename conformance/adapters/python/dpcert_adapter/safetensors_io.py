@@ -43,6 +43,21 @@ def load_file(path):
     return out, dict(meta)
 
 
+def read_metadata(path):
+    """The __metadata__ of a file, reading only its header."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise ValueError(f"{path}: shorter than 8 bytes")
+        (n,) = struct.unpack("<Q", head)
+        if n > MAX_HEADER:
+            raise ValueError(f"{path}: header length {n} out of range")
+        raw = f.read(n)
+    if len(raw) != n:
+        raise ValueError(f"{path}: header beyond the file")
+    return dict(json.loads(raw.decode("utf-8")).get("__metadata__", {}) or {})
+
+
 def save_file(path, tensors, metadata=None):
     """Writes atomically (temporary file in the same directory, then rename)."""
     header, chunks, off = {}, [], 0

@@ -2,17 +2,27 @@
 """A DP-SGD candidate in plain numpy for `dpcert certify` (docs/certification.md):
 
     dpcert certify --candidate 'python3 examples/numpy_candidate.py' --suite ci
+    dpcert certify --candidate 'dpcert-numpy-candidate' --candidate-mode persistent --suite ci   (installed adapter)
 
-Run as `numpy_candidate.py [--mutant M] [--params-after] IN OUT`. DP-ZO vectors: n directions, clipped
-loss differences, noisy scalars (docs/dpzo.md). Step vectors (mlp and llama): per-example
-gradients of dpcert's models (docs/models.md; the llama's backward in numpy_llama.py), per-example clipping (flat / per-layer / group,
-abadi or automatic), sum, Gaussian noise sigma * C_total * N(0, 1) from OS entropy (fresh in
-every run), division by the expected batch size. Sampling vectors: Poisson masks.
+Run as `numpy_candidate.py [--mutant M] [--params-after] [--f32] IN OUT` (one call), or with
+no IN OUT under `--candidate-mode persistent` (dpcert_adapter.run serves both). DP-ZO vectors:
+n directions, clipped loss differences, noisy scalars (docs/dpzo.md). Step vectors (mlp and
+llama): per-example gradients of dpcert's models (docs/models.md; the llama's backward in
+numpy_llama.py), per-example clipping (flat / per-layer / group, abadi or automatic), sum,
+Gaussian noise sigma * C_total * N(0, 1) from OS entropy (one generator per process, fresh in
+every run), division by the expected batch size. Sampling vectors: Poisson masks. Trajectory
+vectors: served by dpcert_adapter.run as consecutive step vectors in this process.
 
-Deliberate mutants (tests that `certify` catches them): no-noise, clip-after-sum,
-noise-scale:F (under- or over-noised by F), fixed-noise (the same noise every run),
-shuffle (fixed-size batches from a shuffled epoch), wrong-q:F (rate F q), fixed-dirs (DP-ZO:
-the same directions every run), no-drop (DP-ZO: a non-finite difference counted as +C; no-noise and noise-scale:F also apply to DP-ZO scalars).
+Deliberate mutants (tests that `certify` catches them): no-noise, no-noise-1d (no noise on
+1-D tensors: biases, norm gains), clip-after-sum, noise-scale:F (under- or over-noised by F),
+fixed-noise (the same noise every run), same-noise-steps (stateful: the noise drawn once per
+process and reused at every step), reseed-epoch (the generator reseeded every epoch with a
+seed drawn once per process: noise and batches repeat), shuffle (fixed-size batches from a
+shuffled epoch), fixed-size (round(qN) examples without replacement each step), correlated
+(examples 2j and 2j+1 always together), fixed-sampling-seed (the same masks every run),
+wrong-q:F (rate F q), fixed-dirs (DP-ZO: the same directions every run), no-drop (DP-ZO: a
+non-finite loss difference counted as +C; no-noise and noise-scale:F also apply to DP-ZO
+scalars).
 """
 import argparse
 import os
@@ -20,9 +30,14 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from dpcert_adapter import Vector, write_output  # noqa: E402
-import numpy_llama  # noqa: E402  (this directory: the llama's forward and backward)
+try:  # installed as dpcert_adapter.examples (the dpcert-numpy-candidate entry point)
+    from dpcert_adapter import Vector, run, write_output
+    from . import numpy_llama
+except ImportError:  # run as a script from the repository
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from dpcert_adapter import Vector, run, write_output  # noqa: E402
+    import numpy_llama  # noqa: E402  (this directory: the llama's forward and backward)
 
 # working precision of step vectors (--f32: float32 parameters, data, gradients, sums, outputs)
 W_DTYPE, W_NAME = np.float64, "f64"
@@ -115,8 +130,10 @@ def step(v, out, mutant, rng, params_after=False):
         scale *= float(mutant.split(":", 1)[1])
     res = {}
     qn = v.expected_batch_size
+    rng = STATE.step_rng(rng, v)
     for n in names:
-        z = scale * rng.standard_normal(v.params[n].shape)
+        sc = 0.0 if (mutant == "no-noise-1d" and v.params[n].ndim == 1) else scale
+        z = sc * STATE.normal(rng, n, v.params[n].shape, mutant)
         res[f"step.noise.{n}"] = z
         res[f"step.clipped_sum.{n}"] = sums[n]
         if params_after:  # SGD with the vector's lr: params - lr G in place of G
@@ -132,6 +149,8 @@ def step(v, out, mutant, rng, params_after=False):
             res[f"per_sample.clip_factor.{g}"] = cf[g]
             res[f"per_sample.norm.{g}"] = np.where(finite, gnorm[g], np.nan)
     clip_fn = fn if fn != "automatic" else "automatic:" + v.meta["gamma"]
+    if DECLARE_CLIP:
+        clip_fn = DECLARE_CLIP
     res = {k: a.astype(W_DTYPE) for k, a in res.items()}
     write_output(out, res, {"dtype": W_NAME, "clip_fn": clip_fn, "candidate": "numpy_candidate.py " + mutant})
 
@@ -175,9 +194,11 @@ def sampling(v, out, mutant, rng):
     q = v.num("q")
     if mutant.startswith("wrong-q:"):
         q *= float(mutant.split(":", 1)[1])
+    if mutant == "fixed-sampling-seed":
+        rng = np.random.default_rng(4242)
+    bs = max(1, int(round(q * N)))
+    mask = np.zeros((K, N), dtype=np.int32)
     if mutant == "shuffle":  # fixed-size batches of q N from a shuffled epoch
-        bs = max(1, int(round(q * N)))
-        mask = np.zeros((K, N), dtype=np.int32)
         perm = rng.permutation(N)
         pos = 0
         for k in range(K):
@@ -185,9 +206,54 @@ def sampling(v, out, mutant, rng):
                 perm, pos = rng.permutation(N), 0
             mask[k, perm[pos:pos + bs]] = 1
             pos += bs
+    elif mutant == "fixed-size":  # round(qN) examples drawn without replacement, each step afresh
+        for k in range(K):
+            mask[k, rng.choice(N, bs, replace=False)] = 1
+    elif mutant == "correlated":  # examples 2j and 2j+1 are in or out together
+        pairs = rng.random((K, (N + 1) // 2)) < q
+        mask = np.repeat(pairs, 2, axis=1)[:, :N].astype(np.int32)
     else:
-        mask = (rng.random((K, N)) < q).astype(np.int32)
+        for k in range(K):  # one step at a time: the reseed-epoch mutant reseeds between steps
+            r = STATE.step_rng(rng, v, epoch=max(1, int(round(1 / q))))
+            mask[k] = r.random(N) < q
     write_output(out, {"sampling.mask": mask}, {"candidate": "numpy_candidate.py " + mutant})
+
+
+class State:
+    """What the process keeps from request to request (persistent mode, trajectories): the
+    generator (OS entropy, drawn once) and, for the stateful mutants, a step counter, the
+    cached noise (same-noise-steps) and the per-process epoch seed (reseed-epoch)."""
+
+    def __init__(self):
+        self.rng = np.random.default_rng()
+        self.mutant = "none"
+        self.steps = 0
+        self.cache = {}
+        self.epoch_seed = int(np.random.default_rng().integers(1 << 62))
+
+    def step_rng(self, rng, v, epoch=None):
+        """The generator of the next step (counts it)."""
+        self.steps += 1
+        if self.mutant != "reseed-epoch":
+            return rng
+        if epoch is None:
+            epoch = 10
+            if "dataset_size" in v.meta and "expected_batch_size" in v.meta:
+                epoch = max(1, int(round(v.num("dataset_size") / v.num("expected_batch_size"))))
+        if (self.steps - 1) % epoch == 0:
+            self.rng = np.random.default_rng(self.epoch_seed)
+        return self.rng
+
+    def normal(self, rng, name, shape, mutant):
+        if mutant != "same-noise-steps":
+            return rng.standard_normal(shape)
+        if name not in self.cache or self.cache[name].shape != tuple(shape):
+            self.cache[name] = rng.standard_normal(shape)
+        return self.cache[name]
+
+
+STATE = State()
+DECLARE_CLIP = None
 
 
 def main():
@@ -195,26 +261,33 @@ def main():
     ap.add_argument("--mutant", default="none")
     ap.add_argument("--f32", action="store_true", help="step vectors: compute in float32 and declare dtype f32")
     ap.add_argument("--declare-dtype", default=None, help="declare this dtype instead of the working one (a negative control)")
+    ap.add_argument("--declare-clip", default=None, help="declare this clip_fn (e.g. plain automatic) instead of the exact one")
     ap.add_argument("--params-after", action="store_true",
                     help="step vectors: export params_after = params - lr G instead of G (SGD vectors)")
-    ap.add_argument("inp")
-    ap.add_argument("out")
-    a = ap.parse_args()
-    # secret randomness: OS entropy, never a fixed or public seed (except the fixed-noise mutant)
-    rng = np.random.default_rng(12345 if a.mutant == "fixed-noise" else None)
-    v = Vector.load(a.inp)
-    global W_DTYPE, W_NAME
-    if a.f32 and v.kind == "step":
-        W_DTYPE, W_NAME = np.float32, "f32"
-        v.params = {k: x.astype(np.float32) for k, x in v.params.items()}
-    if a.declare_dtype:
-        W_NAME = a.declare_dtype
-    if v.kind == "sampling":
-        sampling(v, a.out, a.mutant, rng)
-    elif v.kind == "dpzo":
-        dpzo(v, a.out, a.mutant, rng)
-    else:
-        step(v, a.out, a.mutant, rng, a.params_after and v.meta.get("optimizer") == "sgd")
+    a, rest = ap.parse_known_args()
+    global DECLARE_CLIP
+    DECLARE_CLIP = a.declare_clip
+    STATE.mutant = a.mutant
+
+    def handle(inp, out):
+        global W_DTYPE, W_NAME
+        # secret randomness: OS entropy, never a fixed or public seed (except the fixed-noise mutant)
+        rng = np.random.default_rng(12345) if a.mutant == "fixed-noise" else STATE.rng
+        v = Vector.load(inp)
+        W_DTYPE, W_NAME = np.float64, "f64"
+        if a.f32 and v.kind == "step":
+            W_DTYPE, W_NAME = np.float32, "f32"
+            v.params = {k: x.astype(np.float32) for k, x in v.params.items()}
+        if a.declare_dtype:
+            W_NAME = a.declare_dtype
+        if v.kind == "sampling":
+            sampling(v, out, a.mutant, rng)
+        elif v.kind == "dpzo":
+            dpzo(v, out, a.mutant, rng)
+        else:
+            step(v, out, a.mutant, rng, a.params_after and v.meta.get("optimizer") == "sgd")
+
+    run(handle, rest)
 
 
 if __name__ == "__main__":

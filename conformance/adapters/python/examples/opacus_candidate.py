@@ -4,6 +4,7 @@
 
     dpcert certify --candidate 'python examples/opacus_candidate.py [--mode M] [--sampler S] [--nonfinite drop]' \
         --suite certify --scope dpsgd
+    dpcert certify --candidate dpcert-opacus-candidate --candidate-mode persistent --suite certify --scope dpsgd
 
 Step vectors: dpcert's model (dpcert_adapter.torch_models, float64) wrapped the way Opacus's
 `PrivacyEngine.make_private` wraps it for `grad_sample_mode = M` (`opacus.grad_sample.utils.
@@ -34,11 +35,14 @@ unchanged, while the accountant is still told sample_rate 1/len(loader)).
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from dpcert_adapter import candidate, write_output  # noqa: E402
+try:  # installed (the entry point dpcert-opacus-candidate) or run as a script from the repository
+    from dpcert_adapter import candidate, write_output
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from dpcert_adapter import candidate, write_output  # noqa: E402
 from dpcert_adapter.torch_models import dpcert_name, from_vector  # noqa: E402
 import opacus  # noqa: E402
 
