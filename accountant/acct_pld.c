@@ -279,8 +279,16 @@ static int64_t atom_index(double a, int64_t kmin, size_t n, double h, double phi
     return i >= 0 && (size_t)i < n ? i : -1;
 }
 
+/* place P at grid index j (<= its loss): a pointwise decrease (optimistic coarse tail cells) */
+static void opt_lower(optsweep *w, double P, size_t j) {
+    if (!(P > 0)) return;
+    opt_flush(w);
+    w->po[j] += P;
+    if (w->g < j + 1) w->g = j + 1;
+}
+
 dp_status acct_pld_discretise(acct_steppmf *o, acct_steppmf *oo, const acct_lossdef *d, double lo, double hi,
-                              double h, double phi, int64_t steps, size_t max_points) {
+                              double h, double phi, int64_t steps, size_t max_points, double eta) {
     int64_t kmin = (int64_t)floor(lo / h - phi), kmax = (int64_t)ceil(hi / h - phi);
     if (kmax <= kmin) kmax = kmin + 1;
     if ((double)(kmax - kmin + 1) > (double)max_points)
@@ -290,14 +298,34 @@ dp_status acct_pld_discretise(acct_steppmf *o, acct_steppmf *oo, const acct_loss
     double *p = dp_calloc(n, sizeof *p);
     double *po = oo ? dp_calloc(n, sizeof *po) : NULL;
     double *t = dp_malloc(5 * n * sizeof *t), *el = t ? t + 4 * n : NULL;
-    if (!p || !t || (oo && !po)) { free(p); free(po); free(t); return DP_ERR_NOMEM; }
+    size_t *ev = dp_malloc(n * sizeof *ev); /* the evaluated grid indices, increasing */
+    if (!p || !t || !ev || (oo && !po)) { free(p); free(po); free(t); free(ev); return DP_ERR_NOMEM; }
     /* atoms on grid points: their tails are taken at the atom's exact loss (the grid point is the
      * atom), so each atom lies in the cell it closes (P(L > a) excludes it) */
     double al[2], aP[2], aQ[2];
     int64_t ai[2] = {-1, -1};
     const int na = atoms_of(al, aP, aQ, d);
     for (int k = 0; k < na; k++) ai[k] = atom_index(al[k], kmin, n, h, phi);
+    /* coarse tails (docs §4 "Coarse tails"): below fa the P-mass is at most eta, above fb too; there
+     * the tails are taken every ACCT_PLD_COARSE-th point only, and a coarse cell's whole mass goes to
+     * its upper end (pessimistic: raised) or its lower end (optimistic: lowered) */
+    size_t fa = 0, fb = n - 1, K = 1;
+    if (eta > 0) {
+        double la, lb;
+        acct_pld_loss_range(&la, &lb, d, eta);
+        const double ia = floor(la / h - phi) - (double)kmin, ib = ceil(lb / h - phi) - (double)kmin;
+        fa = ia > 0 ? (ia < (double)(n - 1) ? (size_t)ia : n - 1) : 0;
+        fb = ib < (double)(n - 1) ? (ib > (double)fa ? (size_t)ib : fa) : n - 1;
+        K = ACCT_PLD_COARSE;
+    }
+    size_t ne = 0;
     for (size_t i = 0; i < n; i++) {
+        int atom = 0;
+        for (int k = 0; k < na; k++) atom |= ai[k] >= 0 && (ai[k] == (int64_t)i || ai[k] == (int64_t)i + 1);
+        if (i == 0 || i == n - 1 || (i >= fa && i <= fb) || atom || (i < fa ? i % K == 0 : (i - fb) % K == 0)) ev[ne++] = i;
+    }
+    for (size_t e = 0; e < ne; e++) {
+        const size_t i = ev[e];
         double l = ((double)(kmin + (int64_t)i) + phi) * h;
         for (int k = 0; k < na; k++)
             if (ai[k] == (int64_t)i) l = al[k];
@@ -305,30 +333,38 @@ dp_status acct_pld_discretise(acct_steppmf *o, acct_steppmf *oo, const acct_loss
         el[i] = l < 690.0 ? exp(l) : INFINITY;
     }
     double emh = -expm1(-h); /* 1 - e^{-h} */
-    /* float budget of the split (docs §4): 16 u e^{2h} sum_k (min tail of P + e^{l_k} min tail of Q) */
+    /* float budget of the split (docs §4): 16 u e^{2h} sum_k (min tail of P + e^{l_k} min tail of Q),
+     * e^{2 K h} where coarse cells are K points wide */
     double fps = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t e = 0; e < ne; e++) {
+        const size_t i = ev[e];
         double tp = fmin(t[4 * i], t[4 * i + 2]), tq = fmin(t[4 * i + 1], t[4 * i + 3]);
         if (tq > 0) tp += el[i] < 1e300 ? el[i] * tq : exp(((double)(kmin + (int64_t)i) + phi) * h + log(tq));
         fps += tp;
     }
-    fps *= 16.0 * DBL_EPSILON / 2.0 * exp(2.0 * h);
+    fps *= 16.0 * DBL_EPSILON / 2.0 * exp(2.0 * h * (double)K);
     /* P(L <= l_kmin) (<= tau): moved up to l_kmin (pessimistic). Optimistic: kept at l_kmin if it is
      * an atom there (up to rounding), else dropped (loss lowered to -inf); merging it with the mass
      * above could cost far more, since its Q-mass can be large (e.g. q = 1 Gaussians). */
     optsweep w = {po, el, h, phi, kmin, n, 0, 0, 0};
     if (po && t[2] > 0 && excess_at(&w, t[2], t[3], 0) <= 64.0 * DBL_EPSILON * t[2]) po[0] = t[2];
     p[0] = t[2];
-    for (size_t i = 0; i + 1 < n; i++) {
-        double Pc = t[4 * i] < 0.5 ? t[4 * i] - t[4 * (i + 1)] : t[4 * (i + 1) + 2] - t[4 * i + 2];
-        double Qc = t[4 * i + 1] < 0.5 ? t[4 * i + 1] - t[4 * (i + 1) + 1] : t[4 * (i + 1) + 3] - t[4 * i + 3];
+    for (size_t e = 0; e + 1 < ne; e++) {
+        const size_t i = ev[e], j = ev[e + 1]; /* the cell (l_i, l_j] */
+        double Pc = t[4 * i] < 0.5 ? t[4 * i] - t[4 * j] : t[4 * j + 2] - t[4 * i + 2];
+        double Qc = t[4 * i + 1] < 0.5 ? t[4 * i + 1] - t[4 * j + 1] : t[4 * j + 3] - t[4 * i + 3];
         if (Pc <= 0) continue;
         if (Qc < 0) Qc = 0;
+        if (j > i + 1) { /* a coarse tail cell: raised whole (pessimistic), lowered whole (optimistic) */
+            p[j] += Pc;
+            if (po) opt_lower(&w, Pc, i);
+            continue;
+        }
         if (po) {
-            int k = na > 0 && ai[0] == (int64_t)(i + 1) ? 0 : na > 1 && ai[1] == (int64_t)(i + 1) ? 1 : -1;
-            if (k >= 0 && aP[k] <= Pc * (1.0 + 1e-12)) { /* the cell's rest, then the atom on l_{i+1} */
+            int k = na > 0 && ai[0] == (int64_t)j ? 0 : na > 1 && ai[1] == (int64_t)j ? 1 : -1;
+            if (k >= 0 && aP[k] <= Pc * (1.0 + 1e-12)) { /* the cell's rest, then the atom on l_j */
                 opt_atom(&w, fmax(Pc - aP[k], 0.0), fmax(Qc - aQ[k], 0.0), i);
-                opt_atom(&w, aP[k], fmin(aQ[k], Qc), i + 1);
+                opt_atom(&w, aP[k], fmin(aQ[k], Qc), j);
             } else opt_atom(&w, Pc, Qc, i);
         }
         /* upper end gets b = (P_c - e^{l_k} Q_c) / (1 - e^{-h}); clamp rounding */
@@ -336,7 +372,7 @@ dp_status acct_pld_discretise(acct_steppmf *o, acct_steppmf *oo, const acct_loss
         if (!(bm >= 0)) bm = 0;
         if (bm > Pc) bm = Pc;
         p[i] += Pc - bm;
-        p[i + 1] += bm;
+        p[j] += bm;
     }
     if (po) {
         opt_atom(&w, t[4 * (n - 1)], t[4 * (n - 1) + 1], n - 1); /* upper tail: above l_top, lowered at the end */
@@ -345,6 +381,7 @@ dp_status acct_pld_discretise(acct_steppmf *o, acct_steppmf *oo, const acct_loss
     }
     *o = (acct_steppmf){p, kmin, phi, n, t[4 * (n - 1)], t[2], fps, steps};
     free(t);
+    free(ev);
     return DP_OK;
 }
 
@@ -408,29 +445,46 @@ static size_t good_size(size_t n) {
     return best;
 }
 
-static void pldfft_free(acct_pldfft *w) {
-    if (w->fwd) fftw_destroy_plan(w->fwd);
-    if (w->bwd) fftw_destroy_plan(w->bwd);
+static void pldfft_free_buffers(acct_pldfft *w) {
     fftw_free(w->x);
     fftw_free(w->X);
     fftw_free(w->acc);
     free(w->dY);
-    memset(w, 0, sizeof *w);
+    w->x = NULL; w->X = w->acc = NULL; w->dY = NULL;
+    w->cap = 0;
 }
 
+/* Buffers of at least N points (shrunk when a far smaller N follows a large one) and the plans
+ * of length N (made once, FFTW_ESTIMATE, on the buffers; FFTW's alignment of every buffer lets
+ * them run on later buffers). */
 static dp_status pldfft_get(acct_pldfft *w, size_t N) {
-    if (w->N == N && w->fwd) return DP_OK;
-    pldfft_free(w);
-    size_t nc = N / 2 + 1;
-    w->x = fftw_alloc_real(N);
-    w->X = fftw_alloc_complex(nc);
-    w->acc = fftw_alloc_complex(nc);
-    w->dY = dp_malloc(nc * sizeof *w->dY);
-    if (!w->x || !w->X || !w->acc || !w->dY) { pldfft_free(w); return dp_error(DP_ERR_NOMEM, "PLD: out of memory (N=%zu)", N); }
-    w->fwd = fftw_plan_dft_r2c_1d((int)N, w->x, w->X, FFTW_ESTIMATE);
-    w->bwd = fftw_plan_dft_c2r_1d((int)N, w->acc, w->x, FFTW_ESTIMATE);
-    if (!w->fwd || !w->bwd) { pldfft_free(w); return dp_error(DP_ERR_INTERNAL, "PLD: no FFTW plan for N=%zu", N); }
-    w->N = N;
+    if (w->cap < N || (w->cap > ((size_t)1 << 20) && N < w->cap / 8)) {
+        pldfft_free_buffers(w);
+        const size_t nc = N / 2 + 1;
+        w->x = fftw_alloc_real(N);
+        w->X = fftw_alloc_complex(nc);
+        w->acc = fftw_alloc_complex(nc);
+        w->dY = dp_malloc(nc * sizeof *w->dY);
+        if (!w->x || !w->X || !w->acc || !w->dY) {
+            pldfft_free_buffers(w);
+            return dp_error(DP_ERR_NOMEM, "PLD: out of memory (N=%zu)", N);
+        }
+        w->cap = N;
+    }
+    acct_pldplan *slot = &w->plan[0];
+    for (int i = 0; i < ACCT_PLD_PLANS; i++) {
+        if (w->plan[i].N == N && w->plan[i].fwd) { w->plan[i].used = ++w->clock; w->cur = &w->plan[i]; return DP_OK; }
+        if (w->plan[i].used < slot->used) slot = &w->plan[i];
+    }
+    if (slot->fwd) fftw_destroy_plan(slot->fwd);
+    if (slot->bwd) fftw_destroy_plan(slot->bwd);
+    memset(slot, 0, sizeof *slot);
+    slot->fwd = fftw_plan_dft_r2c_1d((int)N, w->x, w->X, FFTW_ESTIMATE);
+    slot->bwd = fftw_plan_dft_c2r_1d((int)N, w->acc, w->x, FFTW_ESTIMATE);
+    if (!slot->fwd || !slot->bwd) return dp_error(DP_ERR_INTERNAL, "PLD: no FFTW plan for N=%zu", N);
+    slot->N = N;
+    slot->used = ++w->clock;
+    w->cur = slot;
     return DP_OK;
 }
 
@@ -498,7 +552,7 @@ dp_status acct_pld_compose(acct_composed *out, acct_pldfft *fw, const acct_stepp
         memcpy(x, s[j].p, s[j].n * sizeof *x);
         double l1 = 0;
         for (size_t i = 0; i < s[j].n; i++) l1 += fabs(s[j].p[i]);
-        fftw_execute(fw->fwd);
+        fftw_execute_dft_r2c(fw->cur->fwd, x, X);
         const int64_t Ti = s[j].steps;
         double T = (double)Ti, e = eF * l1 * (1.0 + 2.0 * (double)s[j].n * u);
         /* X^T by binary powering (docs §4 "Powers"): the computed power is X^T times a product of
@@ -566,7 +620,7 @@ dp_status acct_pld_compose(acct_composed *out, acct_pldfft *fw, const acct_stepp
     /* ||dy||_1 <= ||dY||_2 (Parseval), inverse transform eF ||Y||_1, division by N and the
      * evaluation sums 2 N u, the split perturbation composed: expm1(sum T log1p(e_split)) */
     double fpb = sqrt(dy2) + (eF + u) * y1 + 2.0 * (double)N * u + expm1(lsplit);
-    fftw_execute(fw->bwd);
+    fftw_execute_dft_c2r(fw->cur->bwd, acc, x);
     double *p = dp_malloc(N * sizeof *p);
     if (!p) return DP_ERR_NOMEM;
     double neg = 0, tot = 0;

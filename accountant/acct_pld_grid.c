@@ -22,6 +22,7 @@
 #define ACCT_PLD_WIDTH_CAP 1e-2      /* ... and at most this: max(abs, min(rel * upper, cap)) */
 #define ACCT_PLD_MAX_ROUNDS 5        /* refinements after the first grid */
 #define ACCT_PLD_TAU_REL 1e-6    /* epsilon queries: tail mass cut per side, relative to delta */
+#define ACCT_PLD_COARSE_DELTA 1e-4 /* coarse tails: delta moved, relative to delta */
 #define ACCT_PLD_FIXED_POINTS ((size_t)1 << 17) /* the fixed rule (delta queries, upper_only) */
 
 void acct_pld_default_opts(acct_pld_opts *o) {
@@ -76,7 +77,8 @@ static dp_status build_segs(segdef *sd, int *nsd, const acct_schedule *s, int di
 typedef struct {
     segdef sd[2][ACCT_MAX_SEGMENTS + 1];
     int nsd[2];
-    double tau_w, maxrange;
+    double tau_w, maxrange, T;
+    double coarse_delta;          /* epsilon queries: delta (coarse tails allowed); 0: none */
     double width;                 /* Chernoff window of the composed loss (pilot grid), max over directions */
     double lam_lo[2], lam_hi[2];  /* its minimising lambdas */
 } pldprep;
@@ -88,6 +90,7 @@ static dp_status pld_prepare(pldprep *pp, const acct_schedule *s, double tau_w) 
     for (int i = 0; i < s->n; i++) Ttot += (double)s->seg[i].steps;
     const double tau = tau_w / (4.0 * Ttot); /* per-step tail */
     pp->tau_w = tau_w;
+    pp->T = Ttot;
     for (int dir = 0; dir < 2; dir++) {
         DP_TRY(build_segs(pp->sd[dir], &pp->nsd[dir], s, dir));
         for (int j = 0; j < pp->nsd[dir]; j++) {
@@ -105,7 +108,7 @@ static dp_status pld_prepare(pldprep *pp, const acct_schedule *s, double tau_w) 
         const int ns = pp->nsd[dir];
         for (int j = 0; j < ns; j++) {
             const segdef *g = &pp->sd[dir][j];
-            if (acct_pld_discretise(&pm[j], NULL, &g->d, g->lo, g->hi, h0, 0, g->steps, (size_t)1 << 20) != DP_OK) {
+            if (acct_pld_discretise(&pm[j], NULL, &g->d, g->lo, g->hi, h0, 0, g->steps, (size_t)1 << 20, 0) != DP_OK) {
                 for (int k = 0; k < j; k++) free(pm[k].p);
                 return dp_error(DP_ERR_INTERNAL, "PLD: the pilot grid failed (h=%g)", h0);
             }
@@ -192,6 +195,12 @@ static void pldstate_free(pldstate *st) {
 static dp_status pld_build_at(pldstate *st, const pldprep *pp, double h, const acct_pld_opts *o, const int use[2]) {
     memset(st, 0, sizeof *st);
     st->h = h;
+    /* coarse tails (docs §4): the P-mass eta per step and side they may move by at most
+     * ACCT_PLD_COARSE cells changes the composed delta by at most 2 T eta (e^{K h} - 1) =
+     * ACCT_PLD_COARSE_DELTA * delta (epsilon queries; none for delta queries) */
+    const double eta = pp->coarse_delta > 0
+                           ? ACCT_PLD_COARSE_DELTA * pp->coarse_delta / (2.0 * pp->T * expm1(ACCT_PLD_COARSE * h))
+                           : 0;
     acct_pldfft *fw = acct_pld_fft_acquire();
     dp_status e = DP_OK;
     for (int dir = 0; dir < 2 && e == DP_OK; dir++) {
@@ -202,7 +211,7 @@ static dp_status pld_build_at(pldstate *st, const pldprep *pp, double h, const a
         for (j = 0; j < ns; j++) {
             const segdef *g = &pp->sd[dir][j];
             e = acct_pld_discretise(&pm[j], opt ? &pmo[j] : NULL, &g->d, g->lo, g->hi, h, g->phi, g->steps,
-                                    o->max_points);
+                                    o->max_points, eta);
             if (e != DP_OK) break;
         }
         if (e == DP_OK)
@@ -343,6 +352,7 @@ dp_status acct_pld_epsilon(acct_pld_result *r, const acct_schedule *s, double de
     pldprep *pp = dp_malloc(sizeof *pp);
     if (!pp) return DP_ERR_NOMEM;
     dp_status e = pld_prepare(pp, s, tau_w);
+    pp->coarse_delta = delta;
     pldstate st;
     pld_dirres dr[2] = {{0}, {0}};
     int use[2] = {1, 1};

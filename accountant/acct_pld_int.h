@@ -41,22 +41,34 @@ typedef struct {
 } acct_steppmf;
 
 /* The pessimistic ("connect the dots") pmf of one step into *o and, when oo != NULL, the
- * optimistic garbling into *oo, on the grid (k + phi) h covering [lo, hi]. */
+ * optimistic garbling into *oo, on the grid (k + phi) h covering [lo, hi]. eta > 0: where the
+ * P-mass beyond a point is at most eta, cells of ACCT_PLD_COARSE points (raised whole in *o,
+ * lowered whole in *oo: both bounds stay bounds, docs §4 "Coarse tails"). */
+#define ACCT_PLD_COARSE 16
 dp_status acct_pld_discretise(acct_steppmf *o, acct_steppmf *oo, const acct_lossdef *d, double lo, double hi,
-                              double h, double phi, int64_t steps, size_t max_points);
+                              double h, double phi, int64_t steps, size_t max_points, double eta);
 
 /* Chernoff window [u_lo, u_hi] (loss units) of the sum of the segments' steps with tail <= tau_w
  * on each side, the minimising lambdas (reused on the final grid). */
 void acct_pld_chernoff_window(double *u_lo, double *u_hi, double *lam_lo, double *lam_hi, const acct_steppmf *s,
                               int ns, double h, double tau_w);
 
-/* FFT buffers and plans reused by the compositions of equal length (acct_pld.c). */
+/* FFT buffers (grown as needed) and the plans of the last ACCT_PLD_PLANS lengths, executed on the
+ * buffers through FFTW's new-array interface (acct_pld.c). */
+#define ACCT_PLD_PLANS 8
 typedef struct {
     size_t N;
+    fftw_plan fwd, bwd;
+    unsigned long used; /* last use (LRU) */
+} acct_pldplan;
+typedef struct {
+    size_t cap; /* buffer capacity in points */
     double *x;
     fftw_complex *X, *acc;
     double *dY; /* bound on |computed - exact| of the product spectrum */
-    fftw_plan fwd, bwd;
+    acct_pldplan plan[ACCT_PLD_PLANS];
+    unsigned long clock;
+    const acct_pldplan *cur; /* the plans of the composition in progress */
 } acct_pldfft;
 
 /* The composed pmf of one direction on a window: p[i] at l0 + i h. */
