@@ -378,14 +378,15 @@ dp_status acct_pld_epsilon(acct_pld_result *r, const acct_schedule *s, double de
             const double w = r->upper - r->lower, aim = fmax(ACCT_PLD_WIDTH_ABS, fmin(ACCT_PLD_WIDTH_REL * r->upper, ACCT_PLD_WIDTH_CAP));
             double k = 2.0; /* width ~ h^k: 2 (smooth losses) until two grids measure it, in [1.5, 4] */
             if (isfinite(pw) && pw > w && w > 0 && ph > h) k = fmin(4.0, fmax(1.5, log(pw / w) / log(ph / h)));
-            /* the upper bound's distance to its limit, from its change since the last grid */
-            const double conv = isfinite(pup) ? fabs(pup - r->upper) / (pow(ph / h, k) - 1.0) : INFINITY;
+            /* the upper bound's distance to its limit, from its change since the last grid: the split
+             * moves each step's loss by at most m(h) ~ h^2 / 8, so the upper bound converges as h^2 */
+            const double conv = isfinite(pup) ? fabs(pup - r->upper) / ((ph / h) * (ph / h) - 1.0) : INFINITY;
             if (w <= aim || conv <= 0.25 * aim || round == ACCT_PLD_MAX_ROUNDS) break;
             /* the milder of the refinements that meet either aim (width ~ h^k, convergence ~ h^k) */
             double f = 0.5; /* the first refinement halves h, so that the next can extrapolate */
             if (isfinite(conv)) {
                 f = isfinite(w) && w > 0 ? 0.9 * pow(aim / w, 1.0 / k) : 1.0 / 16.0;
-                if (conv > 0) f = fmax(f, 0.9 * pow(0.25 * aim / conv, 1.0 / k));
+                if (conv > 0) f = fmax(f, 0.9 * sqrt(0.25 * aim / conv));
                 f = fmin(0.7, fmax(f, 1.0 / 16.0));
             }
             const double hmin = fmax(1e-7, pp->maxrange / (double)(o->max_points / 2));

@@ -106,7 +106,9 @@ def main():
             v, c, w = timed(lambda: f(o["mechanism"], o["param"], o["q"], o["T"]), a.peer_reps, a.timeout)
             row[name] = {"value": v, "cpu_ms": c, "wall_ms": w}
             lo, up = o["lower"], o["upper"]
-            if c is not None and v is not None:
+            # above epsilon ~700 the peers' float64 evaluation underflows and over-estimates
+            # (../shared/notes/accounting-anchors.md §4.5): no check there
+            if c is not None and v is not None and o["upper"] < 700:
                 if name == "dp_accounting PLD" and not (lo - 1e-3 <= v <= up + 1e-3 + 1e-4 * o["T"] ** 0.5):
                     bad.append(f"{name} {v:.6g} outside dpcert [{lo:.6g}, {up:.6g}] at {o['mechanism']} q {o['q']} "
                                f"T {o['T']}")
