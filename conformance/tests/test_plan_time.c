@@ -1,0 +1,35 @@
+/* conformance/tests/test_plan_time.c — `dpcert plan`'s step time against the engine measured here
+ * at 1, 2 and 4 MPI ranks (docs/plan.md §9; the machinery and the negative control:
+ * conformance/tests/plan_time.h). One llama, grad-sample and fused, replicated and zero2.
+ * Without mpirun: SKIP (77). */
+#include "conformance/tests/plan_time.h"
+
+/* the stated error of the step-time projection on this host (docs/plan.md §9) */
+#define PT_BOUND 0.35
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--worker") == 0) return pt_worker(argc, argv);
+    if (system("command -v mpirun >/dev/null 2>&1") != 0) return t_skip("mpirun not found: no measured step time");
+    static const pt_cfg cfgs[] = {
+        {"llama D32 L2 T32 B16 grad-sample replicated", 64, 32, 2, 4, 64, 32, 16, 1, "grad-sample", "replicated", 0},
+        {"llama D32 L2 T32 B16 fused zero2", 64, 32, 2, 4, 64, 32, 16, 1, "fused", "zero2", 0},
+    };
+    const double worst = pt_validate(argv[0], cfgs, 2, PT_BOUND);
+    printf("# worst |projected / measured - 1| = %.1f%% (bound %.0f%%)\n", 100 * worst, 100 * PT_BOUND);
+    /* negative control: without its per-example work the projection of a grad-sample step whose
+     * instantiation dominates misses by more than the bound */
+    {
+        const pt_cfg c = {"llama D64 L2 T64 B16 grad-sample", 64, 64, 2, 4, 128, 64, 16, 1, "grad-sample", "replicated", 0};
+        double ms, mm, lat, bw, with, without, wc;
+        if (pt_measure(&ms, &mm, &lat, &bw, argv[0], &c, 1) == 0) {
+            T_OK(pt_project(&with, &wc, &c, 1, lat, bw, 1));
+            T_OK(pt_project(&without, &wc, &c, 1, lat, bw, 0));
+            printf("# negative control %s: measured %.6f s, projected %.6f s, without the DP terms %.6f s\n", c.what, ms,
+                   with, without);
+            T_CHECK(fabs(without / ms - 1) > PT_BOUND, "the projection without the per-example work (%.6f s) is within "
+                    "%.0f%% of the measurement (%.6f s): the test cannot see a missing term", without, 100 * PT_BOUND, ms);
+        } else
+            T_CHECK(0, "negative control: the worker failed");
+    }
+    return t_finish();
+}
