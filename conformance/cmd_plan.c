@@ -362,7 +362,9 @@ int dp_cmd_plan(int argc, char **argv) {
     c.fixed_strategy = s_strategy || nonpriv;
     c.fixed_ckpt = s_ckpt;
     c.json = json;
-    if ((st = dp_check_range("--dp", (double)N, 1, 1, (double)(1 << 24), 1)) != DP_OK ||
+    if ((st = dp_check_range("--batch", (double)B, 1, 1, (double)((int64_t)1 << 40), 1)) != DP_OK ||
+        (st = dp_check_range("--seq", (double)T, 1, 1, (double)(1 << 24), 1)) != DP_OK ||
+        (st = dp_check_range("--dp", (double)N, 1, 1, (double)(1 << 24), 1)) != DP_OK ||
         (st = dp_check_range("--cp", (double)M, 1, 1, (double)(1 << 24), 1)) != DP_OK ||
         (st = dp_check_range("--micro-batches", (double)k, 1, 1, (double)B, 1)) != DP_OK)
         return dp_cli_fail("plan", st);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "common/status.h"
+#include "conformance/repro.h"
 #include "optimized/opt_cost.h"
 
 /* What the memory and communication terms describe (docs/plan.md §1). */
@@ -58,14 +59,9 @@ typedef enum {
 } conf_plan_mem;
 extern const char *const conf_plan_mem_names[CONF_PLAN_N_MEMS];
 
-/* Collective kinds per group (the engine's byte counters' names). */
-#define CONF_PLAN_COLLS(X) X(allreduce_sum) X(reduce_scatter_sum) X(allgather) X(alltoall) X(send)
-typedef enum {
-#define CONF_PLAN_COLL_ENUM_(n) CONF_COLL_##n,
-    CONF_PLAN_COLLS(CONF_PLAN_COLL_ENUM_)
-#undef CONF_PLAN_COLL_ENUM_
-    CONF_PLAN_N_COLLS
-} conf_plan_coll;
+/* Collective kinds per group: the byte counters' kinds of conformance/repro.h (CONF_REPRO_COLLS). */
+#define CONF_PLAN_N_COLLS CONF_N_COLLS
+typedef conf_repro_coll conf_plan_coll;
 extern const char *const conf_plan_coll_names[CONF_PLAN_N_COLLS];
 
 /* What is trained. */

@@ -19,7 +19,7 @@ const char *conf_plan_op_name(conf_plan_op k) { return (unsigned)k < CONF_PLAN_N
 const char *conf_plan_op_unit(conf_plan_op k) { return (unsigned)k < CONF_PLAN_N_OPS ? OP_UNITS[k] : "?"; }
 #define S_(n) #n,
 const char *const conf_plan_mem_names[CONF_PLAN_N_MEMS] = {CONF_PLAN_MEMS(S_)};
-const char *const conf_plan_coll_names[CONF_PLAN_N_COLLS] = {CONF_PLAN_COLLS(S_)};
+const char *const conf_plan_coll_names[CONF_PLAN_N_COLLS] = {CONF_REPRO_COLLS(S_)};
 #undef S_
 
 #define MAXT 4096 /* tensors of the engine's llama: 1 + 9 L + 2 */
@@ -109,7 +109,7 @@ static double gathered_peak(const int64_t *numel, int nt, int64_t N, int64_t L, 
         unit[nu++] = s;
     }
     unit[nu++] = (double)(N * ((numel[1 + 9 * L] + N - 1) / N)); /* final norm */
-    if (!tied) unit[nu++] = (double)(N * ((numel[nt - 1] + N - 1) / N));
+    unit[nu++] = (double)(N * ((numel[tied ? 0 : nt - 1] + N - 1) / N)); /* the head (tied: the embedding again) */
     double peak = 0;
     for (int i = 0; i + 1 < nu; i++)
         if (unit[i] + unit[i + 1] > peak) peak = unit[i] + unit[i + 1];
@@ -199,6 +199,12 @@ static void engine_bytes(conf_plan_result *r, const conf_plan_job *job, const co
         if (lay->zero == 1 || lay->zero == 2) r->calls_dp[CONF_COLL_allgather] = 4;
         if (lay->zero >= 2) r->calls_dp[CONF_COLL_reduce_scatter_sum] = 1;
         if (lay->zero == 3) r->calls_dp[CONF_COLL_allgather] = (double)k * (nt + nb) + 4;
+        /* a tied head is gathered again at the end of every forward (optimized/engine.c: the embedding
+         * unit, then the head unit), which opt_cost_engine_step_sent does not count */
+        if (lay->zero == 3 && job->model.tied) {
+            r->sent_dp[CONF_COLL_allgather] += (double)k * (double)((numel[0] + N - 1) / N) * (double)(N - 1) * e;
+            r->calls_dp[CONF_COLL_allgather] += (double)k;
+        }
         return;
     }
     /* CP (docs/longshield.md §6): the CP group's bytes of CP rank 1 for the rank's examples, and the
@@ -290,7 +296,10 @@ static void step_work(double *w, const conf_plan_job *job, int64_t Bc, int64_t T
      * fwd + bwd (3 F), the head's norm (2 D), cross-entropy fwd + bwd (2 V), the embedding (2 D) */
     w[CONF_OP_ELEM] += r * (L * (12 * D + 3 * F) + 4 * D + 2 * V);
     if (!job->dp) { w[CONF_OP_GEMM] += 2 * r * S; return; }
-    const int second = (job->strategy == OPT_COST_GHOST || job->strategy == OPT_COST_MIXED_GHOST) && !zero3;
+    /* the weighted second backward: the engine's (not under zero3, whose per-layer gathers every rank
+     * must walk); a framework's ghost clipping always (Li et al.'s second backpropagation) */
+    const int second = (job->strategy == OPT_COST_GHOST || job->strategy == OPT_COST_MIXED_GHOST) &&
+                       (!zero3 || prof == CONF_PLAN_FRAMEWORK);
     const int cap = (int)m->layers * 7 + 1;
     opt_cost_linear *lin = malloc(sizeof *lin * (size_t)cap);
     if (!lin) return;
@@ -401,6 +410,7 @@ dp_status conf_plan_project(conf_plan_result *out, const conf_plan_job *job, con
      * attention computes the whole sequence on every CP rank (docs/longshield.md §3) */
     const int64_t Tl = out->tokens_local, Tq = prof == CONF_PLAN_FRAMEWORK ? Tl : job->seq;
     step_work(out->work, job, share, Tl, Tq, job->seq, lay->zero == 3, prof);
+    if (prof == CONF_PLAN_FRAMEWORK) out->work[CONF_OP_ATTN] *= 0.5; /* flash attention skips the masked half */
     const double P = (double)opt_cost_llama_params(m);
     double shard = P;
     if (lay->zero >= 1) shard = ceil(P / (double)(prof == CONF_PLAN_FRAMEWORK ? lay->dp * lay->cp : lay->dp));
