@@ -186,6 +186,11 @@ int acct_pld_atoms(double out[2], const acct_lossdef *d) {
     return atoms_of(out, P, Q, d);
 }
 
+int acct_pld_atoms_mass(double loss[2], double P[2], const acct_lossdef *d) {
+    double Q[2];
+    return atoms_of(loss, P, Q, d);
+}
+
 /* Optimistic discretisation of one step (docs/accounting.md §4, "Optimistic discretisation"):
  * a garbling of the true pair onto the grid, followed by pointwise loss decreases only.
  * Atoms in increasing loss order: the merged cells c_i = (P_c, Q_c) (loss log(P_c/Q_c) in

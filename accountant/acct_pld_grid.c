@@ -344,6 +344,33 @@ static void pld_eval_epsilon(pld_dirres dr[2], const pldstate *st, double delta)
     }
 }
 
+/* A composed loss beyond the doubles (sum of T times each step's largest loss above 1e300, e.g. pure
+ * DP with epsilon0 1e308): no grid holds it. When every step's top atom (pure, Laplace) together has
+ * P-mass above delta, the loss exceeds any double with probability > delta, so epsilon(delta) is
+ * above every double: *inf = 1 (both bounds +inf). Otherwise NOT_SUPPORTED naming the range. */
+static dp_status pld_beyond_double(int *inf, const pldprep *pp, double delta) {
+    *inf = 0;
+    for (int dir = 0; dir < 2; dir++) {
+        double top = 0, logp = 0;
+        int atoms = 1;
+        for (int j = 0; j < pp->nsd[dir]; j++) {
+            const segdef *g = &pp->sd[dir][j];
+            double al[2], aP[2], hi = fmax(g->hi, 0.0);
+            if (acct_pld_atoms_mass(al, aP, &g->d) == 2 && aP[1] > 0) {
+                logp += (double)g->steps * log(aP[1]);
+                hi = fmax(hi, al[1]); /* the loss range's bisection stops at 1e9 */
+            } else
+                atoms = 0;
+            top += (double)g->steps * hi;
+        }
+        if (!(top > 1e300)) continue;
+        if (atoms && logp > log(delta)) { *inf = 1; return DP_OK; }
+        return dp_error(DP_ERR_NOT_SUPPORTED, "PLD: the composed privacy loss reaches %g, beyond the doubles a grid "
+                        "can hold", top);
+    }
+    return DP_OK;
+}
+
 dp_status acct_pld_epsilon(acct_pld_result *r, const acct_schedule *s, double delta, const acct_pld_opts *o) {
     acct_pld_opts d;
     if (!o) { acct_pld_default_opts(&d); o = &d; }
@@ -353,6 +380,16 @@ dp_status acct_pld_epsilon(acct_pld_result *r, const acct_schedule *s, double de
     if (!pp) return DP_ERR_NOMEM;
     dp_status e = pld_prepare(pp, s, tau_w);
     pp->coarse_delta = delta;
+    if (e == DP_OK) {
+        int inf = 0;
+        e = pld_beyond_double(&inf, pp, delta);
+        if (e == DP_OK && inf) { /* the composed loss leaves the doubles, and beyond them with mass > delta */
+            memset(r, 0, sizeof *r);
+            r->lower = r->upper = r->lower_fp = r->upper_fp = INFINITY;
+            free(pp);
+            return DP_OK;
+        }
+    }
     pldstate st;
     pld_dirres dr[2] = {{0}, {0}};
     int use[2] = {1, 1};

@@ -27,6 +27,8 @@ void acct_pld_loss_range(double *lo, double *hi, const acct_lossdef *d, double t
 /* The losses of the atoms of a step (remove or add direction): the subsampled Laplace's two
  * saturation atoms, the pure / q = 1 Laplace atoms +-e; returns their count (0: no atom). */
 int acct_pld_atoms(double out[2], const acct_lossdef *d);
+/* The same with the atoms' P-masses. */
+int acct_pld_atoms_mass(double loss[2], double P[2], const acct_lossdef *d);
 
 /* One step's pmf on the grid l_i = (kmin + i + phi) h, i < n. */
 typedef struct {
