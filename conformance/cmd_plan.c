@@ -275,7 +275,7 @@ int dp_cmd_plan(int argc, char **argv) {
     const char *capacity = NULL, *calib_out = NULL;
     int64_t V = 64, D = 32, L = 2, H = 4, KV = 0, F = 0, B = 16, T = 32, k = 1, dpn = 0, N = 1, M = 1, devices = 0,
             mbs = 0, top = 0;
-    int tied = 0, nonpriv = 0, json = 0, help = 0, do_search = 0, calibrate = 0;
+    int tied = 0, nonpriv = 0, json = 0, help = 0, do_search = 0;
     int s_strategy = 0, s_ckpt = 0, s_k = 0, s_dp = 0, s_dtype = 0, s_dev = 0, s_F = 0;
     const dp_opt opts[] = {
         {"--profile", DP_OPT_STRING, &profile, NULL, "engine (dpcert's engine, default) | framework (the papers' setting)"},
@@ -301,8 +301,7 @@ int dp_cmd_plan(int argc, char **argv) {
         {"--sharding", DP_OPT_STRING, &sharding, NULL, "replicated | zero1 | zero2 | zero3"},
         {"--cp-pattern", DP_OPT_STRING, &pattern, NULL, "engine: input | output"},
         {"--device", DP_OPT_STRING, &device, &s_dev, "host | h100 | h200 | a100 | FILE (per-operation costs; host)"},
-        {"--calibrate", DP_OPT_FLAG, &calibrate, NULL, "measure the host's per-operation costs now (host device)"},
-        {"--save-device", DP_OPT_STRING, &calib_out, NULL, "write the device's per-operation costs to FILE"},
+        {"--save-device", DP_OPT_STRING, &calib_out, NULL, "write the device's per-operation costs (host: measured now) to FILE"},
         {"--link", DP_OPT_STRING, &link, NULL, "NAME:BW[/LAT],NAME:BW: within a node, between nodes (nvlink:900GB/s,ib:50GB/s)"},
         {"--devices-per-node", DP_OPT_INT, &dpn, NULL, "devices of one node (the device's)"},
         {"--capacity", DP_OPT_STRING, &capacity, NULL, "memory per device, BYTES[K|M|G|T] (the device's)"},
@@ -382,9 +381,7 @@ int dp_cmd_plan(int argc, char **argv) {
     const char *dn = device ? device : c.prof == CONF_PLAN_FRAMEWORK ? "h100" : "host";
     if (!conf_plan_device_builtin(&c.dev, dn) && (st = conf_plan_device_read(&c.dev, dn)) != DP_OK)
         return dp_cli_fail("plan", dp_error(st, "--device: %s (host, h100, h200, a100, or a device file)", dp_last_error()));
-    if (!s_dev || strcmp(dn, "host") == 0) c.calibrate = strcmp(dn, "host") == 0;
-    if (calibrate && strcmp(dn, "host") != 0)
-        return dp_cli_fail("plan", dp_error(DP_ERR_INVALID, "--calibrate measures the host: use it with --device host"));
+    c.calibrate = strcmp(dn, "host") == 0; /* the host's per-operation costs are measured for every layout */
     if (link && (st = parse_links(&c.dev, link)) != DP_OK) return dp_cli_fail("plan", st);
     if (dpn) {
         if ((st = dp_check_range("--devices-per-node", (double)dpn, 1, 1, (double)(1 << 20), 1)) != DP_OK)

@@ -92,7 +92,7 @@ typedef struct { char name[32]; double bw, lat; } conf_plan_link;
  * (the host, by conf_plan_calibrate or read from a file). */
 typedef struct {
     char name[64], source[640];
-    int measured;
+    int measured;                         /* 1: sec_per_unit holds measured costs */
     double sec_per_unit[CONF_PLAN_N_OPS]; /* measured: seconds per FLOP / element / byte */
     double flops, flops_attn, mem_bw;     /* roofline: FLOP/s (GEMMs), FLOP/s (attention), bytes/s */
     double capacity;                      /* device memory, bytes (0: not stated) */

@@ -56,7 +56,7 @@ int conf_plan_device_builtin(conf_plan_device *out, const char *name) {
     }
     if (strcmp(name, "host") == 0) { /* the per-operation costs come from conf_plan_calibrate */
         snprintf(out->name, sizeof out->name, "host (this machine, one rank per core)");
-        snprintf(out->source, sizeof out->source, "measured by `dpcert plan --calibrate` (host backend, one thread)");
+        snprintf(out->source, sizeof out->source, "measured by conf_plan_calibrate for every layout (host backend, one thread)");
         out->measured = 1;
         uint64_t avail = 0;
         if (dp_mem_available(&avail) == DP_OK) out->capacity = (double)avail;

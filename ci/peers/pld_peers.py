@@ -2,7 +2,7 @@
 """dpcert's PLD accountant per call against the public PLD/PRV accountants on one fixed grid
 (issue 30 goal 6; the table of docs/accounting.md §10 "PLD grid against the peers").
 
-    python3 ci/peers/pld_peers.py --bench BUILD/bench/accountant_bench_pld_grid [--reps N] [--out FILE.md]
+    ci/peers/pld-peers.sh BUILD        (or: python3 ci/peers/pld_peers.py --bench BUILD/bench/accountant_bench_pld_grid [--reps N] [--out FILE.md])
 
 Not part of `make test`: it needs dp_accounting and prv_accountant from PyPI, installed by
 ci/peers/pld-peers.sh into BUILD/acct-peers-venv.

@@ -66,7 +66,6 @@ static void test_cli(void) {
         {"--micro-batches 2 --mbs 2", "--mbs"},
         {"--profile framework --dtype f32", "--dtype"},
         {"--kv-heads 2", "--kv-heads"},
-        {"--calibrate --device h100", "--calibrate"},
         {"--unknown", "--unknown"},
         {"--dim 30 --heads 4", "heads"},
     };
@@ -245,6 +244,21 @@ static const pcand *best(const pcand *c, int n) {
     return b;
 }
 
+/* a private job of the framework profile: bf16 + f32 AdamW */
+static conf_plan_job fw_job(const opt_cost_llama *m, int64_t batch, int64_t seq, int checkpoint) {
+    conf_plan_job j;
+    memset(&j, 0, sizeof j);
+    j.model = *m;
+    j.batch = batch;
+    j.seq = seq;
+    j.micro_batches = 1;
+    j.elem_bytes = 2;
+    j.n_states = 2;
+    j.dp = 1;
+    j.checkpoint = checkpoint;
+    return j;
+}
+
 static void test_papers(void) {
     conf_plan_device h100, a100;
     conf_plan_device_builtin(&h100, "h100");
@@ -252,15 +266,7 @@ static void test_papers(void) {
     h100.devices_per_node = a100.devices_per_node = 8;
     static pcand c[512];
     /* LongShield §4 (Tables 2-5): Llama 3.1 8B, 4 x H100 80 GB, micro-batch 1 per GPU */
-    conf_plan_job j;
-    memset(&j, 0, sizeof j);
-    j.model = OPT_COST_LLAMA31_8B;
-    j.batch = 4;
-    j.seq = 16384;
-    j.micro_batches = 1;
-    j.elem_bytes = 2;
-    j.n_states = 2;
-    j.dp = 1;
+    conf_plan_job j = fw_job(&OPT_COST_LLAMA31_8B, 4, 16384, 0);
     const opt_cost_strategy ls[2] = {OPT_COST_BOOK_KEEPING, OPT_COST_GRAD_SAMPLE};
     int n = layouts(c, 512, &j, 4, 1, ls, 2, 0, &h100, 4, 0);
     int fit_cp = 0, fit_other = 0, zero_dp_fits = 0;
@@ -292,15 +298,8 @@ static void test_papers(void) {
             "checkpointing) may fit (%d with, %d without)", fit_ckpt, fit_nock);
     /* DP-ZeRO Figure 8: GPT-100B on 256 A100 80 GB, T 2048, 2 examples per GPU, activation checkpointing,
      * layer-wise clipping (mixed ghost norm: no persistent per-example buffer); no context parallelism */
-    memset(&j, 0, sizeof j);
-    j.model = (opt_cost_llama){"GPT-100B", 50257, 9216, 96, 96, 96, 24576, 1};
-    j.batch = 512;
-    j.seq = 2048;
-    j.micro_batches = 1;
-    j.elem_bytes = 2;
-    j.n_states = 2;
-    j.dp = 1;
-    j.checkpoint = 1;
+    const opt_cost_llama gpt100b = {"GPT-100B", 50257, 9216, 96, 96, 96, 24576, 1};
+    j = fw_job(&gpt100b, 512, 2048, 1);
     const opt_cost_strategy dz[1] = {OPT_COST_MIXED_GHOST};
     n = layouts(c, 512, &j, 256, 2, dz, 1, 0, &a100, 1, 0);
     int fits[4] = {0};
