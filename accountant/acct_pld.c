@@ -279,9 +279,9 @@ static void opt_atom(optsweep *w, double P, double Q, size_t i) {
 /* Which grid index an atom of loss a lies on (phi and h snapped), or -1. */
 static int64_t atom_index(double a, int64_t kmin, size_t n, double h, double phi) {
     double k = a / h - phi, kr = floor(k + 0.5);
-    if (fabs(k - kr) > 1e-9 * (fabs(k) + 1.0)) return -1;
-    int64_t i = (int64_t)kr - kmin;
-    return i >= 0 && (size_t)i < n ? i : -1;
+    if (!(fabs(k - kr) <= 1e-9 * (fabs(k) + 1.0))) return -1;
+    const double i = kr - (double)kmin; /* in doubles: an atom far off the grid does not fit an int64 */
+    return i >= 0 && i < (double)n ? (int64_t)i : -1;
 }
 
 /* place P at grid index j (<= its loss): a pointwise decrease (optimistic coarse tail cells) */
