@@ -255,4 +255,17 @@ static double pt_validate(const char *self, const pt_cfg *cfgs, int n, double bo
     return worst;
 }
 
+/* A test program's start: the worker (`--worker`), or a skip without mpirun or under sanitizers
+ * (their step times are not the engine's); 1 with *rc its exit status, 0 to go on. */
+static int pt_prelude(int *rc, int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--worker") == 0) { *rc = pt_worker(argc, argv); return 1; }
+    if (system("command -v mpirun >/dev/null 2>&1") != 0) { *rc = t_skip("mpirun not found: no measured step time"); return 1; }
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
+    *rc = t_skip("a sanitizer build: its step times are not the engine's (the projection is checked in the plain build)");
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 #endif

@@ -7,11 +7,8 @@
 #define PT_BOUND 0.60 /* the stated error of the wider set (docs/plan.md §8: 45 % seen under make test's load) */
 
 int main(int argc, char **argv) {
-    if (argc > 1 && strcmp(argv[1], "--worker") == 0) return pt_worker(argc, argv);
-    if (system("command -v mpirun >/dev/null 2>&1") != 0) return t_skip("mpirun not found: no measured step time");
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
-    return t_skip("a sanitizer build: its step times are not the engine's (the projection is checked in the plain build)");
-#endif
+    int rc;
+    if (pt_prelude(&rc, argc, argv)) return rc;
     static const pt_cfg cfgs[] = {
         {"llama D32 L2 T32 B16 ghost zero1", 64, 32, 2, 4, 64, 32, 16, 1, "ghost", "zero1", 0},
         {"llama D32 L2 T32 B16 book-keeping zero3", 64, 32, 2, 4, 64, 32, 16, 1, "book-keeping", "zero3", 0},
