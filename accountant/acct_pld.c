@@ -1,31 +1,29 @@
-/* accountant/acct_pld.c — privacy loss distributions composed by FFT (FFTW).
+/* accountant/acct_pld.c — privacy loss distributions: one step's loss on the grid and the FFT
+ * composition of the steps (FFTW). The grid choice, the driver and the queries are
+ * acct_pld_grid.c; docs/accounting.md §4 defines every step.
  *
  * Per step and per direction (remove: P = mixture, Q = base; add: P = base,
  * Q = mixture) the loss L = log(P/Q)(x), x ~ P, is discretised on the grid
- * l_k = k h by "connect the dots": the P-mass of each cell (l_k, l_{k+1}] is split
+ * l_k = (k + phi) h by "connect the dots": the P-mass of each cell (l_k, l_{k+1}] is split
  * between its two ends so that mass and E[e^{-L}] (the Q-mass) are preserved.
  * The split curve dominates the true delta(eps) curve (chord above a convex
  * function), so the composition is a rigorous upper bound. The lower bound comes
  * from an optimistic pmf on the same grid, obtained from the true pair by garbling
  * (randomised merging of neighbouring cells so that each merged atom sits exactly on a
  * grid point) and by lowering losses only, composed by the same FFT path; the older
- * coupling bound is kept as a fallback (docs/accounting.md §4). */
-#include <fftw3.h>
+ * coupling bound is kept as a fallback (acct_pld_grid.c). The offset phi puts the atoms of a
+ * mechanism (Laplace's saturation atoms, pure DP's +-e) on grid points when h divides their
+ * distance; the optimistic pass then keeps each atom exactly where it is. */
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "accountant/acct.h"
-#include "accountant/acct_internal.h"
+#include "accountant/acct_pld_int.h"
 
-typedef struct {
-    acct_mech mech;
-    double q, par; /* par: sigma, b, or the (amplified) pure epsilon */
-    int dir;       /* 0 remove, 1 add */
-} lossdef;
-
+/* ------------------------------------------------------------------ one step ---- */
 static double Phi(double x) { return 0.5 * erfc(-x / M_SQRT2); }
 static double Phic(double x) { return 0.5 * erfc(x / M_SQRT2); }
 /* both Phi(x) and Phic(x) with one erfc; the smaller one is computed directly */
@@ -44,7 +42,7 @@ static double log_ratio(double l, double q) {
 }
 
 /* P(L > l), Q(L > l), P(L <= l), Q(L <= l) */
-static void tails(const lossdef *d, double l, double *Pg, double *Qg, double *Pl, double *Ql) {
+static void tails(const acct_lossdef *d, double l, double *Pg, double *Qg, double *Pl, double *Ql) {
     double q = d->q;
     double l1q = q < 1.0 ? log1p(-q) : -INFINITY;
     int all = 0, none = 0;
@@ -78,36 +76,36 @@ static void tails(const lossdef *d, double l, double *Pg, double *Qg, double *Pl
             }
         }
     } else if (d->mech == ACCT_LAPLACE) {
+        /* the saturation atoms bot, top bound the loss exactly (their doubles are the grid points
+         * of acct_pld_discretise): compared with l, never through t's rounding */
         double b = d->par;
         if (d->dir == 0) {
-            if (l <= l1q) all = 1;
+            if (l < d->bot) all = 1;
+            else if (l >= d->top) none = 1;
             else {
-                double t = b * log_ratio(l, q); /* L > l <=> |x|-|x-1| > t */
-                if (t < -1.0) all = 1;
-                else if (t >= 1.0) none = 1;
-                else {
-                    double x = 0.5 * (t + 1.0);
-                    *Pg = (1.0 - q) * lapS(x, b) + q * lapS(x - 1.0, b);
-                    *Qg = lapS(x, b);
-                    *Pl = (1.0 - q) * lapF(x, b) + q * lapF(x - 1.0, b);
-                    *Ql = lapF(x, b);
-                    return;
-                }
+                double t = b * log_ratio(l, q); /* L > l <=> |x|-|x-1| > t, t in [-1, 1) */
+                if (t < -1.0) t = -1.0;
+                if (t >= 1.0) t = nextafter(1.0, 0.0);
+                double x = 0.5 * (t + 1.0);
+                *Pg = (1.0 - q) * lapS(x, b) + q * lapS(x - 1.0, b);
+                *Qg = lapS(x, b);
+                *Pl = (1.0 - q) * lapF(x, b) + q * lapF(x - 1.0, b);
+                *Ql = lapF(x, b);
+                return;
             }
         } else {
-            if (-l <= l1q) none = 1;
+            if (l < -d->top) all = 1;
+            else if (l >= -d->bot) none = 1;
             else {
-                double t = b * log_ratio(-l, q); /* L > l <=> |x|-|x-1| < t */
-                if (t > 1.0) all = 1;
-                else if (t <= -1.0) none = 1;
-                else {
-                    double x = 0.5 * (t + 1.0);
-                    *Pg = lapF(x, b);
-                    *Qg = (1.0 - q) * lapF(x, b) + q * lapF(x - 1.0, b);
-                    *Pl = lapS(x, b);
-                    *Ql = (1.0 - q) * lapS(x, b) + q * lapS(x - 1.0, b);
-                    return;
-                }
+                double t = b * log_ratio(-l, q); /* L > l <=> |x|-|x-1| < t, t in (-1, 1] */
+                if (t > 1.0) t = 1.0;
+                if (t <= -1.0) t = nextafter(-1.0, 0.0);
+                double x = 0.5 * (t + 1.0);
+                *Pg = lapF(x, b);
+                *Qg = (1.0 - q) * lapF(x, b) + q * lapF(x - 1.0, b);
+                *Pl = lapS(x, b);
+                *Ql = (1.0 - q) * lapS(x, b) + q * lapS(x - 1.0, b);
+                return;
             }
         }
     } else { /* randomized response with epsilon par: L = +e w.p. p, -e w.p. 1-p under P */
@@ -120,11 +118,11 @@ static void tails(const lossdef *d, double l, double *Pg, double *Qg, double *Pl
     else { (void)none; *Pg = 0; *Qg = 0; *Pl = 1; *Ql = 1; }
 }
 
-static double Pgt(const lossdef *d, double l) { double a, b, c, e; tails(d, l, &a, &b, &c, &e); return a; }
-static double Ple(const lossdef *d, double l) { double a, b, c, e; tails(d, l, &a, &b, &c, &e); return c; }
 
-/* per-step loss range [lo, hi] with P(L <= lo) <= tau and P(L > hi) <= tau */
-static void loss_range(double *lo, double *hi, const lossdef *d, double tau) {
+static double Pgt(const acct_lossdef *d, double l) { double a, b, c, e; tails(d, l, &a, &b, &c, &e); return a; }
+static double Ple(const acct_lossdef *d, double l) { double a, b, c, e; tails(d, l, &a, &b, &c, &e); return c; }
+
+void acct_pld_loss_range(double *lo, double *hi, const acct_lossdef *d, double tau) {
     double b = 0.5;
     while (Pgt(d, b) > tau && b < 1e9) b *= 2.0;
     double a = -1e9;
@@ -144,22 +142,62 @@ static void loss_range(double *lo, double *hi, const lossdef *d, double tau) {
     if (*lo > *hi) *lo = *hi;
 }
 
-typedef struct {
-    double *p;        /* [n] masses at l = (kmin + i) h */
-    int64_t kmin;
-    size_t n;
-    double p_inf;     /* mass at +infinity per step */
-    double p_trunc;   /* mass moved up from below l_kmin per step */
-    double fp_split;  /* per-step float budget of the split (delta units, docs §4 "Floating-point budget") */
-    int64_t steps;
-} steppmf;
+/* The atoms of one step: loss, P-mass, Q-mass (in increasing loss). Laplace (any q): z >= 1 gives
+ * the top atom log(1 - q + q e^{1/b}), z <= 0 the bottom one log(1 - q + q e^{-1/b}) (remove; the
+ * add direction negates the losses and swaps the roles of P and Q); pure / RR: +-e. */
+static int atoms_of(double *loss, double *P, double *Q, const acct_lossdef *d) {
+    if (d->mech == ACCT_GAUSSIAN) return 0;
+    double top_l = d->top, bot_l = d->bot, top_p, top_q, bot_p, bot_q; /* remove direction */
+    if (d->mech == ACCT_LAPLACE) {
+        const double b = d->par, q = d->q;
+        top_q = lapS(1.0, b);
+        top_p = (1.0 - q) * top_q + q * lapS(0.0, b);
+        bot_q = lapF(0.0, b);
+        bot_p = (1.0 - q) * bot_q + q * lapF(-1.0, b);
+    } else {
+        const double e = d->par;
+        top_p = bot_q = 1.0 / (1.0 + exp(-e));
+        top_q = bot_p = 1.0 / (1.0 + exp(e));
+    }
+    if (d->dir == 0) {
+        loss[0] = bot_l; P[0] = bot_p; Q[0] = bot_q;
+        loss[1] = top_l; P[1] = top_p; Q[1] = top_q;
+    } else { /* add: P = base, Q = mixture, L = -(remove loss) */
+        loss[0] = -top_l; P[0] = top_q; Q[0] = top_p;
+        loss[1] = -bot_l; P[1] = bot_q; Q[1] = bot_p;
+    }
+    return 2;
+}
+
+acct_lossdef acct_pld_lossdef(acct_mech mech, double q, double par, int dir) {
+    acct_lossdef d = {mech, q, par, dir, 0, 0};
+    if (mech == ACCT_LAPLACE) {
+        d.top = q >= 1.0 ? 1.0 / par : log1p(q * expm1(1.0 / par));
+        d.bot = q >= 1.0 ? -1.0 / par : log1p(q * expm1(-1.0 / par));
+    } else if (mech == ACCT_PURE) {
+        d.top = par;
+        d.bot = -par;
+    }
+    return d;
+}
+
+int acct_pld_atoms(double out[2], const acct_lossdef *d) {
+    double P[2], Q[2];
+    return atoms_of(out, P, Q, d);
+}
+
+int acct_pld_atoms_mass(double loss[2], double P[2], const acct_lossdef *d) {
+    double Q[2];
+    return atoms_of(loss, P, Q, d);
+}
 
 /* Optimistic discretisation of one step (docs/accounting.md §4, "Optimistic discretisation"):
  * a garbling of the true pair onto the grid, followed by pointwise loss decreases only.
  * Atoms in increasing loss order: the merged cells c_i = (P_c, Q_c) (loss log(P_c/Q_c) in
- * (l_i, l_{i+1}]) and the upper tail U = (P(L > l_top), Q(L > l_top)); the lower tail
- * P(L <= l_0) is dropped (loss lowered to -inf) unless it is an atom on l_0. A carry (Pr, Qr) heads for the grid point
- * g at or above its loss; its deficit D = e^{l_g} Qr - Pr >= 0 is filled with a fraction
+ * (l_i, l_{i+1}]; a mechanism's atom on a grid point is fed on its own, after the rest of its
+ * cell) and the upper tail U = (P(L > l_top), Q(L > l_top)); the lower tail P(L <= l_0) is
+ * dropped (loss lowered to -inf) unless it is an atom on l_0. A carry (Pr, Qr) heads for the grid
+ * point g at or above its loss; its deficit D = e^{l_g} Qr - Pr >= 0 is filled with a fraction
  * alpha = D / E_a of the next atom (excess E_a = P_a - e^{l_g} Q_a > 0), so that the mixture
  * has loss exactly l_g (randomised merging = garbling); the rest of the atom is the next
  * carry. An atom too small to fill D is merged whole. What cannot be balanced (the top, or
@@ -168,27 +206,34 @@ typedef struct {
  * the true one. Only P-masses are stored (the FFT path needs nothing else). */
 typedef struct {
     double *po;
-    double h;
+    const double *el; /* e^{l_i} of every grid point (inf above 700) */
+    double h, phi;
     int64_t kmin;
     size_t n;
     size_t g;      /* target grid index of the carry */
     double Pr, Qr; /* carry */
 } optsweep;
 
-/* e^{l} Q - P without overflow for large l (Q ~ P e^{-L}) */
-static double excess_below(double P, double Q, double l) { return Q > 0 ? exp(l + log(Q)) - P : -P; }
+static double grid_l(const optsweep *w, size_t i) { return ((double)(w->kmin + (int64_t)i) + w->phi) * w->h; }
+
+/* e^{l_i} Q - P, from the grid's e^{l_i} (log space above e^690, where it may overflow) */
+static double excess_at(const optsweep *w, double P, double Q, size_t i) {
+    if (!(Q > 0)) return -P;
+    const double el = w->el[i];
+    return el < 1e300 ? el * Q - P : exp(grid_l(w, i) + log(Q)) - P;
+}
 
 /* place the carry at the grid point at or below its loss (pointwise decrease) */
 static void opt_flush(optsweep *w) {
     if (!(w->Pr > 0)) { w->Pr = w->Qr = 0; return; }
-    double D = w->g < w->n ? excess_below(w->Pr, w->Qr, (double)(w->kmin + (int64_t)w->g) * w->h) : 0;
+    double D = w->g < w->n ? excess_at(w, w->Pr, w->Qr, w->g) : 0;
     size_t idx;
     /* loss >= l_g, or below it only by rounding (|D| <= 64 u Pr: a relative loss error ~1e-14,
      * e.g. an atom that lies exactly on the grid): placed at l_g (float budget, docs §4) */
     if (w->g < w->n && D <= 64.0 * DBL_EPSILON * w->Pr) idx = w->g;
     else if (w->g >= w->n) idx = w->n - 1; /* above the grid: lowered to the top point */
     else if (w->Qr > 0) {                  /* loss below l_g: the point at or below it */
-        double k = floor((log(w->Pr) - log(w->Qr)) / w->h) - (double)w->kmin;
+        double k = floor((log(w->Pr) - log(w->Qr)) / w->h - w->phi) - (double)w->kmin;
         if (k < 0) { w->Pr = w->Qr = 0; return; } /* below the grid: dropped */
         idx = k >= (double)w->g ? w->g - 1 : (size_t)k;
     } else idx = w->g > 0 ? w->g - 1 : 0;
@@ -196,7 +241,8 @@ static void opt_flush(optsweep *w) {
     w->Pr = w->Qr = 0;
 }
 
-/* feed the next atom (P, Q) whose loss lies above grid index i (i.e. in (l_i, l_{i+1}]) */
+/* feed the next atom (P, Q) whose loss lies above grid index i (i.e. in (l_i, l_{i+1}]), or on
+ * l_i itself */
 static void opt_atom(optsweep *w, double P, double Q, size_t i) {
     if (!(P > 0)) return;
     if (!(Q > 0) || !isfinite(log(Q)) || Q < 1e-290) {
@@ -207,21 +253,20 @@ static void opt_atom(optsweep *w, double P, double Q, size_t i) {
         return;
     }
     if (w->g > i) w->g = i; /* cannot happen for ordered atoms; keeps the invariant l_g <= loss */
-    if (i < w->n && -excess_below(P, Q, (double)(w->kmin + (int64_t)i) * w->h) <= 64.0 * DBL_EPSILON * P) {
+    if (i < w->n && -excess_at(w, P, Q, i) <= 64.0 * DBL_EPSILON * P) {
         /* the atom lies on l_i up to rounding (an atom on the grid, e.g. pure DP): keep it there */
         opt_flush(w);
         w->po[i] += P;
         w->g = i + 1;
         return;
     }
-    double lg = (double)(w->kmin + (int64_t)w->g) * w->h;
-    double D = excess_below(w->Pr, w->Qr, lg);
+    double D = excess_at(w, w->Pr, w->Qr, w->g);
     if (!(w->Pr > 0) || D <= 0) {
         opt_flush(w);
         w->Pr = P; w->Qr = Q; w->g = i + 1;
         return;
     }
-    double E = -excess_below(P, Q, lg);
+    double E = -excess_at(w, P, Q, w->g);
     if (E >= D) {
         double a = D / E;
         w->po[w->g] += w->Pr + a * P;
@@ -231,11 +276,25 @@ static void opt_atom(optsweep *w, double P, double Q, size_t i) {
     }
 }
 
-/* Discretisation of one step on the grid h: pessimistic "connect the dots" into *o and, when
- * oo != NULL, the optimistic garbling into *oo (same grid, from the same tails). */
-static dp_status discretise(steppmf *o, steppmf *oo, const lossdef *d, double lo, double hi, double h, int64_t steps,
-                            size_t max_points) {
-    int64_t kmin = (int64_t)floor(lo / h), kmax = (int64_t)ceil(hi / h);
+/* Which grid index an atom of loss a lies on (phi and h snapped), or -1. */
+static int64_t atom_index(double a, int64_t kmin, size_t n, double h, double phi) {
+    double k = a / h - phi, kr = floor(k + 0.5);
+    if (!(fabs(k - kr) <= 1e-9 * (fabs(k) + 1.0))) return -1;
+    const double i = kr - (double)kmin; /* in doubles: an atom far off the grid does not fit an int64 */
+    return i >= 0 && i < (double)n ? (int64_t)i : -1;
+}
+
+/* place P at grid index j (<= its loss): a pointwise decrease (optimistic coarse tail cells) */
+static void opt_lower(optsweep *w, double P, size_t j) {
+    if (!(P > 0)) return;
+    opt_flush(w);
+    w->po[j] += P;
+    if (w->g < j + 1) w->g = j + 1;
+}
+
+dp_status acct_pld_discretise(acct_steppmf *o, acct_steppmf *oo, const acct_lossdef *d, double lo, double hi,
+                              double h, double phi, int64_t steps, size_t max_points, double eta) {
+    int64_t kmin = (int64_t)floor(lo / h - phi), kmax = (int64_t)ceil(hi / h - phi);
     if (kmax <= kmin) kmax = kmin + 1;
     if ((double)(kmax - kmin + 1) > (double)max_points)
         return dp_error(DP_ERR_NOT_SUPPORTED, "PLD: one step needs %.0f grid points at h=%g (cap %zu); use a coarser "
@@ -243,88 +302,129 @@ static dp_status discretise(steppmf *o, steppmf *oo, const lossdef *d, double lo
     size_t n = (size_t)(kmax - kmin + 1);
     double *p = dp_calloc(n, sizeof *p);
     double *po = oo ? dp_calloc(n, sizeof *po) : NULL;
-    double *t = dp_malloc(4 * n * sizeof *t);
-    if (!p || !t || (oo && !po)) { free(p); free(po); free(t); return DP_ERR_NOMEM; }
-    for (size_t i = 0; i < n; i++) tails(d, (double)(kmin + (int64_t)i) * h, &t[4 * i], &t[4 * i + 1], &t[4 * i + 2], &t[4 * i + 3]);
-    double emh = -expm1(-h); /* 1 - e^{-h} */
-    /* float budget of the split (docs §4): 16 u e^{2h} sum_k (min tail of P + e^{l_k} min tail of Q) */
-    double fps = 0;
-    for (size_t i = 0; i < n; i++) {
-        double tp = fmin(t[4 * i], t[4 * i + 2]), tq = fmin(t[4 * i + 1], t[4 * i + 3]);
-        fps += tp + (tq > 0 ? exp((double)(kmin + (int64_t)i) * h + log(tq)) : 0.0);
+    double *t = dp_malloc(5 * n * sizeof *t), *el = t ? t + 4 * n : NULL;
+    size_t *ev = dp_malloc(n * sizeof *ev); /* the evaluated grid indices, increasing */
+    if (!p || !t || !ev || (oo && !po)) { free(p); free(po); free(t); free(ev); return DP_ERR_NOMEM; }
+    /* atoms on grid points: their tails are taken at the atom's exact loss (the grid point is the
+     * atom), so each atom lies in the cell it closes (P(L > a) excludes it) */
+    double al[2], aP[2], aQ[2];
+    int64_t ai[2] = {-1, -1};
+    const int na = atoms_of(al, aP, aQ, d);
+    for (int k = 0; k < na; k++) ai[k] = atom_index(al[k], kmin, n, h, phi);
+    /* coarse tails (docs §4 "Coarse tails"): below fa the P-mass is at most eta, above fb too; there
+     * the tails are taken every ACCT_PLD_COARSE-th point only, and a coarse cell's whole mass goes to
+     * its upper end (pessimistic: raised) or its lower end (optimistic: lowered) */
+    size_t fa = 0, fb = n - 1, K = 1;
+    if (eta > 0) {
+        double la, lb;
+        acct_pld_loss_range(&la, &lb, d, eta);
+        const double ia = floor(la / h - phi) - (double)kmin, ib = ceil(lb / h - phi) - (double)kmin;
+        fa = ia > 0 ? (ia < (double)(n - 1) ? (size_t)ia : n - 1) : 0;
+        fb = ib < (double)(n - 1) ? (ib > (double)fa ? (size_t)ib : fa) : n - 1;
+        K = ACCT_PLD_COARSE;
     }
-    fps *= 16.0 * DBL_EPSILON / 2.0 * exp(2.0 * h);
+    size_t ne = 0;
+    for (size_t i = 0; i < n; i++) {
+        int atom = 0;
+        for (int k = 0; k < na; k++) atom |= ai[k] >= 0 && (ai[k] == (int64_t)i || ai[k] == (int64_t)i + 1);
+        if (i == 0 || i == n - 1 || (i >= fa && i <= fb) || atom || (i < fa ? i % K == 0 : (i - fb) % K == 0)) ev[ne++] = i;
+    }
+    for (size_t e = 0; e < ne; e++) {
+        const size_t i = ev[e];
+        double l = ((double)(kmin + (int64_t)i) + phi) * h;
+        for (int k = 0; k < na; k++)
+            if (ai[k] == (int64_t)i) l = al[k];
+        tails(d, l, &t[4 * i], &t[4 * i + 1], &t[4 * i + 2], &t[4 * i + 3]);
+        el[i] = l < 690.0 ? exp(l) : INFINITY;
+    }
+    double emh = -expm1(-h); /* 1 - e^{-h} */
+    /* float budget of the split (docs §4): 16 u e^{2h} sum_k (min tail of P + e^{l_k} min tail of Q),
+     * e^{2 K h} where coarse cells are K points wide */
+    double fps = 0;
+    for (size_t e = 0; e < ne; e++) {
+        const size_t i = ev[e];
+        double tp = fmin(t[4 * i], t[4 * i + 2]), tq = fmin(t[4 * i + 1], t[4 * i + 3]);
+        if (tq > 0) tp += el[i] < 1e300 ? el[i] * tq : exp(((double)(kmin + (int64_t)i) + phi) * h + log(tq));
+        fps += tp;
+    }
+    fps *= 16.0 * DBL_EPSILON / 2.0 * exp(2.0 * h * (double)K);
     /* P(L <= l_kmin) (<= tau): moved up to l_kmin (pessimistic). Optimistic: kept at l_kmin if it is
      * an atom there (up to rounding), else dropped (loss lowered to -inf); merging it with the mass
      * above could cost far more, since its Q-mass can be large (e.g. q = 1 Gaussians). */
-    optsweep w = {po, h, kmin, n, 0, 0, 0};
-    if (po && t[2] > 0 && excess_below(t[2], t[3], (double)kmin * h) <= 64.0 * DBL_EPSILON * t[2]) po[0] = t[2];
+    optsweep w = {po, el, h, phi, kmin, n, 0, 0, 0};
+    if (po && t[2] > 0 && excess_at(&w, t[2], t[3], 0) <= 64.0 * DBL_EPSILON * t[2]) po[0] = t[2];
     p[0] = t[2];
-    for (size_t i = 0; i + 1 < n; i++) {
-        double Pc = t[4 * i] < 0.5 ? t[4 * i] - t[4 * (i + 1)] : t[4 * (i + 1) + 2] - t[4 * i + 2];
-        double Qc = t[4 * i + 1] < 0.5 ? t[4 * i + 1] - t[4 * (i + 1) + 1] : t[4 * (i + 1) + 3] - t[4 * i + 3];
+    for (size_t e = 0; e + 1 < ne; e++) {
+        const size_t i = ev[e], j = ev[e + 1]; /* the cell (l_i, l_j] */
+        double Pc = t[4 * i] < 0.5 ? t[4 * i] - t[4 * j] : t[4 * j + 2] - t[4 * i + 2];
+        double Qc = t[4 * i + 1] < 0.5 ? t[4 * i + 1] - t[4 * j + 1] : t[4 * j + 3] - t[4 * i + 3];
         if (Pc <= 0) continue;
         if (Qc < 0) Qc = 0;
-        if (po) opt_atom(&w, Pc, Qc, i);
-        double lk = (double)(kmin + (int64_t)i) * h;
+        if (j > i + 1) { /* a coarse tail cell: raised whole (pessimistic), lowered whole (optimistic) */
+            p[j] += Pc;
+            if (po) opt_lower(&w, Pc, i);
+            continue;
+        }
+        if (po) {
+            int k = na > 0 && ai[0] == (int64_t)j ? 0 : na > 1 && ai[1] == (int64_t)j ? 1 : -1;
+            if (k >= 0 && aP[k] <= Pc * (1.0 + 1e-12)) { /* the cell's rest, then the atom on l_j */
+                opt_atom(&w, fmax(Pc - aP[k], 0.0), fmax(Qc - aQ[k], 0.0), i);
+                opt_atom(&w, aP[k], fmin(aQ[k], Qc), j);
+            } else opt_atom(&w, Pc, Qc, i);
+        }
         /* upper end gets b = (P_c - e^{l_k} Q_c) / (1 - e^{-h}); clamp rounding */
-        double bm = (Pc - exp(lk + log(Qc)) ) / emh;
+        double bm = (Pc - (el[i] < 1e300 ? el[i] * Qc : exp(((double)(kmin + (int64_t)i) + phi) * h + log(Qc)))) / emh;
         if (!(bm >= 0)) bm = 0;
         if (bm > Pc) bm = Pc;
         p[i] += Pc - bm;
-        p[i + 1] += bm;
+        p[j] += bm;
     }
     if (po) {
         opt_atom(&w, t[4 * (n - 1)], t[4 * (n - 1) + 1], n - 1); /* upper tail: above l_top, lowered at the end */
         opt_flush(&w);
-        oo->p = po;
-        oo->kmin = kmin;
-        oo->n = n;
-        oo->p_inf = 0;
-        oo->p_trunc = 0;
-        oo->fp_split = fps;
-        oo->steps = steps;
+        *oo = (acct_steppmf){po, kmin, phi, n, 0, 0, fps, steps};
     }
-    o->p = p;
-    o->kmin = kmin;
-    o->n = n;
-    o->p_inf = t[4 * (n - 1)];
-    o->p_trunc = t[2];
-    o->fp_split = fps;
-    o->steps = steps;
+    *o = (acct_steppmf){p, kmin, phi, n, t[4 * (n - 1)], t[2], fps, steps};
     free(t);
+    free(ev);
     return DP_OK;
 }
 
-/* log E[e^{lambda L}; L finite] of one step, on a coarsened copy of the pmf: blocks
- * of B points moved to their upper end (lambda > 0) or lower end (lambda < 0), which
- * can only increase the MGF, so the Chernoff bound stays valid for the true pmf. */
-static double log_mgf(const steppmf *s, double h, double lam) {
-    size_t B = s->n / 262144 + 1;
-    double m = -INFINITY;
-    size_t nb = (s->n + B - 1) / B;
-    double *lb = malloc(nb * sizeof *lb);
-    if (!lb) return INFINITY;
-    for (size_t b = 0; b < nb; b++) {
-        double mass = 0;
-        size_t i0 = b * B, i1 = i0 + B < s->n ? i0 + B : s->n;
-        for (size_t i = i0; i < i1; i++) mass += s->p[i];
-        double l = (double)(s->kmin + (int64_t)(lam > 0 ? i1 - 1 : i0)) * h;
-        lb[b] = mass > 0 ? log(mass) + lam * l : -INFINITY;
-        if (lb[b] > m) m = lb[b];
-    }
+/* ------------------------------------------------------------- composition ---- */
+/* An upper bound of K(lambda) = log E[e^{lambda L}; L finite] of one step pmf (the Chernoff
+ * bound stays valid with any upper bound of K). With m >= lambda l_i for every point of
+ * positive mass (the end of the support in the direction of lambda), K = m + log S,
+ * S = sum_i p_i e^{lambda l_i - m} <= n: the factors e^{lambda l_i - m} are formed by blocks of
+ * J points, one exp at the block start and then products by r = e^{lambda h} (J |lambda| h <= 30,
+ * so a block whose first factor underflows holds only factors below e^-715). Rounding: each
+ * factor carries at most J + 2 roundings and the sum n, so S (1 + (J + n + 4) u) plus n DBL_MIN
+ * (underflowed terms) bounds the exact sum (docs/accounting.md §4 "Composition"). */
+static double log_mgf(const acct_steppmf *s, double h, double lam) {
+    size_t i0 = 0, i1 = s->n;
+    while (i0 < i1 && !(s->p[i0] > 0)) i0++;
+    while (i1 > i0 && !(s->p[i1 - 1] > 0)) i1--;
+    if (i0 >= i1) return -INFINITY;
+    const double lh = lam * h;
+    const double m = lam * ((double)(s->kmin + (int64_t)(lam > 0 ? i1 - 1 : i0)) + s->phi) * h;
+    size_t J = fabs(lh) > 0 ? (size_t)fmin(64.0, fmax(1.0, floor(30.0 / fabs(lh)))) : 64;
+    const double r = exp(lh);
     double acc = 0;
-    if (m > -INFINITY)
-        for (size_t b = 0; b < nb; b++) acc += exp(lb[b] - m);
-    free(lb);
-    return m == -INFINITY ? -INFINITY : m + log(acc);
+    for (size_t b = i0; b < i1; b += J) {
+        double f = exp(lam * ((double)(s->kmin + (int64_t)b) + s->phi) * h - m);
+        size_t e = b + J < i1 ? b + J : i1;
+        for (size_t i = b; i < e; i++, f *= r) acc += s->p[i] * f;
+    }
+    const double u = DBL_EPSILON / 2.0;
+    acc = acc * (1.0 + ((double)J + (double)(i1 - i0) + 4.0) * u) + (double)(i1 - i0) * DBL_MIN;
+    const double la = log(acc); /* m + la rounded up by a few ulp of each operand */
+    return m + la + 4.0 * u * (fabs(la) + fabs(m));
 }
 
 /* Chernoff window [u_lo, u_hi] (loss units) for the sum with tail <= tau_w on each side; the
  * minimising lambdas are returned so that the final grid can reuse them (any lambda > 0 gives a
  * valid bound P(S > u) <= exp(sum T K(lambda) - lambda u)). */
-static void chernoff_window(double *u_lo, double *u_hi, double *lam_lo, double *lam_hi, const steppmf *s, int ns,
-                            double h, double tau_w) {
+void acct_pld_chernoff_window(double *u_lo, double *u_hi, double *lam_lo, double *lam_hi, const acct_steppmf *s,
+                              int ns, double h, double tau_w) {
     double best_hi = INFINITY, best_lo = -INFINITY, lt = log(tau_w);
     *lam_lo = *lam_hi = 1.0;
     for (int e = -8; e <= 10; e++) {
@@ -350,16 +450,51 @@ static size_t good_size(size_t n) {
     return best;
 }
 
-/* the composed pmf of one direction on a window */
-typedef struct {
-    double *p;
-    size_t n;
-    double l0, p_inf, A, mass_err;
-    double fpb; /* floating-point budget in delta (docs §4): FFT + power + split + evaluation */
-} composed;
+static void pldfft_free_buffers(acct_pldfft *w) {
+    fftw_free(w->x);
+    fftw_free(w->X);
+    fftw_free(w->acc);
+    free(w->dY);
+    w->x = NULL; w->X = w->acc = NULL; w->dY = NULL;
+    w->cap = 0;
+}
 
-static dp_status compose(composed *out, const steppmf *s, int ns, double h, double tau_w, size_t max_points,
-                         double lam_lo, double lam_hi) {
+/* Buffers of at least N points (shrunk when a far smaller N follows a large one) and the plans
+ * of length N (made once, FFTW_ESTIMATE, on the buffers; FFTW's alignment of every buffer lets
+ * them run on later buffers). */
+static dp_status pldfft_get(acct_pldfft *w, size_t N) {
+    if (w->cap < N || (w->cap > ((size_t)1 << 20) && N < w->cap / 8)) {
+        pldfft_free_buffers(w);
+        const size_t nc = N / 2 + 1;
+        w->x = fftw_alloc_real(N);
+        w->X = fftw_alloc_complex(nc);
+        w->acc = fftw_alloc_complex(nc);
+        w->dY = dp_malloc(nc * sizeof *w->dY);
+        if (!w->x || !w->X || !w->acc || !w->dY) {
+            pldfft_free_buffers(w);
+            return dp_error(DP_ERR_NOMEM, "PLD: out of memory (N=%zu)", N);
+        }
+        w->cap = N;
+    }
+    acct_pldplan *slot = &w->plan[0];
+    for (int i = 0; i < ACCT_PLD_PLANS; i++) {
+        if (w->plan[i].N == N && w->plan[i].fwd) { w->plan[i].used = ++w->clock; w->cur = &w->plan[i]; return DP_OK; }
+        if (w->plan[i].used < slot->used) slot = &w->plan[i];
+    }
+    if (slot->fwd) fftw_destroy_plan(slot->fwd);
+    if (slot->bwd) fftw_destroy_plan(slot->bwd);
+    memset(slot, 0, sizeof *slot);
+    slot->fwd = fftw_plan_dft_r2c_1d((int)N, w->x, w->X, FFTW_ESTIMATE);
+    slot->bwd = fftw_plan_dft_c2r_1d((int)N, w->acc, w->x, FFTW_ESTIMATE);
+    if (!slot->fwd || !slot->bwd) return dp_error(DP_ERR_INTERNAL, "PLD: no FFTW plan for N=%zu", N);
+    slot->N = N;
+    slot->used = ++w->clock;
+    w->cur = slot;
+    return DP_OK;
+}
+
+dp_status acct_pld_compose(acct_composed *out, acct_pldfft *fw, const acct_steppmf *s, int ns, double h,
+                           double tau_w, size_t max_points, double lam_lo, double lam_hi) {
     if (ns == 1 && s[0].steps == 1) { /* nothing to compose: the step pmf itself (exact, no FFT) */
         double *p = dp_malloc(s[0].n * sizeof *p), tot = 0;
         if (!p) return DP_ERR_NOMEM;
@@ -367,7 +502,7 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
         for (size_t i = 0; i < s[0].n; i++) tot += p[i];
         out->p = p;
         out->n = s[0].n;
-        out->l0 = (double)s[0].kmin * h;
+        out->l0 = ((double)s[0].kmin + s[0].phi) * h;
         out->p_inf = s[0].p_inf;
         out->A = 0;
         out->fpb = s[0].fp_split + 2.0 * (double)s[0].n * (DBL_EPSILON / 2.0);
@@ -381,8 +516,9 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
         return DP_OK;
     }
     /* full support of the sum */
-    double fmin = 0, fmax = 0;
+    double fmin = 0, fmax = 0, Phi = 0; /* Phi: the sum of the steps' grid offsets (cells) */
     for (int j = 0; j < ns; j++) {
+        Phi += (double)s[j].steps * s[j].phi;
         fmin += (double)s[j].steps * (double)s[j].kmin;
         fmax += (double)s[j].steps * (double)(s[j].kmin + (int64_t)s[j].n - 1);
     }
@@ -397,7 +533,7 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
             km += (double)s[j].steps * log_mgf(&s[j], h, -lam_lo);
         }
         double uh = (kp - lt) / lam_hi, ul = (lt - km) / lam_lo;
-        double c0 = floor(ul / h), c1 = ceil(uh / h);
+        double c0 = floor(ul / h - Phi), c1 = ceil(uh / h - Phi);
         if (c0 > W0) { W0 = c0; A += tau_w; }
         if (c1 < W1) { W1 = c1; A += tau_w; }
         if (W1 < W0) W1 = W0;
@@ -409,13 +545,9 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
                         max_points);
     size_t N = good_size((size_t)wlen);
     size_t nc = N / 2 + 1;
-    double *x = fftw_alloc_real(N);
-    fftw_complex *X = fftw_alloc_complex(nc), *acc = fftw_alloc_complex(nc);
-    double *dY = dp_calloc(nc, sizeof *dY); /* bound on |computed - exact| of the product spectrum */
-    if (!x || !X || !acc || !dY) { fftw_free(x); fftw_free(X); fftw_free(acc); free(dY); return dp_error(DP_ERR_NOMEM, "PLD: out of memory (N=%zu)", N); }
-    fftw_plan fwd = fftw_plan_dft_r2c_1d((int)N, x, X, FFTW_ESTIMATE);
-    fftw_plan bwd = fftw_plan_dft_c2r_1d((int)N, acc, x, FFTW_ESTIMATE);
-    for (size_t f = 0; f < nc; f++) { acc[f][0] = 1.0; acc[f][1] = 0.0; }
+    DP_TRY(pldfft_get(fw, N));
+    double *x = fw->x, *dY = fw->dY;
+    fftw_complex *X = fw->X, *acc = fw->acc;
     /* componentwise FFT error (docs §4): |dX_f| <= eF ||x||_1, eF = 16 u ceil(log2 N) */
     const double u = DBL_EPSILON / 2.0;
     double eF = 16.0 * u * ceil(log2((double)N)), lsplit = 0;
@@ -425,25 +557,56 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
         memcpy(x, s[j].p, s[j].n * sizeof *x);
         double l1 = 0;
         for (size_t i = 0; i < s[j].n; i++) l1 += fabs(s[j].p[i]);
-        fftw_execute(fwd);
-        double T = (double)s[j].steps, e = eF * l1 * (1.0 + 2.0 * (double)s[j].n * u);
+        fftw_execute_dft_r2c(fw->cur->fwd, x, X);
+        const int64_t Ti = s[j].steps;
+        double T = (double)Ti, e = eF * l1 * (1.0 + 2.0 * (double)s[j].n * u);
+        /* X^T by binary powering (docs §4 "Powers"): the computed power is X^T times a product of
+         * T - 1 factors (1 + theta), |theta| <= c = sqrt2 gamma_2 (complex multiplication), so its
+         * rounding is at most expm1((T - 1) c) |X^|^T; rb^T (rb >= |exact X|) by a real power,
+         * rounded up by (1 - u)^-(T-1). A coefficient with rb < thr = e^{-80/T} (rounded down) has
+         * |exact Z| < e^-80: it is dropped and counted whole. */
+        const double c = M_SQRT2 * 2.0 * u / (1.0 - 2.0 * u);
+        const double erel = expm1((T - 1.0) * c * (1.0 + 1e-9)), gT = exp((T - 1.0) * u * 1.01);
+        const double thr = exp(-80.0 / T) * (1.0 - 4.0 * u), ez_drop = exp(-80.0) * (1.0 + 4.0 * u);
         for (size_t f = 0; f < nc; f++) {
-            double re = X[f][0], im = X[f][1], r2 = re * re + im * im;
-            double zr = 0, zi = 0, zabs = 0, ez;
-            double rb = sqrt(r2) * (1.0 + 2.0 * u) + e; /* >= |exact X_f| */
-            double lrb = T * log(rb);                   /* log of the bound on |exact Z_f| = |X_f|^T */
-            if (r2 > 0) {
-                double lr = 0.5 * T * log(r2);
-                if (lr > -80.0) { /* |z|^T < e^-80: dropped (float-error budget, docs §PLD) */
-                    double th = T * atan2(im, re), m = exp(lr);
-                    zr = m * cos(th); zi = m * sin(th);
-                    zabs = m;
-                    ez = m * u * (8.0 + 2.0 * fabs(lr) + 2.0 * fabs(th)); /* rounding of log, products, exp, sincos */
-                } else ez = exp(lrb);                                    /* dropped: the whole exact value */
-            } else ez = exp(lrb);
-            /* perturbation of X^T: T e (|X| + e)^(T-1) */
-            ez += T * e * exp(lrb) / rb;
-            double ar = acc[f][0], ai = acc[f][1], aabs = sqrt(ar * ar + ai * ai);
+            const double re = X[f][0], im = X[f][1];
+            const double rb = sqrt(re * re + im * im) * (1.0 + 2.0 * u) + e; /* >= |exact X_f| */
+            double zr = 0, zi = 0, zabs, ez;
+            if (rb < thr) { /* |exact Z_f| <= rb^T < e^-80: dropped, its whole value in the budget */
+                zabs = 0;
+                ez = ez_drop;
+            } else {
+                double br = re, bi = im, pr = 1.0, pi = 0.0, rr = rb, rp = 1.0;
+                int first = 1;
+                for (int64_t t = Ti;;) {
+                    if (t & 1) {
+                        if (first) { pr = br; pi = bi; rp = rr; first = 0; }
+                        else {
+                            double qr = pr * br - pi * bi;
+                            pi = pr * bi + pi * br;
+                            pr = qr;
+                            rp *= rr;
+                        }
+                    }
+                    if (!(t >>= 1)) break;
+                    double sr = br * br - bi * bi;
+                    bi = 2.0 * br * bi;
+                    br = sr;
+                    rr *= rr;
+                }
+                zr = pr; zi = pi;
+                const double rbT = rp * gT; /* >= rb^T >= |X^|^T and |exact Z| */
+                zabs = rbT * (1.0 + erel);  /* >= |computed Z| */
+                /* rounding of the power + perturbation of X^T: T e (|X| + e)^(T-1) */
+                ez = rbT * (erel + T * e / rb);
+            }
+            if (j == 0) { /* acc = 1: the product is z itself, exactly */
+                acc[f][0] = zr;
+                acc[f][1] = zi;
+                dY[f] = ez;
+                continue;
+            }
+            double ar = acc[f][0], ai = acc[f][1], aabs = sqrt(ar * ar + ai * ai) * (1.0 + 2.0 * u);
             acc[f][0] = ar * zr - ai * zi;
             acc[f][1] = ar * zi + ai * zr;
             /* |a'z' - az| <= |a' - a| (|z'| + ez) + |a'| ez + rounding 4u |a'||z'| */
@@ -459,13 +622,12 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
         dy2 += w * dY[f] * dY[f];
         y1 += w * sqrt(acc[f][0] * acc[f][0] + acc[f][1] * acc[f][1]);
     }
-    free(dY);
     /* ||dy||_1 <= ||dY||_2 (Parseval), inverse transform eF ||Y||_1, division by N and the
      * evaluation sums 2 N u, the split perturbation composed: expm1(sum T log1p(e_split)) */
     double fpb = sqrt(dy2) + (eF + u) * y1 + 2.0 * (double)N * u + expm1(lsplit);
-    fftw_execute(bwd);
+    fftw_execute_dft_c2r(fw->cur->bwd, acc, x);
     double *p = dp_malloc(N * sizeof *p);
-    if (!p) { fftw_destroy_plan(fwd); fftw_destroy_plan(bwd); fftw_free(x); fftw_free(X); fftw_free(acc); return DP_ERR_NOMEM; }
+    if (!p) return DP_ERR_NOMEM;
     double neg = 0, tot = 0;
     double jm = fmod(W0 - base, (double)N); /* cyclic position of the window start */
     if (jm < 0) jm += (double)N;
@@ -477,12 +639,9 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
         p[w] = y;
         tot += y;
     }
-    fftw_destroy_plan(fwd);
-    fftw_destroy_plan(bwd);
-    fftw_free(x); fftw_free(X); fftw_free(acc);
     out->p = p;
     out->n = N;
-    out->l0 = W0 * h;
+    out->l0 = (W0 + Phi) * h;
     out->p_inf = -expm1(log_noinf);
     out->A = A + neg;
     out->fpb = fpb;
@@ -497,247 +656,17 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
     return DP_OK;
 }
 
-void acct_pld_default_opts(acct_pld_opts *o) {
-    o->h = 0;
-    o->upper_only = 0;
-    o->max_points = (size_t)1 << 22;
-    o->target_points = (size_t)1 << 17;
+
+/* ----------------------------------------------------- the process-wide FFT workspace ---- */
+static acct_pldfft g_fft;
+static pthread_mutex_t g_fft_lock = PTHREAD_MUTEX_INITIALIZER;
+
+acct_pldfft *acct_pld_fft_acquire(void) {
+    pthread_mutex_lock(&g_fft_lock);
+    return &g_fft;
 }
 
-/* largest mean shift of the split per atom: max_u h (1-e^{-u})/(1-e^{-h}) - u */
-static double split_mmax(double h) {
-    double emh = -expm1(-h), u = log(h / emh);
-    return h * (-expm1(-u)) / emh - u;
-}
-
-typedef struct {
-    lossdef d;
-    int64_t steps;
-    double lo, hi;
-} segdef;
-
-/* Build per-direction segment lists; q = 1 Gaussians are merged exactly (sigma_eff = (sum T/s^2)^{-1/2}). */
-static dp_status build_segs(segdef *sd, int *nsd, const acct_schedule *s, int dir) {
-    int n = 0;
-    double g_prec = 0; /* sum T / sigma^2 of q = 1 Gaussian segments */
-    for (int i = 0; i < s->n; i++) {
-        const acct_segment *g = &s->seg[i];
-        /* sigma^2 must be a normal double for the loss (2z - 1) / (2 sigma^2) and its range
-         * (docs/accounting.md §4, domain): outside, a clear refusal (the RDP accountant answers) */
-        if (g->mech == ACCT_GAUSSIAN && !(g->param >= ACCT_PLD_SIGMA_MIN && g->param <= ACCT_PLD_SIGMA_MAX))
-            return dp_error(DP_ERR_NOT_SUPPORTED, "PLD: segment %d: sigma=%g outside the PLD domain [%g, %g] (sigma^2 "
-                            "must be a normal double); use --accountant rdp", i + 1, g->param, ACCT_PLD_SIGMA_MIN,
-                            ACCT_PLD_SIGMA_MAX);
-        if (g->mech == ACCT_GAUSSIAN && g->q >= 1.0) { g_prec += (double)g->steps / (g->param * g->param); continue; }
-        lossdef d = {g->mech, g->q, g->param, dir};
-        if (g->mech == ACCT_PURE) { DP_TRY(acct_pure_step_eps(&d.par, g)); d.q = 1.0; }
-        sd[n].d = d;
-        sd[n].steps = g->steps;
-        n++;
-    }
-    if (g_prec > 0) {
-        lossdef d = {ACCT_GAUSSIAN, 1.0, 1.0 / sqrt(g_prec), dir};
-        sd[n].d = d;
-        sd[n].steps = 1;
-        n++;
-    }
-    *nsd = n;
-    return DP_OK;
-}
-
-typedef struct {
-    composed c[2];  /* pessimistic, per direction */
-    composed co[2]; /* optimistic, per direction (p == NULL when only the upper bound was asked) */
-    double h;
-    double cshift, eta; /* coupling lower bound (fallback): shift c and eta_E + eta_z per direction */
-    double eta_e[2];
-} pldstate;
-
-static void pldstate_free(pldstate *st) {
-    for (int d = 0; d < 2; d++) { free(st->c[d].p); free(st->co[d].p); }
-}
-
-static dp_status pld_build(pldstate *st, const acct_schedule *s, double tau_w, const acct_pld_opts *o) {
-    memset(st, 0, sizeof *st);
-    DP_TRY(acct_schedule_validate(s));
-    segdef sd[2][ACCT_MAX_SEGMENTS + 1];
-    int nsd[2];
-    double Ttot = 0;
-    for (int i = 0; i < s->n; i++) Ttot += (double)s->seg[i].steps;
-    double tau = tau_w / (4.0 * Ttot); /* per-step tail */
-    double maxrange = 0;
-    for (int dir = 0; dir < 2; dir++) {
-        DP_TRY(build_segs(sd[dir], &nsd[dir], s, dir));
-        for (int j = 0; j < nsd[dir]; j++) {
-            loss_range(&sd[dir][j].lo, &sd[dir][j].hi, &sd[dir][j].d, tau);
-            double r = sd[dir][j].hi - sd[dir][j].lo;
-            if (r > maxrange) maxrange = r;
-        }
-    }
-    double h = o->h;
-    size_t target = o->target_points ? o->target_points : (size_t)1 << 17;
-    double lam_lo[2] = {1, 1}, lam_hi[2] = {1, 1};
-    {
-        /* pilot: coarse grid, Chernoff window of the composition (lambdas reused on the final
-         * grid), then (automatic h) h = width / target */
-        double h0 = maxrange / 2048.0, width = 0;
-        if (!(h0 > 0)) h0 = 1e-3;
-        for (int dir = 0; dir < 2; dir++) {
-            steppmf pm[ACCT_MAX_SEGMENTS + 1];
-            int ok = 1;
-            for (int j = 0; j < nsd[dir]; j++) {
-                if (discretise(&pm[j], NULL, &sd[dir][j].d, sd[dir][j].lo, sd[dir][j].hi, h0, sd[dir][j].steps, (size_t)1 << 20) != DP_OK) {
-                    for (int k = 0; k < j; k++) free(pm[k].p);
-                    ok = 0;
-                    break;
-                }
-            }
-            if (!ok) return DP_ERR_INTERNAL;
-            double fmin = 0, fmax = 0, ul, uh;
-            for (int j = 0; j < nsd[dir]; j++) {
-                fmin += (double)pm[j].steps * (double)pm[j].kmin * h0;
-                fmax += (double)pm[j].steps * (double)(pm[j].kmin + (int64_t)pm[j].n - 1) * h0;
-            }
-            chernoff_window(&ul, &uh, &lam_lo[dir], &lam_hi[dir], pm, nsd[dir], h0, tau_w);
-            if (ul < fmin) ul = fmin;
-            if (uh > fmax) uh = fmax;
-            if (uh - ul > width) width = uh - ul;
-            for (int j = 0; j < nsd[dir]; j++) free(pm[j].p);
-        }
-        if (h > 0) goto have_h;
-        h = width / (double)target;
-        double hr = maxrange / (double)(o->max_points / 2);
-        if (h < hr) h = hr;
-        if (h > 1e-2) h = 1e-2;
-        if (h < 1e-7) h = 1e-7;
-        /* pure / q = 1 Laplace losses have atoms at +-eps: snap h so that they lie on the grid when
-         * their ratios allow it (then no split error at the atoms) */
-        int atoms = 1;
-        double a0 = 0;
-        for (int j = 0; j < nsd[0]; j++) {
-            const lossdef *d = &sd[0][j].d;
-            if (!(d->mech == ACCT_PURE || (d->mech == ACCT_LAPLACE && d->q >= 1.0))) atoms = 0;
-        }
-        if (atoms) {
-            a0 = INFINITY; /* the smallest atom */
-            for (int j = 0; j < nsd[0]; j++) {
-                double a = sd[0][j].d.mech == ACCT_PURE ? sd[0][j].d.par : 1.0 / sd[0][j].d.par;
-                if (a < a0) a0 = a;
-            }
-            double hs = a0 / ceil(a0 / h);
-            for (int j = 0; j < nsd[0]; j++) {
-                const lossdef *d = &sd[0][j].d;
-                double a = d->mech == ACCT_PURE ? d->par : 1.0 / d->par, k = a / hs;
-                if (fabs(k - floor(k + 0.5)) > 1e-9 * k) atoms = 0;
-            }
-            if (atoms) h = hs;
-        }
-    }
-have_h:
-    st->h = h;
-    for (int dir = 0; dir < 2; dir++) {
-        steppmf pm[ACCT_MAX_SEGMENTS + 1], pmo[ACCT_MAX_SEGMENTS + 1];
-        int opt = !o->upper_only;
-        dp_status e = DP_OK;
-        int j;
-        for (j = 0; j < nsd[dir]; j++) {
-            e = discretise(&pm[j], opt ? &pmo[j] : NULL, &sd[dir][j].d, sd[dir][j].lo, sd[dir][j].hi, h,
-                           sd[dir][j].steps, o->max_points);
-            if (e != DP_OK) break;
-        }
-        if (e == DP_OK) e = compose(&st->c[dir], pm, nsd[dir], h, tau_w, o->max_points, lam_lo[dir], lam_hi[dir]);
-        if (e == DP_OK && opt)
-            e = compose(&st->co[dir], pmo, nsd[dir], h, tau_w, o->max_points, lam_lo[dir], lam_hi[dir]);
-        double eta = 0;
-        for (int k = 0; k < j; k++) eta += (double)pm[k].steps * (pm[k].p_inf + pm[k].p_trunc);
-        st->eta_e[dir] = eta;
-        for (int k = 0; k < j; k++) { free(pm[k].p); if (opt) free(pmo[k].p); }
-        if (e != DP_OK) { pldstate_free(st); return e; }
-    }
-    /* coupling lower bound of the pessimistic pmf (kept as a fallback; the reported lower bound is
-     * the larger of the two): shift c = sum T m_max + h sqrt(T log(1/eta_z) / 2), eta_z = 1e-12 */
-    double Teff = 0, eta_z = 1e-12;
-    for (int j = 0; j < nsd[0]; j++) Teff += (double)sd[0][j].steps;
-    st->cshift = Teff * split_mmax(h) + h * sqrt(Teff * log(1.0 / eta_z) / 2.0);
-    st->eta = eta_z;
-    return DP_OK;
-}
-
-/* Add/remove: both directions are composed and the worse one is reported; fold one
- * direction's bounds (up, lo), fp-widened bounds (upr, lor) and diagnostics into r. */
-static void pld_result_worse(acct_pld_result *r, double up, double lo, double upr, double lor, const composed *c,
-                             const composed *co) {
-    if (up > r->upper) r->upper = up;
-    if (lo > r->lower) r->lower = lo;
-    if (upr > r->upper_fp) r->upper_fp = upr;
-    if (lor > r->lower_fp) r->lower_fp = lor;
-    if (c->fpb > r->fp_budget) r->fp_budget = c->fpb;
-    if (co->p && co->fpb > r->fp_budget) r->fp_budget = co->fpb;
-    if (c->p_inf + c->A > r->tail_mass) r->tail_mass = c->p_inf + c->A;
-    if (c->mass_err > r->mass_error) r->mass_error = c->mass_err;
-}
-
-dp_status acct_pld_epsilon(acct_pld_result *r, const acct_schedule *s, double delta, const acct_pld_opts *o) {
-    acct_pld_opts d;
-    if (!o) { acct_pld_default_opts(&d); o = &d; }
-    if (!(delta > 0 && delta < 1)) return dp_error(DP_ERR_INVALID, "delta must be in (0, 1) (got %g)", delta);
-    double tau_w = delta * 1e-6 < 1e-20 ? delta * 1e-6 : 1e-20;
-    pldstate st;
-    DP_TRY(pld_build(&st, s, tau_w, o));
-    memset(r, 0, sizeof *r);
-    r->h = st.h;
-    r->n_fft = st.c[0].n > st.c[1].n ? st.c[0].n : st.c[1].n;
-    for (int dir = 0; dir < 2; dir++) {
-        composed *c = &st.c[dir];
-        double up = delta - c->A > 0 ? acct_pmf_epsilon(c->p, c->n, c->l0, st.h, c->p_inf, delta - c->A) : INFINITY;
-        /* with the floating-point budget (docs §4): rigorous */
-        double upr = delta - c->A - c->fpb > 0 ? acct_pmf_epsilon(c->p, c->n, c->l0, st.h, c->p_inf, delta - c->A - c->fpb)
-                                               : INFINITY;
-        if (upr < up) upr = up;
-        /* lower: the optimistic composition; its computed delta exceeds the discrete one by at most A */
-        const composed *co = &st.co[dir];
-        double lo = co->p ? acct_pmf_epsilon(co->p, co->n, co->l0, st.h, co->p_inf, delta + co->A) : 0;
-        /* fallback: the coupling bound (larger only when the optimistic pass loses O(h) per step at
-         * atoms off the grid, e.g. subsampled Laplace) */
-        double lc = acct_pmf_epsilon(c->p, c->n, c->l0, st.h, c->p_inf, delta + c->A + st.eta_e[dir] + st.eta) - st.cshift;
-        if (co->p && lc > lo) lo = lc;
-        if (!(lo > 0)) lo = 0;
-        if (lo > up) lo = up; /* equal up to rounding (atoms on the grid: both discretisations exact) */
-        double lor = co->p ? acct_pmf_epsilon(co->p, co->n, co->l0, st.h, co->p_inf, delta + co->A + co->fpb) : 0;
-        double lcr = acct_pmf_epsilon(c->p, c->n, c->l0, st.h, c->p_inf, delta + c->A + c->fpb + st.eta_e[dir] + st.eta) - st.cshift;
-        if (co->p && lcr > lor) lor = lcr;
-        if (!(lor > 0)) lor = 0;
-        if (lor > lo) lor = lo;
-        pld_result_worse(r, up, lo, upr, lor, c, co);
-    }
-    pldstate_free(&st);
-    return DP_OK;
-}
-
-dp_status acct_pld_delta(acct_pld_result *r, const acct_schedule *s, double eps, const acct_pld_opts *o) {
-    acct_pld_opts d;
-    if (!o) { acct_pld_default_opts(&d); o = &d; }
-    if (!(eps >= 0) || !isfinite(eps)) return dp_error(DP_ERR_INVALID, "epsilon must be >= 0 and finite (got %g)", eps);
-    pldstate st;
-    DP_TRY(pld_build(&st, s, 1e-20, o));
-    memset(r, 0, sizeof *r);
-    r->h = st.h;
-    r->n_fft = st.c[0].n > st.c[1].n ? st.c[0].n : st.c[1].n;
-    for (int dir = 0; dir < 2; dir++) {
-        composed *c = &st.c[dir];
-        double up = acct_pmf_delta(c->p, c->n, c->l0, st.h, c->p_inf, eps) + c->A;
-        const composed *co = &st.co[dir];
-        double lo = co->p ? acct_pmf_delta(co->p, co->n, co->l0, st.h, co->p_inf, eps) - co->A : 0;
-        double lc = acct_pmf_delta(c->p, c->n, c->l0, st.h, c->p_inf, eps + st.cshift) - c->A - st.eta_e[dir] - st.eta;
-        if (co->p && lc > lo) lo = lc;
-        if (up > 1) up = 1;
-        if (!(lo > 0)) lo = 0;
-        if (lo > up) lo = up;
-        double upr = up + c->fpb > 1 ? 1 : up + c->fpb;
-        double lor = lo - (co->p ? co->fpb : c->fpb);
-        if (!(lor > 0)) lor = 0;
-        pld_result_worse(r, up, lo, upr, lor, c, co);
-    }
-    pldstate_free(&st);
-    return DP_OK;
+void acct_pld_fft_release(acct_pldfft *fw) {
+    (void)fw;
+    pthread_mutex_unlock(&g_fft_lock);
 }

@@ -27,6 +27,7 @@ DP_WEAK_CMD(dp_cmd_account);
 DP_WEAK_CMD(dp_cmd_audit_accounting);
 DP_WEAK_CMD(dp_cmd_reproduce);
 DP_WEAK_CMD(dp_cmd_losscale);
+DP_WEAK_CMD(dp_cmd_plan);
 DP_WEAK_CMD(dp_cmd_mia);
 DP_WEAK_CMD(dp_cmd_audit);
 DP_WEAK_CMD(dp_cmd_vectors);
@@ -54,6 +55,7 @@ static const struct {
     {"audit-accounting", dp_cmd_audit_accounting, "check claimed (epsilon, delta) values against certified bounds"},
     {"reproduce", dp_cmd_reproduce, "reproduce tables of the papers (e.g. 'reproduce dpzo-tables')"},
     {"losscale", dp_cmd_losscale, "loss-scaling pipelines side by side; --check REF CAND: the losscale check"},
+    {"plan", dp_cmd_plan, "project memory, communication and step time of a DP x CP x ZeRO layout; --search ranks layouts"},
     {"mia", dp_cmd_mia, "membership-inference sanity checks"},
     {"audit", dp_cmd_audit, "empirical privacy audits of a DP implementation"},
     {"vectors", dp_cmd_vectors, "write the certification test vectors (--suite ci|certify --out DIR)"},

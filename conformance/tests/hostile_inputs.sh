@@ -108,6 +108,14 @@ lost audit-accounting claims.csv
 lost reproduce dpzo-tables --json
 "$D" reference dpsgd --model mlp --dataset-size 8 --q 0.5 --steps 1 --seed 1 --noise-key 2 --export ra >/dev/null 2>&1
 lost compare --json ra ra
+lost plan --profile framework --model llama3.1-8b --seq 4096 --batch 4 --dp 4 --sharding zero3 --device h100
+# plan: bad numbers and files name the option; a planted device file is read strictly
+expect 2 -- '--link: bandwidth' plan --link nvlink:9xGB/s
+expect 2 -- '--dp must be in' plan --dp 1e9
+printf '{"name": "x"}' > dev.json
+expect 2 'dev.json: .*must be' plan --device dev.json
+expect 2 -- '--device: .*/dev/zero: longer than the limit' plan --device /dev/zero
+expect_out 0 'step [0-9.e+-]+ s' plan --profile framework --model gpt-26b --seq 2048 --batch 64 --dp 64 --sharding zero3 --device a100
 
 echo "--- class 9: parsers (claims CSV, DP-ZO update log) ---"
 printf 'mechanism,q,sigma,steps,delta,epsilon,sigma\ngaussian,0.01,1,10,1e-5,5,2\n' > dup.csv
