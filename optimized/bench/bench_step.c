@@ -11,7 +11,10 @@
  *
  * Usage: bench_step [--dtype f64|f32] [--threads N] [--dim D] [--layers L] [--seq T]
  *                   [--batch B] [--ffn F] [--heads H] [--vocab V] [--warmup W] [--reps R]
- *                   [--strategy NAME|non-dp|all]
+ *                   [--strategy NAME|non-dp|all] [--perf-ctl FIFO]
+ * --perf-ctl FIFO: writes "enable" to FIFO once the warm-up steps are done, so that
+ * `perf record -D -1 --control fifo:FIFO` profiles the timed steps only (the profiles of
+ * docs/performance.md).
  * One line per strategy: "RESULT strategy=S dtype=... median_s=X cpu_s=Y peak_rss_mb=Z ..."
  * (cpu_s: the median of the process CPU seconds of a step, all threads).
  * Peak RSS is the process's (ru_maxrss): with --strategy all it is the maximum over
@@ -57,6 +60,13 @@ static dp_status nondp_step(opt_model *om, const dp_dataset *d, const int64_t *i
     return st;
 }
 
+/* "enable" into the perf control fifo (if any) after the warm-up */
+static void perf_enable(const char *fifo) {
+    if (!fifo) return;
+    FILE *f = fopen(fifo, "w");
+    if (f) { fputs("enable\n", f); fclose(f); }
+}
+
 static const char *arg(int argc, char **argv, const char *name, const char *dflt) {
     for (int i = 1; i + 1 < argc; i++)
         if (strcmp(argv[i], name) == 0) return argv[i + 1];
@@ -67,6 +77,7 @@ int main(int argc, char **argv) {
     const char *dt = arg(argc, argv, "--dtype", "f64"), *strat = arg(argc, argv, "--strategy", "all");
     int threads = atoi(arg(argc, argv, "--threads", "1")), warm = atoi(arg(argc, argv, "--warmup", "1"));
     int reps = atoi(arg(argc, argv, "--reps", "3"));
+    const char *perf_ctl = arg(argc, argv, "--perf-ctl", NULL);
     dp_model_config mc;
     dp_model_config_default(&mc, DP_LLAMA);
     mc.dim = atoi(arg(argc, argv, "--dim", "32"));
@@ -106,6 +117,7 @@ int main(int argc, char **argv) {
                 dp_dpsgd_step_out out;
                 memset(&out, 0, sizeof out);
                 for (int r = 0; r < warm + reps && st == DP_OK; r++) {
+                    if (r == warm) perf_enable(perf_ctl);
                     double t0 = opt_bench_now(), c0 = cpu_now();
                     st = opt_dpsgd_step(&out, &s, &d, r + 1);
                     t[r] = opt_bench_now() - t0;
@@ -126,6 +138,7 @@ int main(int argc, char **argv) {
                 if (st == DP_OK) st = be->ops.alloc(be->ctx, &ones, opt_backend_esize(be) * (size_t)B);
                 if (st == DP_OK) st = be->ops.upload_f64(be->ctx, ones, h1, B);
                 for (int r = 0; r < warm + reps && st == DP_OK; r++) {
+                    if (r == warm) perf_enable(perf_ctl);
                     double t0 = opt_bench_now(), c0 = cpu_now();
                     st = nondp_step(&om, &d, idx, B, g, ones);
                     t[r] = opt_bench_now() - t0;
