@@ -1,6 +1,7 @@
 /* optimized/opt_mem.c — memory estimates of the engine's runs (optimized/opt_mem.h,
  * docs/memory.md). */
 #include "optimized/opt_mem.h"
+#include "optimized/ledger.h"
 
 #include <math.h>
 
@@ -65,4 +66,23 @@ double opt_mem_dpzo(const dp_model_config *mc, const dp_dpzo_hparams *hp, double
     if (exporting) host += 2 * 8 * (2 * P + 3.0 * hp->n_spsa * n);
     double dev = esize * (P + bl * opt_mem_example(mc));
     return dp_mem_margin(host + dev + (n_data > 0 ? dp_mem_dataset(mc, n_data) : 0));
+}
+
+double opt_mem_dataset_bytes(const dp_dataset *d) {
+    double n = (double)d->n, b = 0;
+    if (d->tokens) b += 4.0 * n * d->seq;
+    if (d->x) b += 8.0 * n * d->in;
+    if (d->y) b += 4.0 * n;
+    return b;
+}
+
+double opt_mem_model_bytes(const dp_model *m) {
+    double b = 0;
+    for (int p = 0; p < m->nparams; p++) b += 8.0 * (double)m->params[p].numel;
+    return b;
+}
+
+void opt_mem_note_run(opt_backend *be, const dp_dataset *d, const dp_model *m, int copies) {
+    if (d) opt_mem_note(be, OPT_MEM_DATASET, (int64_t)opt_mem_dataset_bytes(d));
+    if (m) opt_mem_note(be, OPT_MEM_HOST_MODEL, (int64_t)(copies * opt_mem_model_bytes(m)));
 }

@@ -131,6 +131,7 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
     }
     o->bug = (opt_bug)k;
     o->keep_per_sample = t->seen_export;
+    o->no_step_vectors = !t->seen_export; /* the step's host P-vectors feed the export only */
     DP_TRY(dp_parse_choice(&k, "--sharding", t->sharding, opt_sharding_names));
     if (algo_dpzo && (t->seen_sharding || t->seen_dp || t->seen_cp || t->memory_report))
         return dp_error(DP_ERR_USAGE, "--sharding, --dp, --cp and --memory-report apply to dpsgd only");
@@ -374,6 +375,8 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
         st = dp_model_cli_mem_check(&cli.m, opt_mem_dpsgd(&mc, &c, &o, es, be->comm.size, (double)d.n, t.seen_export),
                                     "the run");
     if (st == DP_OK) st = dp_model_init(&m, &mc, c.seed);
+    /* the data set, the host model and its copy before each step, in the ledger */
+    if (st == DP_OK) opt_mem_note_run(be, &d, &m, 2);
     if (st == DP_OK) st = opt_dpsgd_init(&s, be, &c, &o, &m);
     if (st == DP_OK && t.memory_report && rank == 0) opt_cp_describe(stdout, &s);
     dp_dpsgd_step_out out;

@@ -27,7 +27,7 @@
 
 #define HG_MR 6   /* rows of a register block (every ISA) */
 #define HG_KC 256
-#define HG_MC 96  /* multiple of HG_MR */
+#define HG_MC 96  /* multiple of 2 HG_MR */
 #define HG_NC 256 /* multiple of every NR (16, 8) */
 
 /* The best ISA of the CPU, optionally capped by DPCERT_HOST_ISA=generic (benchmarks
@@ -60,9 +60,19 @@ static opt_hgemm_isa hg_isa_of(const opt_hgemm_problem *p) {
     return p->isa;
 }
 
+/* Rows of a macro-tile: HG_MC, or half of it when the problem has fewer than 8 tiles
+ * (a weight gradient of a small layer: 3 tiles would keep one of 2 threads idle a third
+ * of the time). The tiling never changes a result (each C element is computed whole
+ * inside one tile), only how the work is cut. */
+static int64_t hg_mc(const opt_hgemm_problem *p) {
+    int64_t tiles = p->batch * ((p->M + HG_MC - 1) / HG_MC) * ((p->N + HG_NC - 1) / HG_NC);
+    return tiles >= 8 ? HG_MC : HG_MC / 2;
+}
+
 int64_t opt_hgemm_tiles(const opt_hgemm_problem *p) {
     if (p->M <= 0 || p->N <= 0 || p->batch <= 0) return 0;
-    return p->batch * ((p->M + HG_MC - 1) / HG_MC) * ((p->N + HG_NC - 1) / HG_NC);
+    int64_t mcz = hg_mc(p);
+    return p->batch * ((p->M + mcz - 1) / mcz) * ((p->N + HG_NC - 1) / HG_NC);
 }
 
 size_t opt_hgemm_ws_bytes(size_t esize) {
@@ -70,7 +80,7 @@ size_t opt_hgemm_ws_bytes(size_t esize) {
 }
 
 double opt_hgemm_tile_cost(const opt_hgemm_problem *p) {
-    double m = (double)(p->M < HG_MC ? p->M : HG_MC), n = (double)(p->N < HG_NC ? p->N : HG_NC);
+    double m = (double)(p->M < hg_mc(p) ? p->M : hg_mc(p)), n = (double)(p->N < HG_NC ? p->N : HG_NC);
     return m * n * (double)(p->K > 0 ? p->K : 1);
 }
 

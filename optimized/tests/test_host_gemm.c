@@ -5,7 +5,7 @@
  * acc = acc + a*b; C = alpha acc (+ beta C)" bit for bit (exact comparison, NaN compared
  * as NaN), for the AVX2 and the portable micro-kernel, all transposes, alpha/beta (the
  * shapes over 1e6 multiply-adds with alpha = 0.5, beta = 2 only, to keep the test short),
- * shapes that cross every block edge (HG_MR, NR, HG_MC, HG_NC, HG_KC), K = 0, empty
+ * shapes that cross every block edge (HG_MR, NR, HG_MC and HG_MC / 2, HG_NC, HG_KC), K = 0, empty
  * outputs, strided batches, the symmetric (Gram) mode, the k-scaled (book-keeping)
  * mode and the triangular mode (absent entries never added), in f64 and f32; and the backend ops that run on it (gemm, ghost_sqnorm,
  * bk_gemm, fused_clip_accum, fused_sqnorm, attention, noise_add) give the same bits
@@ -72,6 +72,7 @@ static const shape k_shapes[] = {
     {1, 1, 1, 1},     {5, 7, 3, 2},    {6, 8, 256, 1},  {7, 17, 257, 1}, {97, 257, 300, 1},
     {13, 40, 0, 2},   {0, 5, 4, 1},    {4, 0, 4, 1},    {96, 256, 512, 1}, {30, 33, 520, 3},
     {25, 65, 13, 2},  {12, 32, 9, 1},  {109, 300, 37, 1}, /* odd edges of every panel */
+    {385, 513, 7, 1}, /* >= 8 tiles: full-height macro-tiles (hg_mc) */
 };
 
 /* one case of the GEMM API against the naive loop; returns the number of differences */
