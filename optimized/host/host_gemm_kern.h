@@ -8,7 +8,7 @@
  *     HG_TRANS2(d, ldd, s, kc)         the same for 2 row streams
  *     HG_WB(c, a, n, alpha, beta)      c[j] = alpha a[j] (+ beta c[j]), j < n
  *     HG_AXPY_ROW(y, a, x, n)          y[j] = y[j] + a x[j] (a rounded product, then add)
- * Blocking (host_gemm.c): a macro-tile is HG_MC rows x HG_NC columns of one batch
+ * Blocking (host_gemm.c): a macro-tile is HG_MC (or HG_MC / 2, hg_mc) rows x HG_NC columns of one batch
  * entry's C; K is cut into HG_KC slices whose partial accumulators are kept in the
  * tile's accumulator buffer between slices (stored and reloaded exactly), so each C
  * element still sees one accumulator over k = 0..K-1 in order. Packing only copies values (or
@@ -131,14 +131,15 @@ static void GK(hg_write_tile)(R *C, int64_t ldc, const R *acc, int64_t rows, int
 }
 
 static void GK(hg_run)(const opt_hgemm_problem *p, int64_t lo, int64_t hi, void *ws) {
-    const int64_t mt = (p->M + HG_MC - 1) / HG_MC, nt = (p->N + HG_NC - 1) / HG_NC;
+    const int64_t MCt = hg_mc(p), mt = (p->M + MCt - 1) / MCt, nt = (p->N + HG_NC - 1) / HG_NC;
     const int64_t ldc = p->ldc ? p->ldc : p->N;
     R *Ap = ws, *Bp = Ap + HG_MC * HG_KC, *acc = Bp + HG_NC * HG_KC;
     const R alpha = (R)p->alpha, beta = (R)p->beta;
+    int64_t packed = -1; /* with one K slice: the (b, jc) whose B block Bp holds */
     for (int64_t t = lo; t < hi; t++) {
-        int64_t b = t / (mt * nt), ic = (t / nt) % mt, jc = t % nt;
-        int64_t i0 = ic * HG_MC, j0 = jc * HG_NC;
-        int64_t mc = p->M - i0 < HG_MC ? p->M - i0 : HG_MC, nc = p->N - j0 < HG_NC ? p->N - j0 : HG_NC;
+        int64_t b = t / (mt * nt), jc = (t / mt) % nt, ic = t % mt; /* consecutive tiles share B */
+        int64_t i0 = ic * MCt, j0 = jc * HG_NC;
+        int64_t mc = p->M - i0 < MCt ? p->M - i0 : MCt, nc = p->N - j0 < HG_NC ? p->N - j0 : HG_NC;
         if (p->sym && j0 > i0 + mc - 1) continue; /* strictly above the diagonal: mirrored */
         const R *A = (const R *)p->A + b * p->sA, *B = (const R *)p->B + b * p->sB;
         R *C = (R *)p->C + b * p->sC;
@@ -148,7 +149,8 @@ static void GK(hg_run)(const opt_hgemm_problem *p, int64_t lo, int64_t hi, void 
         for (int64_t k0 = 0; k0 < p->K; k0 += HG_KC) {
             int64_t kc = p->K - k0 < HG_KC ? p->K - k0 : HG_KC;
             GK(hg_pack_a)(Ap, p, A, i0, mc, k0, kc);
-            GK(hg_pack_b)(Bp, p, B, j0, nc, k0, kc);
+            if (p->K > HG_KC || packed != b * nt + jc) GK(hg_pack_b)(Bp, p, B, j0, nc, k0, kc);
+            packed = p->K > HG_KC ? -1 : b * nt + jc;
             for (int64_t jr = 0; jr < njr; jr++)
                 for (int64_t ir = 0; ir < nir; ir++) {
                     if (p->sym && j0 + jr * NR > i0 + ir * MR + MR - 1) continue;
