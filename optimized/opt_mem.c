@@ -47,9 +47,10 @@ double opt_mem_dpsgd(const dp_model_config *mc, const dp_dpsgd_config *c, const 
     /* --precision bf16|fp16 (docs/precision.md): the f32 master weights (at most P per
      * rank) and the rounding's host scratch (one block of 65536 doubles) */
     if (opt_prec_is_half(o->prec)) dev += 4 * P + 8 * 65536.0;
-    /* host f64: the model, the copy before the step, S and Z, the private gradient, the
-     * step's outputs (clipped sum, noise, private gradient); per-example arrays */
-    double host = 8 * (8 * P + 16 * b);
+    /* host f64 (ledger tags host_model, host_buffers): the model and the private gradient's
+     * check (gathered, sharded layouts); exporting: also the copy before the step, S and Z,
+     * and the step's outputs (clipped sum, noise, private gradient); per-example arrays */
+    double host = 8 * ((exporting ? 8 : 2) * P + 16 * b);
     if (exporting) /* per-sample gradients (local share, gathered on rank 0), the export set and its file image */
         host += 8 * (bl * P + b * P) + 2 * 8 * (b * P + 5 * P);
     return dp_mem_margin(dev + host + (n_data > 0 ? dp_mem_dataset(mc, n_data) : 0));

@@ -90,7 +90,7 @@ int main(void) {
                 snprintf(cmd, sizeof cmd,
                          "'%s' train dpsgd --impl optimized --backend host --strategy book-keeping --model llama "
                          "--dim 512 --layers 4 --heads 4 --ffn 1024 --seq 512 --vocab 64 --dataset-size 16 --q 1e-4 "
-                         "--steps 1 --seed 1 --noise-key 2 --threads %d --dtype %s >/dev/null",
+                         "--steps 1 --seed 1 --noise-key 2 --threads %d --dtype %s --max-memory 64G >/dev/null",
                          dpcert, 1 + k % 2, k < 2 ? "f32" : "f64");
                 double t0 = opt_bench_now();
                 int rc = system(cmd);
