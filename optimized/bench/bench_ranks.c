@@ -41,11 +41,7 @@ static int worker(const char *layout, int threads) {
     dp_dpsgd_step_out out;
     memset(&out, 0, sizeof out);
     dp_status st = k < 0 ? dp_error(DP_ERR_USAGE, "unknown layout %s", layout) : DP_OK;
-    if (st == DP_OK) st = dp_model_init(&m, &mc, c.seed);
-    if (st == DP_OK) st = dp_dataset_generate(&d, &mc, c.n, c.seed);
-    if (st == DP_OK) st = opt_backend_create(&be, &bc);
-    if (st == DP_OK) st = opt_dpsgd_init(&s, be, &c, &o, &m);
-    if (st == DP_OK) st = opt_dpsgd_step(&out, &s, &d, 1); /* warm-up */
+    if (st == DP_OK) st = bench_worker_start(&m, &d, &be, &s, &out, &mc, &c, &bc, &o);
     double sec = 0;
     if (st == DP_OK) st = bench_timed_steps(&sec, &out, &s, &d, be, 2, 3);
     if (st == DP_OK && be->comm.rank == 0) printf("RESULT %s %d %d %.6f\n", layout, be->comm.size, threads, sec);

@@ -112,8 +112,8 @@ HG_AXPY(f32, float)
 /* ---- portable primitives (scalar), any MR x NR ---- */
 #define HG_GENERIC_PRIMS(SFX, R)                                                                       \
     /* acc[r][c] (+)= sum over k of a[k][r] * b[k][c], a rounded product then a rounded add */        \
-    static inline void ukr_generic_##SFX(int64_t kc, const R *restrict a, const R *restrict b, R *restrict acc, \
-                                         int first, int mr, int nr) {                                  \
+    static inline void ukr_any_##SFX(int64_t kc, const R *restrict a, const R *restrict b, R *restrict acc,    \
+                                     int first, int mr, int nr) {                                      \
         R c[12 * 32];                                                                                  \
         if (first) memset(c, 0, sizeof(R) * (size_t)(mr * nr));                                        \
         else memcpy(c, acc, sizeof(R) * (size_t)(mr * nr));                                            \
@@ -142,6 +142,13 @@ HG_AXPY(f32, float)
     }
 HG_GENERIC_PRIMS(f64, double)
 HG_GENERIC_PRIMS(f32, float)
+/* the portable micro-kernels with the AVX2 ones' signature (HG_MR x 8, HG_MR x 16) */
+static void ukr_generic_f64(int64_t kc, const double *a, const double *b, double *acc, int first) {
+    ukr_any_f64(kc, a, b, acc, first, HG_MR, 8);
+}
+static void ukr_generic_f32(int64_t kc, const float *a, const float *b, float *acc, int first) {
+    ukr_any_f32(kc, a, b, acc, first, HG_MR, 16);
+}
 
 /* The packing loops copy a few elements per k: without this, GCC turns them into a
  * memmove call each (loop distribution), which costs more than the copy. */
@@ -270,90 +277,31 @@ HG_UKR(ukr_avx2_f64, "avx2", double, __m256d, _mm256, pd, 4, HG_MR)
 HG_UKR(ukr_avx2_f32, "avx2", float, __m256, _mm256, ps, 8, HG_MR)
 #endif
 
-/* ---- driver instances: GK(name) the instance suffix, MR x NR, and its primitives
- * HG_UKR_CALL(kc, a, b, acc, first), HG_TRANS4, HG_TRANS2, HG_WB ---- */
+/* ---- driver instances (host_gemm_inst.h): element type R, suffix HG_SFX, ISA HG_ISA,
+ * register block HG_MR x NR ---- */
 #define R double
-#define MR HG_MR
+#define HG_SFX f64
 #define NR 8
-#define GK(name) name##_f64_generic
-#define HG_UKR_CALL(kc, a, b, acc, first) ukr_generic_f64(kc, a, b, acc, first, MR, NR)
-#define HG_TRANS4 trans4_generic_f64
-#define HG_TRANS2 trans2_generic_f64
-#define HG_WB wb_generic_f64
-#define HG_AXPY_ROW opt_hgemm_axpy_f64
-#include "optimized/host/host_gemm_kern.h"
-#undef R
-#undef MR
-#undef NR
-#undef GK
-#undef HG_UKR_CALL
-#undef HG_TRANS4
-#undef HG_TRANS2
-#undef HG_WB
-#undef HG_AXPY_ROW
-
+#define HG_ISA generic
+#include "optimized/host/host_gemm_inst.h"
 #define R float
-#define MR HG_MR
+#define HG_SFX f32
 #define NR 16
-#define GK(name) name##_f32_generic
-#define HG_UKR_CALL(kc, a, b, acc, first) ukr_generic_f32(kc, a, b, acc, first, MR, NR)
-#define HG_TRANS4 trans4_generic_f32
-#define HG_TRANS2 trans2_generic_f32
-#define HG_WB wb_generic_f32
-#define HG_AXPY_ROW opt_hgemm_axpy_f32
-#include "optimized/host/host_gemm_kern.h"
-#undef R
-#undef MR
-#undef NR
-#undef GK
-#undef HG_UKR_CALL
-#undef HG_TRANS4
-#undef HG_TRANS2
-#undef HG_WB
-#undef HG_AXPY_ROW
-
+#define HG_ISA generic
+#include "optimized/host/host_gemm_inst.h"
 #if HG_X86
 #pragma GCC push_options
 #pragma GCC target("avx2")
 #define R double
-#define MR HG_MR
+#define HG_SFX f64
 #define NR 8
-#define GK(name) name##_f64_avx2
-#define HG_UKR_CALL ukr_avx2_f64
-#define HG_TRANS4 trans4_avx2_f64
-#define HG_TRANS2 trans2_avx2_f64
-#define HG_WB wb_avx2_f64
-#define HG_AXPY_ROW opt_hgemm_axpy_f64
-#include "optimized/host/host_gemm_kern.h"
-#undef R
-#undef MR
-#undef NR
-#undef GK
-#undef HG_UKR_CALL
-#undef HG_TRANS4
-#undef HG_TRANS2
-#undef HG_WB
-#undef HG_AXPY_ROW
-
+#define HG_ISA avx2
+#include "optimized/host/host_gemm_inst.h"
 #define R float
-#define MR HG_MR
+#define HG_SFX f32
 #define NR 16
-#define GK(name) name##_f32_avx2
-#define HG_UKR_CALL ukr_avx2_f32
-#define HG_TRANS4 trans4_avx2_f32
-#define HG_TRANS2 trans2_avx2_f32
-#define HG_WB wb_avx2_f32
-#define HG_AXPY_ROW opt_hgemm_axpy_f32
-#include "optimized/host/host_gemm_kern.h"
-#undef R
-#undef MR
-#undef NR
-#undef GK
-#undef HG_UKR_CALL
-#undef HG_TRANS4
-#undef HG_TRANS2
-#undef HG_WB
-#undef HG_AXPY_ROW
+#define HG_ISA avx2
+#include "optimized/host/host_gemm_inst.h"
 #pragma GCC pop_options
 #endif
 
