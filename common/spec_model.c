@@ -149,7 +149,9 @@ dp_status dp_model_init(dp_model *m, const dp_model_config *cfg, dp_seed seed) {
         } else if (kinds[p] == INIT_NORMAL) {
             dp_stream s;
             st = dp_stream_public(&s, seed, DP_PURPOSE_INIT, (uint32_t)p, 0);
-            for (int64_t e = 0; st == DP_OK && e < P->numel; e++) P->data[e] = 0.02 * dp_rng_gaussian(&s, (uint64_t)e);
+            /* the same values as dp_rng_gaussian element by element, a pair per draw */
+            if (st == DP_OK) dp_rng_fill_gaussian(P->data, &s, 0, (size_t)P->numel);
+            for (int64_t e = 0; st == DP_OK && e < P->numel; e++) P->data[e] = 0.02 * P->data[e];
         }
     }
     free(kinds);

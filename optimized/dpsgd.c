@@ -168,6 +168,7 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const dp_dpsgd_config *c
 
 void opt_dpsgd_free(opt_dpsgd *s) {
     if (!s->be) return;
+    opt_mem_note(s->be, OPT_MEM_HOST, -s->out_bytes);
     if (s->shard) s->shard->teardown(s);
     if (s->layout) s->layout->teardown(s);
     void *bufs[5] = {s->flat, s->pgrad, s->m1, s->m2, s->master};
@@ -193,16 +194,27 @@ static dp_status gather(opt_dpsgd *s, void **out, const void *mine, size_t nbyte
     return OPT_CALL(s->be, allgatherv_bytes, out, &len, mine, s->par.cp_rank == 0 ? nbytes : 0);
 }
 
-/* The engine's own check of the downloaded private gradient hp [total] (docs/engine.md
- * "Non-finite training"). */
-static dp_status pgrad_finite(const opt_dpsgd *s, const double *hp, int64_t step) {
-    for (int p = 0; p < s->om.np; p++)
-        for (int64_t e = 0; e < s->om.numel[p]; e++)
-            if (!isfinite(hp[s->off[p] + e]))
-                return dp_error(DP_ERR_INVALID, "step %lld: the private gradient of parameter tensor '%s' (element %lld) "
-                                "is not finite (%g): the hyperparameters overflow", (long long)step, s->om.name[p],
-                                (long long)e, hp[s->off[p] + e]);
-    return DP_OK;
+/* The engine's own check of the private gradient (docs/engine.md "Non-finite
+ * training"): hp [total] downloaded, or hp NULL: the device's whole private gradient
+ * (replicated layouts) read in blocks of 65536 elements. */
+static dp_status pgrad_finite(opt_dpsgd *s, const double *hp, int64_t step) {
+    enum { BLK = 65536 };
+    double *blk = NULL;
+    if (!hp) DP_TRY(opt_mem_host_alloc(s->be, (void **)&blk, sizeof(double) * BLK, OPT_MEM_HOST));
+    dp_status st = DP_OK;
+    for (int p = 0; st == DP_OK && p < s->om.np; p++)
+        for (int64_t e0 = 0; st == DP_OK && e0 < s->om.numel[p]; e0 += BLK) {
+            int64_t n = s->om.numel[p] - e0 < BLK ? s->om.numel[p] - e0 : BLK;
+            const double *v = hp ? hp + s->off[p] + e0 : blk;
+            if (!hp) st = OPT_CALL(s->be, download_f64, blk, opt_dev_at(s, s->pgrad, s->off[p] + e0), n);
+            for (int64_t e = 0; st == DP_OK && e < n; e++)
+                if (!isfinite(v[e]))
+                    st = dp_error(DP_ERR_INVALID, "step %lld: the private gradient of parameter tensor '%s' (element %lld) "
+                                  "is not finite (%g): the hyperparameters overflow", (long long)step, s->om.name[p],
+                                  (long long)(e0 + e), v[e]);
+        }
+    opt_mem_host_free(s->be, blk);
+    return st;
 }
 
 /* The step's per-example outputs (every rank's share gathered in global order): losses,
@@ -248,28 +260,36 @@ static dp_status step_examples_out(dp_dpsgd_step_out *out, opt_dpsgd *s, const o
     return st;
 }
 
-/* The step's sums per tensor: clipped sum and noise (host hS [2 total]) and the private
- * gradient (gathered; zeros for a skipped step, which releases nothing). */
-static dp_status step_sums_out(dp_dpsgd_step_out *out, opt_dpsgd *s, const double *hS, int skip, int64_t step) {
+/* The step's sums per tensor: clipped sum and noise (host hS [2 total], NULL without the
+ * vectors) and the private gradient (gathered; zeros for a skipped step, which releases
+ * nothing). Without the vectors, a replicated layout checks the device's private gradient
+ * in blocks; a sharded one gathers it (every rank then sees the same verdict). */
+static dp_status step_sums_out(dp_dpsgd_step_out *out, opt_dpsgd *s, const double *hS, int vectors, int skip,
+                               int64_t step) {
     const int np = s->om.np;
-    out->clipped_sum = calloc((size_t)np, sizeof(double *));
-    out->noise = calloc((size_t)np, sizeof(double *));
-    out->private_grad = calloc((size_t)np, sizeof(double *));
-    double *hp = malloc(sizeof(double) * (size_t)(s->total + 1));
-    dp_status st = DP_OK;
-    if (!out->clipped_sum || !out->noise || !out->private_grad || !hp) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    const int dev_check = !vectors && !s->shard->shard_states && !opt_shard_is_cp(s);
+    if (dev_check) return skip ? DP_OK : pgrad_finite(s, NULL, step);
+    double *hp = NULL;
+    dp_status st = opt_mem_host_alloc(s->be, (void **)&hp, sizeof(double) * (size_t)(s->total + 1), OPT_MEM_HOST);
     if (st == DP_OK && !skip) st = s->shard->gather_pgrad(s, hp);
     if (st == DP_OK && skip) memset(hp, 0, sizeof(double) * (size_t)s->total); /* nothing released */
     if (st == DP_OK && !skip) st = pgrad_finite(s, hp, step);
-    for (int p = 0; st == DP_OK && p < np; p++) {
+    if (st == DP_OK && vectors) {
+        out->clipped_sum = calloc((size_t)np, sizeof(double *));
+        out->noise = calloc((size_t)np, sizeof(double *));
+        out->private_grad = calloc((size_t)np, sizeof(double *));
+        if (!out->clipped_sum || !out->noise || !out->private_grad) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
+    }
+    for (int p = 0; st == DP_OK && vectors && p < np; p++) {
         size_t nb = sizeof(double) * (size_t)s->om.numel[p];
         out->clipped_sum[p] = malloc(nb); out->noise[p] = malloc(nb); out->private_grad[p] = malloc(nb);
         if (!out->clipped_sum[p] || !out->noise[p] || !out->private_grad[p]) { st = dp_error(DP_ERR_NOMEM, "engine: out of memory"); break; }
         memcpy(out->clipped_sum[p], hS + s->off[p], nb);
         memcpy(out->noise[p], hS + s->total + s->off[p], nb);
         memcpy(out->private_grad[p], hp + s->off[p], nb);
+        s->out_bytes += 3 * (int64_t)nb;
     }
-    free(hp);
+    opt_mem_host_free(s->be, hp);
     return st;
 }
 
@@ -277,6 +297,11 @@ static dp_status step_sums_out(dp_dpsgd_step_out *out, opt_dpsgd *s, const doubl
 dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset *d, int64_t step) {
     dp_dpsgd_step_free(out);
     memset(out, 0, sizeof *out);
+    opt_mem_note(s->be, OPT_MEM_HOST, -s->out_bytes); /* the previous step's out vectors */
+    s->out_bytes = 0;
+    /* the host copies of the step's vectors: wanted, needed by a test-only hook, or
+     * under context parallelism (its byte formulas count their gathers, docs/longshield.md) */
+    const int vectors = !s->o.no_step_vectors || s->hooks != &opt_hooks_correct || opt_shard_is_cp(s);
     opt_backend *be = s->be;
     opt_model *om = &s->om;
     const dp_dpsgd_config *c = &s->cfg;
@@ -341,10 +366,10 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
     /* ---- the sharding's reduction: S and Z (noise exactly once) of positions [lo, hi) ---- */
     if (st == DP_OK) st = s->shard->reduce(s, step);
     /* host copies of S and Z (the whole gradient, for the outputs) */
-    double *hS = malloc(sizeof(double) * (size_t)(2 * s->total + 1));
-    if (!hS && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
-    if (st == DP_OK) st = s->shard->gather_sums(s, hS);
-    if (st == DP_OK) st = s->hooks->post_sum(s, hS); /* no-op unless a test-only bug (bugs.c) */
+    double *hS = NULL;
+    if (st == DP_OK && vectors) st = opt_mem_host_alloc(be, (void **)&hS, sizeof(double) * (size_t)(2 * s->total + 1), OPT_MEM_HOST);
+    if (st == DP_OK && vectors) st = s->shard->gather_sums(s, hS);
+    if (st == DP_OK && vectors) st = s->hooks->post_sum(s, hS); /* no-op unless a test-only bug (bugs.c) */
     /* ---- private gradient (S + Z) / (q N), optimizer and parameter sync of the rank's
      * positions (the sharding's) ---- */
     if (st == DP_OK && !skip) s->t++;
@@ -357,8 +382,11 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
     out->ngroups = G;
     if (st == DP_OK) { out->indices = idx; idx = NULL; }
     if (st == DP_OK) st = step_examples_out(out, s, &co, pgr, nl);
-    if (st == DP_OK) st = step_sums_out(out, s, hS, skip, step);
-    free(hS);
+    if (st == DP_OK) st = step_sums_out(out, s, hS, vectors, skip, step);
+    opt_mem_host_free(be, hS);
+    if (out->grad) /* the per-sample gradients gathered above */
+        for (int p = 0; p < np; p++) s->out_bytes += (int64_t)sizeof(double) * b * om->numel[p];
+    opt_mem_note(be, OPT_MEM_HOST, s->out_bytes);
     free(idx);
     free(co.loss); free(co.gn); free(co.c); free(co.dropped);
     if (pgr) { for (int p = 0; p < np; p++) free(pgr[p]); free(pgr); }

@@ -70,6 +70,9 @@ typedef struct opt_dp_options {
     opt_noise_mode noise_mode;
     opt_bug bug;
     int keep_per_sample;   /* 1: fill out->grad with per-sample gradients (exports) */
+    int no_step_vectors;   /* 1: leave out->clipped_sum, noise, private_grad NULL (no host copies of the
+                              step's P-vectors; train without --export; not under --cp or a test-only
+                              bug); the private gradient is still checked for finiteness */
     opt_sharding sharding; /* --sharding (docs/zero.md) */
     int dp, cp;            /* --dp N --cp M layout (0: dp = world size / cp, cp = 1) */
     int cp_ring;           /* --cp-attention: 1 ring, 0 allgather (docs/longshield.md) */
@@ -119,6 +122,8 @@ typedef struct {
     double ls_used;        /* the loss scale of the last step */
     int ls_skipped;        /* 1: the last step was skipped (dynamic, overflow) */
     double ls_max;         /* the largest S whose S C (S gamma) is finite in the backend's type */
+    int64_t out_bytes;     /* host bytes of the last step's out vectors, in the ledger (host_buffers) until
+                              the next step or opt_dpsgd_free */
 } opt_dpsgd;
 
 /* m: the initial model (copied to the device). Validates cfg (opt_dpsgd_config_check) and

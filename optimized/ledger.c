@@ -59,13 +59,18 @@ static void ledger_add(opt_mem_report *r, int tag, size_t n, int sign) {
     }
 }
 
-dp_status opt_mem_alloc(opt_backend *be, void **out, size_t nbytes, opt_mem_tag tag) {
+/* Allocates nbytes with the backend (host = 0) or malloc (host = 1) and records it. */
+static dp_status mem_alloc(opt_backend *be, void **out, size_t nbytes, opt_mem_tag tag, int host) {
     *out = NULL;
     if (tag < 0 || tag >= OPT_MEM_TAG_COUNT) return dp_error(DP_ERR_INTERNAL, "memory ledger: bad tag %d", (int)tag);
-    if (!be->ops.alloc) return opt_backend_require(be, (const opt_op[]){OPT_OP_ALLOC}, 1);
+    if (!host && !be->ops.alloc) return opt_backend_require(be, (const opt_op[]){OPT_OP_ALLOC}, 1);
     opt_ledger *l = be->ledger;
     if (l) DP_TRY(DP_GROW(l->rec, l->cap, l->nrec + 1, 64, "memory ledger"));
-    DP_TRY(be->ops.alloc(be->ctx, out, nbytes));
+    if (host) {
+        *out = malloc(nbytes ? nbytes : 1);
+        if (!*out) return dp_error(DP_ERR_NOMEM, "engine: cannot allocate %zu bytes of host memory", nbytes);
+    } else
+        DP_TRY(be->ops.alloc(be->ctx, out, nbytes));
     if (l) {
         l->rec[l->nrec++] = (opt_mem_rec){*out, nbytes, (int)tag};
         ledger_add(&l->r, (int)tag, nbytes, +1);
@@ -73,8 +78,8 @@ dp_status opt_mem_alloc(opt_backend *be, void **out, size_t nbytes, opt_mem_tag 
     return DP_OK;
 }
 
-void opt_mem_free(opt_backend *be, void *p) {
-    if (!p) return;
+/* Removes p's record (if any). */
+static void mem_forget(opt_backend *be, const void *p) {
     opt_ledger *l = be->ledger;
     if (l)
         for (size_t i = l->nrec; i-- > 0;)
@@ -83,7 +88,31 @@ void opt_mem_free(opt_backend *be, void *p) {
                 l->rec[i] = l->rec[--l->nrec];
                 break;
             }
+}
+
+dp_status opt_mem_alloc(opt_backend *be, void **out, size_t nbytes, opt_mem_tag tag) {
+    return mem_alloc(be, out, nbytes, tag, 0);
+}
+
+void opt_mem_free(opt_backend *be, void *p) {
+    if (!p) return;
+    mem_forget(be, p);
     if (be->ops.free) be->ops.free(be->ctx, p);
+}
+
+dp_status opt_mem_host_alloc(opt_backend *be, void **out, size_t nbytes, opt_mem_tag tag) {
+    return mem_alloc(be, out, nbytes, tag, 1);
+}
+
+void opt_mem_host_free(opt_backend *be, void *p) {
+    if (!p) return;
+    mem_forget(be, p);
+    free(p);
+}
+
+void opt_mem_note(opt_backend *be, opt_mem_tag tag, int64_t delta) {
+    if (!be || !be->ledger || tag < 0 || tag >= OPT_MEM_TAG_COUNT || delta == 0) return;
+    ledger_add(&be->ledger->r, (int)tag, (size_t)(delta > 0 ? delta : -delta), delta > 0 ? +1 : -1);
 }
 
 void opt_mem_get(opt_mem_report *out, const opt_backend *be) {

@@ -345,14 +345,14 @@ dp_status opt_cost_engine_step_sent(double out[OPT_COST_N_COLLECTIVES], const in
         if (!bwd_reads || bwd_reads[i]) Cb += (double)((numel[i] + n_ranks - 1) / n_ranks);
     switch (zero_stage) {
     case 0: out[OPT_COST_ALL_REDUCE] = 2 * (double)pt.P * f; break;
-    case 1: /* the updated parameters + the three step outputs (clipped sum, noise, private gradient) */
+    case 1: /* the updated parameters + the private gradient (the engine's finiteness check) */
         out[OPT_COST_ALL_REDUCE] = 2 * (double)pt.P * f;
-        out[OPT_COST_ALL_GATHER] = 4 * (double)pt.c * f;
+        out[OPT_COST_ALL_GATHER] = 2 * (double)pt.c * f;
         break;
-    case 2: out[OPT_COST_REDUCE_SCATTER] = (double)pt.c * f; out[OPT_COST_ALL_GATHER] = 4 * (double)pt.c * f; break;
-    default: /* per pass: forward gathers + backward gathers; then 3 step outputs + params_after */
+    case 2: out[OPT_COST_REDUCE_SCATTER] = (double)pt.c * f; out[OPT_COST_ALL_GATHER] = 2 * (double)pt.c * f; break;
+    default: /* per pass: forward gathers + backward gathers; then the private gradient + params_after */
         out[OPT_COST_REDUCE_SCATTER] = (double)pt.C * f;
-        out[OPT_COST_ALL_GATHER] = ((double)passes * ((double)pt.C + Cb) + 4 * (double)pt.C) * f;
+        out[OPT_COST_ALL_GATHER] = ((double)passes * ((double)pt.C + Cb) + 2 * (double)pt.C) * f;
     }
     return DP_OK;
 }

@@ -153,9 +153,10 @@ dp_status opt_cost_engine_states(opt_cost_states *out, const int64_t *numel, int
                                  int zero_stage, int64_t n_ranks);
 /* Bytes one rank sends per step with the host backend's algorithms (every rank sends its
  * piece to each of the N - 1 others), without exports: the all-reduce of the sums, the
- * reduce-scatter, the all-gathers (parameters; the three step outputs; zero3: every
- * tensor before each forward, the tensors the backward reads before each backward, and
- * params_after), `passes` the micro-batch chunks per step. Indexed by
+ * reduce-scatter, the all-gathers (parameters; the private gradient, for the engine's
+ * finiteness check; zero3: every tensor before each forward, the tensors the backward
+ * reads before each backward, and params_after), `passes` the micro-batch chunks per
+ * step (with --export the clipped sum and the noise are gathered too). Indexed by
  * OPT_COST_ALL_REDUCE, _REDUCE_SCATTER, _ALL_GATHER. */
 dp_status opt_cost_engine_step_sent(double out[OPT_COST_N_COLLECTIVES], const int64_t *numel,
                                     const unsigned char *bwd_reads, int n, int elem_bytes, int zero_stage,

@@ -1,6 +1,7 @@
 /* optimized/opt_mem.c — memory estimates of the engine's runs (optimized/opt_mem.h,
  * docs/memory.md). */
 #include "optimized/opt_mem.h"
+#include "optimized/ledger.h"
 
 #include <math.h>
 
@@ -41,9 +42,10 @@ double opt_mem_dpsgd(const dp_model_config *mc, const dp_dpsgd_config *c, const 
     /* --precision bf16|fp16 (docs/precision.md): the f32 master weights (at most P per
      * rank) and the rounding's host scratch (one block of 65536 doubles) */
     if (opt_prec_is_half(o->prec)) dev += 4 * P + 8 * 65536.0;
-    /* host f64: the model, the copy before the step, S and Z, the private gradient, the
-     * step's outputs (clipped sum, noise, private gradient); per-example arrays */
-    double host = 8 * (8 * P + 16 * b);
+    /* host f64 (ledger tags host_model, host_buffers): the model and the private gradient's
+     * check (gathered, sharded layouts); exporting: also the copy before the step, S and Z,
+     * and the step's outputs (clipped sum, noise, private gradient); per-example arrays */
+    double host = 8 * ((exporting ? 8 : 2) * P + 16 * b);
     if (exporting) /* per-sample gradients (local share, gathered on rank 0), the export set and its file image */
         host += 8 * (bl * P + b * P) + 2 * 8 * (b * P + 5 * P);
     return dp_mem_margin(dev + host + (n_data > 0 ? dp_mem_dataset(mc, n_data) : 0));
@@ -60,4 +62,23 @@ double opt_mem_dpzo(const dp_model_config *mc, const dp_dpzo_hparams *hp, double
     if (exporting) host += 2 * 8 * (2 * P + 3.0 * hp->n_spsa * n);
     double dev = esize * (P + bl * opt_mem_example(mc));
     return dp_mem_margin(host + dev + (n_data > 0 ? dp_mem_dataset(mc, n_data) : 0));
+}
+
+double opt_mem_dataset_bytes(const dp_dataset *d) {
+    double n = (double)d->n, b = 0;
+    if (d->tokens) b += 4.0 * n * d->seq;
+    if (d->x) b += 8.0 * n * d->in;
+    if (d->y) b += 4.0 * n;
+    return b;
+}
+
+double opt_mem_model_bytes(const dp_model *m) {
+    double b = 0;
+    for (int p = 0; p < m->nparams; p++) b += 8.0 * (double)m->params[p].numel;
+    return b;
+}
+
+void opt_mem_note_run(opt_backend *be, const dp_dataset *d, const dp_model *m, int copies) {
+    if (d) opt_mem_note(be, OPT_MEM_DATASET, (int64_t)opt_mem_dataset_bytes(d));
+    if (m) opt_mem_note(be, OPT_MEM_HOST_MODEL, (int64_t)(copies * opt_mem_model_bytes(m)));
 }

@@ -19,4 +19,11 @@ double opt_mem_dpsgd(const dp_model_config *mc, const dp_dpsgd_config *c, const 
 double opt_mem_dpzo(const dp_model_config *mc, const dp_dpzo_hparams *hp, double esize, int R, double n_data,
                     int exporting);
 
+/* Bytes of a data set's arrays and of a host model's f64 parameters. */
+double opt_mem_dataset_bytes(const dp_dataset *d);
+double opt_mem_model_bytes(const dp_model *m);
+/* Records in be's ledger the run's data set (tag dataset) and `copies` host f64 models
+ * (tag host_model): memory the run holds outside the engine's allocations. */
+void opt_mem_note_run(opt_backend *be, const dp_dataset *d, const dp_model *m, int copies);
+
 #endif

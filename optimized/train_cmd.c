@@ -134,6 +134,7 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
     }
     o->bug = (opt_bug)k;
     o->keep_per_sample = t->seen_export;
+    o->no_step_vectors = !t->seen_export; /* the step's host P-vectors feed the export only */
     DP_TRY(dp_parse_choice(&k, "--sharding", t->sharding, opt_sharding_names));
     if (algo_dpzo && (t->seen_sharding || t->seen_dp || t->seen_cp || t->memory_report))
         return dp_error(DP_ERR_USAGE, "--sharding, --dp, --cp and --memory-report apply to dpsgd only");
@@ -377,6 +378,14 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
         st = dp_model_cli_mem_check(&cli.m, opt_mem_dpsgd(&mc, &c, &o, es, be->comm.size, (double)d.n, t.seen_export),
                                     "the run");
     if (st == DP_OK) st = dp_model_init(&m, &mc, c.seed);
+    /* The update check (opt_check_update_finite) compares with the parameters before the
+     * step only where some are not finite: a model finite at the start stays finite after
+     * every step that passes the check, so the copy is needed only then, or to export it. */
+    int need_before = t.seen_export;
+    for (int p = 0; st == DP_OK && !need_before && p < m.nparams; p++)
+        for (int64_t e = 0; e < m.params[p].numel && !need_before; e++) need_before = !isfinite(m.params[p].data[e]);
+    /* the data set, the host model (and its copy before each step), in the ledger */
+    if (st == DP_OK) opt_mem_note_run(be, &d, &m, need_before ? 2 : 1);
     if (st == DP_OK) st = opt_dpsgd_init(&s, be, &c, &o, &m);
     if (st == DP_OK && t.memory_report && rank == 0) opt_cp_describe(stdout, &s);
     dp_dpsgd_step_out out;
@@ -401,12 +410,14 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
                            "memory_peak_total", peak_tot, "loss_scale", ls_desc, "loss_scale_used", ls_used,
                            "loss_scale_skipped", ls_skip, NULL};
     for (int64_t step = 1; st == DP_OK && step <= c.steps; step++) {
-        dp_model_free(&before); /* every rank: the update check compares with it */
-        st = dp_model_copy(&before, &m);
-        if (st != DP_OK) break;
+        if (need_before) { /* every rank: the update check compares with it */
+            dp_model_free(&before);
+            st = dp_model_copy(&before, &m);
+            if (st != DP_OK) break;
+        }
         st = opt_dpsgd_step(&out, &s, &d, step);
         if (st == DP_OK) st = opt_dpsgd_get_params(&s, host);
-        if (st == DP_OK) st = opt_check_update_finite(&m, &before, step);
+        if (st == DP_OK) st = opt_check_update_finite(&m, need_before ? &before : NULL, step);
         double *ovl = NULL;
         size_t novl = 0;
         if (st == DP_OK && t.memory_report && o.cp > 1) st = opt_overlap_gather(be, &s, &ovl, &novl);

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # ci/peers/bench-peers.sh BUILD — `make bench-peers` (not part of make test): dpcert's
 # host engine against the same llama in PyTorch (non-DP) and Opacus (hooks, ghost
-# clipping), f32 and f64, 1 and 2 threads, at two sizes; prints the ratios and writes
+# clipping), f32 and f64, 1 and 2 threads, at five sizes; prints the ratios and writes
 # them into docs/performance.md (ci/peers/peers_report.py). Installs torch and opacus
 # from PyPI into BUILD/peers-venv on first use (about 5.5 GB: the PyPI torch wheel
 # brings the CUDA libraries; about 2 minutes here).
 # Knobs (environment): SIZES ("D,L,T,B ..."), DTYPES, THREADS, STRATEGIES (dpcert),
-# MODES (PyTorch), OMP_WAIT (PyTorch's OMP_WAIT_POLICY), WARMUP, REPS, DOC.
+# MODES (PyTorch), OMP_WAIT (PyTorch's OMP_WAIT_POLICY), WARMUP, REPS, ROUNDS (every
+# configuration ROUNDS times, rounds interleaved; the report takes medians), DOC.
 set -euo pipefail
 BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 VENV=$BUILD/peers-venv
-SIZES=${SIZES:-"128,4,128,16 256,4,256,16"}
+SIZES=${SIZES:-"64,2,64,16 128,4,128,16 256,4,256,8 512,4,512,8 1024,2,512,4"}
 DTYPES=${DTYPES:-"f32 f64"}
 THREADS=${THREADS:-"1 2"}
 STRATEGIES=${STRATEGIES:-"grad-sample ghost mixed-ghost book-keeping fused non-dp"}
@@ -21,6 +22,7 @@ MODES=${MODES:-"nondp opacus-hooks opacus-ghost"}
 OMP_WAIT=${OMP_WAIT:-passive}
 WARMUP=${WARMUP:-2}
 REPS=${REPS:-5}
+ROUNDS=${ROUNDS:-1}
 DOC=${DOC:-$ROOT/docs/performance.md}
 RES=$BUILD/peers-results.txt
 GEMM=$BUILD/peers-gemm.txt
@@ -46,6 +48,7 @@ else
 fi
 
 : > "$RES"
+for round in $(seq 1 "$ROUNDS"); do
 for sz in $SIZES; do
   IFS=, read -r D L T B <<< "$sz"
   for dt in $DTYPES; do
@@ -64,8 +67,9 @@ for sz in $SIZES; do
     done
   done
 done
+done
 CMD="make bench-peers"
-KNOBS="SIZES='$SIZES' DTYPES='$DTYPES' THREADS='$THREADS' STRATEGIES='$STRATEGIES' MODES='$MODES' OMP_WAIT=$OMP_WAIT WARMUP=$WARMUP REPS=$REPS"
-[ "$KNOBS" = "SIZES='128,4,128,16 256,4,256,16' DTYPES='f32 f64' THREADS='1 2' STRATEGIES='grad-sample ghost mixed-ghost book-keeping fused non-dp' MODES='nondp opacus-hooks opacus-ghost' OMP_WAIT=passive WARMUP=2 REPS=5" ] || \
+KNOBS="SIZES='$SIZES' DTYPES='$DTYPES' THREADS='$THREADS' STRATEGIES='$STRATEGIES' MODES='$MODES' OMP_WAIT=$OMP_WAIT WARMUP=$WARMUP REPS=$REPS ROUNDS=$ROUNDS"
+[ "$KNOBS" = "SIZES='64,2,64,16 128,4,128,16 256,4,256,8 512,4,512,8 1024,2,512,4' DTYPES='f32 f64' THREADS='1 2' STRATEGIES='grad-sample ghost mixed-ghost book-keeping fused non-dp' MODES='nondp opacus-hooks opacus-ghost' OMP_WAIT=passive WARMUP=2 REPS=5 ROUNDS=1" ] || \
   CMD="$KNOBS make bench-peers"
 "$VENV/bin/python" "$ROOT/ci/peers/peers_report.py" "$RES" "$GEMM" "$DOC" "$CMD"

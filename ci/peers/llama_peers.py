@@ -9,7 +9,9 @@ One configuration per process, so that the peak RSS is that configuration's:
   llama_peers.py --mode nondp|opacus-hooks|opacus-ghost --dtype f32|f64|bf16 --threads N [--device cpu|cuda]
                  --dim D --layers L --seq T --batch B [--ffn F --heads H --vocab V]
                  [--warmup W --reps R]
-prints one line "RESULT tool=pytorch mode=... median_s=... peak_rss_mb=...".
+prints one line "RESULT tool=pytorch mode=... median_s=... peak_rss_mb=... base_rss_mb=..."
+(base_rss_mb: the resident set after importing torch, before the model: the baseline
+the memory goals subtract).
 
 The step: the batch is B fixed examples (random tokens, seed 0), per-example loss =
 mean over positions t < T-1 of CE(logits_t, x_{t+1}); DP modes: flat clipping C = 1,
@@ -96,6 +98,18 @@ class Llama(nn.Module):
         return self.lm_head(self.final_norm(h))
 
 
+def rss_now_mb():
+    """the process's resident set now (VmRSS), MB; 0 if /proc is unreadable"""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return float(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", required=True, choices=["nondp", "opacus-hooks", "opacus-ghost"])
@@ -112,6 +126,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args()
+    if a.mode != "nondp":
+        import opacus  # noqa: F401  (loaded before the baseline, as torch is)
+    base_rss = rss_now_mb()  # the interpreter, torch (and opacus) loaded, before the run's memory
     Fd = a.ffn if a.ffn > 0 else 2 * a.dim
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -183,7 +200,7 @@ def main():
     print(f"RESULT tool=pytorch strategy={a.mode} dtype={a.dtype} threads={a.threads} D={a.dim} L={a.layers} "
           f"T={a.seq} B={a.batch} F={Fd} H={a.heads} V={a.vocab} reps={a.reps} "
           f"median_s={statistics.median(times):.6f} min_s={min(times):.6f} max_s={max(times):.6f} "
-          f"cpu_s={statistics.median(cpus):.6f} peak_rss_mb={rss:.1f}{dev_mb} "
+          f"cpu_s={statistics.median(cpus):.6f} peak_rss_mb={rss:.1f} base_rss_mb={base_rss:.1f}{dev_mb} "
           f"torch={torch.__version__} opacus={__import__('opacus').__version__ if a.mode != 'nondp' else '-'}")
     return 0
 

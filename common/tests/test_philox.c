@@ -41,6 +41,15 @@ int main(void) {
     dp_rng_fill_gaussian(bulk, &s, 5, 101);
     for (int i = 0; i < 101; i++)
         T_CHECK(bulk[i] == dp_rng_gaussian(&s, 5 + (uint64_t)i), "gaussian element %d differs from bulk", i);
+    /* the eight-block path across the 2^32 block boundary (counter word 1 changes), with a
+     * key using both words */
+    dp_stream s2;
+    T_OK(dp_stream_secret(&s2, (dp_noise_key){0xF00DCAFE12345678ull}, DP_PURPOSE_NOISE, 3, 77));
+    const uint64_t off2 = ((uint64_t)1 << 33) - 40;
+    dp_rng_fill_gaussian(bulk, &s2, off2, 101);
+    for (int i = 0; i < 101; i++)
+        T_CHECK(bulk[i] == dp_rng_gaussian(&s2, off2 + (uint64_t)i), "gaussian element 2^33 - 40 + %d differs from bulk",
+                i);
     /* Public/secret separation is enforced. */
     dp_noise_key nk = {12345};
     T_CHECK(dp_stream_public(&s, seed, DP_PURPOSE_NOISE, 0, 0) != DP_OK, "public seed must not key noise");

@@ -38,11 +38,7 @@ static int worker(int M, const char *pattern) {
     memset(&s, 0, sizeof s);
     dp_dpsgd_step_out out;
     memset(&out, 0, sizeof out);
-    dp_status st = dp_model_init(&m, &mc, c.seed);
-    if (st == DP_OK) st = dp_dataset_generate(&d, &mc, c.n, c.seed);
-    if (st == DP_OK) st = opt_backend_create(&be, &bc);
-    if (st == DP_OK) st = opt_dpsgd_init(&s, be, &c, &o, &m);
-    if (st == DP_OK) st = opt_dpsgd_step(&out, &s, &d, 1); /* warm-up */
+    dp_status st = bench_worker_start(&m, &d, &be, &s, &out, &mc, &c, &bc, &o);
     opt_comm_stats cs;
     double hid = 0, tot = 0, sec = 0;
     if (st == DP_OK) opt_dpsgd_comm_overlap(&s, &hid, &tot); /* reset */

@@ -27,6 +27,19 @@ static inline int bench_run_worker(char *line, size_t cap, int n, const char *se
     return found;
 }
 
+/* A worker's start: the model and data set of mc and c, the backend bc, the DP-SGD run
+ * (options o) and one warm-up step (step 1); stops at the first failure. */
+static inline dp_status bench_worker_start(dp_model *m, dp_dataset *d, opt_backend **be, opt_dpsgd *s,
+                                           dp_dpsgd_step_out *out, const dp_model_config *mc,
+                                           const dp_dpsgd_config *c, const opt_backend_config *bc,
+                                           const opt_dp_options *o) {
+    DP_TRY(dp_model_init(m, mc, c->seed));
+    DP_TRY(dp_dataset_generate(d, mc, c->n, c->seed));
+    DP_TRY(opt_backend_create(be, bc));
+    DP_TRY(opt_dpsgd_init(s, *be, c, o, m));
+    return opt_dpsgd_step(out, s, d, 1);
+}
+
 /* steps timed steps (first, first + 1, ...) between two barriers: *sec = seconds per
  * step; the byte counters restart before them. */
 static inline dp_status bench_timed_steps(double *sec, dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset *d,

@@ -11,7 +11,10 @@
  *
  * Usage: bench_step [--dtype f64|f32] [--threads N] [--dim D] [--layers L] [--seq T]
  *                   [--batch B] [--ffn F] [--heads H] [--vocab V] [--warmup W] [--reps R]
- *                   [--strategy NAME|non-dp|all]
+ *                   [--strategy NAME|non-dp|all] [--perf-ctl FIFO]
+ * --perf-ctl FIFO: writes "enable" to FIFO once the warm-up steps are done, so that
+ * `perf record -D -1 --control fifo:FIFO` profiles the timed steps only (the profiles of
+ * docs/performance.md).
  * One line per strategy: "RESULT strategy=S dtype=... median_s=X cpu_s=Y peak_rss_mb=Z ..."
  * (cpu_s: the median of the process CPU seconds of a step, all threads).
  * Peak RSS is the process's (ru_maxrss): with --strategy all it is the maximum over
@@ -24,6 +27,8 @@
 #include <time.h>
 
 #include "optimized/dpsgd.h"
+#include "optimized/ledger.h"
+#include "optimized/opt_mem.h"
 #include "optimized/host/host_gemm.h"
 #include "optimized/bench/bench_util.h"
 
@@ -36,6 +41,16 @@ static double peak_rss_mb(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_maxrss / 1024.0;
+}
+/* the process's resident set now (VmRSS of /proc/self/status), MB; 0 if unreadable */
+static double rss_now_mb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmRSS:", 6) == 0) kb = atof(line + 6);
+    if (f) fclose(f);
+    return kb / 1024.0;
 }
 
 /* one non-private step: forward/backward, summed gradients, SGD */
@@ -57,6 +72,13 @@ static dp_status nondp_step(opt_model *om, const dp_dataset *d, const int64_t *i
     return st;
 }
 
+/* "enable" into the perf control fifo (if any) after the warm-up */
+static void perf_enable(const char *fifo) {
+    if (!fifo) return;
+    FILE *f = fopen(fifo, "w");
+    if (f) { fputs("enable\n", f); fclose(f); }
+}
+
 static const char *arg(int argc, char **argv, const char *name, const char *dflt) {
     for (int i = 1; i + 1 < argc; i++)
         if (strcmp(argv[i], name) == 0) return argv[i + 1];
@@ -67,6 +89,7 @@ int main(int argc, char **argv) {
     const char *dt = arg(argc, argv, "--dtype", "f64"), *strat = arg(argc, argv, "--strategy", "all");
     int threads = atoi(arg(argc, argv, "--threads", "1")), warm = atoi(arg(argc, argv, "--warmup", "1"));
     int reps = atoi(arg(argc, argv, "--reps", "3"));
+    const char *perf_ctl = arg(argc, argv, "--perf-ctl", NULL);
     dp_model_config mc;
     dp_model_config_default(&mc, DP_LLAMA);
     mc.dim = atoi(arg(argc, argv, "--dim", "32"));
@@ -77,6 +100,7 @@ int main(int argc, char **argv) {
     mc.vocab = atoi(arg(argc, argv, "--vocab", "64"));
     if (mc.ffn <= 0) mc.ffn = 2 * mc.dim;
     int64_t B = atoll(arg(argc, argv, "--batch", "16"));
+    const double base_rss = rss_now_mb(); /* the binary's baseline, before the run's memory */
     if (threads < 1 || reps < 1 || warm < 0 || B < 1 || (strcmp(dt, "f64") && strcmp(dt, "f32"))) {
         fprintf(stderr, "bench_step: bad --threads/--reps/--warmup/--batch/--dtype\n");
         return 2;
@@ -93,6 +117,7 @@ int main(int argc, char **argv) {
     opt_backend_config bc = {"host", strcmp(dt, "f32") == 0 ? DP_F32 : DP_F64, threads, 0};
     opt_backend *be = NULL;
     if (opt_backend_create(&be, &bc) != DP_OK) { fprintf(stderr, "bench_step: %s\n", dp_last_error()); return 3; }
+    opt_mem_note_run(be, &d, &m, 1); /* the data set and the host model, in the ledger */
     double *t = malloc(sizeof(double) * (size_t)(warm + reps)), *cpu = malloc(sizeof(double) * (size_t)(warm + reps));
     int rc = 0;
     for (int k = 0; k <= OPT_STRAT_COUNT; k++) {
@@ -100,12 +125,15 @@ int main(int argc, char **argv) {
         if (strcmp(strat, "all") && strcmp(strat, name)) continue;
         dp_status st = DP_OK;
         if (k < OPT_STRAT_COUNT) {
-            opt_dp_options o = {.strategy = (opt_strategy)k, .mixed_rule = OPT_MIXED_FLOP, .noise_mode = OPT_NOISE_SINGLE, .bug = OPT_BUG_NONE};
+            /* as `dpcert train` without --export: no host copies of the step's P-vectors */
+            opt_dp_options o = {.strategy = (opt_strategy)k, .mixed_rule = OPT_MIXED_FLOP, .noise_mode = OPT_NOISE_SINGLE,
+                                .bug = OPT_BUG_NONE, .no_step_vectors = 1};
             opt_dpsgd s;
             if ((st = opt_dpsgd_init(&s, be, &c, &o, &m)) == DP_OK) {
                 dp_dpsgd_step_out out;
                 memset(&out, 0, sizeof out);
                 for (int r = 0; r < warm + reps && st == DP_OK; r++) {
+                    if (r == warm) perf_enable(perf_ctl);
                     double t0 = opt_bench_now(), c0 = cpu_now();
                     st = opt_dpsgd_step(&out, &s, &d, r + 1);
                     t[r] = opt_bench_now() - t0;
@@ -122,17 +150,18 @@ int main(int argc, char **argv) {
                 void **g = calloc((size_t)om.np, sizeof(void *)), *ones = NULL;
                 for (int64_t i = 0; i < B; i++) { idx[i] = i; h1[i] = 1.0; }
                 for (int p = 0; p < om.np && st == DP_OK; p++)
-                    st = be->ops.alloc(be->ctx, &g[p], opt_backend_esize(be) * (size_t)om.numel[p]);
-                if (st == DP_OK) st = be->ops.alloc(be->ctx, &ones, opt_backend_esize(be) * (size_t)B);
+                    st = opt_mem_alloc(be, &g[p], opt_backend_esize(be) * (size_t)om.numel[p], OPT_MEM_GRADS);
+                if (st == DP_OK) st = opt_mem_alloc(be, &ones, opt_backend_esize(be) * (size_t)B, OPT_MEM_WORKSPACE);
                 if (st == DP_OK) st = be->ops.upload_f64(be->ctx, ones, h1, B);
                 for (int r = 0; r < warm + reps && st == DP_OK; r++) {
+                    if (r == warm) perf_enable(perf_ctl);
                     double t0 = opt_bench_now(), c0 = cpu_now();
                     st = nondp_step(&om, &d, idx, B, g, ones);
                     t[r] = opt_bench_now() - t0;
                     cpu[r] = cpu_now() - c0;
                 }
-                for (int p = 0; p < om.np; p++) be->ops.free(be->ctx, g[p]);
-                be->ops.free(be->ctx, ones);
+                for (int p = 0; p < om.np; p++) opt_mem_free(be, g[p]);
+                opt_mem_free(be, ones);
                 free(g); free(idx); free(h1);
                 opt_model_free(&om);
             }
@@ -140,11 +169,14 @@ int main(int argc, char **argv) {
         if (st != DP_OK) { fprintf(stderr, "bench_step: %s: %s\n", name, dp_last_error()); rc = 3; continue; }
         qsort(t + warm, (size_t)reps, sizeof(double), opt_bench_cmp_double);
         qsort(cpu + warm, (size_t)reps, sizeof(double), opt_bench_cmp_double);
+        opt_mem_report mr;
+        opt_mem_get(&mr, be);
         printf("RESULT tool=dpcert strategy=%s dtype=%s threads=%d D=%d L=%d T=%d B=%lld F=%d H=%d V=%d reps=%d "
-               "median_s=%.6f min_s=%.6f max_s=%.6f cpu_s=%.6f peak_rss_mb=%.1f isa=%s\n",
+               "median_s=%.6f min_s=%.6f max_s=%.6f cpu_s=%.6f peak_rss_mb=%.1f base_rss_mb=%.1f ledger_peak_mb=%.1f "
+               "isa=%s\n",
                name, dt, threads, mc.dim, mc.layers, mc.seq, (long long)B, mc.ffn, mc.heads, mc.vocab, reps,
-               t[warm + reps / 2], t[warm], t[warm + reps - 1], cpu[warm + reps / 2], peak_rss_mb(),
-               opt_hgemm_isa_name(OPT_HGEMM_ISA_AUTO));
+               t[warm + reps / 2], t[warm], t[warm + reps - 1], cpu[warm + reps / 2], peak_rss_mb(), base_rss,
+               (double)mr.peak_total / (1024.0 * 1024.0), opt_hgemm_isa_name(OPT_HGEMM_ISA_AUTO));
         fflush(stdout);
     }
     free(t); free(cpu);

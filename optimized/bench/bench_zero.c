@@ -46,11 +46,7 @@ static int worker(const char *stage) {
     dp_dpsgd_step_out out;
     memset(&out, 0, sizeof out);
     dp_status st = k < 0 ? dp_error(DP_ERR_USAGE, "unknown stage %s", stage) : DP_OK;
-    if (st == DP_OK) st = dp_model_init(&m, &mc, c.seed);
-    if (st == DP_OK) st = dp_dataset_generate(&d, &mc, c.n, c.seed);
-    if (st == DP_OK) st = opt_backend_create(&be, &bc);
-    if (st == DP_OK) st = opt_dpsgd_init(&s, be, &c, &o, &m);
-    if (st == DP_OK) st = opt_dpsgd_step(&out, &s, &d, 1); /* warm-up */
+    if (st == DP_OK) st = bench_worker_start(&m, &d, &be, &s, &out, &mc, &c, &bc, &o);
     opt_comm_stats cs;
     const int steps = 4;
     double sec = 0;

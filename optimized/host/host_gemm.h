@@ -15,8 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Which micro-kernel runs: the best the CPU supports (chosen once at run time) or the
- * portable C kernel (tests compare the two bit for bit). */
+/* Which micro-kernel runs: the best the CPU supports (chosen once at run time; the
+ * environment variable DPCERT_HOST_ISA=generic caps it, for benchmarks) or the portable
+ * C kernel (tests compare the two bit for bit). A request beyond the CPU's runs on the
+ * best it has. */
 typedef enum { OPT_HGEMM_ISA_AUTO = 0, OPT_HGEMM_ISA_GENERIC, OPT_HGEMM_ISA_AVX2 } opt_hgemm_isa;
 
 /* C_b[M,N] = alpha op(A_b) op(B_b) + beta C_b for b < batch, as the backend's gemm

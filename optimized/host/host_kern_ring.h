@@ -6,7 +6,7 @@
 static dp_status K(rope_at)(void *ctx, void *y_, const void *x_, double theta, int64_t t0, int sign, int64_t B,
                             int64_t T, int64_t H, int64_t hd) {
     if (hd % 2) return dp_error(DP_ERR_INVALID, "rope: head dim %lld is odd", (long long)hd);
-    return K(rope_apply)(y_, x_, theta, B, T, H, hd, sign < 0 ? -1.0 : 1.0, t0);
+    return K(rope_apply)(ctx, y_, x_, theta, B, T, H, hd, sign < 0 ? -1.0 : 1.0, t0);
 }
 
 typedef struct {
@@ -61,7 +61,7 @@ static dp_status K(attn_block_fwd)(void *ctx, void *o, void *m, void *l, const v
     if (!scratch) return dp_error(DP_ERR_NOMEM, "attn_block_fwd: out of memory");
     K(ablk_job) a = {o, m, l, NULL, NULL, NULL, q, k, v, NULL, NULL, NULL, Tq, Tk, H, hd, q0, k0, scratch, Tk + 1};
     host_parallel(ctx, K(ablk_fwd_bh), &a, B * H, Tq * Tk * hd);
-    free(scratch);
+    host_scratch_free(ctx, scratch, sizeof(R) * (size_t)(Tk + 1));
     return DP_OK;
 }
 
