@@ -14,6 +14,7 @@
 #include "common/proc.h"
 #include "conformance/conf.h"
 #include "conformance/html.h"
+#include "optimized/backend.h"
 
 #define CMD "conform"
 
@@ -23,7 +24,7 @@ int dp_cmd_conform(int argc, char **argv) {
     int help = 0, keep = 0, list = 0, seen_suite = 0, require_all = 0;
     dp_opt opts[] = {
         {"--suite", DP_OPT_STRING, &suite, &seen_suite, "default | ci | full | all (cases list their suites)"},
-        {"--backend", DP_OPT_STRING, &backend, NULL, "host (default) | cuda"},
+        {"--backend", DP_OPT_STRING, &backend, NULL, "host (default) | cuda | cuda-emu (the CUDA backend on the CPU emulation)"},
         {"--ranks", DP_OPT_STRING, &ranks_s, NULL, "MPI rank counts, e.g. 1,2: replace the case's list (any_ranks cases), else intersect with it"},
         {"--filter", DP_OPT_STRING, &filter, NULL, "only cases whose name matches this POSIX extended regex"},
         {"--report", DP_OPT_STRING, &report, NULL, "DIR: write report.json, junit.xml and report.md there"},
@@ -38,7 +39,7 @@ int dp_cmd_conform(int argc, char **argv) {
     dp_status st = dp_opts_parse(opts, nopts, argc, argv, NULL, 0, NULL, &help);
     if (st != DP_OK) return dp_cli_fail(CMD, st);
     if (help) {
-        printf("usage: dpcert conform --suite NAME [--backend host|cuda] [--ranks LIST] [--filter REGEX] [--report DIR]\n"
+        printf("usage: dpcert conform --suite NAME [--backend host|cuda|cuda-emu] [--ranks LIST] [--filter REGEX] [--report DIR]\n"
                "Runs the reference and the optimized engine on each case and compares them tensor by tensor\n"
                "(docs/conformance.md). Exit 0 all PASS/MARGINAL/NOT_SUPPORTED/SKIPPED with at least one run compared,\n"
                "1 a case FAILs (or NOT_SUPPORTED with --require-all), 2 bad usage, 77 no run could run (e.g. the\n"
@@ -54,9 +55,8 @@ int dp_cmd_conform(int argc, char **argv) {
         if (getenv(*e))
             return dp_cli_fail(CMD, dp_error(DP_ERR_USAGE, "do not run conform under mpirun (%s is set): it launches "
                                                            "its own ranks (--ranks)", *e));
-    static const char *const backends[] = {"host", "cuda", NULL};
     int bi;
-    if ((st = dp_parse_choice(&bi, "--backend", backend, backends)) != DP_OK) return dp_cli_fail(CMD, st);
+    if ((st = dp_parse_choice(&bi, "--backend", backend, opt_backend_names)) != DP_OK) return dp_cli_fail(CMD, st);
     int64_t rsel[CONF_MAX_RANKS];
     size_t nrsel = 0;
     if (ranks_s) {

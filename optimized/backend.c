@@ -1,6 +1,7 @@
 /* optimized/backend.c — the backend registry: create by name, support queries.
  * "host" is optimized/host/host_backend.c; "cuda" is the weak hook
- * opt_backend_cuda_create that optimized/cuda/ defines once it exists. */
+ * opt_backend_cuda_create that optimized/cuda/ defines once it exists (or the plugin);
+ * "cuda-emu" the same sources on the CPU emulation (optimized/cuda_plugin.h). */
 #include "optimized/backend.h"
 #include "optimized/ledger.h"
 #include "optimized/cuda_plugin.h"
@@ -29,6 +30,12 @@ const char *const opt_coll_names[OPT_COLL_COUNT] = {
     OPT_COLL_KINDS(OPT_COLL_NAME_)
 #undef OPT_COLL_NAME_
 };
+
+const char *const opt_backend_names[] = {"host", "cuda", "cuda-emu", NULL};
+
+int opt_backend_is_cuda(const char *name) {
+    return name && (strcmp(name, "cuda") == 0 || strcmp(name, "cuda-emu") == 0);
+}
 
 const char *opt_op_name(opt_op op) {
     return (op >= 0 && op < OPT_OP_COUNT) ? opt_op_names[op] : "?";
@@ -67,12 +74,16 @@ dp_status opt_backend_create(opt_backend **out, const opt_backend_config *cfg) {
     dp_status st;
     if (strcmp(cfg->name, "host") == 0) {
         st = opt_backend_host_create(be, cfg);
-    } else if (strcmp(cfg->name, "cuda") == 0) {
-        opt_backend_create_fn fn = opt_backend_cuda_create; /* linked in, else the plugin */
-        st = fn ? DP_OK : opt_cuda_plugin_load(&fn);
+    } else if (opt_backend_is_cuda(cfg->name)) {
+        /* linked in (of the kind asked for: GPU or emulation), else the plugin */
+        const int emu = strcmp(cfg->name, "cuda-emu") == 0;
+        opt_backend_create_fn fn = opt_backend_cuda_create;
+        if (fn && opt_cuda_linked_is_emulated() != emu) fn = NULL;
+        st = fn ? DP_OK : opt_cuda_plugin_load(&fn, emu);
         if (st == DP_OK) st = fn(be, cfg);
+        if (st == DP_OK) be->name = emu ? "cuda-emu" : "cuda"; /* reports and exports say which */
     } else {
-        st = dp_error(DP_ERR_USAGE, "unknown backend '%s' (expected host or cuda)", cfg->name);
+        st = dp_error(DP_ERR_USAGE, "unknown backend '%s' (expected host, cuda or cuda-emu)", cfg->name);
     }
     if (st == DP_OK) st = opt_ledger_create(&be->ledger);
     if (st != DP_OK) {

@@ -243,7 +243,7 @@ typedef enum {
 } opt_op;
 
 typedef struct {
-    const char *name;     /* "host", "cuda" */
+    const char *name;     /* "host", "cuda", "cuda-emu" */
     dp_dtype dtype;       /* F64 or F32 */
     int threads;          /* host: worker threads (1 = none) */
     opt_comm_info comm;   /* rank / size of the backend's communicator */
@@ -253,7 +253,7 @@ typedef struct {
 } opt_backend;
 
 typedef struct {
-    const char *name;  /* "host" or "cuda" */
+    const char *name;  /* one of opt_backend_names */
     dp_dtype dtype;    /* DP_F64 or DP_F32 */
     int threads;       /* >= 1 */
     int use_mpi;       /* 1: collectives over MPI_COMM_WORLD (MPI must be initialised); 0: one rank */
@@ -262,8 +262,18 @@ typedef struct {
 /* Default --collective-timeout in seconds (docs/engine.md "Collective timeout"). */
 #define OPT_COLLECTIVE_TIMEOUT_DEFAULT 600.0
 
+/* The backend names (--backend of train, conform, audit), NULL-terminated: "host", "cuda"
+ * (a GPU: the CUDA objects linked in, or the plugin libdpcert_cuda.so) and "cuda-emu" (the
+ * same CUDA sources compiled against the CPU emulation, plugin libdpcert_cuda_emu.so;
+ * docs/cuda.md "The emulation"). An emulated backend is never taken for "cuda". */
+extern const char *const opt_backend_names[];
+/* 1 for "cuda" and "cuda-emu" (the CUDA backend, on a GPU or emulated). */
+int opt_backend_is_cuda(const char *name);
+
 /* Create a backend by name. "cuda" goes through the weak hook opt_backend_cuda_create
- * (defined by optimized/cuda/ when built); without it: DP_ERR_NOT_SUPPORTED. */
+ * (defined by optimized/cuda/ when built), else the plugin; "cuda-emu" through the hook
+ * when the linked CUDA objects are the emulation's, else the emulation plugin; without
+ * them: DP_ERR_NOT_SUPPORTED. be->name is the name asked for. */
 dp_status opt_backend_create(opt_backend **out, const opt_backend_config *cfg);
 void opt_backend_destroy(opt_backend *be);
 

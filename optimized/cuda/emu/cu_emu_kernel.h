@@ -36,7 +36,7 @@
 #define __restrict__ __restrict
 /* one copy per OS thread = per running block (a block's threads share its OS thread) */
 #define __shared__ static thread_local
-#define CU_EMU_TLS __attribute__((tls_model("initial-exec")))
+#define CU_EMU_TLS /* default TLS model: the plugin is dlopen()ed (its __shared__ arrays do not fit the static TLS surplus) */
 
 struct uint3 {
     unsigned int x, y, z;
