@@ -51,20 +51,30 @@ CFLAGS_BASE += -O0 --coverage
 LDFLAGS_SAN += --coverage
 endif
 
-# ---- CUDA (compiled whenever nvcc, cuBLAS and NCCL are present, GPU or not) ----
+# ---- CUDA (compiled whenever nvcc, cuBLAS and NCCL are present, GPU or not; ci/configure.sh
+# finds them; make CUDA=1 requires them, make CUDA=0 leaves CUDA out) ----
 CU_SRC := $(wildcard optimized/cuda/*.cu)
 ifeq ($(HAVE_CUDA),1)
 ifneq ($(SANITIZE),1)
+ifneq ($(CUDA),0)
 USE_CUDA := 1
 endif
 endif
+endif
+ifeq ($(CUDA),1)
+ifneq ($(wildcard $(CONFIG)),)
+ifneq ($(HAVE_CUDA),1)
+$(error CUDA=1 was requested but $(CONFIG) has no CUDA build (nvcc, cuBLAS or NCCL missing: see $(BUILD)/banner.txt, ci/configure.sh, docs/cuda.md "Building"))
+endif
+endif
+endif
 ifeq ($(USE_CUDA),1)
-CFLAGS_BASE += -DDP_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-NVCCFLAGS := -std=c++17 -O3 -g -lineinfo -I. -I$(CUDA_HOME)/include -DDP_HAVE_CUDA=1 \
+CFLAGS_BASE += -DDP_HAVE_CUDA=1 -I$(CUDA_HOME)/include $(CUDA_INC)
+NVCCFLAGS := -std=c++17 -O3 -g -lineinfo -I. -I$(CUDA_HOME)/include $(CUDA_INC) -DDP_HAVE_CUDA=1 \
 	-gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
 	-Xcompiler -Wall,-Wextra,-Wno-unused-parameter -Werror all-warnings $(MPI_CFLAGS)
 CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart_static -ldl -lrt -lstdc++
+CUDA_LIBS := $(CUDA_LINK_LIBS) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
 else
 CU_OBJ :=
 CUDA_LIBS :=
@@ -129,12 +139,12 @@ banner: | $(CONFIG)
 
 $(CONFIG): ci/configure.sh
 	@mkdir -p $(BUILD)
-	@CC=$(CC) ci/configure.sh $(BUILD) --quiet || (cat $(BUILD)/banner.txt; exit 1)
+	@CC=$(CC) CUDA=$(CUDA) ci/configure.sh $(BUILD) --quiet || (cat $(BUILD)/banner.txt; exit 1)
 
 # Re-probe, installing missing packages (used by run and test on a fresh machine).
 deps:
 	@mkdir -p $(BUILD)
-	@CC=$(CC) ci/configure.sh $(BUILD) --install --quiet || (cat $(BUILD)/banner.txt; exit 1)
+	@CC=$(CC) CUDA=$(CUDA) ci/configure.sh $(BUILD) --install --quiet || (cat $(BUILD)/banner.txt; exit 1)
 
 $(BUILD)/obj/empty.o:
 	@mkdir -p $(@D)
@@ -169,7 +179,7 @@ $(BUILD)/obj-pic/%.o: %.cu | $(CONFIG)
 	@mkdir -p $(@D)
 	$(Q_NVCC)$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -MMD -MP -c $< -o $@
 $(CUDA_PLUGIN): $(CU_PIC_OBJ)
-	$(Q_LD)$(CC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart \
+	$(Q_LD)$(CC) -shared -o $@ $^ $(CUDA_LINK_LIBS) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart \
 		-lstdc++ $(MPI_LIBS) -lm -lpthread -ldl -lrt
 else
 CUDA_PLUGIN :=
@@ -241,6 +251,15 @@ $$(call emu_test_dir,$(1))/optimized_test_cuda_emu_%: $$(BUILD)/$(1)/obj/optimiz
 all: $$(call emu_tests,$(1))
 endef
 $(foreach v,$(EMU_VARIANTS),$(eval $(call EMU_VARIANT,$(v))))
+
+# benchmarks of the emulation itself (optimized/bench/bench_cuda_emu*.cu, plain variant)
+EMU_BENCH_CU := $(wildcard optimized/bench/bench_cuda_emu*.cu)
+EMU_BENCH := $(EMU_BENCH_CU:optimized/bench/%.cu=$(BUILD)/bench/optimized_%)
+.SECONDARY: $(EMU_BENCH_CU:%.cu=$(BUILD)/emu-src/%.cc) $(EMU_BENCH_CU:%.cu=$(BUILD)/emu/obj/%.o)
+$(EMU_BENCH): $(BUILD)/bench/optimized_%: $(BUILD)/emu/obj/optimized/bench/%.o $(emu_CU_OBJ) $(emu_RT_OBJ) $(EMU_LIBS)
+	@mkdir -p $(@D)
+	$(Q_LD)$(CXX) $(EMU_OPT_emu) $< $(emu_CU_OBJ) $(emu_RT_OBJ) -o $@ -rdynamic $(EMU_LIBS) $(LDFLAGS_SAN) $(LDLIBS_BASE) -ldl
+all: $(EMU_BENCH)
 
 CUDA_EMU_PLUGIN := $(BUILD)/libdpcert_cuda_emu.so
 $(CUDA_EMU_PLUGIN): $(emu_CU_OBJ) $(emu_RT_OBJ)

@@ -144,7 +144,7 @@ cublasStatus_t gemm(cublasHandle_t h, const char *fn, cublasOperation_t ta, cubl
                     cudaDataType_t bt, int ldb, long long sB, double beta, void *C, cudaDataType_t ct, int ldc,
                     long long sC, int batch, bool f64) {
     if (!h || h->magic != BLAS_MAGIC) return CUBLAS_STATUS_NOT_INITIALIZED;
-    if (sticky()) return CUBLAS_STATUS_EXECUTION_FAILED;
+    if (broken()) return CUBLAS_STATUS_EXECUTION_FAILED;
     bool bad_op = (ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T);
     int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
     int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
@@ -173,7 +173,7 @@ cublasStatus_t gemm(cublasHandle_t h, const char *fn, cublasOperation_t ta, cubl
     if (!so || stream_drain(so, fn) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
     if (f64) gemm_run<double>(p, h->stream);
     else gemm_run<float>(p, h->stream);
-    return sticky() ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
+    return broken() ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
 double scalar(const void *p, bool f64) { return f64 ? *(const double *)p : (double)*(const float *)p; }

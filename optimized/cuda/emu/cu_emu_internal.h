@@ -25,10 +25,17 @@ namespace cu_emu {
 /* ---- errors (cu_emu_runtime.cc) ---- */
 /* The launch-configuration error of the last call (returned and cleared by cudaGetLastError). */
 void set_last(cudaError_t e);
-/* A fault: prints "cu_emu: <message>" to stderr and makes e sticky (every later call
- * returns it until cudaDeviceReset); returns e. */
+/* A fault of the device (a kernel's illegal address, a trap, a divergent barrier): prints
+ * "cu_emu: <message>" to stderr and records e, which becomes sticky (every later call
+ * returns it, until cudaDeviceReset) at the next synchronising call (surface()), as a GPU
+ * reports a kernel's fault asynchronously; nothing runs on the device meanwhile. Returns e. */
 cudaError_t fault(cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* the sticky error visible to the program (cudaSuccess if none) */
 cudaError_t sticky();
+/* a synchronising call: a recorded fault becomes visible (sticky); returns sticky() */
+cudaError_t surface();
+/* a fault was recorded (visible or not): kernels and GEMMs do not run */
+bool broken();
 /* A loud diagnostic for a call that fails without corrupting the context (wrong-size copy,
  * bad pointer): prints "cu_emu: <message>" and returns e (not sticky). */
 cudaError_t complain(cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -92,11 +92,12 @@ struct launch_desc {
 };
 void launch(const launch_desc &d);
 
-template <class T> inline void note_ptr(const void **out, int *idx, int *n, int i, T *p) {
-    out[*n] = (const void *)p;
-    idx[(*n)++] = i;
+template <class T> inline void note_ptr(const void **out, int *idx, int *n, int i, const T &v) {
+    if constexpr (std::is_pointer<T>::value) {
+        out[*n] = (const void *)v;
+        idx[(*n)++] = i;
+    }
 }
-template <class T> inline void note_ptr(const void **, int *, int *, int, const T &) {}
 
 template <class... P> struct kernel_pack {
     void (*k)(P...);

@@ -264,7 +264,7 @@ using namespace cu_emu;
 
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     *p = NULL;
-    if (sticky()) return sticky();
+    if (surface()) return sticky();
     if (bytes == 0) return cudaSuccess;
     std::lock_guard<std::mutex> g(A.m);
     if (!arena_init()) return cudaErrorMemoryAllocation;
@@ -294,7 +294,8 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
 }
 
 cudaError_t cudaFree(void *p) {
-    if (!p) return cudaSuccess;
+    surface(); /* cudaFree synchronises */
+    if (!p) return sticky();
     std::lock_guard<std::mutex> g(A.m);
     char *c = (char *)p;
     if (!A.ready || c < A.dev || c >= A.dev + A.size)
@@ -304,7 +305,8 @@ cudaError_t cudaFree(void *p) {
     if (!it->second.live) return complain(cudaErrorInvalidValue, "cudaFree: %p was already freed (double free)", p);
     char buf[256];
     const char *rz = redzone_problem_at(it, buf, sizeof buf);
-    cudaError_t st = rz ? fault(cudaErrorIllegalAddress, "cudaFree: %s", rz) : sticky();
+    if (rz) fault(cudaErrorIllegalAddress, "cudaFree: %s", rz);
+    cudaError_t st = surface();
     it->second.live = false;
     A.live_bytes -= it->second.span;
     POISON(A.dev + it->first, it->second.span);
@@ -324,9 +326,11 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) {
 }
 
 /* ---- copies and sets: on the stream's order (after its pending work), executed now ---- */
-static cudaError_t copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s, const char *fn) {
+static cudaError_t copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s, const char *fn,
+                        bool sync) {
     stream_obj *o = stream_of(s);
     if (!o) return complain(cudaErrorInvalidResourceHandle, "%s: %p is not a live stream", fn, (void *)s);
+    if (sync) surface();
     if (sticky()) return sticky();
     if (bytes == 0) return cudaSuccess;
     cudaError_t e = stream_drain(o, fn);
@@ -349,10 +353,10 @@ static cudaError_t copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind
     return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
-    return copy(dst, src, bytes, kind, s, "cudaMemcpyAsync");
+    return copy(dst, src, bytes, kind, s, "cudaMemcpyAsync", false);
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
-    return copy(dst, src, bytes, kind, nullptr, "cudaMemcpy");
+    return copy(dst, src, bytes, kind, nullptr, "cudaMemcpy", true);
 }
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s) {
     stream_obj *o = stream_of(s);

@@ -89,10 +89,17 @@ void nap(long *ns) {
 
 /* ---------------- errors ---------------- */
 static std::atomic<int> last_err{cudaSuccess};
+static std::atomic<int> pending_err{cudaSuccess}; /* recorded, not yet seen by a synchronising call */
 static std::atomic<int> sticky_err{cudaSuccess};
 
 void set_last(cudaError_t e) { last_err.store(e); }
 cudaError_t sticky() { return (cudaError_t)sticky_err.load(); }
+bool broken() { return pending_err.load() != cudaSuccess || sticky_err.load() != cudaSuccess; }
+cudaError_t surface() {
+    int p = pending_err.load(), expect = cudaSuccess;
+    if (p != cudaSuccess) sticky_err.compare_exchange_strong(expect, p);
+    return sticky();
+}
 
 static void vsay(const char *fmt, va_list ap) {
     char msg[1024];
@@ -106,8 +113,8 @@ cudaError_t fault(cudaError_t e, const char *fmt, ...) {
     vsay(fmt, ap);
     va_end(ap);
     int expect = cudaSuccess;
-    sticky_err.compare_exchange_strong(expect, e);
-    return (cudaError_t)sticky_err.load();
+    pending_err.compare_exchange_strong(expect, e);
+    return e;
 }
 cudaError_t complain(cudaError_t e, const char *fmt, ...) {
     va_list ap;
@@ -152,11 +159,13 @@ static cudaError_t wait_ops(std::deque<pend> &q, const char *why) {
     long ns = 0;
     while (!stream_test(q)) {
         double waited = now_s() - t0;
-        if (waited > env().wait_timeout)
-            return fault(cudaErrorLaunchTimeout,
+        if (waited > env().wait_timeout) {
+            fault(cudaErrorLaunchTimeout,
                          "%s waited %.0f s for pending NCCL work (%s) (CU_EMU_WAIT_TIMEOUT): another rank died or "
                          "stalled",
                          why, waited, q.front()->what);
+            return surface();
+        }
         nap(&ns);
     }
     return cudaSuccess;
@@ -266,7 +275,7 @@ cudaError_t cudaRuntimeGetVersion(int *v) {
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) {
-    if (sticky()) return sticky();
+    if (surface()) return sticky();
     cudaError_t e = stream_drain(&default_stream, "cudaDeviceSynchronize");
     std::vector<stream_obj *> all;
     {
@@ -279,6 +288,7 @@ cudaError_t cudaDeviceSynchronize(void) {
 }
 cudaError_t cudaDeviceReset(void) {
     sticky_err.store(cudaSuccess);
+    pending_err.store(cudaSuccess);
     last_err.store(cudaSuccess);
     mem_reset();
     return cudaSuccess;
@@ -310,13 +320,13 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     stream_obj *o = stream_of(s);
     if (!o) return complain(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: %p is not a live stream", (void *)s);
-    if (sticky()) return sticky();
+    if (surface()) return sticky();
     return stream_drain(o, "cudaStreamSynchronize");
 }
 cudaError_t cudaStreamQuery(cudaStream_t s) {
     stream_obj *o = stream_of(s);
     if (!o) return complain(cudaErrorInvalidResourceHandle, "cudaStreamQuery: %p is not a live stream", (void *)s);
-    if (sticky()) return sticky();
+    if (surface()) return sticky();
     return stream_test(o->q) ? cudaSuccess : cudaErrorNotReady;
 }
 /* later work on s waits for e: s inherits e's pending work (nothing blocks now) */
@@ -361,13 +371,13 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 cudaError_t cudaEventQuery(cudaEvent_t e) {
     if (!e || e->magic != EVENT_MAGIC)
         return complain(cudaErrorInvalidResourceHandle, "cudaEventQuery: %p is not a live event", (void *)e);
-    if (sticky()) return sticky();
+    if (surface()) return sticky();
     return stream_test(e->deps) ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     if (!e || e->magic != EVENT_MAGIC)
         return complain(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: %p is not a live event", (void *)e);
-    if (sticky()) return sticky();
+    if (surface()) return sticky();
     return wait_ops(e->deps, "cudaEventSynchronize");
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {

@@ -137,7 +137,7 @@ static const size_t STACK = (size_t)512 << 10;
 static const size_t STACK = (size_t)256 << 10;
 /* TSan: blocks go to TSAN_WORKERS OS threads by b mod TSAN_WORKERS, so neighbouring blocks
  * never share an OS thread (their races are reported); see struct worker */
-static const int TSAN_WORKERS = 4;
+static const int TSAN_WORKERS = 2;
 #else
 static const size_t STACK = (size_t)64 << 10;
 #endif
@@ -488,7 +488,15 @@ static bool run_block_(worker *w, const launch_desc &d, long b) {
         for (int t = 0; t < n; t++) {
             fiber *f = &w->fibers[t];
             int st = get_state(f);
-            if (st != F_NEW && st != F_DONE) drop_fiber(w, f, false);
+            if (st != F_NEW && st != F_DONE) {
+#ifdef CU_EMU_TSAN
+                /* what the abandoned thread did happens before what follows the launch */
+                __tsan_switch_to_fiber(f->tsan, TSAN_NO_SYNC);
+                __tsan_release(&w->boundary[w->serial & 1]);
+                __tsan_switch_to_fiber(w->tsan_sched, TSAN_NO_SYNC);
+#endif
+                drop_fiber(w, f, false);
+            }
             set_state(f, F_DONE);
         }
     delete br.sync;
@@ -607,7 +615,7 @@ void cu_emu::kernel_name(const void *k, char *out, size_t len) {
 
 void cu_emu::launch(const launch_desc &d) {
     std::lock_guard<std::mutex> g(launch_m);
-    if (sticky()) return; /* the context is broken: nothing runs */
+    if (broken()) return; /* the device has faulted: nothing runs */
     char name[200];
     if (bad_cfg(d.cfg)) {
         kernel_name(d.kernel, name, sizeof name);
