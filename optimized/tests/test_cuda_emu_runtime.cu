@@ -301,14 +301,26 @@ static void test_memory(void) {
     cudaMalloc(&live, 64);
     fflush(stdout);
     fflush(stderr);
+    int pfd[2];
+    T_CHECK(pipe(pfd) == 0, "pipe");
     pid_t pid = fork();
-    if (pid == 0) {
+    if (pid == 0) { /* its stderr (our message, a sanitizer's report) goes to the parent */
+        dup2(pfd[1], 2);
+        close(pfd[0]);
         volatile float v = live[3]; /* SIGSEGV */
         (void)v;
         _exit(0);
     }
+    close(pfd[1]);
+    char msg[8192];
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof msg - 1 && (r = read(pfd[0], msg + got, sizeof msg - 1 - got)) > 0) got += (size_t)r;
+    msg[got] = '\0';
+    close(pfd[0]);
     int status = 0;
     waitpid(pid, &status, 0);
+    T_CHECK(strstr(msg, "cu_emu: host code dereferenced device address") != NULL, "the death names the cause: %.200s", msg);
     /* SIGSEGV (a sanitizer's handler may report it and exit non-zero instead) */
     T_CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) || (WIFEXITED(status) && WEXITSTATUS(status) != 0),
             "host dereference of a device pointer must kill the process (status %d)", status);

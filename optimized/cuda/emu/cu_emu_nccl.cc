@@ -233,72 +233,53 @@ bool alias_of(void **out, const void *p, size_t bytes, const char *what) {
     if (!alias_of(&var, (ptr), (bytes), (what))) return ncclInvalidArgument
 } // namespace
 
-ncclResult_t ncclAllReduce(const void *send, void *recv, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
-                           cudaStream_t s) {
+namespace {
+enum coll_kind { C_ALLREDUCE, C_REDUCE_SCATTER, C_ALLGATHER };
+/* allreduce (n each), reduce-scatter (n received, size * n sent), allgather (n sent, size * n
+ * received): the buffers checked, one rank a copy, else the MPI operation on a staged copy of
+ * the send buffer when the two overlap (other than the in-place allreduce) */
+ncclResult_t collective(const char *fn, coll_kind k, const void *send, void *recv, size_t n, ncclDataType_t t,
+                        ncclRedOp_t op, ncclComm_t c, cudaStream_t s) {
     stream_obj *so;
     MPI_Datatype mt;
-    ncclResult_t r = begin("ncclAllReduce", c, t, n, s, &so, &mt);
+    ncclResult_t r = begin(fn, c, t, n, s, &so, &mt);
     if (r != ncclSuccess) return r;
     if (op != ncclSum) return ncclInvalidArgument;
-    size_t b = n * esize(t);
-    ALIAS(sa, send, b, "ncclAllReduce (send buffer)");
-    ALIAS(ra, recv, b, "ncclAllReduce (receive buffer)");
+    const size_t b = n * esize(t), sb = k == C_REDUCE_SCATTER ? b * (size_t)c->size : b,
+                 rb = k == C_ALLGATHER ? b * (size_t)c->size : b;
+    char what[64];
+    snprintf(what, sizeof what, "%s (send buffer)", fn);
+    ALIAS(sa, send, sb, what);
+    snprintf(what, sizeof what, "%s (receive buffer)", fn);
+    ALIAS(ra, recv, rb, what);
     if (c->local) {
         if (sa != ra) memmove(ra, sa, b);
         return ncclSuccess;
     }
     auto o = std::make_shared<mpi_op>();
     o->reqs.resize(1);
-    if (sa != ra && overlap(sa, b, ra, b)) {
-        o->staged.assign((char *)sa, (char *)sa + b);
+    bool inplace = k == C_ALLREDUCE && sa == ra;
+    if (!inplace && overlap(sa, sb, ra, rb)) {
+        o->staged.assign((char *)sa, (char *)sa + sb);
         sa = o->staged.data();
     }
-    MPI_Iallreduce(sa == ra ? MPI_IN_PLACE : sa, ra, (int)n, mt, MPI_SUM, c->comm, &o->reqs[0]);
-    return post(c, so, o, "ncclAllReduce");
+    if (k == C_ALLREDUCE) MPI_Iallreduce(inplace ? MPI_IN_PLACE : sa, ra, (int)n, mt, MPI_SUM, c->comm, &o->reqs[0]);
+    else if (k == C_REDUCE_SCATTER) MPI_Ireduce_scatter_block(sa, ra, (int)n, mt, MPI_SUM, c->comm, &o->reqs[0]);
+    else MPI_Iallgather(sa, (int)n, mt, ra, (int)n, mt, c->comm, &o->reqs[0]);
+    return post(c, so, o, fn);
+}
+} // namespace
+
+ncclResult_t ncclAllReduce(const void *send, void *recv, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
+                           cudaStream_t s) {
+    return collective("ncclAllReduce", C_ALLREDUCE, send, recv, n, t, op, c, s);
 }
 ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t rc, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
                                cudaStream_t s) {
-    stream_obj *so;
-    MPI_Datatype mt;
-    ncclResult_t r = begin("ncclReduceScatter", c, t, rc, s, &so, &mt);
-    if (r != ncclSuccess) return r;
-    if (op != ncclSum) return ncclInvalidArgument;
-    size_t b = rc * esize(t);
-    ALIAS(sa, send, b * (size_t)c->size, "ncclReduceScatter (send buffer)");
-    ALIAS(ra, recv, b, "ncclReduceScatter (receive buffer)");
-    if (c->local) {
-        if (sa != ra) memmove(ra, sa, b);
-        return ncclSuccess;
-    }
-    auto o = std::make_shared<mpi_op>();
-    o->reqs.resize(1);
-    if (overlap(sa, b * (size_t)c->size, ra, b)) {
-        o->staged.assign((char *)sa, (char *)sa + b * (size_t)c->size);
-        sa = o->staged.data();
-    }
-    MPI_Ireduce_scatter_block(sa, ra, (int)rc, mt, MPI_SUM, c->comm, &o->reqs[0]);
-    return post(c, so, o, "ncclReduceScatter");
+    return collective("ncclReduceScatter", C_REDUCE_SCATTER, send, recv, rc, t, op, c, s);
 }
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t s) {
-    stream_obj *so;
-    MPI_Datatype mt;
-    ncclResult_t r = begin("ncclAllGather", c, t, n, s, &so, &mt);
-    if (r != ncclSuccess) return r;
-    size_t b = n * esize(t);
-    ALIAS(sa, send, b, "ncclAllGather (send buffer)");
-    ALIAS(ra, recv, b * (size_t)c->size, "ncclAllGather (receive buffer)");
-    if (c->local) {
-        if (sa != ra) memmove(ra, sa, b);
-        return ncclSuccess;
-    }
-    auto o = std::make_shared<mpi_op>();
-    o->reqs.resize(1);
-    if (overlap(sa, b, ra, b * (size_t)c->size)) {
-        o->staged.assign((char *)sa, (char *)sa + b);
-        sa = o->staged.data();
-    }
-    MPI_Iallgather(sa, (int)n, mt, ra, (int)n, mt, c->comm, &o->reqs[0]);
-    return post(c, so, o, "ncclAllGather");
+    return collective("ncclAllGather", C_ALLGATHER, send, recv, n, t, ncclSum, c, s);
 }
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t n, ncclDataType_t t, int root, ncclComm_t c,
                            cudaStream_t s) {
