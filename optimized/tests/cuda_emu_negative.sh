@@ -21,6 +21,8 @@ for vt in "${VARIANTS[@]}"; do
   v=${vt%% *} dir=${vt#* }
   bin="$dir/optimized_test_cuda_emu_neg"
   [ -x "$bin" ] || { bad "$bin not built"; continue; }
+  # the SANITIZE=1 build's emulation is itself ASan-instrumented
+  [ "$v" = plain ] && ldd "$bin" 2>/dev/null | grep -q libasan && v=asan
   if "$bin" >"$v-control.log" 2>&1; then pass "$v: the correct kernels pass"
   else bad "$v: the correct kernels fail"; tail -5 "$v-control.log"; continue; fi
   for k in barrier grid drop; do
