@@ -51,20 +51,30 @@ CFLAGS_BASE += -O0 --coverage
 LDFLAGS_SAN += --coverage
 endif
 
-# ---- CUDA (compiled whenever nvcc, cuBLAS and NCCL are present, GPU or not) ----
+# ---- CUDA (compiled whenever nvcc, cuBLAS and NCCL are present, GPU or not; ci/configure.sh
+# finds them; make CUDA=1 requires them, make CUDA=0 leaves CUDA out) ----
 CU_SRC := $(wildcard optimized/cuda/*.cu)
 ifeq ($(HAVE_CUDA),1)
 ifneq ($(SANITIZE),1)
+ifneq ($(CUDA),0)
 USE_CUDA := 1
 endif
 endif
+endif
+ifeq ($(CUDA),1)
+ifneq ($(wildcard $(CONFIG)),)
+ifneq ($(HAVE_CUDA),1)
+$(error CUDA=1 was requested but $(CONFIG) has no CUDA build (nvcc, cuBLAS or NCCL missing: see $(BUILD)/banner.txt, ci/configure.sh, docs/cuda.md "Building"))
+endif
+endif
+endif
 ifeq ($(USE_CUDA),1)
-CFLAGS_BASE += -DDP_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-NVCCFLAGS := -std=c++17 -O3 -g -lineinfo -I. -I$(CUDA_HOME)/include -DDP_HAVE_CUDA=1 \
+CFLAGS_BASE += -DDP_HAVE_CUDA=1 -I$(CUDA_HOME)/include $(CUDA_INC)
+NVCCFLAGS := -std=c++17 -O3 -g -lineinfo -I. -I$(CUDA_HOME)/include $(CUDA_INC) -DDP_HAVE_CUDA=1 \
 	-gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
 	-Xcompiler -Wall,-Wextra,-Wno-unused-parameter -Werror all-warnings $(MPI_CFLAGS)
 CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart_static -ldl -lrt -lstdc++
+CUDA_LIBS := $(CUDA_LINK_LIBS) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
 else
 CU_OBJ :=
 CUDA_LIBS :=
@@ -129,12 +139,12 @@ banner: | $(CONFIG)
 
 $(CONFIG): ci/configure.sh
 	@mkdir -p $(BUILD)
-	@CC=$(CC) ci/configure.sh $(BUILD) --quiet || (cat $(BUILD)/banner.txt; exit 1)
+	@CC=$(CC) CUDA=$(CUDA) ci/configure.sh $(BUILD) --quiet || (cat $(BUILD)/banner.txt; exit 1)
 
 # Re-probe, installing missing packages (used by run and test on a fresh machine).
 deps:
 	@mkdir -p $(BUILD)
-	@CC=$(CC) ci/configure.sh $(BUILD) --install --quiet || (cat $(BUILD)/banner.txt; exit 1)
+	@CC=$(CC) CUDA=$(CUDA) ci/configure.sh $(BUILD) --install --quiet || (cat $(BUILD)/banner.txt; exit 1)
 
 $(BUILD)/obj/empty.o:
 	@mkdir -p $(@D)
@@ -176,7 +186,7 @@ $(BUILD)/obj-pic/%.o: %.cu | $(CONFIG)
 	@mkdir -p $(@D)
 	$(Q_NVCC)$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -MMD -MP -c $< -o $@
 $(CUDA_PLUGIN): $(CU_PIC_OBJ)
-	$(Q_LD)$(CC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart \
+	$(Q_LD)$(CC) -shared -o $@ $^ $(CUDA_LINK_LIBS) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart \
 		-lstdc++ $(MPI_LIBS) -lm -lpthread -ldl -lrt
 else
 CUDA_PLUGIN :=
@@ -197,6 +207,86 @@ $(BUILD)/plugins/libdpcert_$(1).so: $(wildcard optimized/plugins/$(1)/*.c) optim
 endef
 $(foreach p,skeleton openblas,$(eval $(call PLUGIN_RULE,$(p))))
 all: $(PLUGINS)
+
+# ---- the CUDA emulation (docs/cuda.md "The emulation"): the same optimized/cuda/*.cu,
+# unmodified, through the launch rewriter and g++ against optimized/cuda/emu/ (stand-ins
+# for the CUDA, cuBLAS and NCCL headers) -- always built, no GPU or nvcc needed. Variants:
+# emu ($(BUILD)/libdpcert_cuda_emu.so, loaded by --backend cuda-emu, and the emulated GPU
+# tests in $(BUILD)/tests), emu-asan (ASan+UBSan) and emu-tsan (TSan): their tests go to
+# $(BUILD)/emu-asan/tests and $(BUILD)/emu-tsan/tests (run by optimized/tests/cuda_emu_san.sh).
+# Under SANITIZE=1 the emu variant itself is ASan-instrumented and the other two are not built.
+ifeq ($(origin CXX),default)
+CXX := g++
+endif
+EMU := optimized/cuda/emu
+EMU_RT_SRC := $(wildcard $(EMU)/*.cc)
+EMU_TEST_CU := $(wildcard optimized/tests/test_cuda_emu_*.cu)
+EMU_GPU_TEST := $(wildcard optimized/tests/test_cuda_gpu_*.c)
+EMU_CXXFLAGS := -std=c++20 -g -fPIC -ffp-contract=off -fno-fast-math -fno-strict-aliasing -Wall -Wextra \
+	-Wno-unused-parameter -Wno-unknown-pragmas -I. -I$(EMU)/include $(MPI_CFLAGS) -DDP_CUDA_EMU=1
+EMU_SAN_asan := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+ifeq ($(SANITIZE),1)
+EMU_VARIANTS := emu
+EMU_OPT_emu := $(EMU_SAN_asan)
+else
+EMU_VARIANTS := emu emu-asan emu-tsan
+EMU_OPT_emu := -O2
+endif
+EMU_OPT_emu-asan := $(EMU_SAN_asan)
+EMU_OPT_emu-tsan := -O1 -fsanitize=thread
+# test programs of a variant: test_cuda_gpu_X.c -> *_emu_X, test_cuda_emu_X.cu -> *_emu_X
+emu_test_dir = $(if $(filter emu,$(1)),$(BUILD)/tests,$(BUILD)/$(1)/tests)
+emu_tests = $(foreach s,$(EMU_GPU_TEST),$(call emu_test_dir,$(1))/optimized_test_cuda_emu_$(patsubst test_cuda_gpu_%.c,%,$(notdir $(s)))) \
+	$(foreach s,$(EMU_TEST_CU),$(call emu_test_dir,$(1))/optimized_$(basename $(notdir $(s))))
+Q_CXX = $(if $(filter 1,$(V)),,@echo "  CXX     $<";)
+
+$(BUILD)/emu-src/%.cc: %.cu $(EMU)/cu_emu_rewrite.sh
+	@$(EMU)/cu_emu_rewrite.sh $< $@
+.SECONDARY: $(CU_SRC:%.cu=$(BUILD)/emu-src/%.cc) $(EMU_TEST_CU:%.cu=$(BUILD)/emu-src/%.cc)
+
+# the optimized library without the CUDA stubs (the emulated objects are linked instead)
+$(BUILD)/lib/libdpoptimized_emu.a: $(filter-out $(BUILD)/obj/optimized/cuda/cu_stub.o,$(optimized_OBJ)) $(BUILD)/obj/empty.o
+	@mkdir -p $(@D)
+	@rm -f $@
+	@ar rcs $@ $^
+EMU_LIBS := $(BUILD)/lib/libdpoptimized_emu.a $(call libfiles,reference common)
+
+define EMU_VARIANT
+$(1)_CU_OBJ := $$(CU_SRC:%.cu=$$(BUILD)/$(1)/obj/%.o)
+$(1)_RT_OBJ := $$(EMU_RT_SRC:%.cc=$$(BUILD)/$(1)/obj/%.o)
+$$(BUILD)/$(1)/obj/%.o: $$(BUILD)/emu-src/%.cc | $$(CONFIG)
+	@mkdir -p $$(@D)
+	$$(Q_CXX)$$(CXX) $$(EMU_CXXFLAGS) $$(EMU_OPT_$(1)) -include $$(EMU)/include/cuda_runtime.h -MMD -MP -c $$< -o $$@
+$$(BUILD)/$(1)/obj/$$(EMU)/%.o: $$(EMU)/%.cc | $$(CONFIG)
+	@mkdir -p $$(@D)
+	$$(Q_CXX)$$(CXX) $$(EMU_CXXFLAGS) $$(EMU_OPT_$(1)) -Werror -MMD -MP -c $$< -o $$@
+$$(BUILD)/$(1)/obj/optimized/tests/%.o: optimized/tests/%.c | $$(CONFIG)
+	@mkdir -p $$(@D)
+	$$(Q_CC)$$(CC) $$(CFLAGS_BASE) $$(EMU_OPT_$(1)) -DDP_CUDA_EMU=1 -MMD -MP -c $$< -o $$@
+$$(call emu_test_dir,$(1))/optimized_test_cuda_emu_%: $$(BUILD)/$(1)/obj/optimized/tests/test_cuda_gpu_%.o $$($(1)_CU_OBJ) $$($(1)_RT_OBJ) $$(EMU_LIBS)
+	@mkdir -p $$(@D)
+	$$(Q_LD)$$(CXX) $$(EMU_OPT_$(1)) $$< $$($(1)_CU_OBJ) $$($(1)_RT_OBJ) -o $$@ -rdynamic $$(EMU_LIBS) $$(LDFLAGS_SAN) $$(LDLIBS_BASE) -ldl
+$$(call emu_test_dir,$(1))/optimized_test_cuda_emu_%: $$(BUILD)/$(1)/obj/optimized/tests/test_cuda_emu_%.o $$($(1)_CU_OBJ) $$($(1)_RT_OBJ) $$(EMU_LIBS)
+	@mkdir -p $$(@D)
+	$$(Q_LD)$$(CXX) $$(EMU_OPT_$(1)) $$< $$($(1)_CU_OBJ) $$($(1)_RT_OBJ) -o $$@ -rdynamic $$(EMU_LIBS) $$(LDFLAGS_SAN) $$(LDLIBS_BASE) -ldl
+.SECONDARY: $$($(1)_CU_OBJ) $$($(1)_RT_OBJ) $$(EMU_GPU_TEST:%.c=$$(BUILD)/$(1)/obj/%.o) $$(EMU_TEST_CU:%.cu=$$(BUILD)/$(1)/obj/%.o)
+all: $$(call emu_tests,$(1))
+endef
+$(foreach v,$(EMU_VARIANTS),$(eval $(call EMU_VARIANT,$(v))))
+
+# benchmarks of the emulation itself (optimized/bench/bench_cuda_emu*.cu, plain variant)
+EMU_BENCH_CU := $(wildcard optimized/bench/bench_cuda_emu*.cu)
+EMU_BENCH := $(EMU_BENCH_CU:optimized/bench/%.cu=$(BUILD)/bench/optimized_%)
+.SECONDARY: $(EMU_BENCH_CU:%.cu=$(BUILD)/emu-src/%.cc) $(EMU_BENCH_CU:%.cu=$(BUILD)/emu/obj/%.o)
+$(EMU_BENCH): $(BUILD)/bench/optimized_%: $(BUILD)/emu/obj/optimized/bench/%.o $(emu_CU_OBJ) $(emu_RT_OBJ) $(EMU_LIBS)
+	@mkdir -p $(@D)
+	$(Q_LD)$(CXX) $(EMU_OPT_emu) $< $(emu_CU_OBJ) $(emu_RT_OBJ) -o $@ -rdynamic $(EMU_LIBS) $(LDFLAGS_SAN) $(LDLIBS_BASE) -ldl
+all: $(EMU_BENCH)
+
+CUDA_EMU_PLUGIN := $(BUILD)/libdpcert_cuda_emu.so
+$(CUDA_EMU_PLUGIN): $(emu_CU_OBJ) $(emu_RT_OBJ)
+	$(Q_LD)$(CXX) -shared $(EMU_OPT_emu) -o $@ $^ $(MPI_LIBS) -lm -lpthread -ldl
+all: $(CUDA_EMU_PLUGIN)
 
 $(DPCERT): common/main.c $(DPCERT_LIBS) | $(CONFIG)
 	$(Q_LD)$(CC) $(CFLAGS_BASE) $< -o $@ -rdynamic -Wl,--whole-archive $(DPCERT_LIBS) -Wl,--no-whole-archive $(LDFLAGS_SAN) $(LDLIBS_BASE) -ldl
@@ -264,3 +354,4 @@ clean:
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 -include $(shell find $(BUILD)/obj-host $(BUILD)/obj-pic -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/emu $(BUILD)/emu-asan $(BUILD)/emu-tsan -name '*.d' 2>/dev/null)

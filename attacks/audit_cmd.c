@@ -46,7 +46,7 @@ static dp_status cli_finish(audit_config *c, const audit_cli *a) {
     c->work = a->work;
     c->timeout_s = a->timeout;
     DP_TRY(dp_cand_mode_parse(&c->candidate_persistent, "--candidate-mode", a->cand_mode));
-    static const char *const backends[] = {"host", "cuda", NULL};
+    const char *const *backends = opt_backend_builtin_names;
     DP_TRY(dp_parse_choice(&k, "--backend", a->backend, backends));
     c->backend = backends[k];
     DP_TRY(dp_parse_choice(&k, "--strategy", a->strategy, opt_strategy_names));
@@ -229,7 +229,7 @@ int dp_cmd_audit(int argc, char **argv) {
     const dp_opt mine[] = {
         {"--algo", DP_OPT_STRING, &a.algo, NULL, "dpsgd|dpzo (default dpsgd)"},
         {"--impl", DP_OPT_STRING, &a.impl, &a.seen_impl, "reference|optimized|candidate (default reference)"},
-        {"--backend", DP_OPT_STRING, &a.backend, NULL, "optimized: host|cuda (default host)"},
+        {"--backend", DP_OPT_STRING, &a.backend, NULL, "optimized: host|cuda|cuda-emu (default host)"},
         {"--strategy", DP_OPT_STRING, &a.strategy, NULL, "optimized DP-SGD strategy (default grad-sample)"},
         {"--candidate", DP_OPT_STRING, &a.candidate, NULL, "candidate command CMD, run as CMD IN OUT (docs/audits.md)"},
         {"--work", DP_OPT_STRING, &a.work, NULL, "candidate: directory for vectors/outputs (default: a fresh temp dir)"},

@@ -149,7 +149,7 @@ dp_status audit_onerun_engine(audit_onerun_result *res, const audit_config *c, i
     }
     ref_dpsgd_config rc;
     if (st == DP_OK) st = audit_onerun_train_config(&rc, &s, d.n, steps);
-    int cuda = strcmp(c->backend, "cuda") == 0;
+    int cuda = opt_backend_is_cuda(c->backend);
     opt_backend_config bc = {.name = c->backend, .dtype = cuda ? DP_F32 : DP_F64, .threads = 1, .use_mpi = 0};
     if (st == DP_OK) st = opt_backend_create(&be, &bc);
     opt_dp_options o = {.strategy = (opt_strategy)c->strategy};

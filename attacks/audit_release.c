@@ -164,7 +164,7 @@ static void opt_sgd_destroy(audit_release *r) {
 }
 
 static dp_status backend_make(opt_backend **be, const audit_setup *s) {
-    int cuda = strcmp(s->cfg.backend, "cuda") == 0;
+    int cuda = opt_backend_is_cuda(s->cfg.backend);
     opt_backend_config bc = {.name = s->cfg.backend, .dtype = cuda ? DP_F32 : DP_F64, .threads = 1, .use_mpi = 0};
     return opt_backend_create(be, &bc);
 }

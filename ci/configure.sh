@@ -3,6 +3,12 @@
 # Probes each dependency by compiling (and linking) a tiny program, writes
 # BUILD_DIR/config.mk for the Makefile and prints a one-screen banner.
 # With --install, a failing required probe runs ci/install-deps.sh once and probes again.
+# CUDA (optional): nvcc from $CUDA_HOME (default /usr/local/cuda) or PATH; cuBLAS(Lt) and NCCL
+# from $CUDA_HOME, $NCCL_HOME / $CUBLAS_HOME, a Python wheel (nvidia/nccl/lib,
+# nvidia/cublas/lib in the site-packages of python3, of $VIRTUAL_ENV and of venvs under
+# BUILD_DIR) or /usr/lib/x86_64-linux-gnu (docs/cuda.md "Building"). CUDA=1 in the
+# environment (make CUDA=1) requires the CUDA build: missing pieces are an error (exit 1),
+# not a silent skip; CUDA=0 leaves CUDA out even when present.
 set -u
 BUILD=${1:?usage: ci/configure.sh BUILD_DIR [--install] [--quiet]}
 shift
@@ -10,6 +16,8 @@ INSTALL=0; QUIET=0
 for a in "$@"; do case $a in --install) INSTALL=1 ;; --quiet) QUIET=1 ;; *) echo "configure: unknown option $a" >&2; exit 2 ;; esac; done
 CC=${CC:-cc}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+CUDA_REQ=${CUDA:-}
+case "$CUDA_REQ" in ""|0|1) ;; *) echo "configure: CUDA must be 0, 1 or unset (got '$CUDA_REQ')" >&2; exit 2 ;; esac
 mkdir -p "$BUILD/probe"
 T=$BUILD/probe
 
@@ -19,9 +27,47 @@ probe() { # name, code, flags...
   "$CC" "$T/$name.c" -o "$T/$name" "$@" >"$T/$name.log" 2>&1
 }
 
+# Directories that may hold a CUDA library (lib/) and its headers (include/), by kind
+# (nccl or cublas), in order: the explicit homes, $CUDA_HOME, Python wheels, the system.
+cuda_lib_roots() { # kind
+  local kind=$1 py sp
+  [ "$kind" = nccl ] && [ -n "${NCCL_HOME:-}" ] && echo "$NCCL_HOME/lib $NCCL_HOME/include"
+  [ "$kind" = cublas ] && [ -n "${CUBLAS_HOME:-}" ] && echo "$CUBLAS_HOME/lib $CUBLAS_HOME/include"
+  echo "$CUDA_HOME/lib64 $CUDA_HOME/include"
+  {
+    for py in python3 /usr/bin/python3; do
+      command -v "$py" >/dev/null 2>&1 && "$py" -c 'import site; print("\n".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null
+    done
+    [ -n "${VIRTUAL_ENV:-}" ] && ls -d "$VIRTUAL_ENV"/lib/python3*/site-packages 2>/dev/null
+    ls -d "$BUILD"/*venv*/lib/python3*/site-packages 2>/dev/null
+  } | awk '!seen[$0]++' | while read -r sp; do
+    [ -d "$sp/nvidia/$kind/lib" ] && echo "$sp/nvidia/$kind/lib $sp/nvidia/$kind/include"
+  done
+  echo "/usr/lib/x86_64-linux-gnu /usr/include"
+}
+# find_cuda_lib VAR kind lib header: sets VAR_LINK (-L/-rpath/-l, versioned .so.N too: wheels
+# ship no unversioned name) and VAR_INC (-I) from the first root holding both, else empties.
+find_cuda_lib() {
+  local var=$1 kind=$2 lib=$3 hdr=$4 libdir incdir f link
+  eval "${var}_LINK=''; ${var}_INC=''"
+  while read -r libdir incdir; do
+    [ -f "$incdir/$hdr" ] || continue
+    link=""
+    if [ -e "$libdir/lib$lib.so" ]; then link="-l$lib"
+    else
+      f=$(ls "$libdir"/lib"$lib".so.[0-9]* 2>/dev/null | sort -V | tail -n 1)
+      [ -n "$f" ] && link="-l:$(basename "$f")"
+    fi
+    [ -n "$link" ] || continue
+    eval "${var}_LINK='-L$libdir -Wl,-rpath,$libdir $link'; ${var}_INC='-I$incdir'"
+    return 0
+  done < <(cuda_lib_roots "$kind")
+  return 1
+}
+
 run_probes() {
   HAVE_MPFR=0; HAVE_SSL=0; HAVE_FFTW=0; HAVE_JANSSON=0; HAVE_MPI=0; HAVE_LIBFUZZER=0; HAVE_LCOV=0
-  HAVE_NVCC=0; HAVE_CUBLAS=0; HAVE_NCCL=0
+  HAVE_NVCC=0; HAVE_CUBLAS=0; HAVE_NCCL=0; NCCL_LINK=""; NCCL_INC=""; CUBLAS_LINK=""; CUBLAS_INC=""; CUBLASLT_LINK=""
   probe mpfr '#include <mpfr.h>
 int main(void){mpfr_t x; mpfr_init2(x,256); mpfr_set_d(x,1.0,MPFR_RNDU); mpfr_clear(x); return 0;}' -lmpfr -lgmp && HAVE_MPFR=1
   probe ssl '#include <openssl/evp.h>
@@ -53,10 +99,16 @@ int main(void){double a=1,b=2,c=0; cblas_dgemm(CblasRowMajor,CblasNoTrans,CblasN
   if [ -n "$NVCC" ]; then
     printf '__global__ void k(float *x){x[threadIdx.x]=1.0f;}\nint main(){return 0;}\n' > "$T/cu.cu"
     "$NVCC" -arch=sm_90 -c "$T/cu.cu" -o "$T/cu.o" >"$T/cu.log" 2>&1 && HAVE_NVCC=1
-    probe cublas '#include <cublas_v2.h>
-int main(void){cublasHandle_t h; (void)h; return 0;}' -I"$CUDA_HOME/include" -L"$CUDA_HOME/lib64" -lcublas && HAVE_CUBLAS=1
-    probe nccl '#include <nccl.h>
-int main(void){int v; return ncclGetVersion(&v) != ncclSuccess && 0;}' -I"$CUDA_HOME/include" -L"$CUDA_HOME/lib64" -lnccl && HAVE_NCCL=1
+    if find_cuda_lib CUBLAS cublas cublas cublas_v2.h && find_cuda_lib CUBLASLT cublas cublasLt cublasLt.h; then
+      # shellcheck disable=SC2086
+      probe cublas '#include <cublas_v2.h>
+int main(void){cublasHandle_t h; return cublasCreate(&h) == CUBLAS_STATUS_SUCCESS && 0;}' -I"$CUDA_HOME/include" $CUBLAS_INC $CUBLAS_LINK $CUBLASLT_LINK && HAVE_CUBLAS=1
+    fi
+    if find_cuda_lib NCCL nccl nccl nccl.h; then
+      # shellcheck disable=SC2086
+      probe nccl '#include <nccl.h>
+int main(void){int v; return ncclGetVersion(&v) != ncclSuccess && 0;}' -I"$CUDA_HOME/include" $NCCL_INC $NCCL_LINK && HAVE_NCCL=1
+    fi
   fi
 }
 
@@ -73,6 +125,11 @@ if { [ "$HAVE_PY_NUMPY" = 0 ] || [ "$HAVE_OPENBLAS" = 0 ]; } && [ "$INSTALL" = 1
   run_probes
 fi
 HAVE_CUDA=$(( HAVE_NVCC && HAVE_CUBLAS && HAVE_NCCL ))
+CUDA_MISSING=""
+[ "$HAVE_NVCC" = 1 ] || CUDA_MISSING="$CUDA_MISSING nvcc (sm_90) under $CUDA_HOME/bin or in PATH;"
+[ "$HAVE_NVCC" = 1 ] && [ "$HAVE_CUBLAS" = 0 ] && CUDA_MISSING="$CUDA_MISSING cuBLAS/cuBLASLt (libcublas, cublas_v2.h);"
+[ "$HAVE_NVCC" = 1 ] && [ "$HAVE_NCCL" = 0 ] && CUDA_MISSING="$CUDA_MISSING NCCL (libnccl, nccl.h);"
+[ "$CUDA_REQ" = 0 ] && HAVE_CUDA=0
 GIT_REV=$(git -C "$(dirname "$0")/.." rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 
 cat > "$BUILD/config.mk.tmp" <<MK
@@ -90,6 +147,8 @@ HAVE_NVCC := $HAVE_NVCC
 HAVE_CUDA := $HAVE_CUDA
 NVCC := $NVCC
 CUDA_HOME := $CUDA_HOME
+CUDA_INC := $NCCL_INC $CUBLAS_INC
+CUDA_LINK_LIBS := $CUBLASLT_LINK $CUBLAS_LINK $NCCL_LINK
 MPI_CFLAGS := $MPI_CFLAGS
 MPI_LIBS := $MPI_LIBS
 REQUIRED_OK := $REQUIRED_OK
@@ -111,10 +170,18 @@ echo " optional  python3 + numpy (certify tests)  $(yn $HAVE_PY_NUMPY)"
 echo " optional  OpenBLAS (the openblas plugin)   $(yn $HAVE_OPENBLAS)"
 echo " optional  nvcc sm_90 ($CUDA_HOME)     $(yn $HAVE_NVCC)"
 echo " optional  cuBLAS / NCCL                    $(yn $HAVE_CUBLAS) / $(yn $HAVE_NCCL)"
-echo " will build: dpcert (host backend$( [ "$HAVE_CUDA" = 1 ] && echo ', cuda backend: sm_90 SASS + compute_90 PTX')), tests$( [ "$HAVE_LIBFUZZER" = 1 ] && echo ', fuzzers')"
+[ "$HAVE_NCCL" = 1 ] && echo "           NCCL: $NCCL_LINK"
+[ "$HAVE_CUBLAS" = 1 ] && echo "           cuBLAS: $CUBLAS_LINK"
+[ "$CUDA_REQ" = 0 ] && echo " CUDA=0: the CUDA backend is not built"
+[ "$HAVE_CUDA" = 0 ] && [ "$CUDA_REQ" != 0 ] && echo " CUDA backend not built, missing:$CUDA_MISSING (make CUDA=1 makes this an error)"
+echo " will build: dpcert (host backend$( [ "$HAVE_CUDA" = 1 ] && echo ', cuda backend: sm_90 SASS + compute_90 PTX'), cuda-emu: the CUDA sources on the CPU emulation), tests$( [ "$HAVE_LIBFUZZER" = 1 ] && echo ', fuzzers')"
 [ "$REQUIRED_OK" = 1 ] || echo " MISSING required libraries: run 'make test' or 'make run' (they install them), or ci/install-deps.sh"
 echo "--------------------------------------------------------------------------------------"
 } > "$BUILD/banner.txt"
 [ "$QUIET" = 1 ] || cat "$BUILD/banner.txt"
 [ "$REQUIRED_OK" = 1 ] || exit 1
+if [ "$CUDA_REQ" = 1 ] && [ "$HAVE_CUDA" = 0 ]; then
+  echo "configure: CUDA=1 was requested but the CUDA backend cannot be built: missing$CUDA_MISSING (searched \$CUDA_HOME=$CUDA_HOME, \$NCCL_HOME, \$CUBLAS_HOME, Python wheels nvidia/nccl and nvidia/cublas, /usr/lib/x86_64-linux-gnu; see docs/cuda.md \"Building\")" >&2
+  exit 1
+fi
 exit 0

@@ -79,10 +79,12 @@ static int cmd_version(int argc, char **argv) {
     }
     printf("dpcert %s (git %s)\n", DPCERT_VERSION, DPCERT_GIT_REV);
 #ifdef DP_HAVE_CUDA
-    printf("backends: host cuda (plugin libdpcert_cuda.so loaded on first use, sm_90 + compute_90 PTX)\n");
+    printf("backends: host cuda (plugin libdpcert_cuda.so loaded on first use, sm_90 + compute_90 PTX) cuda-emu\n");
 #else
-    printf("backends: host\n");
+    printf("backends: host cuda-emu\n");
 #endif
+    /* make builds the emulation plugin everywhere (g++ only): docs/cuda.md "The emulation" */
+    printf("cuda-emu: the CUDA backend's sources on the CPU emulation (plugin libdpcert_cuda_emu.so), not a GPU\n");
     return 0;
 }
 

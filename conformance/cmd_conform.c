@@ -26,7 +26,7 @@ int dp_cmd_conform(int argc, char **argv) {
     int help = 0, keep = 0, list = 0, seen_suite = 0, require_all = 0;
     dp_opt opts[] = {
         {"--suite", DP_OPT_STRING, &suite, &seen_suite, "default | ci | full | all (cases list their suites)"},
-        {"--backend", DP_OPT_STRING, &backend, NULL, "host (default) | cuda | plugin:PATH (docs/plugin-abi.md)"},
+        {"--backend", DP_OPT_STRING, &backend, NULL, "host (default) | cuda | cuda-emu (the CUDA backend on the CPU emulation) | plugin:PATH (docs/plugin-abi.md)"},
         {"--ranks", DP_OPT_STRING, &ranks_s, NULL, "MPI rank counts, e.g. 1,2: replace the case's list (any_ranks cases), else intersect with it"},
         {"--filter", DP_OPT_STRING, &filter, NULL, "only cases whose name matches this POSIX extended regex"},
         {"--report", DP_OPT_STRING, &report, NULL, "DIR: write report.json, junit.xml and report.md there"},
@@ -41,7 +41,7 @@ int dp_cmd_conform(int argc, char **argv) {
     dp_status st = dp_opts_parse(opts, nopts, argc, argv, NULL, 0, NULL, &help);
     if (st != DP_OK) return dp_cli_fail(CMD, st);
     if (help) {
-        printf("usage: dpcert conform --suite NAME [--backend host|cuda|plugin:PATH] [--ranks LIST] [--filter REGEX] [--report DIR]\n"
+        printf("usage: dpcert conform --suite NAME [--backend host|cuda|cuda-emu|plugin:PATH] [--ranks LIST] [--filter REGEX] [--report DIR]\n"
                "Runs the reference and the optimized engine on each case and compares them tensor by tensor\n"
                "(docs/conformance.md). Exit 0 all PASS/MARGINAL/NOT_SUPPORTED/SKIPPED with at least one run compared,\n"
                "1 a case FAILs (or NOT_SUPPORTED with --require-all), 2 bad usage, 77 no run could run (e.g. the\n"

@@ -187,6 +187,7 @@ dp_status conf_cases_load_suite(conf_case **out, size_t *n, const char *dir, con
 /* ---- runner and reports (runner.c, report.c) ---- */
 typedef struct {
     char name[160];         /* case name + "@r<R>" */
+    char backend[16];       /* the candidate's backend (cuda-emu: the CPU emulation, not a GPU) */
     conf_status status;
     double worst_frac;
     double seconds;
@@ -198,7 +199,7 @@ typedef struct {
 
 typedef struct {
     const char *dpcert;     /* binary to run */
-    const char *backend;    /* host | cuda */
+    const char *backend;    /* host | cuda | cuda-emu */
     const char *cases_dir;
     const char *work_dir;   /* where exports go (removed afterwards unless keep) */
     int keep;

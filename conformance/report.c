@@ -46,6 +46,7 @@ dp_status conf_report_json(const char *path, const char *suite, const conf_case_
         counts[r[i].status]++;
         json_t *c = json_object();
         json_object_set_new(c, "case", json_string(r[i].name));
+        if (r[i].backend[0]) json_object_set_new(c, "backend", json_string(r[i].backend));
         json_object_set_new(c, "status", json_string(conf_status_name(r[i].status)));
         json_object_set_new(c, "fraction", r[i].cmp.ncompared ? num_or_null(r[i].worst_frac) : json_null());
         json_object_set_new(c, "seconds", json_real(r[i].seconds));
@@ -189,6 +190,8 @@ dp_status conf_report_md(const char *path, const char *suite, const conf_case_re
     size_t counts[5] = {0};
     for (size_t i = 0; i < n; i++) counts[r[i].status]++;
     fprintf(f, "# dpcert conformance report: suite `%s`\n\n", suite);
+    if (n && r[0].backend[0]) fprintf(f, "Candidate backend: `%s`%s.\n\n", r[0].backend,
+                                      strcmp(r[0].backend, "cuda-emu") == 0 ? " (the CUDA backend on the CPU emulation, not a GPU)" : "");
     fprintf(f, "%zu cases: %zu PASS, %zu MARGINAL, %zu FAIL, %zu NOT_SUPPORTED, %zu SKIPPED.\n\n", n, counts[CONF_PASS],
             counts[CONF_MARGINAL], counts[CONF_FAIL], counts[CONF_NOT_SUPPORTED], counts[CONF_SKIPPED]);
     fprintf(f, "Budget used = max over elements of |candidate - reference| / bound (docs/tolerances.md).\n\n");

@@ -250,6 +250,7 @@ dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks
     memset(res, 0, sizeof *res);
     conf_cmp_result_init(&res->cmp);
     snprintf(res->name, sizeof res->name, "%s@r%lld", c->name, (long long)ranks);
+    snprintf(res->backend, sizeof res->backend, "%s", o->backend ? o->backend : "");
     double t0 = now_s();
     char wd[2048], refdir[2100], canddir[2100], reflog[2100], candlog[2100];
     if (strlen(o->work_dir) > 1800) return dp_error(DP_ERR_INVALID, "work directory name too long");

@@ -1,6 +1,7 @@
 /* optimized/backend.c — the backend registry: create by name, support queries.
  * "host" is optimized/host/host_backend.c; "cuda" is the weak hook
- * opt_backend_cuda_create that optimized/cuda/ defines once it exists; "plugin:SPEC"
+ * opt_backend_cuda_create that optimized/cuda/ defines once it exists (or the plugin);
+ * "cuda-emu" the same sources on the CPU emulation (optimized/cuda_plugin.h); "plugin:SPEC"
  * is optimized/plugin_loader.c. */
 #include "optimized/backend.h"
 #include "optimized/backend_decl.h"
@@ -33,6 +34,10 @@ const char *const opt_coll_names[OPT_COLL_COUNT] = {
 #undef OPT_COLL_NAME_
 };
 
+int opt_backend_is_cuda(const char *name) {
+    return name && (strcmp(name, "cuda") == 0 || strcmp(name, "cuda-emu") == 0);
+}
+
 const char *opt_op_name(opt_op op) {
     return (op >= 0 && op < OPT_OP_COUNT) ? opt_op_names[op] : "?";
 }
@@ -58,7 +63,7 @@ dp_status opt_backend_require(const opt_backend *be, const opt_op *ops, size_t n
 
 size_t opt_backend_esize(const opt_backend *be) { return dp_dtype_size(be->dtype); }
 
-const char *const opt_backend_builtin_names[] = {"host", "cuda", NULL};
+const char *const opt_backend_builtin_names[] = {"host", "cuda", "cuda-emu", NULL};
 #define OPT_PLUGIN_PREFIX "plugin:"
 
 dp_status opt_backend_name_check(char *canon, size_t cap, const char *name) {
@@ -95,14 +100,18 @@ dp_status opt_backend_create(opt_backend **out, const opt_backend_config *cfg) {
     dp_status st;
     if (strcmp(cfg->name, "host") == 0) {
         st = opt_backend_host_create(be, cfg);
-    } else if (strcmp(cfg->name, "cuda") == 0) {
-        opt_backend_create_fn fn = opt_backend_cuda_create; /* linked in, else the plugin */
-        st = fn ? DP_OK : opt_cuda_plugin_load(&fn);
+    } else if (opt_backend_is_cuda(cfg->name)) {
+        /* linked in (of the kind asked for: GPU or emulation), else the plugin */
+        const int emu = strcmp(cfg->name, "cuda-emu") == 0;
+        opt_backend_create_fn fn = opt_backend_cuda_create;
+        if (fn && opt_cuda_linked_is_emulated() != emu) fn = NULL;
+        st = fn ? DP_OK : opt_cuda_plugin_load(&fn, emu);
         if (st == DP_OK) st = fn(be, cfg);
+        if (st == DP_OK) be->name = emu ? "cuda-emu" : "cuda"; /* reports and exports say which */
     } else if (strncmp(cfg->name, OPT_PLUGIN_PREFIX, strlen(OPT_PLUGIN_PREFIX)) == 0) {
         st = opt_plugin_backend_create(be, cfg, cfg->name + strlen(OPT_PLUGIN_PREFIX));
     } else {
-        st = dp_error(DP_ERR_USAGE, "unknown backend '%s' (expected host, cuda or plugin:PATH)", cfg->name);
+        st = dp_error(DP_ERR_USAGE, "unknown backend '%s' (expected host, cuda, cuda-emu or plugin:PATH)", cfg->name);
     }
     if (st == DP_OK && !be->decl) st = opt_backend_decl_builtin(&be->decl, be);
     if (st == DP_OK) st = opt_ledger_create(&be->ledger);

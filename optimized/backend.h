@@ -246,7 +246,7 @@ typedef enum {
 } opt_op;
 
 typedef struct {
-    const char *name;     /* "host", "cuda" */
+    const char *name;     /* "host", "cuda", "cuda-emu" */
     dp_dtype dtype;       /* F64 or F32 */
     int threads;          /* host: worker threads (1 = none) */
     opt_comm_info comm;   /* rank / size of the backend's communicator */
@@ -257,7 +257,7 @@ typedef struct {
 } opt_backend;
 
 typedef struct {
-    const char *name;  /* "host", "cuda" or "plugin:PATH" (optimized/plugin_loader.h) */
+    const char *name;  /* "host", "cuda", "cuda-emu" or "plugin:PATH" (optimized/plugin_loader.h) */
     dp_dtype dtype;    /* DP_F64 or DP_F32 */
     int threads;       /* >= 1 */
     int use_mpi;       /* 1: collectives over MPI_COMM_WORLD (MPI must be initialised); 0: one rank */
@@ -266,15 +266,23 @@ typedef struct {
 /* Default --collective-timeout in seconds (docs/engine.md "Collective timeout"). */
 #define OPT_COLLECTIVE_TIMEOUT_DEFAULT 600.0
 
+/* 1 for "cuda" and "cuda-emu" (the CUDA backend, on a GPU or emulated). */
+int opt_backend_is_cuda(const char *name);
+
 /* Create a backend by name. "cuda" goes through the weak hook opt_backend_cuda_create
- * (defined by optimized/cuda/ when built); without it: DP_ERR_NOT_SUPPORTED.
+ * (defined by optimized/cuda/ when built), else the plugin; "cuda-emu" through the hook
+ * when the linked CUDA objects are the emulation's, else the emulation plugin; without
+ * them: DP_ERR_NOT_SUPPORTED. be->name is the name asked for.
  * "plugin:PATH" / "plugin:NAME" loads a plugin (optimized/plugin_loader.h). */
 dp_status opt_backend_create(opt_backend **out, const opt_backend_config *cfg);
 /* Check a --backend value before any work: a built-in name, or plugin:SPEC (the plugin is
  * loaded and its declaration checked: DP_ERR_INVALID, exit 2, naming what is wrong). The
  * canonical name (plugin:ABSOLUTE-PATH) goes to canon. Unknown names: DP_ERR_USAGE. */
 dp_status opt_backend_name_check(char *canon, size_t cap, const char *name);
-/* The built-in backend names, NULL-terminated ("host", "cuda", ...). */
+/* The built-in backend names (--backend of train, conform, audit), NULL-terminated: "host",
+ * "cuda" (a GPU: the CUDA objects linked in, or the plugin libdpcert_cuda.so) and "cuda-emu"
+ * (the same CUDA sources compiled against the CPU emulation, plugin libdpcert_cuda_emu.so;
+ * docs/cuda.md "The emulation"). An emulated backend is never taken for "cuda". */
 extern const char *const opt_backend_builtin_names[];
 void opt_backend_destroy(opt_backend *be);
 

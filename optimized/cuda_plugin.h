@@ -13,12 +13,20 @@
 
 #define OPT_CUDA_PLUGIN_NAME "libdpcert_cuda.so"
 #define OPT_CUDA_PLUGIN_ENV "DPCERT_CUDA_PLUGIN"
+/* --backend cuda-emu: the CUDA backend on the CPU emulation (docs/cuda.md "The emulation") */
+#define OPT_CUDA_EMU_PLUGIN_NAME "libdpcert_cuda_emu.so"
+#define OPT_CUDA_EMU_PLUGIN_ENV "DPCERT_CUDA_EMU_PLUGIN"
 
 typedef dp_status (*opt_backend_create_fn)(opt_backend *be, const opt_backend_config *cfg);
 
-/* Loads the plugin once (later calls return the same result): DP_OK and *fn, or
- * DP_ERR_NOT_SUPPORTED with "backend 'cuda' is not built into this binary ..." (no
- * plugin found) or "cannot load plugin PATH: DLERROR" (exit 3 either way). */
-dp_status opt_cuda_plugin_load(opt_backend_create_fn *fn);
+/* Loads the plugin of --backend cuda (emu = 0) or cuda-emu (emu = 1) once (later calls
+ * return the same result): DP_OK and *fn, or DP_ERR_NOT_SUPPORTED with "backend 'cuda' is
+ * not built into this binary ..." (no plugin found), "cannot load plugin PATH: DLERROR",
+ * or, when the library found is of the other kind (an emulated build offered for cuda, or
+ * a GPU build for cuda-emu), a message saying so (exit 3 in every case): an emulated run is
+ * never taken for a GPU run. */
+dp_status opt_cuda_plugin_load(opt_backend_create_fn *fn, int emu);
+/* 1 when the CUDA objects linked into this program are the emulation's. */
+int opt_cuda_linked_is_emulated(void);
 
 #endif

@@ -175,7 +175,7 @@ dp_status opt_train_add_opts(dp_opt *opts, size_t *n, size_t cap, opt_train_cli 
         opts[(*n)++] = (dp_opt)__VA_ARGS__;                                                          \
     } while (0)
     ADD_({"--impl", DP_OPT_STRING, &t->impl, NULL, "optimized (the only implementation here)"});
-    ADD_({"--backend", DP_OPT_STRING, &t->backend, NULL, "host | cuda | plugin:PATH (host; docs/plugin-abi.md)"});
+    ADD_({"--backend", DP_OPT_STRING, &t->backend, NULL, "host | cuda | cuda-emu | plugin:PATH (host; cuda-emu: the CUDA backend on the CPU emulation; docs/plugin-abi.md)"});
     ADD_({"--strategy", DP_OPT_STRING, &t->strategy, &t->seen_strategy,
                             "grad-sample | ghost | mixed-ghost | book-keeping | fused (grad-sample)"});
     ADD_({"--noise-mode", DP_OPT_STRING, &t->noise_mode, &t->seen_noise_mode,
@@ -226,7 +226,10 @@ dp_status opt_make_dir(const char *dir) {
 
 dp_status opt_check_backend_built(const opt_backend_config *bc) {
     opt_backend_create_fn fn = NULL;
-    if (strcmp(bc->name, "cuda") == 0 && !opt_backend_cuda_create) return opt_cuda_plugin_load(&fn);
+    if (opt_backend_is_cuda(bc->name)) {
+        const int emu = strcmp(bc->name, "cuda-emu") == 0;
+        if (!opt_backend_cuda_create || opt_cuda_linked_is_emulated() != emu) return opt_cuda_plugin_load(&fn, emu);
+    }
     return DP_OK;
 }
 

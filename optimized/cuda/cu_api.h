@@ -207,9 +207,15 @@ typedef struct cu_comm cu_comm;    /* NCCL communicator (see the NCCL section of
      * Rank and world size from MPI when launched by mpirun (MPI already initialised by                              \
      * the caller, or OMPI_COMM_WORLD_SIZE / PMI_SIZE in the environment: then MPI is                                \
      * initialised here and finalised by cu_comm_destroy), otherwise rank 0 of 1. The                                \
-     * device is local rank mod device count. Collectives run on ctx's comm stream. */                              \
+     * device is local rank mod device count. Collectives run on ctx's comm stream. More                             \
+     * ranks on a node than devices: DP_ERR_NOT_SUPPORTED on every rank before any NCCL call                         \
+     * (NCCL refuses two ranks on one device); rank 0 failing to make the NCCL id fails                              \
+     * every rank (none waits for an id that never comes). */                                                        \
     X_STATUS_OUT(cu_comm_create, (cu_comm **out, cu_ctx *ctx), out)                                                  \
     X_VOID(cu_comm_destroy, (cu_comm *c))                                                                            \
+    /* After a timed-out collective: ncclCommAbort (pending operations are dropped, so the                           \
+     * streams can be synchronised and destroyed); the communicator is unusable afterwards. */                       \
+    X_VOID(cu_comm_abort, (cu_comm *c))                                                                              \
     X_VALUE(int, cu_comm_rank, (const cu_comm *c), 0)                                                                \
     X_VALUE(int, cu_comm_size, (const cu_comm *c), 0)                                                                \
     /* The rank's device to pass to cu_ctx_create (before a context exists). */                                      \

@@ -37,8 +37,23 @@ static inline dp_status cu_check_cublas_(cublasStatus_t e, const char *expr, con
 #define CUBLAS_CHECK_ST(expr) cu_check_cublas_((expr), #expr, __FILE__, __LINE__)
 #define CU_CHECK(expr) DP_TRY(CU_CHECK_ST(expr))
 #define CUBLAS_CHECK(expr) DP_TRY(CUBLAS_CHECK_ST(expr))
-/* After a kernel launch: configuration errors (bad grid, too much shared memory). */
-#define CU_CHECK_LAUNCH() DP_TRY(cu_check_cuda_(cudaGetLastError(), "kernel launch", __FILE__, __LINE__))
+/* After a kernel launch (CU_CHECK_LAUNCH(kernel_name)): configuration errors (bad grid, too
+ * much shared memory) name the kernel. With DPCERT_CUDA_SYNC=1 in the environment (a debug
+ * mode, docs/cuda.md "Errors") the device is also synchronised after every launch, so a
+ * fault of the kernel (illegal address, trap) is reported naming it, instead of surfacing
+ * at a later synchronisation as "cudaStreamSynchronize failed". */
+int cu_sync_debug(void); /* 1 when DPCERT_CUDA_SYNC=1 (read once; cu_runtime.cu) */
+static inline dp_status cu_check_launch_(const char *kernel, const char *file, int line) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return dp_error(DP_ERR_DEVICE, "CUDA kernel %s failed to launch: %s (%s) at %s:%d", kernel, cudaGetErrorName(e),
+                        cudaGetErrorString(e), file, line);
+    if (cu_sync_debug() && (e = cudaDeviceSynchronize()) != cudaSuccess)
+        return dp_error(DP_ERR_DEVICE, "CUDA kernel %s failed: %s (%s) (DPCERT_CUDA_SYNC=1: synchronised after its launch "
+                        "at %s:%d)", kernel, cudaGetErrorName(e), cudaGetErrorString(e), file, line);
+    return DP_OK;
+}
+#define CU_CHECK_LAUNCH(kernel) DP_TRY(cu_check_launch_(#kernel, __FILE__, __LINE__))
 
 #ifdef CU_WITH_NCCL
 #include <nccl.h>

@@ -30,18 +30,6 @@ static int env_int(const char *a, const char *b, int dflt) {
     return e && *e ? atoi(e) : dflt;
 }
 
-extern "C" dp_status cu_comm_local_device(int *device) {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0) {
-        (void)cudaGetLastError();
-        return dp_error(DP_ERR_NOT_SUPPORTED, "no CUDA device (%s)", e == cudaSuccess ? "device count is 0" : cudaGetErrorString(e));
-    }
-    int local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", 0);
-    *device = local % n;
-    return DP_OK;
-}
-
 static dp_status mpi_check(int rc, const char *expr) {
     if (rc == MPI_SUCCESS) return DP_OK;
     char msg[MPI_MAX_ERROR_STRING];
@@ -50,6 +38,58 @@ static dp_status mpi_check(int rc, const char *expr) {
     return dp_error(DP_ERR_DEVICE, "MPI call %s failed: %s", expr, msg);
 }
 #define MPI_CHECK(expr) DP_TRY(mpi_check((expr), #expr))
+
+static int mpi_up(void) {
+    int inited = 0, fin = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&fin);
+    return inited && !fin;
+}
+
+/* NCCL needs one device per rank: two ranks of a node on one device fail inside
+ * ncclCommInitRank ("Duplicate GPU detected"). Refuse first, on every rank alike: the ranks
+ * of each node are counted with MPI (else the launcher's environment), and under MPI the
+ * verdict is agreed (any node over-full fails every rank, so no rank goes on to wait for
+ * the others in the id broadcast). ndev: devices visible to this rank. */
+static dp_status ranks_fit(int ndev) {
+    int node = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", 1), worst = 0;
+    if (mpi_up()) {
+        MPI_Comm nc;
+        MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &nc));
+        int rc = MPI_Comm_size(nc, &node);
+        MPI_Comm_free(&nc);
+        MPI_CHECK(rc);
+        int mine = node > ndev ? node : 0;
+        MPI_CHECK(MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    } else if (node > ndev) {
+        worst = node;
+    }
+    if (worst)
+        return dp_error(DP_ERR_NOT_SUPPORTED,
+                        "%d ranks on one node share %d CUDA device%s: NCCL needs a device per rank (two ranks on one "
+                        "device fail in ncclCommInitRank); start at most %d rank%s per node, or use --backend host",
+                        worst, ndev, ndev == 1 ? "" : "s", ndev, ndev == 1 ? "" : "s");
+    return DP_OK;
+}
+
+extern "C" dp_status cu_comm_local_device(int *device) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        (void)cudaGetLastError();
+        return dp_error(DP_ERR_NOT_SUPPORTED, "no CUDA device (%s)", e == cudaSuccess ? "device count is 0" : cudaGetErrorString(e));
+    }
+    DP_TRY(ranks_fit(n));
+    int local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", 0);
+    *device = local % n;
+    return DP_OK;
+}
+
+extern "C" void cu_comm_abort(cu_comm *c) {
+    if (!c || !c->nccl) return;
+    ncclCommAbort(c->nccl);
+    c->nccl = NULL;
+}
 
 extern "C" void cu_comm_destroy(cu_comm *c) {
     if (!c) return;
@@ -71,19 +111,31 @@ static dp_status comm_init(cu_comm *c) {
         c->own_mpi = 1;
         inited = 1;
     }
-    ncclUniqueId id;
+    /* rank 0's id and whether making it worked: sent together, so that a failure on rank 0
+     * fails every rank instead of leaving them in the broadcast */
+    struct {
+        int32_t rc;
+        ncclUniqueId id;
+    } msg;
+    memset(&msg, 0, sizeof msg);
+    c->rank = 0;
+    c->size = 1;
     if (inited) {
         MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
         MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &c->size));
-        if (c->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-        MPI_CHECK(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
-    } else {
-        c->rank = 0;
-        c->size = 1;
-        NCCL_CHECK(ncclGetUniqueId(&id));
+    }
+    int ndev = 0;
+    CU_CHECK(cudaGetDeviceCount(&ndev));
+    DP_TRY(ranks_fit(ndev));
+    if (c->rank == 0) msg.rc = (int32_t)ncclGetUniqueId(&msg.id);
+    if (inited) MPI_CHECK(MPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, MPI_COMM_WORLD));
+    if (msg.rc != ncclSuccess) {
+        if (c->rank == 0) return cu_check_nccl_((ncclResult_t)msg.rc, "ncclGetUniqueId(&id)", __FILE__, __LINE__);
+        return dp_error(DP_ERR_DEVICE, "rank 0 could not create the NCCL unique id (ncclGetUniqueId: %s): no "
+                        "communicator", ncclGetErrorString((ncclResult_t)msg.rc));
     }
     CU_CHECK(cudaSetDevice(cu_ctx_info(c->ctx)->device));
-    NCCL_CHECK(ncclCommInitRank(&c->nccl, c->size, id, c->rank));
+    NCCL_CHECK(ncclCommInitRank(&c->nccl, c->size, msg.id, c->rank));
     return DP_OK;
 }
 

@@ -55,9 +55,9 @@ template <typename R> dp_status cu_rows_sqnorm_t(cu_ctx *ctx, double *sq, const 
         return DP_OK;
     }
     k_sqnorm_partial<R><<<dim3((unsigned)nblk, nb), CU_BLOCK, 0, s>>>((double *)part, x, n, nblk);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_sqnorm_partial);
     k_rowsum_f64<<<nb, CU_BLOCK, 0, s>>>(sq, (const double *)part, nblk, 0);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_rowsum_f64);
     return DP_OK;
 }
 template dp_status cu_rows_sqnorm_t<float>(cu_ctx *, double *, const float *, int64_t, int);
@@ -80,16 +80,21 @@ extern "C" dp_status cu_dp_clip_factors(cu_ctx *ctx, float *c, const double *sq,
     CU_ARG(B >= 0, "cu_dp_clip_factors: negative batch %d", B);
     if (B == 0) return DP_OK;
     k_clip_factors<<<(unsigned)cu_ceil_div(B, CU_BLOCK), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(c, sq, clip, B);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_clip_factors);
     return DP_OK;
 }
 
 /* ---------------- (1) fused per-layer DP weight gradient ---------------- */
-// grad[j] += sum_{b < bc} c[b] * ws[b, j]  (f32, b in increasing order), j < n.
+// grad[j] += sum_{b < bc, c[b] != 0} c[b] * ws[b, j]  (f32, b in increasing order), j < n.
+// A dropped example (c[b] = 0: its norm was not finite) is skipped, never multiplied: its
+// block may hold inf or NaN, and 0 * inf is NaN.
 __global__ void k_clip_accumulate(float *grad, const float *ws, const float *c, int bc, int64_t n) {
     for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n; j += (int64_t)gridDim.x * blockDim.x) {
         float s = 0.0f;
-        for (int b = 0; b < bc; b++) s += __ldg(&c[b]) * ws[(int64_t)b * n + j];
+        for (int b = 0; b < bc; b++) {
+            const float cb = __ldg(&c[b]);
+            if (cb != 0.0f) s += cb * ws[(int64_t)b * n + j];
+        }
         grad[j] += s;
     }
 }
@@ -118,7 +123,7 @@ extern "C" dp_status cu_dp_fused_wgrad_bf16(cu_ctx *ctx, float *grad, double *sq
         /* clipped accumulation: one read of the chunk, one read-modify-write of grad */
         k_clip_accumulate<<<cu_grid_1d(n, 4), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(grad, (const float *)ws,
                                                                                     (const float *)cs + b0, nb, n);
-        CU_CHECK_LAUNCH();
+        CU_CHECK_LAUNCH(k_clip_accumulate);
     }
     if (sqnorm)
         CU_CHECK(cudaMemcpyAsync(sqnorm, sqs, (size_t)B * sizeof(double), cudaMemcpyDeviceToDevice, cu_ctx_stream_(ctx)));
@@ -182,9 +187,9 @@ dp_status cu_ghost_sqnorm_t(cu_ctx *ctx, double *sq, const R *A, const R *G, int
     void *part;
     DP_TRY(cu_ctx_scratch_(ctx, &part, (size_t)(np * B) * sizeof(double), SLOT_PARTIAL));
     k_ghost_tiles<R><<<dim3((unsigned)np, B), 256, 0, cu_ctx_stream_(ctx)>>>((double *)part, A, G, T, d, p, nt, np);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_ghost_tiles);
     k_rowsum_f64<<<B, CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(sq, (const double *)part, np, accumulate);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_rowsum_f64);
     return DP_OK;
 }
 template dp_status cu_ghost_sqnorm_t<float>(cu_ctx *, double *, const float *, const float *, int, int, int, int, int);
@@ -214,7 +219,7 @@ dp_status cu_bk_wgrad_t(cu_ctx *ctx, R *grad, R *Gs, const R *A, const R *G, con
     if (B == 0) return DP_OK;
     int64_t n = (int64_t)B * T * p;
     k_scale_rows<R><<<cu_grid_1d(n, 4), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(Gs, G, c, T, p, n);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_scale_rows);
     /* grad[p,d] += Gs^T [p, B*T] x A [B*T, d] */
     return cu_gemm_t<R>(ctx, grad, Gs, A, 1, 0, 1.0, 1.0, p, d, B * T, 0, 0, 0, 1);
 }
@@ -233,7 +238,7 @@ extern "C" dp_status cu_dp_bk_wgrad_bf16(cu_ctx *ctx, float *grad, uint16_t *Gs,
     if (B == 0) return DP_OK;
     int64_t n = (int64_t)B * T * p;
     k_scale_rows_bf16<<<cu_grid_1d(n, 4), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(Gs, G, c, T, p, n);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_scale_rows_bf16);
     return cu_gemm_bf16(ctx, grad, Gs, A, 1, 0, 1.0f, 1.0f, p, d, B * T);
 }
 
@@ -284,7 +289,7 @@ static dp_status noise_launch(cu_ctx *ctx, const char *fn, R *out, const R *x, u
     if (nbk == 0) return DP_OK;
     k_noise<R, MODE><<<cu_grid_1d(nbk, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(out, x, key, step, lane, offset, std,
                                                                               scale, n, nbk);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_noise);
     return DP_OK;
 }
 extern "C" dp_status cu_dp_noise_add(cu_ctx *ctx, float *x, uint64_t key, uint32_t step, uint32_t lane, uint64_t offset,
@@ -376,8 +381,8 @@ extern "C" dp_status cu_dp_ghost_sqnorm_bf16(cu_ctx *ctx, double *sq, const uint
     void *part;
     DP_TRY(cu_ctx_scratch_(ctx, &part, (size_t)(np * B) * sizeof(double), SLOT_PARTIAL));
     k_ghost_tiles_tc<<<dim3((unsigned)np, B), 256, 0, cu_ctx_stream_(ctx)>>>((double *)part, A, G, T, d, p, nt, np);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_ghost_tiles_tc);
     k_rowsum_f64<<<B, CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(sq, (const double *)part, np, accumulate);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_rowsum_f64);
     return DP_OK;
 }

@@ -47,7 +47,7 @@ dp_status cu_embedding_fwd_t(cu_ctx *ctx, T *out, const int32_t *tokens, const T
     int *flag;
     DP_TRY(flag_reset(ctx, &flag));
     k_embed_fwd<T><<<N, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(out, flag, tokens, table, N, V, D);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_embed_fwd);
     int bad = 0;
     DP_TRY(flag_read(ctx, flag, &bad));
     if (bad) return dp_error(DP_ERR_INVALID, "cu_embedding_fwd: token at position %d outside [0, %d)", bad - 1, V);
@@ -115,7 +115,7 @@ extern "C" dp_status cu_embedding_bwd(cu_ctx *ctx, float *dtable, const float *d
         if (st == DP_OK) {
             k_embed_bwd<<<V, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(dtable, dout, (const int32_t *)dord,
                                                                     (const int32_t *)doff, V, D);
-            st = cu_check_cuda_(cudaGetLastError(), "k_embed_bwd launch", __FILE__, __LINE__);
+            st = cu_check_launch_("k_embed_bwd", __FILE__, __LINE__);
         }
         /* the host arrays are freed below: make sure the synchronous copies are done (they are) */
     }
@@ -167,7 +167,7 @@ dp_status cu_rmsnorm_fwd_t(cu_ctx *ctx, T *y, T *rstd, const T *x, const T *w, d
     CU_ARG(eps >= 0.0 && isfinite(eps), "cu_rmsnorm_fwd: eps must be finite and >= 0 (got %g)", eps);
     if (N == 0) return DP_OK;
     k_rmsnorm_fwd<T><<<N, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(y, rstd, x, w, (T)eps, D);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_rmsnorm_fwd);
     return DP_OK;
 }
 template dp_status cu_rmsnorm_fwd_t<float>(cu_ctx *, float *, float *, const float *, const float *, double, int, int);
@@ -181,10 +181,10 @@ extern "C" dp_status cu_rmsnorm_bwd(cu_ctx *ctx, float *dx, float *dw, const flo
     CU_ARG(N >= 0 && D > 0, "cu_rmsnorm_bwd: bad sizes N=%d D=%d", N, D);
     if (N == 0) return DP_OK;
     k_rmsnorm_bwd_dx<<<N, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(dx, dy, x, w, rstd, D);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_rmsnorm_bwd_dx);
     if (dw) {
         k_rmsnorm_bwd_dw<<<(int)cu_ceil_div(D, CU_BLOCK), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(dw, dy, x, rstd, N, D);
-        CU_CHECK_LAUNCH();
+        CU_CHECK_LAUNCH(k_rmsnorm_bwd_dw);
     }
     return DP_OK;
 }
@@ -215,7 +215,7 @@ dp_status cu_rope_t(cu_ctx *ctx, R *x, double theta, int inverse, int B, int T, 
     int64_t total = (int64_t)B * T * H * (hd / 2);
     if (total == 0) return DP_OK;
     k_rope<R><<<cu_grid_1d(total, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(x, theta, inverse, B, T, H, hd);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_rope);
     return DP_OK;
 }
 template dp_status cu_rope_t<float>(cu_ctx *, float *, double, int, int, int, int, int);
@@ -324,7 +324,7 @@ dp_status cu_attention_fwd_t(cu_ctx *ctx, R *out, R *att, const R *q, const R *k
     if (B == 0 || T == 0) return DP_OK;
     dim3 g(T, H, B);
     k_attn_fwd<R><<<g, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(out, att, q, k, v, T, H, hd);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_attn_fwd);
     return DP_OK;
 }
 template <typename R>
@@ -335,9 +335,9 @@ dp_status cu_attention_bwd_t(cu_ctx *ctx, R *dq, R *dk, R *dv, R *dpre, const R 
     if (B == 0 || T == 0) return DP_OK;
     dim3 g(T, H, B);
     k_attn_bwd_rows<R><<<g, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(dq, dpre, dout, k, v, att, T, H, hd);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_attn_bwd_rows);
     k_attn_bwd_cols<R><<<g, 64, 0, cu_ctx_stream_(ctx)>>>(dk, dv, dpre, dout, q, att, T, H, hd);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_attn_bwd_cols);
     return DP_OK;
 }
 
@@ -383,7 +383,7 @@ template <typename R> dp_status cu_swiglu_fwd_t(cu_ctx *ctx, R *h, const R *a, c
     CU_ARG(n >= 0, "cu_swiglu_fwd: negative size");
     if (n == 0) return DP_OK;
     k_swiglu_fwd<R><<<cu_grid_1d(n, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(h, a, b, n);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_swiglu_fwd);
     return DP_OK;
 }
 template <typename R>
@@ -391,7 +391,7 @@ dp_status cu_swiglu_bwd_t(cu_ctx *ctx, R *da, R *db, const R *dh, const R *a, co
     CU_ARG(n >= 0, "cu_swiglu_bwd: negative size");
     if (n == 0) return DP_OK;
     k_swiglu_bwd<R><<<cu_grid_1d(n, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(da, db, dh, a, b, n);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_swiglu_bwd);
     return DP_OK;
 }
 
@@ -454,7 +454,7 @@ extern "C" dp_status cu_xent_fwd(cu_ctx *ctx, float *loss, const float *logits, 
     int *flag;
     DP_TRY(flag_reset(ctx, &flag));
     k_xent_fwd<<<N, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(loss, flag, logits, targets, V);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_xent_fwd);
     int bad = 0;
     DP_TRY(flag_read(ctx, flag, &bad));
     if (bad) return dp_error(DP_ERR_INVALID, "cu_xent_fwd: target of row %d outside [0, %d)", bad - 1, V);
@@ -465,6 +465,6 @@ extern "C" dp_status cu_xent_bwd(cu_ctx *ctx, float *dlogits, const float *logit
     CU_ARG(N >= 0 && V > 0, "cu_xent_bwd: bad sizes N=%d V=%d", N, V);
     if (N == 0) return DP_OK;
     k_xent_bwd<<<N, ROW_THREADS, 0, cu_ctx_stream_(ctx)>>>(dlogits, logits, targets, dloss, V);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(k_xent_bwd);
     return DP_OK;
 }

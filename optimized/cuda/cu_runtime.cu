@@ -44,6 +44,15 @@ const char *cu_cublas_status_name(cublasStatus_t s) {
     }
 }
 
+int cu_sync_debug(void) {
+    static int v = -1; /* same value in every thread: a benign race */
+    if (v < 0) {
+        const char *e = getenv("DPCERT_CUDA_SYNC");
+        v = e && strcmp(e, "1") == 0;
+    }
+    return v;
+}
+
 extern "C" dp_status cu_device_probe(cu_device_info *out, int device) {
     memset(out, 0, sizeof *out);
     int n = 0;
@@ -249,13 +258,13 @@ extern "C" dp_status cu_f32_to_bf16(cu_ctx *ctx, uint16_t *out, const float *in,
     CU_ARG(n >= 0, "cu_f32_to_bf16: negative size %lld", (long long)n);
     if (n == 0) return DP_OK;
     cu_k_f32_to_bf16<<<cu_grid_1d(n, 1), CU_BLOCK, 0, ctx->stream>>>(out, in, n);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(cu_k_f32_to_bf16);
     return DP_OK;
 }
 extern "C" dp_status cu_bf16_to_f32(cu_ctx *ctx, float *out, const uint16_t *in, int64_t n) {
     CU_ARG(n >= 0, "cu_bf16_to_f32: negative size %lld", (long long)n);
     if (n == 0) return DP_OK;
     cu_k_bf16_to_f32<<<cu_grid_1d(n, 1), CU_BLOCK, 0, ctx->stream>>>(out, in, n);
-    CU_CHECK_LAUNCH();
+    CU_CHECK_LAUNCH(cu_k_bf16_to_f32);
     return DP_OK;
 }

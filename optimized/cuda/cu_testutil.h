@@ -13,6 +13,14 @@
 #include "common/tensor.h"
 #include "optimized/cuda/cu_api.h"
 
+/* The backend the GPU tests ask for: "cuda", or "cuda-emu" when they are built against the
+ * CPU emulation (-DDP_CUDA_EMU=1: optimized_test_cuda_emu_*, docs/cuda.md "The emulation"). */
+#ifdef DP_CUDA_EMU
+#define CU_TEST_BACKEND "cuda-emu"
+#else
+#define CU_TEST_BACKEND "cuda"
+#endif
+
 /* unit roundoff of f32 (round to nearest) */
 #define CU_U32 (1.0 / 16777216.0)
 

@@ -23,6 +23,7 @@
 #include "common/rng.h"
 #include "optimized/backend.h"
 #include "optimized/ledger.h"
+#include "optimized/opt_poll.h"
 #include "optimized/host/host_gemm.h"
 #include "optimized/host/host_pool.h"
 
@@ -243,30 +244,19 @@ static void host_count(host_ctx *hc, opt_coll_kind k, uint64_t sent, uint64_t re
     hc->stats.recv[k] += recv;
 }
 
-/* Complete req, or fail once the collective timeout has passed. */
+/* Complete req, or fail once the collective timeout has passed (opt_poll_until). */
+static int host_test(void *req, dp_status *err) {
+    int done = 0;
+    int rc = MPI_Test((MPI_Request *)req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+        *err = host_mpi_err(rc, "MPI_Test");
+        return -1;
+    }
+    return done;
+}
 static dp_status host_poll(const host_ctx *hc, MPI_Request *req, const char *what) {
     if (*req == MPI_REQUEST_NULL) return DP_OK;
-    double t0 = MPI_Wtime();
-    long nap_ns = 0;
-    for (;;) {
-        int done = 0;
-        int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) return host_mpi_err(rc, what);
-        if (done) return DP_OK;
-        double waited = MPI_Wtime() - t0;
-        if (waited > hc->timeout)
-            /* the request stays pending (MPI may still write its buffers): the caller
-             * fails and the process ends (MPI_Abort in the train command) */
-            return dp_error(DP_ERR_DEVICE,
-                            "collective '%s' timed out on rank %d after %.3g s (--collective-timeout %g): another "
-                            "rank died or stalled",
-                            what, hc->rank, waited, hc->timeout);
-        if (waited > 1e-3) { /* back off to at most 1 ms between tests */
-            nap_ns = nap_ns ? (nap_ns * 2 > 1000000 ? 1000000 : nap_ns * 2) : 10000;
-            struct timespec ts = {0, nap_ns};
-            nanosleep(&ts, NULL);
-        }
-    }
+    return opt_poll_until(host_test, req, hc->timeout, what, hc->rank);
 }
 
 /* sum in rank order: out[j] = ((s0[j] + s1[j]) + s2[j]) + ... */

@@ -10,7 +10,7 @@ SUITE=${SUITE:-ci}
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
   echo "SKIP: no GPU (nvidia-smi lists none)"; exit 77
 fi
-if ! "$DPCERT" version | grep -q cuda; then
+if ! "$DPCERT" version | grep -q "cuda (plugin"; then
   echo "SKIP: dpcert built without the cuda backend"; exit 77
 fi
 nvidia-smi -L

@@ -7,7 +7,8 @@
  *   - gemm, fused_clip_accum (norms, factors, sum), ghost_sqnorm, bk_gemm: within the
  *     sum of the two sides' gamma bounds (docs/cuda.md, docs/tolerances.md);
  *   - single-rank collectives are copies / no-ops.
- * Exits 77 without a GPU. */
+ * Exits 77 without a GPU (built against the CPU emulation as optimized_test_cuda_emu_backend,
+ * where it asks for --backend cuda-emu). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -300,12 +301,13 @@ static void test_bounded_ops(void) {
 
 static void run_dtype(dp_dtype dt) {
     U = dt == DP_F32 ? CU_U32 : 1.0 / 9007199254740992.0;
-    opt_backend_config hc = {"host", dt, 1, 0}, gc = {"cuda", dt, 1, 0};
+    opt_backend_config hc = {"host", dt, 1, 0}, gc = {CU_TEST_BACKEND, dt, 1, 0};
     T_OK(opt_backend_create(&H, &hc));
     T_OK(opt_backend_create(&G, &gc));
     if (!H || !G) return;
     printf("dtype %s\n", dp_dtype_name(dt));
     T_CHECK(G->comm.size == 1 && G->comm.rank == 0 && G->dtype == dt, "single rank, dtype");
+    T_CHECK(strcmp(G->name, CU_TEST_BACKEND) == 0, "the backend says what it is: %s", G->name);
     test_exact_ops();
     test_nonfinite_factors();
     test_bounded_ops();

@@ -4,12 +4,13 @@
  *   - hierarchical row squared norms;
  *   - fused per-layer DP weight gradient (bf16 in, f32 out), automatic and forced
  *     chunking, norms out, determinism, and a negative control (a wrong clip norm
- *     must be caught by the same checker);
+ *     must be caught by the same checker); an example with +inf is dropped (skipped,
+ *     never multiplied by its factor 0);
  *   - tiled ghost norm (no T x T Gram in global memory) incl. accumulation;
  *   - book-keeping clip factors and reweighted GEMM (f32 and bf16);
  *   - Philox noise element by element against the CPU streams (f32), fused
  *     epilogue, determinism, negative control (neighbouring step must differ).
- * Exits 77 without a GPU. */
+ * Exits 77 without a GPU (built against the CPU emulation as optimized_test_cuda_emu_dp). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +136,44 @@ static void test_fused(cu_ctx *ctx) {
     cu_free(dA); cu_free(dG); cu_free(dgrad); cu_free(dsq);
     for (int b = 0; b < B; b++) { free(ex[b].g); free(ex[b].e); }
     free(A); free(G); free(Ah); free(Gh); free(g0); free(g1); free(g2);
+}
+
+/* A dropped example (non-finite norm, c = 0) is skipped, never multiplied: one +inf input
+ * makes its whole block inf/NaN, and 0 * inf = NaN would poison every element of grad
+ * (the defect of docs/cuda.md "Known defects, fixed"). grad must equal the clipped sum of the
+ * other examples within the same bound as test_fused, and be finite everywhere. */
+static void test_fused_dropped(cu_ctx *ctx) {
+    const int B = 4, T = 5, d = 12, p = 8, drop = 2;
+    const int64_t n = (int64_t)p * d;
+    size_t na = (size_t)B * T * d, ng = (size_t)B * T * p;
+    float *A = malloc(na * 4), *G = malloc(ng * 4), *g0 = malloc(n * 4), *g1 = malloc(n * 4);
+    uint16_t *Ah = malloc(na * 2), *Gh = malloc(ng * 2);
+    cu_test_fill_bf16(Ah, A, na, seed, 30, 1.0);
+    cu_test_fill_bf16(Gh, G, ng, seed, 31, 1.0);
+    cu_test_fill(g0, (size_t)n, seed, 32, 0.1);
+    Ah[(size_t)drop * T * d + 3] = 0x7f80; /* +inf in example `drop` */
+    ex_ref ex[4];
+    ref_examples(ex, A, G, B, T, d, p, 2 * U); /* the finite values (A still holds the finite draw) */
+    double C = 0.5 * sqrt(ex[0].sq);
+    uint16_t *dA = cu_test_up(ctx, Ah, na * 2), *dG = cu_test_up(ctx, Gh, ng * 2);
+    float *dgrad = cu_test_up(ctx, g0, (size_t)n * 4);
+    double *dsq = NULL, sq[4];
+    T_OK(cu_malloc((void **)&dsq, sizeof sq));
+    T_OK(cu_dp_fused_wgrad_bf16(ctx, dgrad, dsq, dA, dG, C, B, T, d, p, 0));
+    T_OK(cu_d2h(ctx, g1, dgrad, (size_t)n * 4));
+    T_OK(cu_d2h(ctx, sq, dsq, sizeof sq));
+    T_CHECK(!isfinite(sq[drop]), "the example with +inf has a non-finite norm (%g)", sq[drop]);
+    int nonfinite = 0;
+    for (int64_t j = 0; j < n; j++) nonfinite += !isfinite(g1[j]);
+    T_CHECK(nonfinite == 0, "dropped example: %d of %lld grad elements are not finite (0 * inf)", nonfinite, (long long)n);
+    ex_ref kept[3];
+    for (int b = 0, k = 0; b < B; b++)
+        if (b != drop) kept[k++] = ex[b];
+    int bad = count_bad(g1, g0, kept, C, B - 1, n);
+    T_CHECK(bad == 0, "dropped example: %d elements differ from the clipped sum of the other examples", bad);
+    cu_free(dA); cu_free(dG); cu_free(dgrad); cu_free(dsq);
+    for (int b = 0; b < B; b++) { free(ex[b].g); free(ex[b].e); }
+    free(A); free(G); free(Ah); free(Gh); free(g0); free(g1);
 }
 
 static void test_ghost_bk(cu_ctx *ctx) {
@@ -326,6 +365,7 @@ int main(void) {
     if (!ctx) return t_skip("no CUDA device (GPU test)");
     test_rows_sqnorm(ctx);
     test_fused(ctx);
+    test_fused_dropped(ctx);
     test_ghost_bk(ctx);
     test_ghost_bk_bf16(ctx);
     test_noise(ctx);
