@@ -115,15 +115,25 @@ static dp_status cb_download_f64(void *ctx, double *dst, const void *src, int64_
 }
 
 /* ---------------- dense linear algebra ---------------- */
+/* gemm with K = 0 and beta != 0: C[i] = alpha * 0 + beta * C[i] (two roundings, as the host) */
+template <typename R> __global__ void k_gemm_k0(R *C, R alpha, R beta, int64_t n) {
+    FOR_I(n) C[i] = rn_add(rn_mul(alpha, (R)0), rn_mul(beta, C[i]));
+}
 static dp_status cb_gemm(void *ctx, void *C, const void *A, const void *B, int ta, int tb, int64_t M, int64_t N,
                          int64_t K, double alpha, double beta, int64_t batch, int64_t sA, int64_t sB, int64_t sC) {
     DP_TRY(ck_int("gemm", M, "M")); DP_TRY(ck_int("gemm", N, "N")); DP_TRY(ck_int("gemm", K, "K"));
     DP_TRY(ck_int("gemm", batch, "batch"));
     if (M == 0 || N == 0 || batch == 0) return DP_OK;
-    if (K == 0) { /* C = beta * C; only beta = 0 (overwrite) is meaningful here */
-        if (beta != 0.0) return dp_error(DP_ERR_NOT_SUPPORTED, "cuda gemm: K = 0 with beta != 0");
-        for (int64_t b = 0; b < batch; b++)
-            DP_TRY(cu_memset0(CB(ctx)->cu, (char *)C + (size_t)(b * sC) * CB(ctx)->es, (size_t)(M * N) * CB(ctx)->es));
+    if (K == 0) { /* the empty sum: C = alpha 0 + beta C, as the host writes it back (beta = 0: overwrite) */
+        for (int64_t b = 0; b < batch; b++) {
+            if (beta == 0.0) {
+                DP_TRY(cu_memset0(CB(ctx)->cu, (char *)C + (size_t)(b * sC) * CB(ctx)->es, (size_t)(M * N) * CB(ctx)->es));
+                continue;
+            }
+            if (CB(ctx)->f64) k_gemm_k0<double><<<GRID(M * N)>>>((double *)C + b * sC, alpha, beta, M * N);
+            else k_gemm_k0<float><<<GRID(M * N)>>>((float *)C + b * sC, (float)alpha, (float)beta, M * N);
+            DP_TRY(launched("k_gemm_k0"));
+        }
         return DP_OK;
     }
     if (CB(ctx)->f64)
