@@ -14,8 +14,8 @@
 dp_status dp_read_file(uint8_t **buf, size_t *len, const char *path) {
     *buf = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return dp_error(DP_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    FILE *f = dp_fopen_read(path);
+    if (!f) return dp_error(errno == ENOMEM ? DP_ERR_NOMEM : dp_errno_status(errno), "cannot open '%s': %s", path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
     uint8_t *p = malloc(cap);
     if (!p) { fclose(f); return dp_error(DP_ERR_NOMEM, "out of memory reading '%s'", path); }
@@ -30,9 +30,9 @@ dp_status dp_read_file(uint8_t **buf, size_t *len, const char *path) {
         n += r;
         if (r == 0) break;
     }
-    int err = ferror(f);
+    int err = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
-    if (err) { free(p); return dp_error(DP_ERR_IO, "error reading '%s'", path); }
+    if (err) { free(p); return dp_read_error("", path, err); }
     *buf = p;
     *len = n;
     return DP_OK;
@@ -278,8 +278,8 @@ static uint64_t st_declared_data(const uint8_t *hdr, size_t hl) {
 dp_status dp_st_read_image(uint8_t **buf, size_t *len, const char *path) {
     *buf = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return dp_error(DP_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    FILE *f = dp_fopen_read(path);
+    if (!f) return dp_error(errno == ENOMEM ? DP_ERR_NOMEM : dp_errno_status(errno), "cannot open '%s': %s", path, strerror(errno));
     uint8_t h8[8];
     size_t n8 = st_fill(h8, 8, f);
     uint64_t hl = 0;
@@ -318,7 +318,7 @@ dp_status dp_st_read_image(uint8_t **buf, size_t *len, const char *path) {
             n += st_fill(p + n, (size_t)dl + 1, f);
         }
     }
-    if (st == DP_OK && ferror(f)) st = dp_error(DP_ERR_IO, "error reading '%s'", path);
+    if (st == DP_OK && ferror(f)) st = dp_read_error("", path, errno);
     fclose(f);
     if (st == DP_OK && !p) { /* shorter than 8 bytes: dp_st_parse names it */
         p = malloc(8);

@@ -190,13 +190,6 @@ void dp_tset_free(dp_tensor_set *s) {
     memset(s, 0, sizeof *s);
 }
 
-static char *dp_strdup(const char *x) {
-    size_t n = strlen(x) + 1;
-    char *p = dp_malloc(n);
-    if (p) memcpy(p, x, n);
-    return p;
-}
-
 const dp_tensor *dp_tset_find(const dp_tensor_set *s, const char *name) {
     for (size_t i = 0; i < s->n; i++)
         if (strcmp(s->items[i].name, name) == 0) return &s->items[i].t;

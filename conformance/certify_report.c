@@ -219,7 +219,7 @@ static dp_status ossl_fail(const char *what) { return dp_error(DP_ERR_INTERNAL, 
 static dp_status write_pem(const char *path, EVP_PKEY *k, int priv) {
     dp_afile af;
     DP_TRY(dp_afile_open(&af, priv ? "private key" : "public key", path));
-    if (priv && fchmod(fileno(af.f), 0600) != 0) { dp_afile_abort(&af); return dp_error(DP_ERR_IO, "chmod %s", path); }
+    if (priv && af.tmp && fchmod(af.fd, 0600) != 0) { dp_afile_abort(&af); return dp_error(DP_ERR_IO, "chmod %s", path); }
     int ok = priv ? PEM_write_PrivateKey(af.f, k, NULL, NULL, 0, NULL, NULL) : PEM_write_PUBKEY(af.f, k);
     if (!ok) { dp_afile_abort(&af); return ossl_fail("PEM write"); }
     return dp_afile_commit(&af);

@@ -2,6 +2,7 @@
  * Naive textbook loops in double; every convention is pinned in docs/dpzo.md. */
 #include "reference/dpzo.h"
 
+#include <errno.h>
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
@@ -280,6 +281,12 @@ dp_status ref_dpzo_model_desc(char *buf, size_t cap, const ref_model_config *c) 
     return DP_OK;
 }
 
+/* A failed write of the update log (to memory: out of memory; to a stream: a lost result). */
+static dp_status log_write_error(void) {
+    int e = errno ? errno : EIO;
+    return dp_error(e == ENOMEM ? DP_ERR_NOMEM : DP_ERR_SYSIO, "writing the update log failed: %s", strerror(e));
+}
+
 dp_status ref_dpzo_log_header(FILE *f, const ref_dpzo_hparams *hp, const ref_model_config *mc, const char *theta0_hex,
                               int64_t total_params) {
     char desc[512];
@@ -289,7 +296,7 @@ dp_status ref_dpzo_log_header(FILE *f, const ref_dpzo_hparams *hp, const ref_mod
                 "record q %a clip %a sigma %a noise %s phi %a dataset_size %" PRId64 "\n",
                 LOG_MAGIC, hp->seed.k, hp->n_spsa, hp->lr, hp->weight_decay, total_params, theta0_hex, desc, hp->q,
                 hp->clip, hp->sigma, ref_dpzo_mech_name(hp->mech), hp->phi, hp->n_data) < 0)
-        return dp_error(DP_ERR_IO, "writing the update log failed");
+        return log_write_error();
     return DP_OK;
 }
 
@@ -297,18 +304,18 @@ dp_status ref_dpzo_log_step(FILE *f, const ref_dpzo_hparams *hp, int64_t step, c
     int r = fprintf(f, "step %" PRId64 " seed %" PRIu64 " s", step, hp->seed.k);
     for (int j = 0; r >= 0 && j < hp->n_spsa; j++) r = fprintf(f, " %a", scalar[j]);
     if (r >= 0) r = fputc('\n', f);
-    if (r < 0 || fflush(f) != 0) return dp_error(DP_ERR_IO, "writing the update log failed");
+    if (r < 0 || fflush(f) != 0) return log_write_error();
     return DP_OK;
 }
 
-/* The end record: "end steps T sha256 H\n", H = SHA-256 of every byte before this line. The
- * writer's stream must be flushed to `written_path` (the log's temporary file) first. */
-dp_status ref_dpzo_log_end(FILE *f, const char *written_path, int64_t nsteps) {
+/* The end record: "end steps T sha256 H\n", H = SHA-256 of every byte before this line
+ * (body[0..body_len), what f has written). */
+dp_status ref_dpzo_log_end(FILE *f, const void *body, size_t body_len, int64_t nsteps) {
     char hex[DP_SHA256_HEX_LEN];
-    if (fflush(f) != 0 || ferror(f)) return dp_error(DP_ERR_IO, "writing the update log failed");
-    DP_TRY(dp_sha256_file_hex(hex, written_path));
+    if (fflush(f) != 0 || ferror(f)) return log_write_error();
+    DP_TRY(dp_sha256_buf_hex(hex, body, body_len));
     if (fprintf(f, "end steps %" PRId64 " sha256 %s\n", nsteps, hex) < 0 || fflush(f) != 0)
-        return dp_error(DP_ERR_IO, "writing the update log failed");
+        return log_write_error();
     return DP_OK;
 }
 
