@@ -149,9 +149,11 @@ static void epsilon_plot(json_t *plots, const cert_result *r) {
 
 json_t *cert_plots_json(const cert_result *r) {
     json_t *plots = json_array();
+    if (!plots) return NULL;
     if (r->figs.zn) residual_plot(plots, &r->figs);
     for (size_t i = 0; i < r->figs.nbatch; i++)
-        if (batch_plot(plots, &r->figs.batch[i]) != DP_OK) { json_decref(plots); return NULL; }
+        if (batch_plot(plots, &r->figs.batch[i]) != DP_OK) /* a plot never decides: a note in its place */
+            dp_html_note_new(plots, r->figs.batch[i].vector, dp_last_error());
     epsilon_plot(plots, r);
     return plots;
 }
@@ -181,7 +183,7 @@ dp_status cert_report_html(const char *bundle, const cert_result *r, const cert_
     } else {
         dp_html_para(f, "no private gradient could be read: the noise was not tested (no residual histogram)");
     }
-    dp_status st = dp_html_plots(f, "Plots", plots);
+    dp_html_plots(f, "Plots", plots); /* never fails: a plot that cannot be drawn is a note */
     dp_html_heading(f, "Checks");
     json_t *cols = json_pack("[sssssssss]", "check", "scope", "status", "statistic", "accept_lo", "accept_hi", "alpha",
                              "n", "message"),
@@ -190,5 +192,5 @@ dp_status cert_report_html(const char *bundle, const cert_result *r, const cert_
     json_decref(cols);
     json_decref(rows);
     dp_html_end(f);
-    return dp_html_commit(&af, st);
+    return dp_html_commit(&af, DP_OK);
 }

@@ -9,7 +9,7 @@ gradients of dpcert's models (docs/models.md; the llama's backward in numpy_llam
 abadi or automatic), sum, Gaussian noise sigma * C_total * N(0, 1) from OS entropy (fresh in
 every run), division by the expected batch size. Sampling vectors: Poisson masks.
 
-Deliberate mutants (tests that `certify` catches them): no-noise, clip-after-sum,
+Deliberate mutants (tests that `certify` catches them): no-noise, clip-after-sum, no-clip,
 noise-scale:F (under- or over-noised by F), fixed-noise (the same noise every run),
 shuffle (fixed-size batches from a shuffled epoch), wrong-q:F (rate F q), fixed-dirs (DP-ZO:
 the same directions every run), no-drop (DP-ZO: a non-finite difference counted as +C; no-noise and noise-scale:F also apply to DP-ZO scalars).
@@ -96,6 +96,8 @@ def step(v, out, mutant, rng, params_after=False):
                 c = R / (nr + float(v.meta["gamma"]))
             else:
                 c = np.where(nr <= R, 1.0, R / nr)
+        if mutant == "no-clip":  # no clipping at all: every factor 1
+            c = np.ones(B, dtype=W_DTYPE)
         cf[g] = np.where(finite, c, 0.0)
     sums = {}
     for n in names:
