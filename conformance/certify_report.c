@@ -3,6 +3,7 @@
  * report.json (version, git revision, command, options, SHA-256 of every file, every check,
  * the verdict), and the Ed25519 signature of report.json (OpenSSL EVP). */
 #include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <openssl/evp.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "accountant/acct.h"
 #include "common/fsutil.h"
@@ -22,37 +24,71 @@
 
 static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
-/* "files": {"vectors/NAME": sha256, "outputs/NAME": sha256, "report.md": ..., "junit.xml": ...} */
-static dp_status hash_dir(json_t *files, const char *bundle, const char *sub) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/%s", bundle, sub);
+/* "files": the SHA-256 of every entry of the bundle, every directory walked (docs/certification.md
+ * §4: no file may be unlisted), keyed by its path relative to the bundle ("vectors/NAME",
+ * "outputs/NAME", "report.md", "sub/dir/x" ...), names starting with '.' included; only the
+ * top-level report.json and report.json.sig are outside (the signature covers report.json).
+ * Nothing is followed or opened that could block: a regular file is hashed by content, a
+ * symbolic link by "symlink:" + its target text, any other entry (FIFO, socket, device) by
+ * "special:" + its kind; directories nest at most CERT_BUNDLE_DEPTH deep. */
+#define CERT_BUNDLE_DEPTH 8
+static dp_status hash_entry(json_t *files, const char *path, const char *key, int depth);
+
+static dp_status hash_dir(json_t *files, const char *dir, const char *prefix, int depth) {
+    if (depth > CERT_BUNDLE_DEPTH)
+        return dp_error(DP_ERR_CHECK_FAILED, "bundle directory %s nests more than %d levels", dir, CERT_BUNDLE_DEPTH);
     DIR *d = opendir(dir);
-    if (!d) return DP_OK;
+    if (!d) return dp_error(dp_errno_status(errno), "cannot read the bundle directory %s: %s", dir, strerror(errno));
     struct dirent *e;
     dp_status st = DP_OK;
-    while ((e = readdir(d)) && st == DP_OK) {
-        if (e->d_name[0] == '.') continue;
-        char p[4400], key[600], hex[65];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        snprintf(key, sizeof key, "%s/%s", sub, e->d_name);
-        if ((st = dp_sha256_file_hex(hex, p)) == DP_OK) json_object_set_new(files, key, json_string(hex));
+    while (st == DP_OK && (e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (depth == 0 && (strcmp(e->d_name, "report.json") == 0 || strcmp(e->d_name, "report.json.sig") == 0)) continue;
+        size_t pl = strlen(dir) + strlen(e->d_name) + 2, kl = strlen(prefix) + strlen(e->d_name) + 2;
+        char *p = dp_malloc(pl), *key = dp_malloc(kl);
+        if (!p || !key) st = DP_ERR_NOMEM;
+        if (st == DP_OK) {
+            snprintf(p, pl, "%s/%s", dir, e->d_name);
+            snprintf(key, kl, "%s%s%s", prefix, *prefix ? "/" : "", e->d_name);
+            st = hash_entry(files, p, key, depth);
+        }
+        dp_free(p);
+        dp_free(key);
     }
     closedir(d);
     return st;
 }
 
+static dp_status hash_entry(json_t *files, const char *path, const char *key, int depth) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return dp_error(dp_errno_status(errno), "%s: %s", path, strerror(errno));
+    if (S_ISDIR(sb.st_mode)) return hash_dir(files, path, key, depth + 1);
+    char hex[65];
+    if (S_ISREG(sb.st_mode)) {
+        DP_TRY(dp_sha256_file_hex(hex, path));
+    } else if (S_ISLNK(sb.st_mode)) {
+        char t[4200] = "symlink:";
+        ssize_t n = readlink(path, t + 8, sizeof t - 9);
+        if (n < 0) return dp_error(dp_errno_status(errno), "%s: readlink: %s", path, strerror(errno));
+        t[8 + n] = '\0';
+        DP_TRY(dp_sha256_buf_hex(hex, t, strlen(t)));
+    } else {
+        const char *kind = S_ISFIFO(sb.st_mode) ? "special:fifo" : S_ISSOCK(sb.st_mode) ? "special:socket"
+                         : S_ISCHR(sb.st_mode) ? "special:character-device" : "special:other";
+        DP_TRY(dp_sha256_buf_hex(hex, kind, strlen(kind)));
+    }
+    if (json_object_set_new(files, key, json_string(hex)) != 0)
+        return dp_error(DP_ERR_NOMEM, "out of memory listing the bundle");
+    return DP_OK;
+}
+
 json_t *cert_report_files(const char *bundle);
 json_t *cert_report_files(const char *bundle) {
     json_t *files = json_object();
-    if (hash_dir(files, bundle, "vectors") != DP_OK || hash_dir(files, bundle, "outputs") != DP_OK) {
+    if (!files) return NULL;
+    if (hash_dir(files, bundle, "", 0) != DP_OK) {
         json_decref(files);
         return NULL;
-    }
-    static const char *const extra[] = {"report.md", "junit.xml", "report.html", NULL};
-    for (int i = 0; extra[i]; i++) {
-        char p[4400], hex[65];
-        snprintf(p, sizeof p, "%s/%s", bundle, extra[i]);
-        if (dp_sha256_file_hex(hex, p) == DP_OK) json_object_set_new(files, extra[i], json_string(hex));
     }
     return files;
 }
@@ -158,7 +194,7 @@ dp_status cert_report_write(const char *bundle, const cert_result *r, const cert
     if (!files) {
         json_decref(root);
         json_decref(plots);
-        return hs != DP_OK ? hs : dp_error(DP_ERR_IO, "cannot hash the bundle %s", bundle);
+        return hs != DP_OK ? hs : dp_error_context(DP_ERR_IO, "cannot hash the bundle %s", bundle);
     }
     json_object_set_new(root, "plots", plots);
     json_object_set_new(root, "format", json_string(CERT_REPORT_FORMAT));

@@ -35,7 +35,8 @@ dp_status cert_verify_bundle(const char *bundle, const char *pubkey) {
     json_t *files = json_object_get(root, "files"), *now = cert_report_files(bundle);
     const char *key;
     json_t *val;
-    if (!json_is_object(files) || !now) st = bad("%s%s: no files object, or the bundle cannot be hashed", p, "");
+    if (!now) st = dp_error_context(DP_ERR_CHECK_FAILED, "the bundle %s cannot be listed and hashed", bundle);
+    else if (!json_is_object(files)) st = bad("%s%s: no files object", p, "");
     json_object_foreach(files, key, val) {
         if (st != DP_OK) break;
         json_t *h = json_object_get(now, key);

@@ -1,9 +1,12 @@
 /* conformance/cmd_certify.c — `dpcert vectors`, `dpcert certify`, `dpcert keygen`,
  * `dpcert verify-report` (docs/certification.md). */
+#include <errno.h>
+#include <limits.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/cli.h"
 #include "common/fsutil.h"
@@ -170,21 +173,69 @@ int dp_cmd_certify(int argc, char **argv) {
     return st == DP_OK ? rc : dp_cli_fail("certify", st);
 }
 
+/* *out: the canonical name of a path that may not exist yet: realpath of its directory + its
+ * last component (dp_malloc'd). */
+static dp_status keygen_canonical(char **out, const char *path) {
+    *out = NULL;
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? dp_strndup(path, slash == path ? 1 : (size_t)(slash - path)) : dp_strdup(".");
+    if (!dir) return DP_ERR_NOMEM;
+    char *real = realpath(dir, NULL); /* libc's buffer */
+    int e = errno;
+    dp_free(dir);
+    if (!real) return dp_error(e == ENOMEM ? DP_ERR_NOMEM : dp_errno_status(e), "%s: cannot resolve its directory: %s",
+                               path, strerror(e));
+    const char *base = slash ? slash + 1 : path;
+    size_t n = strlen(real) + strlen(base) + 2;
+    *out = dp_malloc(n);
+    if (*out) snprintf(*out, n, "%s/%s", real, base);
+    free(real);
+    return *out ? DP_OK : DP_ERR_NOMEM;
+}
+
+/* Refusals before any key is made (issue 29 item 3): the two paths naming one file (after
+ * resolving the directories, and by device and inode when it exists: a link or a hard link
+ * counts), and an existing private key without --force. */
+static dp_status keygen_check(const char *priv, const char *pub, int force) {
+    struct stat a, b;
+    int ea = stat(priv, &a) == 0, eb = stat(pub, &b) == 0;
+    if (ea && eb && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return dp_error(DP_ERR_INVALID, "--private %s and --public %s are the same file: the public key would "
+                        "overwrite the private key", priv, pub);
+    char *cp = NULL, *cq = NULL;
+    dp_status st = keygen_canonical(&cp, priv);
+    if (st == DP_OK) st = keygen_canonical(&cq, pub);
+    if (st == DP_OK && strcmp(cp, cq) == 0)
+        st = dp_error(DP_ERR_INVALID, "--private %s and --public %s name the same file (%s): the public key would "
+                      "overwrite the private key", priv, pub, cp);
+    dp_free(cp);
+    dp_free(cq);
+    DP_TRY(st);
+    struct stat l;
+    if (!force && lstat(priv, &l) == 0)
+        return dp_error(DP_ERR_INVALID, "--private %s exists: refusing to overwrite a private key (--force replaces it)",
+                        priv);
+    return DP_OK;
+}
+
 int dp_cmd_keygen(int argc, char **argv) {
     const char *priv = NULL, *pub = NULL;
-    int help = 0;
+    int help = 0, force = 0;
     dp_opt opts[] = {
-        {"--private", DP_OPT_STRING, &priv, NULL, "private key file to write (PEM, mode 0600)"},
+        {"--private", DP_OPT_STRING, &priv, NULL, "private key file to write (PEM, mode 0600; an existing one needs --force)"},
         {"--public", DP_OPT_STRING, &pub, NULL, "public key file to write (PEM)"},
+        {"--force", DP_OPT_FLAG, &force, NULL, "replace an existing private key file"},
     };
-    dp_status st = dp_opts_parse(opts, 2, argc, argv, NULL, 0, NULL, &help);
+    const size_t no = sizeof opts / sizeof opts[0];
+    dp_status st = dp_opts_parse(opts, no, argc, argv, NULL, 0, NULL, &help);
     if (st != DP_OK) return dp_cli_fail("keygen", st);
     if (help) {
-        printf("usage: dpcert keygen --private KEY.pem --public KEY.pub.pem   (Ed25519)\n");
-        dp_opts_print_help(opts, 2);
+        printf("usage: dpcert keygen --private KEY.pem --public KEY.pub.pem [--force]   (Ed25519)\n");
+        dp_opts_print_help(opts, no);
         return 0;
     }
     if (!priv || !pub) return dp_cli_fail("keygen", dp_error(DP_ERR_USAGE, "--private and --public are required"));
+    if ((st = keygen_check(priv, pub, force)) != DP_OK) return dp_cli_fail("keygen", st);
     st = cert_keygen(priv, pub);
     return st == DP_OK ? 0 : dp_cli_fail("keygen", st);
 }
