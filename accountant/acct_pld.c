@@ -235,11 +235,13 @@ static void opt_atom(optsweep *w, double P, double Q, size_t i) {
  * oo != NULL, the optimistic garbling into *oo (same grid, from the same tails). */
 static dp_status discretise(steppmf *o, steppmf *oo, const lossdef *d, double lo, double hi, double h, int64_t steps,
                             size_t max_points) {
-    int64_t kmin = (int64_t)floor(lo / h), kmax = (int64_t)ceil(hi / h);
+    /* the point count in double first: lo / h may be far outside int64 (--pld-h 1e-300) */
+    double klo = floor(lo / h), khi = ceil(hi / h), npts = (khi > klo ? khi - klo : 1) + 1;
+    if (!(npts <= (double)max_points))
+        return dp_error(DP_ERR_NOT_SUPPORTED, "PLD: one step needs %.3g grid points at h=%g (cap %zu); use a coarser "
+                        "--pld-h", npts, h, max_points);
+    int64_t kmin = (int64_t)klo, kmax = (int64_t)khi;
     if (kmax <= kmin) kmax = kmin + 1;
-    if ((double)(kmax - kmin + 1) > (double)max_points)
-        return dp_error(DP_ERR_NOT_SUPPORTED, "PLD: one step needs %.0f grid points at h=%g (cap %zu); use a coarser "
-                        "--pld-h", (double)(kmax - kmin + 1), h, max_points);
     size_t n = (size_t)(kmax - kmin + 1);
     double *p = dp_calloc(n, sizeof *p);
     double *po = oo ? dp_calloc(n, sizeof *po) : NULL;
@@ -592,7 +594,7 @@ static dp_status pld_build(pldstate *st, const acct_schedule *s, double tau_w, c
                     break;
                 }
             }
-            if (!ok) return DP_ERR_INTERNAL;
+            if (!ok) return dp_error_context(DP_ERR_INTERNAL, "PLD pilot grid");
             double fmin = 0, fmax = 0, ul, uh;
             for (int j = 0; j < nsd[dir]; j++) {
                 fmin += (double)pm[j].steps * (double)pm[j].kmin * h0;
