@@ -25,6 +25,40 @@ void conf_cmp_opts_default(conf_cmp_opts *o) {
     o->noise_ranks = 0;
     o->mixed = 0;
     o->half_dtype = DP_BF16;
+    o->dtype_given = 0;
+}
+
+/* The candidate's declared precision (metadata "dtype", docs/precision.md: f64, f32, or bf16 /
+ * fp16 = half storage with f32 compute) against the options: taken when none was given,
+ * refused (DP_ERR_INVALID, exit 2) when the given one contradicts it (issue 29 item 13: --dtype
+ * bf16 on an export made with --precision bf16 formed NaN bounds). */
+static dp_status declared_precision(conf_cmp_opts *o, const dp_tensor_set *cand, const char *cand_path) {
+    const char *d = dp_tset_meta(cand, "dtype");
+    if (!d) return DP_OK;
+    conf_cmp_opts m = *o;
+    if (strcmp(d, "f64") == 0) { m.cand_dtype = DP_F64; m.mixed = 0; }
+    else if (strcmp(d, "f32") == 0) { m.cand_dtype = DP_F32; m.mixed = 0; }
+    else if (strcmp(d, "bf16") == 0 || strcmp(d, "fp16") == 0) {
+        m.cand_dtype = DP_F32;
+        m.mixed = 1;
+        m.half_dtype = d[0] == 'b' ? DP_BF16 : DP_F16;
+    } else {
+        return dp_error(DP_ERR_FORMAT, "%s: metadata dtype '%s' is not a precision (f64, f32, bf16, fp16)", cand_path, d);
+    }
+    if (!o->dtype_given) {
+        *o = m;
+        return DP_OK;
+    }
+    if (o->cand_dtype != m.cand_dtype || o->mixed != m.mixed || (m.mixed && o->half_dtype != m.half_dtype)) {
+        const char *given = o->mixed ? (o->half_dtype == DP_F16 ? "--precision fp16" : "--precision bf16")
+                          : o->cand_dtype == DP_F64 ? "--dtype f64" : o->cand_dtype == DP_F32 ? "--dtype f32" : "--dtype bf16";
+        const char *want = m.mixed ? (m.half_dtype == DP_F16 ? "--precision fp16" : "--precision bf16")
+                         : m.cand_dtype == DP_F64 ? "--dtype f64 (the default)" : "--dtype f32";
+        return dp_error(DP_ERR_INVALID, "%s contradicts the candidate's declared precision (%s: metadata dtype=%s%s): "
+                        "compare with %s, or give no precision option", given, cand_path, d,
+                        m.mixed ? ", the mixed-precision recipe: half storage, f32 compute" : "", want);
+    }
+    return DP_OK;
 }
 
 void conf_cmp_result_init(conf_cmp_result *r) { memset(r, 0, sizeof *r); }
@@ -91,6 +125,10 @@ dp_status conf_cmp_push_skip(conf_cmp_result *out, const char *prefix, const cha
     return conf_cmp_result_push(out, &t);
 }
 
+/* c x, with 0 x inf = 0: a term whose coefficient is exactly zero contributes nothing, even
+ * when the error bound it multiplies is infinite. */
+static double zmul(double c, double x) { return c == 0 ? 0.0 : c * x; }
+
 /* Element-wise comparison of cand against ref under bound[] (bound == NULL: exact).
  * `ref_vals` overrides the reference values (used when the candidate's noise is
  * substituted); NULL uses ref. */
@@ -114,6 +152,16 @@ dp_status conf_cmp_elems(conf_cmp_result *out, const char *prefix, const char *n
                  dp_dtype_name(ref->dtype));
         return conf_cmp_result_push(out, &t);
     }
+    /* a bound that is NaN or negative is a defect of the tolerance model, never a verdict about
+     * the candidate: this tensor is INCOMPLETE naming the bound (docs/tolerances.md) */
+    for (int64_t i = 0; bound && i < t.numel; i++)
+        if (isnan(bound[i]) || bound[i] < 0) {
+            char why[200];
+            snprintf(why, sizeof why, "the tolerance bound of element %lld could not be formed (%g): a defect of the "
+                     "tolerance model, not a verdict (INCOMPLETE)", (long long)i, bound[i]);
+            conf_cmp_mark_incomplete(out, prefix, name, why);
+            return conf_cmp_push_skip(out, prefix, name, CONF_SKIPPED, why);
+        }
     for (int64_t i = 0; i < t.numel; i++) {
         double r = ref_vals ? ref_vals[i] : dp_tensor_get(ref, i), c = dp_tensor_get(cand, i);
         double b = bound ? bound[i] : 0.0;
@@ -648,19 +696,21 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
                 double dp_in = cp && dp_tensor_numel(cp) == n ? fabs(dp_tensor_get(cp, e) - p) : k.uc * fabs(p);
                 if (!isfinite(dp_in)) dp_in = INFINITY;
                 double M1 = m1 ? m1[e] : 0, DM1 = dm1 ? dm1[e] : 0, pnew, b;
+                /* zmul: a zero coefficient (momentum 0, beta 0) times an infinite bound carried
+                 * from an earlier step is 0, not NaN (the origin of issue 29 item 13's NaN bounds) */
                 if (!adam) {
                     nm1[e] = mu * M1 + g;
-                    ndm1[e] = mu * DM1 + dg + g2 * (fabs(mu * M1) + fabs(g));
+                    ndm1[e] = zmul(mu, DM1) + dg + zmul(g2, fabs(mu * M1) + fabs(g));
                     pnew = p - lr * nm1[e];
-                    b = dp_in + fabs(lr) * ndm1[e] + g2 * (fabs(p) + fabs(lr * nm1[e]));
+                    b = dp_in + zmul(fabs(lr), ndm1[e]) + zmul(g2, fabs(p) + fabs(lr * nm1[e]));
                 } else {
                     double M2 = m2 ? m2[e] : 0, DM2 = dm2 ? dm2[e] : 0;
                     double decay = 1 - lr * wd, pd = p * decay;
-                    double dpd = dp_in * fabs(decay) + g2 * fabs(p);
+                    double dpd = zmul(fabs(decay), dp_in) + zmul(g2, fabs(p));
                     nm1[e] = b1 * M1 + (1 - b1) * g;
-                    ndm1[e] = b1 * DM1 + (1 - b1) * dg + g3 * (b1 * fabs(M1) + (1 - b1) * fabs(g));
+                    ndm1[e] = zmul(b1, DM1) + zmul(1 - b1, dg) + zmul(g3, b1 * fabs(M1) + (1 - b1) * fabs(g));
                     nm2[e] = b2 * M2 + (1 - b2) * g * g;
-                    ndm2[e] = b2 * DM2 + (1 - b2) * (2 * fabs(g) * dg + dg * dg) + g4 * (b2 * M2 + (1 - b2) * g * g);
+                    ndm2[e] = zmul(b2, DM2) + zmul(1 - b2, 2 * fabs(g) * dg + dg * dg) + zmul(g4, b2 * M2 + (1 - b2) * g * g);
                     double sv = sqrt(nm2[e]), svlo = sqrt(fmax(nm2[e] - ndm2[e], 0));
                     double dsv = ndm2[e] / (sv + svlo > 0 ? sv + svlo : 1) + (sv + svlo > 0 ? 0 : sqrt(ndm2[e]));
                     double D = sv / sbc2 + eps, dD = dsv / sbc2 + g3 * D;
@@ -798,11 +848,13 @@ dp_status conf_compare_paths(conf_cmp_result *out, const char *ref_path, const c
                              const conf_cmp_opts *o) {
     int rd = is_dir(ref_path), cd = is_dir(cand_path);
     dp_tensor_set rs, cs;
+    conf_cmp_opts eff = *o;
     if (!rd && !cd) {
         DP_TRY(dp_st_read(&rs, ref_path));
         dp_status st = dp_st_read(&cs, cand_path);
         if (st != DP_OK) { dp_tset_free(&rs); return st; }
-        st = compare_step(out, &rs, &cs, o, "", NULL, NULL);
+        st = declared_precision(&eff, &cs, cand_path);
+        if (st == DP_OK) st = compare_step(out, &rs, &cs, &eff, "", NULL, NULL);
         dp_tset_free(&rs);
         dp_tset_free(&cs);
         return st;
@@ -834,7 +886,9 @@ dp_status conf_compare_paths(conf_cmp_result *out, const char *ref_path, const c
             break; /* later steps depend on this one */
         }
         if ((st = dp_st_read(&cs, cp)) != DP_OK) { dp_tset_free(&rs); break; }
-        st = compare_step(out, &rs, &cs, o, pfx, i ? &carry : NULL, &carry);
+        eff = *o; /* every step's declared precision */
+        st = declared_precision(&eff, &cs, cp);
+        if (st == DP_OK) st = compare_step(out, &rs, &cs, &eff, pfx, i ? &carry : NULL, &carry);
         dp_tset_free(&rs);
         dp_tset_free(&cs);
     }

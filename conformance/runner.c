@@ -325,6 +325,7 @@ dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks
         co.cand_dtype = strcmp(c->dtype, "f64") == 0 ? DP_F64 : DP_F32;
         co.mixed = strcmp(c->dtype, "bf16") == 0 || strcmp(c->dtype, "fp16") == 0; /* docs/precision.md */
         co.half_dtype = strcmp(c->dtype, "fp16") == 0 ? DP_F16 : DP_BF16;
+        co.dtype_given = 1; /* the case's dtype: the candidate's export must declare the same */
         co.noise_statistical = strcmp(c->noise_mode, "shares") == 0;
         dp_status cs = conf_compare_paths(&res->cmp, refdir, canddir, &co);
         if (cs != DP_OK) {
