@@ -770,7 +770,8 @@ int dp_cmd_audit_accounting(int argc, char **argv) {
             verdict = "INVALID";
             invalid++;
             json_object_set_new(o, "error", json_string(c->err));
-            fprintf(stderr, "dpcert audit-accounting: %s: %s\n", path, c->err);
+            dp_error(DP_ERR_FORMAT, "%s: %s", path, c->err); /* escaped */
+            fprintf(stderr, "dpcert audit-accounting: %s\n", dp_last_error());
         } else {
             json_object_set_new(o, "mechanism", json_string(acct_mech_name(c->seg.mech)));
             json_object_set_new(o, "q", json_real(c->seg.q));
@@ -784,7 +785,8 @@ int dp_cmd_audit_accounting(int argc, char **argv) {
                 verdict = st == DP_ERR_INVALID ? "INVALID" : "ERROR";
                 if (st == DP_ERR_INVALID) invalid++; else internal++;
                 json_object_set_new(o, "error", json_string(dp_last_error()));
-                fprintf(stderr, "dpcert audit-accounting: %s: %s: %s\n", path, wh, dp_last_error());
+                dp_error_context(st, "%s: %s", path, wh);
+                fprintf(stderr, "dpcert audit-accounting: %s\n", dp_last_error());
             } else {
                 json_object_set_new(o, "epsilon_lower", jnum(lo));
                 json_object_set_new(o, "epsilon_upper", jnum(up));

@@ -142,7 +142,7 @@ dp_status audit_flat_buffers(double ***g, const ref_model *m) {
 }
 
 typedef struct {
-    char in[2][1024], out[1100];
+    char in[2][4400], out[4400];
     audit_cand_io io;
     double **g;
 } cand_ctx;
@@ -174,9 +174,9 @@ static void cand_destroy(audit_release *r) {
 }
 
 dp_status audit_candidate_prepare(const audit_setup *s, const char *dir) {
-    char p[1024];
+    char p[4400];
     const audit_config *c = &s->cfg;
-    DP_TRY(dp_mkdir_p("--work", dir));
+    DP_TRY(dp_mkdir_p("--work", dir)); /* at most DP_MAX_DIR_LEN bytes: the names below fit p */
     snprintf(p, sizeof p, "%s/audit-D.safetensors", dir);
     DP_TRY(audit_step_vector_write(p, &c->mc, &s->m0, &s->d0, c->clip, c->sigma, (double)s->d0.n, "audit-D"));
     snprintf(p, sizeof p, "%s/audit-Dprime.safetensors", dir);

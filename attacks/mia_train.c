@@ -162,7 +162,7 @@ static dp_status train_candidate(ref_model *m, const mia_worker *w, const ref_dp
     const mia_config *c = w->c;
     for (int p = 0; p < m->nparams; p++)
         memcpy(m->params[p].data, w->m0->params[p].data, (size_t)m->params[p].numel * sizeof(double));
-    char in[1100], out[1100];
+    char in[4400], out[4400]; /* c->work: at most DP_MAX_DIR_LEN bytes (dp_mkdir_p) */
     snprintf(in, sizeof in, "%s/mia-step-%d.safetensors", c->work, w->base.tid);
     snprintf(out, sizeof out, "%s/mia-out-%d.safetensors", c->work, w->base.tid);
     ref_dpsgd_state ds = {0};

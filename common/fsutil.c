@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,20 +19,35 @@ static mode_t dp_umask_(void) {
     return m;
 }
 
+dp_status dp_path_fmt(char *out, size_t cap, const char *what, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out, cap, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < cap) return DP_OK;
+    return dp_error(DP_ERR_IO, "%s %s: a path of %d bytes, longer than the %zu this command allows", what, out, n,
+                    cap - 1); /* out holds the head of the path; dp_error marks nothing cut: say the length */
+}
+
 dp_status dp_mkdir_p(const char *what, const char *dir) {
-    char buf[4096];
     size_t n = strlen(dir);
     if (n == 0) return dp_error(DP_ERR_INVALID, "%s: empty directory name", what);
-    if (n >= sizeof buf) return dp_error(DP_ERR_INVALID, "%s: directory name too long", what);
-    memcpy(buf, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
+    if (n > DP_MAX_DIR_LEN)
+        return dp_error(DP_ERR_IO, "%s %s: a directory name of %zu bytes, longer than the %d allowed (PATH_MAX 4096 "
+                        "less room for the files written in it)", what, dir, n, DP_MAX_DIR_LEN);
+    char *buf = dp_strdup(dir); /* no fixed buffer: a long name gets the system's answer (ENAMETOOLONG) */
+    if (!buf) return dp_error_context(DP_ERR_NOMEM, "%s %s", what, dir);
+    dp_status st = DP_OK;
+    for (size_t i = 1; i <= n && st == DP_OK; i++) {
         if (buf[i] != '/' && buf[i] != '\0') continue;
         char c = buf[i];
         buf[i] = '\0';
         if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return dp_error(DP_ERR_IO, "%s %s: cannot create directory '%s': %s", what, dir, buf, strerror(errno));
+            st = dp_error(dp_errno_status(errno), "%s %s: cannot create directory '%s': %s", what, dir, buf, strerror(errno));
         buf[i] = c;
     }
+    dp_free(buf);
+    DP_TRY(st);
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return dp_error(DP_ERR_IO, "%s %s: exists and is not a directory", what, dir);

@@ -6,6 +6,17 @@
 
 #include "status.h"
 
+/* A path formatted into a fixed buffer out[cap], or a refusal (DP_ERR_IO, exit 2) naming
+ * `what`, the value and the limit when it does not fit: no buffer cuts a path silently. */
+dp_status dp_path_fmt(char *out, size_t cap, const char *what, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+/* The longest output directory dp_mkdir_p accepts: PATH_MAX (4096) less room for the names
+ * the commands write under it. */
+#define DP_MAX_DIR_LEN 3840
+
 /* Create directory `dir` and any missing parents (mode 0777 & ~umask), like mkdir -p.
  * An existing directory is fine; an existing non-directory is DP_ERR_IO. `what` names
  * the option or purpose in messages (e.g. "--export"). */

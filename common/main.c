@@ -70,8 +70,7 @@ static void usage(FILE *f) {
 
 static int cmd_version(int argc, char **argv) {
     if (argc > 0 && strcmp(argv[0], "--help") != 0) {
-        fprintf(stderr, "dpcert version: unexpected argument '%s'\n", argv[0]);
-        return 2;
+        return dp_cli_fail("version", dp_error(DP_ERR_USAGE, "unexpected argument '%s'", argv[0]));
     }
     printf("dpcert %s (git %s)\n", DPCERT_VERSION, DPCERT_GIT_REV);
 #ifdef DP_HAVE_CUDA
@@ -90,8 +89,7 @@ static int cmd_reference(int argc, char **argv) {
     dp_cmd_fn fn = strcmp(argv[0], "dpsgd") == 0 ? dp_cmd_reference_dpsgd
                  : strcmp(argv[0], "dpzo") == 0 ? dp_cmd_reference_dpzo : NULL;
     if (strcmp(argv[0], "dpsgd") != 0 && strcmp(argv[0], "dpzo") != 0) {
-        fprintf(stderr, "dpcert reference: unknown algorithm '%s' (expected dpsgd or dpzo)\n", argv[0]);
-        return 2;
+        return dp_cli_fail("reference", dp_error(DP_ERR_USAGE, "unknown algorithm '%s' (expected dpsgd or dpzo)", argv[0]));
     }
     if (!fn) {
         fprintf(stderr, "dpcert reference %s: not built into this binary\n", argv[0]);
@@ -123,7 +121,8 @@ int main(int argc, char **argv) {
         }
         return finish(c, dp_commands[i].fn(argc - 2, argv + 2));
     }
-    fprintf(stderr, "dpcert: unknown command '%s'\n\n", c);
+    dp_error(DP_ERR_USAGE, "unknown command '%s'", c); /* escaped: the word may hold any byte */
+    fprintf(stderr, "dpcert: %s\n\n", dp_last_error());
     usage(stderr);
     return 2;
 }

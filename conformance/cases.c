@@ -317,8 +317,8 @@ dp_status conf_cases_load_suite(conf_case **out, size_t *n, const char *dir, con
     conf_case *v = NULL;
     size_t k = 0;
     for (size_t i = 0; i < nn && st == DP_OK; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        char path[4400];
+        if ((st = dp_path_fmt(path, sizeof path, "--cases", "%s/%s", dir, names[i])) != DP_OK) break;
         conf_case c;
         if ((st = conf_case_load(&c, path)) != DP_OK) break;
         for (size_t j = 0; j < k; j++)

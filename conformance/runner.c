@@ -252,7 +252,9 @@ dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks
     snprintf(res->name, sizeof res->name, "%s@r%lld", c->name, (long long)ranks);
     double t0 = now_s();
     char wd[2048], refdir[2100], canddir[2100], reflog[2100], candlog[2100];
-    if (strlen(o->work_dir) > 1800) return dp_error(DP_ERR_INVALID, "work directory name too long");
+    if (strlen(o->work_dir) > 1800)
+        return dp_error(DP_ERR_INVALID, "--work %s: a directory name of %zu bytes, longer than the 1800 a case's "
+                        "work directory allows", o->work_dir, strlen(o->work_dir));
     snprintf(wd, sizeof wd, "%.1800s/%s", o->work_dir, res->name);
     conf_rm_rf(wd);
     if (mkdir(wd, 0755) != 0) return dp_error(DP_ERR_IO, "cannot create %s", wd);

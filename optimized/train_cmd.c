@@ -444,7 +444,8 @@ int dp_cmd_train(int argc, char **argv) {
     if (strcmp(argv[0], "dpsgd") == 0) st = run_dpsgd(argc - 1, argv + 1, &help, &use_mpi);
     else if (strcmp(argv[0], "dpzo") == 0) st = opt_dpzo_run_cmd(argc - 1, argv + 1, &help, &use_mpi);
     else {
-        fprintf(stderr, "dpcert train: unknown algorithm '%s' (expected dpsgd or dpzo)\n", argv[0]);
+        dp_error(DP_ERR_USAGE, "unknown algorithm '%s' (expected dpsgd or dpzo)", argv[0]);
+        fprintf(stderr, "dpcert train: %s\n", dp_last_error());
         return 2;
     }
     int rc = st == DP_OK ? 0 : dp_cli_fail(CMD, st);
