@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "accountant/acct.h"
+#include "common/alloc.h"
 #include "common/cli.h"
 #include "common/fsutil.h"
 
@@ -381,11 +382,11 @@ out:
     }
     fclose(txt);
     if (!json && rc == 0) fwrite(tbuf, 1, tlen, stdout);
-    free(tbuf);
+    dp_free(tbuf);
     json_object_set_new(root, "results", res);
     if (json && rc == 0) {
         char *txt = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-        if (txt) { puts(txt); free(txt); }
+        if (txt) { puts(txt); dp_free(txt); }
     }
     json_decref(root);
     return rc;
@@ -605,13 +606,13 @@ static dp_status read_claims_csv(claim_t **out, int *n, FILE *fp, const char *pa
     for (;;) {
         lineno++;
         got = csv_line(&rst, line, sizeof line, fp, path, lineno);
-        if (got < 0) { free(c); return rst; }
+        if (got < 0) { dp_free(c); return rst; }
         if (!got) break;
         trim(line);
         if (!line[0] || line[0] == '#') continue;
         if (m == cap) {
-            claim_t *nc2 = realloc(c, (size_t)cap * 2 * sizeof *c);
-            if (!nc2) { free(c); return dp_error(DP_ERR_NOMEM, "out of memory"); }
+            claim_t *nc2 = dp_realloc(c, (size_t)cap * 2 * sizeof *c);
+            if (!nc2) { dp_free(c); return dp_error(DP_ERR_NOMEM, "out of memory"); }
             c = nc2; cap *= 2;
         }
         claim_t *x = &c[m];
@@ -724,7 +725,7 @@ dp_status acct_claims_parse(int *nclaims, int *ninvalid, const char *buf, size_t
     DP_TRY(read_claims(&cl, &n, buf, len, name));
     int bad = 0;
     for (int i = 0; i < n; i++) bad += cl[i].err[0] != 0;
-    free(cl);
+    dp_free(cl);
     *nclaims = n;
     *ninvalid = bad;
     return DP_OK;
@@ -748,9 +749,9 @@ int dp_cmd_audit_accounting(int argc, char **argv) {
     if ((st = dp_read_file_max(&img, &ilen, "claims file", path, DP_MAX_TEXT_INPUT)) != DP_OK)
         return dp_cli_fail("audit-accounting", st);
     st = read_claims(&cl, &n, img, ilen, path);
-    free(img);
+    dp_free(img);
     if (st != DP_OK) return dp_cli_fail("audit-accounting", st);
-    if (n == 0) { free(cl); return dp_cli_fail("audit-accounting", dp_error(DP_ERR_FORMAT, "%s: no claims", path)); }
+    if (n == 0) { dp_free(cl); return dp_cli_fail("audit-accounting", dp_error(DP_ERR_FORMAT, "%s: no claims", path)); }
     json_t *root = json_object(), *arr = json_array();
     json_object_set_new(root, "neighbouring_relation", json_string(acct_adjacency_name(ACCT_ADD_REMOVE)));
     int under = 0, invalid = 0, internal = 0;
@@ -812,12 +813,12 @@ int dp_cmd_audit_accounting(int argc, char **argv) {
     json_object_set_new(root, "invalid", json_integer(invalid));
     if (json) {
         char *txt = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-        if (txt) { puts(txt); free(txt); }
+        if (txt) { puts(txt); dp_free(txt); }
     } else {
         printf("%d claims: %d under-reported, %d invalid\n", n, under, invalid);
     }
     json_decref(root);
-    free(cl);
+    dp_free(cl);
     return internal ? 3 : invalid ? 2 : under ? 1 : 0;
 }
 
@@ -960,7 +961,7 @@ int acct_cmd_reproduce(int argc, char **argv) {
             fprintf(stderr, "dpcert reproduce: %s\n", dp_last_error());
         } else if (json) {
             char *txt = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-            if (txt) { puts(txt); free(txt); }
+            if (txt) { puts(txt); dp_free(txt); }
         } else {
             printf("%d row(s) not reproduced (UNDER-REPORTED or differing PRV column)\n", bad);
         }

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "accountant/acct.h"
+#include "common/alloc.h"
 #include "accountant/acct_internal.h"
 
 typedef struct {
@@ -246,7 +247,7 @@ static dp_status discretise(steppmf *o, steppmf *oo, const lossdef *d, double lo
     double *p = dp_calloc(n, sizeof *p);
     double *po = oo ? dp_calloc(n, sizeof *po) : NULL;
     double *t = dp_malloc(4 * n * sizeof *t);
-    if (!p || !t || (oo && !po)) { free(p); free(po); free(t); return DP_ERR_NOMEM; }
+    if (!p || !t || (oo && !po)) { dp_free(p); dp_free(po); dp_free(t); return DP_ERR_NOMEM; }
     for (size_t i = 0; i < n; i++) tails(d, (double)(kmin + (int64_t)i) * h, &t[4 * i], &t[4 * i + 1], &t[4 * i + 2], &t[4 * i + 3]);
     double emh = -expm1(-h); /* 1 - e^{-h} */
     /* float budget of the split (docs §4): 16 u e^{2h} sum_k (min tail of P + e^{l_k} min tail of Q) */
@@ -294,7 +295,7 @@ static dp_status discretise(steppmf *o, steppmf *oo, const lossdef *d, double lo
     o->p_trunc = t[2];
     o->fp_split = fps;
     o->steps = steps;
-    free(t);
+    dp_free(t);
     return DP_OK;
 }
 
@@ -305,7 +306,7 @@ static double log_mgf(const steppmf *s, double h, double lam) {
     size_t B = s->n / 262144 + 1;
     double m = -INFINITY;
     size_t nb = (s->n + B - 1) / B;
-    double *lb = malloc(nb * sizeof *lb);
+    double *lb = dp_malloc(nb * sizeof *lb);
     if (!lb) return INFINITY;
     for (size_t b = 0; b < nb; b++) {
         double mass = 0;
@@ -318,7 +319,7 @@ static double log_mgf(const steppmf *s, double h, double lam) {
     double acc = 0;
     if (m > -INFINITY)
         for (size_t b = 0; b < nb; b++) acc += exp(lb[b] - m);
-    free(lb);
+    dp_free(lb);
     return m == -INFINITY ? -INFINITY : m + log(acc);
 }
 
@@ -375,7 +376,7 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
         out->fpb = s[0].fp_split + 2.0 * (double)s[0].n * (DBL_EPSILON / 2.0);
         out->mass_err = fabs(tot + out->p_inf - 1.0);
         if (!(out->mass_err <= 1e-6)) {
-            free(p);
+            dp_free(p);
             out->p = NULL;
             return dp_error(DP_ERR_NUMERIC, "PLD: step distribution lost normalisation (|mass - 1| = %g, h=%g)",
                             out->mass_err, h);
@@ -414,7 +415,7 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
     double *x = fftw_alloc_real(N);
     fftw_complex *X = fftw_alloc_complex(nc), *acc = fftw_alloc_complex(nc);
     double *dY = dp_calloc(nc, sizeof *dY); /* bound on |computed - exact| of the product spectrum */
-    if (!x || !X || !acc || !dY) { fftw_free(x); fftw_free(X); fftw_free(acc); free(dY); return dp_error(DP_ERR_NOMEM, "PLD: out of memory (N=%zu)", N); }
+    if (!x || !X || !acc || !dY) { fftw_free(x); fftw_free(X); fftw_free(acc); dp_free(dY); return dp_error(DP_ERR_NOMEM, "PLD: out of memory (N=%zu)", N); }
     fftw_plan fwd = fftw_plan_dft_r2c_1d((int)N, x, X, FFTW_ESTIMATE);
     fftw_plan bwd = fftw_plan_dft_c2r_1d((int)N, acc, x, FFTW_ESTIMATE);
     for (size_t f = 0; f < nc; f++) { acc[f][0] = 1.0; acc[f][1] = 0.0; }
@@ -461,7 +462,7 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
         dy2 += w * dY[f] * dY[f];
         y1 += w * sqrt(acc[f][0] * acc[f][0] + acc[f][1] * acc[f][1]);
     }
-    free(dY);
+    dp_free(dY);
     /* ||dy||_1 <= ||dY||_2 (Parseval), inverse transform eF ||Y||_1, division by N and the
      * evaluation sums 2 N u, the split perturbation composed: expm1(sum T log1p(e_split)) */
     double fpb = sqrt(dy2) + (eF + u) * y1 + 2.0 * (double)N * u + expm1(lsplit);
@@ -491,7 +492,7 @@ static dp_status compose(composed *out, const steppmf *s, int ns, double h, doub
     out->mass_err = fabs(tot + out->p_inf - 1.0);
     /* mass conservation: the split and the FFT keep it to ~1e-12; anything visible is a bug */
     if (!(out->mass_err <= 1e-6)) {
-        free(p);
+        dp_free(p);
         out->p = NULL;
         return dp_error(DP_ERR_NUMERIC, "PLD: composed distribution lost normalisation (|mass - 1| = %g, h=%g, N=%zu)",
                         out->mass_err, h, N);
@@ -556,7 +557,7 @@ typedef struct {
 } pldstate;
 
 static void pldstate_free(pldstate *st) {
-    for (int d = 0; d < 2; d++) { free(st->c[d].p); free(st->co[d].p); }
+    for (int d = 0; d < 2; d++) { dp_free(st->c[d].p); dp_free(st->co[d].p); }
 }
 
 static dp_status pld_build(pldstate *st, const acct_schedule *s, double tau_w, const acct_pld_opts *o) {
@@ -589,7 +590,7 @@ static dp_status pld_build(pldstate *st, const acct_schedule *s, double tau_w, c
             int ok = 1;
             for (int j = 0; j < nsd[dir]; j++) {
                 if (discretise(&pm[j], NULL, &sd[dir][j].d, sd[dir][j].lo, sd[dir][j].hi, h0, sd[dir][j].steps, (size_t)1 << 20) != DP_OK) {
-                    for (int k = 0; k < j; k++) free(pm[k].p);
+                    for (int k = 0; k < j; k++) dp_free(pm[k].p);
                     ok = 0;
                     break;
                 }
@@ -604,7 +605,7 @@ static dp_status pld_build(pldstate *st, const acct_schedule *s, double tau_w, c
             if (ul < fmin) ul = fmin;
             if (uh > fmax) uh = fmax;
             if (uh - ul > width) width = uh - ul;
-            for (int j = 0; j < nsd[dir]; j++) free(pm[j].p);
+            for (int j = 0; j < nsd[dir]; j++) dp_free(pm[j].p);
         }
         if (h > 0) goto have_h;
         h = width / (double)target;
@@ -653,7 +654,7 @@ have_h:
         double eta = 0;
         for (int k = 0; k < j; k++) eta += (double)pm[k].steps * (pm[k].p_inf + pm[k].p_trunc);
         st->eta_e[dir] = eta;
-        for (int k = 0; k < j; k++) { free(pm[k].p); if (opt) free(pmo[k].p); }
+        for (int k = 0; k < j; k++) { dp_free(pm[k].p); if (opt) dp_free(pmo[k].p); }
         if (e != DP_OK) { pldstate_free(st); return e; }
     }
     /* coupling lower bound of the pessimistic pmf (kept as a fallback; the reported lower bound is

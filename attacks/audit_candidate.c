@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "attacks/audit.h"
+#include "common/alloc.h"
 #include "attacks/audit_candidate.h"
 #include "common/candidate.h"
 #include "common/fsutil.h"
@@ -70,7 +71,7 @@ dp_status audit_step_vector_write(const char *path, const ref_model_config *mc, 
     size_t len = 0;
     if (st == DP_OK) st = dp_st_serialize(&buf, &len, &v);
     if (st == DP_OK) st = dp_write_file_atomic("step vector", path, buf, len);
-    free(buf);
+    dp_free(buf);
     dp_tset_free(&v);
     return st;
 }
@@ -93,8 +94,8 @@ dp_status audit_cand_io_init(audit_cand_io *io, const ref_model *m, double timeo
 }
 
 void audit_cand_io_free(audit_cand_io *io) {
-    free(io->exp);
-    free(io->names);
+    dp_free(io->exp);
+    dp_free(io->names);
     io->exp = NULL;
     io->names = NULL;
 }
@@ -136,7 +137,7 @@ dp_status audit_flat_buffers(double ***g, const ref_model *m) {
     *g = dp_calloc((size_t)m->nparams, sizeof **g);
     if (!*g) return DP_ERR_NOMEM;
     (*g)[0] = dp_calloc((size_t)(m->total > 0 ? m->total : 1), sizeof(double));
-    if (!(*g)[0]) { free(*g); *g = NULL; return DP_ERR_NOMEM; }
+    if (!(*g)[0]) { dp_free(*g); *g = NULL; return DP_ERR_NOMEM; }
     for (int p = 1; p < m->nparams; p++) (*g)[p] = (*g)[p - 1] + m->params[p - 1].numel;
     return DP_OK;
 }
@@ -167,9 +168,9 @@ static void cand_destroy(audit_release *r) {
     if (!x) return;
     unlink(x->out);
     audit_cand_io_free(&x->io);
-    if (x->g) free(x->g[0]);
-    free(x->g);
-    free(x);
+    if (x->g) dp_free(x->g[0]);
+    dp_free(x->g);
+    dp_free(x);
     r->ctx = NULL;
 }
 
@@ -274,13 +275,13 @@ static dp_status refcand(const char *in_path, const char *out_path) {
                             : sigma * clip * ref_dpsgd_noise_z(rc.key, 1, p, e)) / qn;
         snprintf(nm, sizeof nm, "step.private_grad.%s", m.params[p].name);
         st = dp_tset_add_f64(&o, nm, g, m.params[p].ndim, m.params[p].shape);
-        free(g);
+        dp_free(g);
     }
     uint8_t *buf = NULL;
     size_t len = 0;
     if (st == DP_OK) st = dp_st_serialize(&buf, &len, &o);
     if (st == DP_OK) st = dp_write_file_atomic("OUT", out_path, buf, len);
-    free(buf);
+    dp_free(buf);
     ref_dpsgd_step_free(&out);
     ref_dpsgd_free(&ds);
     ref_model_free(&m);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "attacks/mia.h"
+#include "common/alloc.h"
 
 dp_status mia_train_all(double *loss, double *acc, unsigned char *in, double *sigma_out, double *eps_out,
                         mia_run_kind *kind_out, int *nruns_out, double *seconds, const mia_config *c);
@@ -34,7 +35,7 @@ dp_status mia_scores(double *const *neg, double *const *pos, const double *loss,
                      int64_t models, int64_t pop) {
     int64_t R = models, P = pop, kn = 0, kp = 0;
     double *mi = dp_malloc((size_t)P * sizeof *mi), *mo = dp_malloc((size_t)P * sizeof *mo);
-    if (!mi || !mo) { free(mi); free(mo); return DP_ERR_NOMEM; }
+    if (!mi || !mo) { dp_free(mi); dp_free(mo); return DP_ERR_NOMEM; }
     for (int64_t t = 0; t < R; t++) {
         /* per-example IN/OUT means over the shadows s != t, pooled variances */
         double si = 0, so = 0;
@@ -73,8 +74,8 @@ dp_status mia_scores(double *const *neg, double *const *pos, const double *loss,
             if (in[t * P + x]) kp++; else kn++;
         }
     }
-    free(mi);
-    free(mo);
+    dp_free(mi);
+    dp_free(mo);
     return DP_OK;
 }
 
@@ -179,7 +180,7 @@ dp_status mia_run_all(mia_result *res, const mia_config *c) {
                          res->run[k].kind == MIA_RUN_DPZO ? "DP-ZO" : "DP-SGD", res->run[k].eps, res->run[k].message);
             }
     }
-    for (int a = 0; a < MIA_NATTACKS; a++) { free(neg[a]); free(pos[a]); }
-    free(loss); free(acc); free(in);
+    for (int a = 0; a < MIA_NATTACKS; a++) { dp_free(neg[a]); dp_free(pos[a]); }
+    dp_free(loss); dp_free(acc); dp_free(in);
     return st;
 }

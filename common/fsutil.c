@@ -1,5 +1,6 @@
 /* common/fsutil.c — mkdir -p, atomic file writes, checked stdout. */
 #include "fsutil.h"
+#include "common/alloc.h"
 
 #include <errno.h>
 #include <stdatomic.h>

@@ -1,6 +1,7 @@
 /* common/html.c — HTML report pages (see html.h, docs/reports.md): no scripts, no external
  * references, plots as inline SVG (common/svg.h) from JSON specifications. */
 #include "common/html.h"
+#include "common/alloc.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -144,8 +145,8 @@ static dp_status plot_bars(FILE *f, const dp_svg_axes *ax, const json_t *plot, l
     if (st == DP_OK) drop_nonpositive(v, n, ax->ylog, d);
     for (size_t i = 0; st == DP_OK && i < n; i++) l[i] = json_string_value(json_array_get(labs, i));
     if (st == DP_OK) st = dp_svg_bars(f, ax, l, v, n, json_is_number(ref) ? json_number_value(ref) : NAN);
-    free(v);
-    free(l);
+    dp_free(v);
+    dp_free(l);
     return st;
 }
 
@@ -158,8 +159,8 @@ static dp_status plot_histogram(FILE *f, const dp_svg_axes *ax, const dp_svg_ser
         st = dp_error(DP_ERR_INVALID, "%zu edges for %zu bins (expected bins + 1)", ne, nh);
     if (st == DP_OK) drop_nonpositive(h, nh, ax->ylog, d);
     if (st == DP_OK) st = dp_svg_histogram(f, ax, e, h, nh, s, ns);
-    free(e);
-    free(h);
+    dp_free(e);
+    dp_free(h);
     return st;
 }
 
@@ -185,7 +186,7 @@ static dp_status plot_draw(FILE *f, const json_t *plot, const char *kind, dp_svg
     } else {
         st = dp_error(DP_ERR_INVALID, "plot kind '%s' (expected line, bars, histogram, roc or note)", kind ? kind : "(none)");
     }
-    for (size_t i = 0; i < 2 * HTML_MAX_SERIES; i++) free(buf[i]);
+    for (size_t i = 0; i < 2 * HTML_MAX_SERIES; i++) dp_free(buf[i]);
     return st;
 }
 
@@ -230,7 +231,7 @@ dp_status dp_html_plot(FILE *f, const json_t *plot) {
     } else {
         note(f, title, "not drawn: ", dp_last_error());
     }
-    free(svg); /* open_memstream's buffer */
+    dp_free(svg); /* open_memstream's buffer */
     fputs("</div>\n", f);
     return DP_OK;
 }
@@ -258,7 +259,7 @@ dp_status dp_html_open_in(dp_afile *af, const char *dir) {
     if (!p) return DP_ERR_NOMEM;
     snprintf(p, n, "%s/report.html", dir);
     dp_status st = dp_html_open(af, p);
-    free(p);
+    dp_free(p);
     return st;
 }
 

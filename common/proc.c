@@ -3,6 +3,7 @@
  * process group so that a timeout or a forwarded signal reaches everything they started
  * (mpirun and its ranks included). */
 #include "proc.h"
+#include "common/alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -183,7 +184,7 @@ dp_status dp_proc_run_shell(dp_proc_result *res, const char *cmdline, char *cons
     if (!argv) return DP_ERR_NOMEM;
     size_t len = strlen(cmdline) + sizeof " \"$@\"";
     char *script = dp_malloc(len);
-    if (!script) { free(argv); return DP_ERR_NOMEM; }
+    if (!script) { dp_free(argv); return DP_ERR_NOMEM; }
     snprintf(script, len, "%s \"$@\"", cmdline);
     argv[0] = (char *)"/bin/sh";
     argv[1] = (char *)"-c";
@@ -192,7 +193,7 @@ dp_status dp_proc_run_shell(dp_proc_result *res, const char *cmdline, char *cons
     for (size_t i = 0; i < n; i++) argv[4 + i] = args[i];
     argv[4 + n] = NULL;
     dp_status st = dp_proc_run(res, argv, o);
-    free(script);
-    free(argv);
+    dp_free(script);
+    dp_free(argv);
     return st;
 }

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "common/fsutil.h"
+#include "common/alloc.h"
 #include "common/safetensors.h"
 #include "conformance/certify.h"
 #include "conformance/certify_int.h"
@@ -29,7 +30,7 @@ void cert_suite_defaults(cert_opts *o) {
 }
 
 void cert_result_init(cert_result *r) { memset(r, 0, sizeof *r); }
-void cert_result_free(cert_result *r) { free(r->items); cert_figs_free(&r->figs); memset(r, 0, sizeof *r); }
+void cert_result_free(cert_result *r) { dp_free(r->items); cert_figs_free(&r->figs); memset(r, 0, sizeof *r); }
 dp_status cert_result_push(cert_result *r, const cert_check *k) {
     DP_TRY(DP_GROW(r->items, r->cap, r->n + 1, 64, "checks"));
     r->items[r->n++] = *k;
@@ -53,7 +54,7 @@ dp_status cert_list_vector_files(char ***names, size_t *n, const char *dir) {
         size_t l = strlen(e->d_name);
         if (l < 13 || strcmp(e->d_name + l - 12, ".safetensors") != 0 || e->d_name[0] == '.') continue;
         if ((st = DP_GROW(v, cap, k + 1, 16, "vector list")) != DP_OK) break;
-        if (!(v[k] = strndup(e->d_name, l - 12))) st = dp_error(DP_ERR_NOMEM, "out of memory");
+        if (!(v[k] = dp_strndup(e->d_name, l - 12))) st = dp_error(DP_ERR_NOMEM, "out of memory");
         else k++;
     }
     closedir(d);
@@ -68,27 +69,27 @@ static dp_status list_vectors(char ***names, size_t *n, const char *bundle) {
     return cert_list_vector_files(names, n, dir);
 }
 static void free_names(char **v, size_t n) {
-    for (size_t i = 0; i < n; i++) free(v[i]);
-    free(v);
+    for (size_t i = 0; i < n; i++) dp_free(v[i]);
+    dp_free(v);
 }
 
 /* The expected outputs of a vector (names point into the vector set; freed by the caller). */
 typedef struct { dp_cand_expect *e; size_t n; char **owned; size_t nowned; } expect_list;
 static void expect_free(expect_list *x) {
-    for (size_t i = 0; i < x->nowned; i++) free(x->owned[i]);
-    free(x->owned);
-    free(x->e);
+    for (size_t i = 0; i < x->nowned; i++) dp_free(x->owned[i]);
+    dp_free(x->owned);
+    dp_free(x->e);
     memset(x, 0, sizeof *x);
 }
 static dp_status expect_add(expect_list *x, const char *prefix, const char *name, int req, dp_cand_kind k, int ndim,
                             const int64_t *shape) {
-    dp_cand_expect *p = realloc(x->e, (x->n + 1) * sizeof *p);
-    char **o = realloc(x->owned, (x->nowned + 1) * sizeof *o);
+    dp_cand_expect *p = dp_realloc(x->e, (x->n + 1) * sizeof *p);
+    char **o = dp_realloc(x->owned, (x->nowned + 1) * sizeof *o);
     if (p) x->e = p;
     if (o) x->owned = o;
     if (!p || !o) return dp_error(DP_ERR_NOMEM, "out of memory");
     size_t l = strlen(prefix) + strlen(name) + 1;
-    char *s = malloc(l);
+    char *s = dp_malloc(l);
     if (!s) return dp_error(DP_ERR_NOMEM, "out of memory");
     snprintf(s, l, "%s%s", prefix, name);
     x->owned[x->nowned++] = s;
@@ -178,7 +179,7 @@ dp_status cert_read_output(dp_cand_result *res, dp_tensor_set *out, const char *
         snprintf(res->msg, sizeof res->msg, "%.*s", (int)(len - skip), (const char *)buf + skip);
         size_t l = strlen(res->msg);
         if (l && res->msg[l - 1] == '\n') res->msg[l - 1] = '\0';
-        free(buf);
+        dp_free(buf);
         return DP_OK;
     }
     if (lstat(op, &sb) != 0 || !S_ISREG(sb.st_mode)) {
@@ -322,13 +323,13 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
             for (int64_t k = 0; st == DP_OK && zs && prev && k < o->repeats; k++)
                 for (int64_t e = 0; e < zn && e < prevn && zs[k] && prev[k] && st == DP_OK; e++)
                     st = cert_pair_push(&across, zs[k][e], prev[k][e]);
-            if (prev) { for (int64_t k = 0; k < o->repeats; k++) free(prev[k]); free(prev); }
+            if (prev) { for (int64_t k = 0; k < o->repeats; k++) dp_free(prev[k]); dp_free(prev); }
             prev = zs;
             prevn = zn;
         }
         dp_tset_free(&v);
     }
-    if (prev) { for (int64_t k = 0; k < o->repeats; k++) free(prev[k]); free(prev); }
+    if (prev) { for (int64_t k = 0; k < o->repeats; k++) dp_free(prev[k]); dp_free(prev); }
     if (st == DP_OK && (nstep > 0 || !dz.vectors)) {
         cert_check k;
         k.n = 0;
@@ -390,8 +391,8 @@ dp_status cert_noise_draws(int64_t *n, const char *dir) {
             if (strncmp(v.items[j].name, "params.", 7) == 0) *n += dp_tensor_numel(&v.items[j].t);
         dp_tset_free(&v);
     }
-    for (size_t i = 0; i < nv; i++) free(names[i]);
-    free(names);
+    for (size_t i = 0; i < nv; i++) dp_free(names[i]);
+    dp_free(names);
     return st;
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "accountant/acct.h"
+#include "common/alloc.h"
 #include "common/html.h"
 #include "conformance/certify_figs.h"
 #include "conformance/certify_html.h"
@@ -48,8 +49,8 @@ dp_status cert_figs_batches(cert_figs *g, const char *vector, const int64_t *siz
 }
 
 void cert_figs_free(cert_figs *g) {
-    for (size_t i = 0; i < g->nbatch; i++) free(g->batch[i].count);
-    free(g->batch);
+    for (size_t i = 0; i < g->nbatch; i++) dp_free(g->batch[i].count);
+    dp_free(g->batch);
     memset(g, 0, sizeof *g);
 }
 
@@ -108,7 +109,7 @@ static dp_status batch_plot(json_t *plots, const cert_batch_fig *b) {
         set_hist(p, e, h, nb);
         dp_html_plot_series(p, "Binomial(N, q) x steps", x, y, nb, 0);
     }
-    free(e); free(h); free(x); free(y);
+    dp_free(e); dp_free(h); dp_free(x); dp_free(y);
     return st;
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "accountant/acct.h"
+#include "common/alloc.h"
 #include "common/fsutil.h"
 #include "common/hash.h"
 #include "common/safetensors.h"
@@ -178,7 +179,7 @@ static dp_status write_junit(const char *path, const cert_result *r, const char 
         conf_cmp_result_init(&cr[i].cmp);
     }
     dp_status st = conf_report_junit(path, suite, cr, r->n);
-    free(cr);
+    dp_free(cr);
     return st;
 }
 
@@ -243,7 +244,7 @@ dp_status cert_report_write(const char *bundle, const cert_result *r, const cert
     snprintf(p, sizeof p, "%s/report.json", bundle);
     size_t len = strlen(txt);
     dp_status st = dp_write_file_atomic("--report", p, txt, len);
-    free(txt);
+    dp_free(txt);
     snprintf(p, sizeof p, "%s/report.json.sig", bundle);
     if (st == DP_OK) remove(p); /* a signature of an older report is not valid for this one */
     return st;
@@ -300,7 +301,7 @@ dp_status cert_sign(const char *bundle, const char *priv_path) {
         st = ossl_fail("Ed25519 signing");
     EVP_MD_CTX_free(m);
     EVP_PKEY_free(k);
-    free(buf);
+    dp_free(buf);
     if (st != DP_OK) return st;
     char hex[129];
     dp_hex(hex, sig, sl);
@@ -334,7 +335,7 @@ dp_status cert_verify_signature(const char *bundle, const char *pub_path) {
     }
     EVP_MD_CTX_free(m);
     EVP_PKEY_free(k);
-    free(buf);
-    free(sh);
+    dp_free(buf);
+    dp_free(sh);
     return st;
 }

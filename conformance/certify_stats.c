@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "conformance/certify.h"
+#include "common/alloc.h"
 
 const char *cert_status_name(int s) { return s == CERT_PASS ? "PASS" : s == CERT_FAIL ? "FAIL" : "INCOMPLETE"; }
 
@@ -88,7 +89,7 @@ static int cmp_d(const void *a, const void *b) {
 void cert_test_ks(cert_check *k, const double *z, int64_t n, double alpha) {
     init(k, "noise normality (Kolmogorov-Smirnov)", alpha, n);
     if (too_few(k, n, 1)) return;
-    double *v = malloc((size_t)n * sizeof *v);
+    double *v = dp_malloc((size_t)n * sizeof *v);
     if (!v) { k->status = CERT_INCOMPLETE; snprintf(k->msg, sizeof k->msg, "out of memory"); return; }
     memcpy(v, z, (size_t)n * sizeof *v);
     qsort(v, (size_t)n, sizeof *v, cmp_d);
@@ -100,7 +101,7 @@ void cert_test_ks(cert_check *k, const double *z, int64_t n, double alpha) {
         if (a > d) d = a;
         if (b > d) d = b;
     }
-    free(v);
+    dp_free(v);
     k->statistic = d;
     k->lo = 0;
     k->hi = sqrt(log(2 / alpha) / (2 * dn));

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "common/cli.h"
+#include "common/alloc.h"
 #include "common/fsutil.h"
 #include "common/proc.h"
 #include "common/safetensors.h"
@@ -39,9 +40,9 @@ int dp_cmd_vectors(int argc, char **argv) {
     st = cert_vectors_write(out, s, &names, &n);
     for (size_t i = 0; i < n; i++) {
         if (st == DP_OK) printf("%s/%s\n", out, names[i]);
-        free(names[i]);
+        dp_free(names[i]);
     }
-    free(names);
+    dp_free(names);
     if (st == DP_OK) st = dp_stdout_finish("vectors");
     return st == DP_OK ? 0 : dp_cli_fail("vectors", st);
 }
@@ -113,9 +114,9 @@ int dp_cmd_certify(int argc, char **argv) {
             snprintf(p, sizeof p, "%.3000s/%.1000s.safetensors", vd, names[i]);
             if ((filter && regexec(&re, names[i], 0, NULL, 0) != 0) || !cert_scope_has(scope, names[i])) remove(p);
             else kept++;
-            free(names[i]);
+            dp_free(names[i]);
         }
-        free(names);
+        dp_free(names);
         if (filter) regfree(&re);
         if (!kept)
             return dp_cli_fail("certify", dp_error(DP_ERR_INVALID, "--filter '%s' --scope %s: no vector left",
@@ -189,7 +190,7 @@ static dp_status keygen_canonical(char **out, const char *path) {
     size_t n = strlen(real) + strlen(base) + 2;
     *out = dp_malloc(n);
     if (*out) snprintf(*out, n, "%s/%s", real, base);
-    free(real);
+    dp_free(real);
     return *out ? DP_OK : DP_ERR_NOMEM;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "accountant/acct.h"
+#include "common/alloc.h"
 #include "common/cli.h"
 #include "common/fsutil.h"
 #include "conformance/html.h"
@@ -151,7 +152,7 @@ static int list_targets(int json) {
     }
     if (json) {
         char *s = json_dumps(a, JSON_INDENT(2));
-        if (s) { puts(s); free(s); }
+        if (s) { puts(s); dp_free(s); }
     }
     json_decref(a);
     dp_status st = dp_stdout_finish("reproduce --list output");
@@ -166,12 +167,12 @@ static dp_status write_report(const char *dir, const json_t *root) {
     snprintf(p, n, "%s/report.json", dir);
     char *txt = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(17) | JSON_ENSURE_ASCII);
     dp_status st = txt ? dp_write_file_atomic("--report", p, txt, strlen(txt)) : DP_ERR_NOMEM;
-    free(txt);
+    dp_free(txt);
     if (st == DP_OK) {
         snprintf(p, n, "%s/report.html", dir);
         st = conf_repro_html(p, root);
     }
-    free(p);
+    dp_free(p);
     return st;
 }
 
@@ -221,7 +222,7 @@ int dp_cmd_reproduce(int argc, char **argv) {
         json_object_set_new(r.root, "verdict", json_string(r.not_reproduced ? "DIFFERS" : "REPRODUCED"));
         if (json) {
             char *s = json_dumps(r.root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-            if (s) { puts(s); free(s); }
+            if (s) { puts(s); dp_free(s); }
         } else {
             print_table(stdout, r.root);
             const json_t *cv = json_object_get(r.root, "caveats");

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "common/philox.h"
+#include "common/alloc.h"
 #include "common/safetensors.h"
 #include "conformance/compare_int.h"
 #include "conformance/conf.h"
@@ -63,7 +64,7 @@ static dp_status declared_precision(conf_cmp_opts *o, const dp_tensor_set *cand,
 
 void conf_cmp_result_init(conf_cmp_result *r) { memset(r, 0, sizeof *r); }
 void conf_cmp_result_free(conf_cmp_result *r) {
-    free(r->items);
+    dp_free(r->items);
     memset(r, 0, sizeof *r);
 }
 
@@ -263,8 +264,8 @@ const double *conf_bstore_get(const conf_bstore *s, const char *name, int kind, 
     return NULL;
 }
 void conf_bstore_free(conf_bstore *s) {
-    for (size_t i = 0; i < s->n; i++) free(s->it[i].b);
-    free(s->it);
+    for (size_t i = 0; i < s->n; i++) dp_free(s->it[i].b);
+    dp_free(s->it);
     memset(s, 0, sizeof *s);
 }
 
@@ -277,7 +278,7 @@ void conf_bstore_free(conf_bstore *s) {
 static double *nonfinite_agree(const dp_tensor *r, const dp_tensor *c) {
     int64_t n = dp_tensor_numel(r);
     if (!same_shape(r, c)) return NULL;
-    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    double *v = dp_malloc((size_t)(n ? n : 1) * sizeof *v);
     if (!v) return NULL;
     for (int64_t e = 0; e < n; e++) {
         double a = dp_tensor_get(r, e), b = dp_tensor_get(c, e);
@@ -370,7 +371,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
         if (!c) { DP_TRY(conf_cmp_push_missing(out, prefix, nm, "candidate")); continue; }
         int64_t n = dp_tensor_numel(r);
-        free(bnd);
+        dp_free(bnd);
         bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
         if (!bnd) { st = DP_ERR_NOMEM; goto done; }
         /* later steps: the candidate's parameters are its previous update, whose bound is carried */
@@ -404,11 +405,11 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
         if (!c) { DP_TRY(conf_cmp_push_missing(out, prefix, nm, "candidate")); continue; }
         int64_t n = dp_tensor_numel(r);
-        free(bnd);
+        dp_free(bnd);
         bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
         if (!bnd) { st = DP_ERR_NOMEM; goto done; }
         for (int64_t e = 0; e < n; e++) bnd[e] = (n == B ? rhoi[e] : k.rho) * fabs(dp_tensor_get(r, e));
-        free(tmp);
+        dp_free(tmp);
         tmp = nonfinite_agree(r, c);
         if ((st = conf_cmp_elems(out, prefix, nm, r, c, tmp, bnd, o->warn)) != DP_OK) goto done;
     }
@@ -419,7 +420,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
        cmax_i = the largest clip factor of example i over groups, dc_i its bound. */
     double *cmax = dp_calloc((size_t)(B ? B : 1), sizeof *cmax), *dcv = dp_calloc((size_t)(B ? B : 1), sizeof *dcv);
     double *dg = dp_calloc((size_t)(B ? B : 1), sizeof *dg), *nv = dp_calloc((size_t)(B ? B : 1), sizeof *nv);
-    if (!cmax || !dcv || !dg || !nv) { free(cmax); free(dcv); free(dg); free(nv); st = DP_ERR_NOMEM; goto done; }
+    if (!cmax || !dcv || !dg || !nv) { dp_free(cmax); dp_free(dcv); dp_free(dg); dp_free(nv); st = DP_ERR_NOMEM; goto done; }
     {
         /* rel_i = rho_i / (1 - rho_i) + 3u: the mean value theorem, then the addition of eps or gamma
            and the division (docs/tolerances.md stage 3) */
@@ -430,7 +431,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
             if (strncmp(nm, "per_sample.clip_factor", 22) != 0 || (nm[22] != '\0' && nm[22] != '.')) continue;
             const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
             int64_t n = dp_tensor_numel(r);
-            free(bnd);
+            dp_free(bnd);
             bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
             if (!bnd) { st = DP_ERR_NOMEM; break; }
             for (int64_t e = 0; e < n; e++) {
@@ -453,7 +454,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
 #undef CONF_REL
         }
     }
-    if (st != DP_OK) { free(cmax); free(dcv); free(dg); free(nv); goto done; }
+    if (st != DP_OK) { dp_free(cmax); dp_free(dcv); dp_free(dg); dp_free(nv); goto done; }
 
     /* 4. clipped sums: |d cs_j| <= sum_i min(c_i dg_i + |g_ij| dc_i + dc_i dg_i, cap) + gamma_B sum_i |c_i g_ij|.
        A dropped example (reference factor 0, compared exactly above) adds nothing on either side.
@@ -491,7 +492,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         if (!c) { if ((st = conf_cmp_push_missing(out, prefix, nm, "candidate")) != DP_OK) break; continue; }
         if ((st = conf_cmp_elems(out, prefix, nm, r, c, NULL, bd, o->warn)) != DP_OK) break;
     }
-    free(cmax); free(dcv); free(dg); free(nv);
+    dp_free(cmax); dp_free(dcv); dp_free(dg); dp_free(nv);
     if (st != DP_OK) goto done;
 
     /* 5. noise: sigma C_total z, z in double on both sides: |d| <= sigma C_total bz + gamma_4 |noise| + u_c |noise|.
@@ -620,7 +621,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         const double *en = o->noise_statistical ? conf_bstore_get(&bs, pname, CONF_BS_EN, n) : NULL;
         int subst = o->noise_statistical && !en && cnz && dp_tensor_numel(cnz) == n;
         double *bd = conf_bstore_new(&bs, pname, CONF_BS_PG, n);
-        free(tmp);
+        dp_free(tmp);
         tmp = dp_malloc((size_t)(n ? n : 1) * sizeof *tmp);
         if (!bd || !tmp) { st = DP_ERR_NOMEM; goto done; }
         for (int64_t e = 0; e < n; e++) {
@@ -685,7 +686,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
             double *bd = conf_bstore_new(&bs, pname, CONF_BS_PA, n), *nm1 = conf_bstore_new(&bs, pname, CONF_BS_M1, n);
             double *ndm1 = conf_bstore_new(&bs, pname, CONF_BS_DM1, n);
             double *nm2 = adam ? conf_bstore_new(&bs, pname, CONF_BS_M2, n) : NULL, *ndm2 = adam ? conf_bstore_new(&bs, pname, CONF_BS_DM2, n) : NULL;
-            free(tmp);
+            dp_free(tmp);
             tmp = dp_malloc((size_t)(n ? n : 1) * sizeof *tmp);
             if (!bd || !nm1 || !ndm1 || (adam && (!nm2 || !ndm2)) || !tmp) { st = DP_ERR_NOMEM; goto done; }
             double t = step_no, bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t), sbc2 = sqrt(bc2), ssz = lr / bc1;
@@ -733,12 +734,12 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         if (!r) continue;
         if (!c) { DP_TRY(conf_cmp_push_missing(out, prefix, loss_names[li], "candidate")); continue; }
         int64_t n = dp_tensor_numel(r);
-        free(bnd);
+        dp_free(bnd);
         bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
         if (!bnd) { st = DP_ERR_NOMEM; goto done; }
         for (int64_t e = 0; e < n; e++)
             bnd[e] = (conf_gamma(k.K + 2, k.u) + k.gH) * (fabs(dp_tensor_get(r, e)) + log(k.P > 1 ? k.P : 1) + 1);
-        free(tmp);
+        dp_free(tmp);
         tmp = nonfinite_agree(r, c);
         if ((st = conf_cmp_elems(out, prefix, loss_names[li], r, c, tmp, bnd, o->warn)) != DP_OK) goto done;
     }
@@ -770,11 +771,11 @@ done:
         memset(&bs, 0, sizeof bs);
     }
     conf_bstore_free(&bs);
-    free(bnd);
-    free(tmp);
-    free(nrm);
-    free(kap);
-    free(rhoi);
+    dp_free(bnd);
+    dp_free(tmp);
+    dp_free(nrm);
+    dp_free(kap);
+    dp_free(rhoi);
     return st;
 }
 
@@ -828,14 +829,14 @@ static dp_status list_steps(char ***names, size_t *n, const char *dir) {
         size_t l = strlen(e->d_name);
         if (strncmp(e->d_name, "step-", 5) != 0 || l < 17 || strcmp(e->d_name + l - 12, ".safetensors") != 0) continue;
         if ((st = DP_GROW(v, cap, k + 1, 16, "step list")) != DP_OK) break;
-        v[k] = strdup(e->d_name);
+        v[k] = dp_strdup(e->d_name);
         if (!v[k]) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
         k++;
     }
     closedir(d);
     if (st != DP_OK) {
-        for (size_t i = 0; i < k; i++) free(v[i]);
-        free(v);
+        for (size_t i = 0; i < k; i++) dp_free(v[i]);
+        dp_free(v);
         return st;
     }
     if (k) qsort(v, k, sizeof *v, cmp_str);
@@ -893,8 +894,8 @@ dp_status conf_compare_paths(conf_cmp_result *out, const char *ref_path, const c
         dp_tset_free(&cs);
     }
     conf_bstore_free(&carry);
-    for (size_t i = 0; i < n; i++) free(names[i]);
-    free(names);
+    for (size_t i = 0; i < n; i++) dp_free(names[i]);
+    dp_free(names);
     return st;
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/cli.h"
+#include "common/alloc.h"
 #include "common/proc.h"
 #include "common/safetensors.h"
 #include "conformance/conf.h"
@@ -155,7 +156,7 @@ static dp_status collect(double **vals, size_t *n, int64_t *batch_total, int64_t
         for (size_t i = 0; i < s.n && st == DP_OK; i++) {
             if (!prefix || strncmp(s.items[i].name, prefix, strlen(prefix)) != 0) continue;
             int64_t m = dp_tensor_numel(&s.items[i].t);
-            double *q = realloc(*vals, (*n + (size_t)m + 1) * sizeof *q);
+            double *q = dp_realloc(*vals, (*n + (size_t)m + 1) * sizeof *q);
             if (!q) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
             *vals = q;
             for (int64_t k = 0; k < m; k++) q[(*n)++] = dp_tensor_get(&s.items[i].t, k);
@@ -363,7 +364,7 @@ dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks
         /* DP-SGD exports step.noise.<name>; DP-ZO a scalar or [n] step.noise */
         dp_status cs = collect(&vals, &nv, &btot, &nsteps, canddir, noise ? "step.noise" : NULL);
         if (cs != DP_OK) {
-            free(vals);
+            dp_free(vals);
             res->status = CONF_FAIL;
             snprintf(res->detail, sizeof res->detail, "cannot read the candidate export: %s", dp_last_error());
             goto finish;
@@ -371,7 +372,7 @@ dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks
         res->is_stat = 1;
         if (noise) conf_stat_noise_variance(&res->stat, vals, nv, c->sigma * c->sigma * c->clip * c->clip, c->alpha);
         else conf_stat_poisson(&res->stat, btot, c->n_data * nsteps, c->q, c->alpha);
-        free(vals);
+        dp_free(vals);
         res->status = res->stat.status;
         snprintf(res->detail, sizeof res->detail, "%s: %s", res->stat.name, res->stat.msg);
     }
@@ -393,8 +394,8 @@ finish:
         res->worst_frac = 0;
     }
     res->seconds = now_s() - t0;
-    free(ra.v);
-    free(ca.v);
+    dp_free(ra.v);
+    dp_free(ca.v);
     if (!o->keep && st == DP_OK) conf_rm_rf(wd);
     return st;
 }

@@ -2,6 +2,7 @@
  * "host" is optimized/host/host_backend.c; "cuda" is the weak hook
  * opt_backend_cuda_create that optimized/cuda/ defines once it exists. */
 #include "optimized/backend.h"
+#include "common/alloc.h"
 #include "optimized/ledger.h"
 #include "optimized/cuda_plugin.h"
 
@@ -77,7 +78,7 @@ dp_status opt_backend_create(opt_backend **out, const opt_backend_config *cfg) {
     if (st == DP_OK) st = opt_ledger_create(&be->ledger);
     if (st != DP_OK) {
         if (be->ctx && be->ops.destroy) be->ops.destroy(be->ctx);
-        free(be);
+        dp_free(be);
         return st;
     }
     *out = be;
@@ -88,5 +89,5 @@ void opt_backend_destroy(opt_backend *be) {
     if (!be) return;
     if (be->ops.destroy) be->ops.destroy(be->ctx);
     opt_ledger_destroy(be->ledger);
-    free(be);
+    dp_free(be);
 }

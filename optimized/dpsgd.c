@@ -1,6 +1,7 @@
 /* optimized/dpsgd.c — DP-SGD on the engine (docs/engine.md): strategies, clipping
  * groups, noise modes, data-parallel shares and micro-batches. */
 #include "optimized/dpsgd.h"
+#include "common/alloc.h"
 #include "optimized/opt_spec.h"
 #include "optimized/ledger.h"
 #include "optimized/shard.h"
@@ -69,11 +70,11 @@ static void first_nonfinite(int *pp, int64_t *pe, const dp_model *m, double *con
 dp_status opt_check_update_finite(const dp_model *after, const dp_model *before, int64_t step) {
     int p;
     int64_t e;
-    double **vals = calloc((size_t)after->nparams + 1, sizeof *vals);
+    double **vals = dp_calloc((size_t)after->nparams + 1, sizeof *vals);
     if (!vals) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     for (int q = 0; q < after->nparams; q++) vals[q] = after->params[q].data;
     first_nonfinite(&p, &e, after, vals, before);
-    free(vals);
+    dp_free(vals);
     if (p < 0) return DP_OK;
     return dp_error(DP_ERR_INVALID, "step %lld: the update made parameter tensor '%s' (element %lld) non-finite (%g): "
                     "--lr and the private gradient overflow", (long long)step, after->params[p].name, (long long)e,
@@ -152,7 +153,7 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const dp_dpsgd_config *c
     s->om.pstats = &s->pstats;
     s->om.checkpoint = o->checkpoint;
     s->om.ckpt_keep_forward = s->hooks->ckpt_keep_forward;
-    s->off = calloc((size_t)m->nparams, sizeof *s->off);
+    s->off = dp_calloc((size_t)m->nparams, sizeof *s->off);
     if (!s->off) { opt_dpsgd_free(s); return dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
     for (int p = 1; p < m->nparams; p++) s->off[p] = s->off[p - 1] + m->params[p - 1].numel;
     if ((st = s->shard->setup(s)) != DP_OK) { opt_dpsgd_free(s); return st; }
@@ -176,7 +177,7 @@ void opt_dpsgd_free(opt_dpsgd *s) {
     if (s->om.be) opt_model_free(&s->om);
     opt_clip_groups_free(&s->groups);
     opt_parallel_free(&s->par);
-    free(s->off);
+    dp_free(s->off);
     memset(s, 0, sizeof *s);
 }
 
@@ -373,20 +374,20 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
     const int G = gr->ngroups, np = om->np;
     size_t es = opt_backend_esize(be);
     opt_tape tp;
-    void **inst = calloc((size_t)np, sizeof(void *));
+    void **inst = dp_calloc((size_t)np, sizeof(void *));
     ckpt_inst ci = {om, inst, {.be = be}};
     const opt_tape_hook hook = {&ci, ckpt_ready};
     if (om->checkpoint) om->tape_hook = &hook;
     if (!inst) memset(&tp, 0, sizeof tp);
     dp_status st = inst ? opt_forward_backward(&tp, om, d, idx, Bc) : dp_error(DP_ERR_NOMEM, "engine: out of memory");
     om->tape_hook = NULL;
-    int *mode = calloc((size_t)np, sizeof(int));
-    int *nlin = calloc((size_t)G, sizeof(int));
-    int *special = calloc((size_t)Bc + 1, sizeof(int)), changed = 0;
+    int *mode = dp_calloc((size_t)np, sizeof(int));
+    int *nlin = dp_calloc((size_t)G, sizeof(int));
+    int *special = dp_calloc((size_t)Bc + 1, sizeof(int)), changed = 0;
     double **hrow = NULL;      /* [np] -> [Bc, numel] host rows (dropped / special examples) */
-    double *hcx = malloc(sizeof(double) * (size_t)(G * Bc + 1)); /* exported factors of special examples */
+    double *hcx = dp_malloc(sizeof(double) * (size_t)(G * Bc + 1)); /* exported factors of special examples */
     void **fbak = NULL;
-    double *hsq = malloc(sizeof(double) * (size_t)(G * Bc + 1)), *hc = malloc(sizeof(double) * (size_t)(G * Bc + 1));
+    double *hsq = dp_malloc(sizeof(double) * (size_t)(G * Bc + 1)), *hc = dp_malloc(sizeof(double) * (size_t)(G * Bc + 1));
     void *sq = NULL, *cdev = NULL;
     if (!mode || !inst || !nlin || !hsq || !hc || !special || !hcx) { if (st == DP_OK) st = dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
     /* loss scaling: the tape holds S x the gradients; clipping at S C (and gamma S) gives the
@@ -426,7 +427,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
     void *const sum0 = s->flat;
     /* the sums of single-pass fused layers are saved: an example found special below
      * (non-finite squared norm) sends those layers back to the two-pass path */
-    fbak = calloc((size_t)np, sizeof(void *));
+    fbak = dp_calloc((size_t)np, sizeof(void *));
     if (!fbak && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
     for (int p = 0; st == DP_OK && p < np; p++)
         if (mode[p] == M_FUSED1) {
@@ -477,10 +478,10 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
             }
     /* host rows of every dropped or special example: hrow[p] [Bc, numel] (only those rows used) */
     if (st == DP_OK && any_bad) {
-        hrow = calloc((size_t)np, sizeof(double *));
+        hrow = dp_calloc((size_t)np, sizeof(double *));
         if (!hrow) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
         for (int p = 0; st == DP_OK && p < np; p++) {
-            hrow[p] = malloc(sizeof(double) * (size_t)(Bc * om->numel[p]));
+            hrow[p] = dp_malloc(sizeof(double) * (size_t)(Bc * om->numel[p]));
             if (st == DP_OK && !hrow[p]) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
             if (st == DP_OK) st = pe_download(hrow[p], om, &tp, mode[p] == M_DIRECT ? tp.direct[p] : inst[p], p);
         }
@@ -488,7 +489,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
     dp_model hm = {0}; /* a shape-only model for opt_norms_double */
     if (st == DP_OK && nspecial) {
         hm.nparams = np;
-        hm.params = calloc((size_t)np, sizeof(dp_param));
+        hm.params = dp_calloc((size_t)np, sizeof(dp_param));
         if (!hm.params) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
         for (int p = 0; st == DP_OK && p < np; p++) hm.params[p].numel = om->numel[p];
     }
@@ -522,7 +523,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
             changed = 1;
         }
     }
-    free(hm.params);
+    dp_free(hm.params);
     for (int64_t i = 0; lsE != 1 && i < Bc * (G + 1); i++) co->gn[i] /= lsE;
     if (st == DP_OK) s->hooks->factors(hc, co->dropped, G, Bc); /* identity unless a test-only bug (bugs.c) */
     if (st == DP_OK && (changed || s->hooks != &opt_hooks_correct)) st = OPT_CALL(be, upload_f64, cdev, hc, G * Bc);
@@ -534,11 +535,11 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
      * parameter gathers (zero3), whose passes must be the same on every rank */
     int second_pass = s->norm->second_pass && G == 1 && !any_drop && !opt_fetch_collective(om) && s->ls_used == 1;
     if (st == DP_OK && second_pass) {
-        void **gp = calloc((size_t)np, sizeof(void *));
+        void **gp = dp_calloc((size_t)np, sizeof(void *));
         if (!gp) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
         for (int p = 0; st == DP_OK && p < np; p++) gp[p] = dev_at(s, sum0, s->off[p]);
         if (st == DP_OK) st = opt_backward_weighted(gp, om, &tp, cdev);
-        free(gp);
+        dp_free(gp);
     }
     for (int p = 0; st == DP_OK && !second_pass && p < np; p++) {
         void *cg = (char *)cdev + es * (size_t)(gr->group_of[p] * Bc), *sp = dev_at(s, sum0, s->off[p]);
@@ -548,7 +549,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
     /* ---- special examples: their clipped terms c * g_b, computed on the host ---- */
     for (int p = 0; st == DP_OK && nspecial && p < np; p++) {
         int64_t n = om->numel[p];
-        double *t = malloc(sizeof(double) * (size_t)(n + 1));
+        double *t = dp_malloc(sizeof(double) * (size_t)(n + 1));
         void *dt = NULL;
         if (!t) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
         if (st == DP_OK) st = opt_arena_alloc_tag(&tp.ar, &dt, es * (size_t)(n + 1), OPT_MEM_WORKSPACE);
@@ -559,7 +560,7 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
             st = OPT_CALL(be, upload_f64, dt, t, n);
             if (st == DP_OK) st = OPT_CALL(be, add, dev_at(s, sum0, s->off[p]), dev_at(s, sum0, s->off[p]), dt, n);
         }
-        free(t);
+        dp_free(t);
     }
 
     /* ---- host copies: [b, G] layout as the reference ---- */
@@ -578,8 +579,8 @@ static dp_status run_chunk(chunk_out *co, opt_dpsgd *s, const dp_dataset *d, con
 done:
     opt_tape_free(&tp);
     opt_arena_free(&ci.ar);
-    free(mode); free(inst); free(nlin); free(hsq); free(hc); free(special); free(hcx); free(fbak);
-    if (hrow) { for (int p = 0; p < np; p++) free(hrow[p]); free(hrow); }
+    dp_free(mode); dp_free(inst); dp_free(nlin); dp_free(hsq); dp_free(hc); dp_free(special); dp_free(hcx); dp_free(fbak);
+    if (hrow) { for (int p = 0; p < np; p++) dp_free(hrow[p]); dp_free(hrow); }
     return st;
 }
 
@@ -615,7 +616,7 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
     if (step < 1 || step > (int64_t)UINT32_MAX) return dp_error(DP_ERR_INVALID, "step %lld out of range", (long long)step);
     if (d->n != c->n) return dp_error(DP_ERR_INVALID, "dataset has %lld examples, config says %lld", (long long)d->n, (long long)c->n);
 
-    int64_t *idx = malloc(sizeof(int64_t) * (size_t)(c->n + 1));
+    int64_t *idx = dp_malloc(sizeof(int64_t) * (size_t)(c->n + 1));
     if (!idx) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     int64_t b = 0;
     dp_status st = opt_poisson(idx, &b, c->key, step, c->q, c->n); /* global, same on every rank */
@@ -623,16 +624,16 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
     opt_rank_share(&lo, &hi, b, rank, R);
     int64_t nl = hi - lo;
     chunk_out co = {0};
-    co.loss = malloc(sizeof(double) * (size_t)(nl + 1));
-    co.gn = malloc(sizeof(double) * (size_t)(nl * (G + 1) + 1));
-    co.c = malloc(sizeof(double) * (size_t)(nl * G + 1));
-    co.dropped = calloc((size_t)(nl + 1), sizeof(int));
+    co.loss = dp_malloc(sizeof(double) * (size_t)(nl + 1));
+    co.gn = dp_malloc(sizeof(double) * (size_t)(nl * (G + 1) + 1));
+    co.c = dp_malloc(sizeof(double) * (size_t)(nl * G + 1));
+    co.dropped = dp_calloc((size_t)(nl + 1), sizeof(int));
     double **pgr = NULL;
     if (s->o.keep_per_sample) {
-        pgr = calloc((size_t)np, sizeof(double *));
+        pgr = dp_calloc((size_t)np, sizeof(double *));
         for (int p = 0; pgr && p < np; p++) {
-            pgr[p] = malloc(sizeof(double) * (size_t)(nl * om->numel[p] + 1));
-            if (!pgr[p]) { for (int q = 0; q < p; q++) free(pgr[q]); free(pgr); pgr = NULL; st = DP_ERR_NOMEM; break; }
+            pgr[p] = dp_malloc(sizeof(double) * (size_t)(nl * om->numel[p] + 1));
+            if (!pgr[p]) { for (int q = 0; q < p; q++) dp_free(pgr[q]); dp_free(pgr); pgr = NULL; st = DP_ERR_NOMEM; break; }
         }
         if (!pgr && st == DP_OK) st = DP_ERR_NOMEM;
     }
@@ -645,7 +646,7 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
     s->om.loss_scale = s->ls_used;
     /* micro-batches: the local share in k contiguous chunks; sums carry across chunks */
     int64_t k = c->micro_batches;
-    double **cg = pgr ? calloc((size_t)np, sizeof(double *)) : NULL;
+    double **cg = pgr ? dp_calloc((size_t)np, sizeof(double *)) : NULL;
     for (int64_t j = 0; st == DP_OK && j < k; j++) {
         int64_t clo = nl * j / k, chi = nl * (j + 1) / k, Bc = chi - clo;
         /* with per-layer parameter gathers (zero3) every rank runs every chunk, empty or
@@ -659,7 +660,7 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
         }
         st = opt_shard_is_cp(s) ? opt_cp_run_chunk(&cc, s, d, idx + lo + clo, Bc) : run_chunk(&cc, s, d, idx + lo + clo, Bc);
     }
-    free(cg);
+    dp_free(cg);
 
     /* ---- after per-sample clipping, before the reduction: the loss-scaling seam
      * (optimized/precision.h; no-op without a loss scale) ---- */
@@ -671,7 +672,7 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
     /* ---- the sharding's reduction: S and Z (noise exactly once) of positions [lo, hi) ---- */
     if (st == DP_OK) st = s->shard->reduce(s, step);
     /* host copies of S and Z (the whole gradient, for the outputs) */
-    double *hS = malloc(sizeof(double) * (size_t)(2 * s->total + 1));
+    double *hS = dp_malloc(sizeof(double) * (size_t)(2 * s->total + 1));
     if (!hS && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
     if (st == DP_OK) st = s->shard->gather_sums(s, hS);
     if (st == DP_OK) st = s->hooks->post_sum(s, hS); /* no-op unless a test-only bug (bugs.c) */
@@ -693,8 +694,8 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
         if (st == DP_OK) st = gather(s, &gd, co.dropped, sizeof(int) * (size_t)nl);
         out->loss = gl; out->clip_factor = gc; out->dropped = gd;
         out->indices = idx; idx = NULL;
-        out->norm = malloc(sizeof(double) * (size_t)(b + 1));
-        out->group_norm = malloc(sizeof(double) * (size_t)(b * G + 1));
+        out->norm = dp_malloc(sizeof(double) * (size_t)(b + 1));
+        out->group_norm = dp_malloc(sizeof(double) * (size_t)(b * G + 1));
         if (st == DP_OK && (!out->norm || !out->group_norm)) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
         double *hgn = gsq; /* [b, G + 1] */
         double lsum = 0, csum = 0;
@@ -708,12 +709,12 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
             if (out->dropped[i]) out->ndropped++;
             else { lsum += out->loss[i]; nok++; }
         }
-        free(gsq);
+        dp_free(gsq);
         out->mean_loss = nok ? lsum / (double)nok : NAN;
         out->mean_clip = b ? csum / (double)(b * G) : NAN;
     }
     if (st == DP_OK && pgr) {
-        out->grad = calloc((size_t)np, sizeof(double *));
+        out->grad = dp_calloc((size_t)np, sizeof(double *));
         if (!out->grad) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
         for (int p = 0; st == DP_OK && p < np; p++) {
             void *gp = NULL;
@@ -722,28 +723,28 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
         }
     }
     if (st == DP_OK) {
-        out->clipped_sum = calloc((size_t)np, sizeof(double *));
-        out->noise = calloc((size_t)np, sizeof(double *));
-        out->private_grad = calloc((size_t)np, sizeof(double *));
-        double *hp = malloc(sizeof(double) * (size_t)(s->total + 1));
+        out->clipped_sum = dp_calloc((size_t)np, sizeof(double *));
+        out->noise = dp_calloc((size_t)np, sizeof(double *));
+        out->private_grad = dp_calloc((size_t)np, sizeof(double *));
+        double *hp = dp_malloc(sizeof(double) * (size_t)(s->total + 1));
         if (!out->clipped_sum || !out->noise || !out->private_grad || !hp) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
         if (st == DP_OK && !skip) st = s->shard->gather_pgrad(s, hp);
         if (st == DP_OK && skip) memset(hp, 0, sizeof(double) * (size_t)s->total); /* nothing released */
         if (st == DP_OK && !skip) st = pgrad_finite(s, hp, step);
         for (int p = 0; st == DP_OK && p < np; p++) {
             size_t nb = sizeof(double) * (size_t)om->numel[p];
-            out->clipped_sum[p] = malloc(nb); out->noise[p] = malloc(nb); out->private_grad[p] = malloc(nb);
+            out->clipped_sum[p] = dp_malloc(nb); out->noise[p] = dp_malloc(nb); out->private_grad[p] = dp_malloc(nb);
             if (!out->clipped_sum[p] || !out->noise[p] || !out->private_grad[p]) { st = dp_error(DP_ERR_NOMEM, "engine: out of memory"); break; }
             memcpy(out->clipped_sum[p], hS + s->off[p], nb);
             memcpy(out->noise[p], hS + s->total + s->off[p], nb);
             memcpy(out->private_grad[p], hp + s->off[p], nb);
         }
-        free(hp);
+        dp_free(hp);
     }
-    free(hS);
-    free(idx);
-    free(co.loss); free(co.gn); free(co.c); free(co.dropped);
-    if (pgr) { for (int p = 0; p < np; p++) free(pgr[p]); free(pgr); }
+    dp_free(hS);
+    dp_free(idx);
+    dp_free(co.loss); dp_free(co.gn); dp_free(co.c); dp_free(co.dropped);
+    if (pgr) { for (int p = 0; p < np; p++) dp_free(pgr[p]); dp_free(pgr); }
     return st;
 }
 
@@ -782,7 +783,7 @@ dp_status opt_prec_check_data(const opt_dp_options *o, const dp_dataset *d, cons
 
 dp_status opt_dpsgd_get_params(opt_dpsgd *s, double *const *host) {
     if (!s->master) return opt_model_get_params(&s->om, host);
-    double *h = malloc(sizeof(double) * (size_t)(s->total + 1));
+    double *h = dp_malloc(sizeof(double) * (size_t)(s->total + 1));
     if (!h) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     /* the master weights are laid out as the private gradient: its gather serves them */
     void *pg = s->pgrad;
@@ -791,6 +792,6 @@ dp_status opt_dpsgd_get_params(opt_dpsgd *s, double *const *host) {
     s->pgrad = pg;
     for (int p = 0; st == DP_OK && p < s->om.np; p++)
         memcpy(host[p], h + s->off[p], sizeof(double) * (size_t)s->om.numel[p]);
-    free(h);
+    dp_free(h);
     return st;
 }

@@ -1,5 +1,6 @@
 /* optimized/ledger.c — the memory ledger (docs/engine.md "Memory ledger"). */
 #include "optimized/ledger.h"
+#include "common/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,14 +29,14 @@ struct opt_ledger {
 };
 
 dp_status opt_ledger_create(opt_ledger **out) {
-    *out = calloc(1, sizeof **out);
+    *out = dp_calloc(1, sizeof **out);
     return *out ? DP_OK : dp_error(DP_ERR_NOMEM, "memory ledger: out of memory");
 }
 
 void opt_ledger_destroy(opt_ledger *l) {
     if (!l) return;
-    free(l->rec);
-    free(l);
+    dp_free(l->rec);
+    dp_free(l);
 }
 
 static void ledger_update_peaks(opt_mem_report *r) {

@@ -1,6 +1,7 @@
 /* reference/dpzo.c — the exact CPU reference of DP-ZO (docs/dpzo.md).
  * Naive textbook loops in double; every convention is pinned in docs/dpzo.md. */
 #include "reference/dpzo.h"
+#include "common/alloc.h"
 
 #include <errno.h>
 #include <float.h>
@@ -79,8 +80,8 @@ dp_status ref_dpzo_problem_model(ref_dpzo_problem *pb, ref_dpzo_model_ctx *ctx, 
 }
 
 void ref_dpzo_problem_free(ref_dpzo_problem *pb) {
-    free(pb->numel);
-    free(pb->theta);
+    dp_free(pb->numel);
+    dp_free(pb->theta);
     pb->numel = NULL;
     pb->theta = NULL;
 }
@@ -234,7 +235,7 @@ dp_status ref_dpzo_update(double *const *theta, const int64_t *numel, int nparam
     for (int p = 0; p < nparams; p++) {
         double *u = dp_calloc((size_t)numel[p], sizeof(double));   /* [numel] sum_j s_j z_j */
         double *z = dp_calloc((size_t)numel[p], sizeof(double));   /* [numel] */
-        if (!u || !z) { free(u); free(z); return DP_ERR_NOMEM; }
+        if (!u || !z) { dp_free(u); dp_free(z); return DP_ERR_NOMEM; }
         dp_status st = DP_OK;
         for (int j = 0; st == DP_OK && j < n; j++) {
             st = ref_dpzo_direction(z, seed, step, p, j, numel[p]);
@@ -248,7 +249,7 @@ dp_status ref_dpzo_update(double *const *theta, const int64_t *numel, int nparam
                               "hyperparameters (--lr, --phi, --clip, --sigma, --weight-decay) or the log's lr and scalars "
                               "overflow", step, p, e, lr, weight_decay, scalar[0]);
         }
-        free(u); free(z);
+        dp_free(u); dp_free(z);
         DP_TRY(st);
     }
     return DP_OK;
@@ -359,8 +360,8 @@ static int parse_num(double *v, const char *tok) {
 }
 
 void ref_dpzo_log_free(ref_dpzo_log *log) {
-    free(log->step);
-    free(log->scalar);
+    dp_free(log->step);
+    dp_free(log->scalar);
     memset(log, 0, sizeof *log);
 }
 
@@ -370,7 +371,7 @@ dp_status ref_dpzo_log_read(ref_dpzo_log *log, const char *path) {
     size_t n = 0;
     DP_TRY(dp_read_file_max(&img, &n, "update log", path, LOG_MAX_BYTES));
     dp_status st = ref_dpzo_log_parse(log, (const uint8_t *)img, n, path);
-    free(img);
+    dp_free(img);
     return st;
 }
 
@@ -470,9 +471,9 @@ dp_status ref_dpzo_log_parse(ref_dpzo_log *log, const uint8_t *img, size_t n, co
         }
         if (log->nsteps == cap) {
             cap = cap ? 2 * cap : 64;
-            int64_t *ns = realloc(log->step, (size_t)cap * sizeof *ns);
+            int64_t *ns = dp_realloc(log->step, (size_t)cap * sizeof *ns);
             if (ns) log->step = ns;
-            double *nsc = realloc(log->scalar, (size_t)cap * (size_t)log->n_spsa * sizeof *nsc);
+            double *nsc = dp_realloc(log->scalar, (size_t)cap * (size_t)log->n_spsa * sizeof *nsc);
             if (nsc) log->scalar = nsc;
             if (!ns || !nsc) { st = dp_error(DP_ERR_NOMEM, "out of memory reading '%s'", path); break; }
         }
@@ -517,6 +518,6 @@ dp_status ref_dpzo_theta_sha256(char hex[65], double *const *theta, const int64_
             for (int b = 0; b < 8; b++) buf[k++] = (uint8_t)(bits >> (8 * b));
         }
     dp_status st = dp_sha256_buf_hex(hex, buf, k);
-    free(buf);
+    dp_free(buf);
     return st;
 }

@@ -10,6 +10,7 @@
 #include <errno.h>
 
 #include "common/fsutil.h"
+#include "common/alloc.h"
 #include "common/cli.h"
 #include "common/safetensors.h"
 #include "common/tensor.h"
@@ -49,8 +50,8 @@ double **ref_dpzo_arrays_alloc(const int64_t *numel, int nparams) {
 
 void ref_dpzo_arrays_free(double **a, int nparams) {
     if (!a) return;
-    for (int p = 0; p < nparams; p++) free(a[p]);
-    free(a);
+    for (int p = 0; p < nparams; p++) dp_free(a[p]);
+    dp_free(a);
 }
 
 static double max_abs_diff_inplace(const ref_dpzo_inplace *ip, double *const *theta) {
@@ -143,8 +144,8 @@ static dp_status run_replay(const opts_t *oo, const ref_model_config *cfg) {
     char hex[65];
     if (st == DP_OK) st = ref_dpzo_theta_sha256(hex, theta, numel, m.nparams);
     if (st == DP_OK) printf("theta_T sha256 %s (after %" PRId64 " steps)\n", hex, log.nsteps);
-    free(theta);
-    free(numel);
+    dp_free(theta);
+    dp_free(numel);
     ref_model_free(&m);
     ref_dpzo_log_free(&log);
     return st;
@@ -241,7 +242,7 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg, ref_dpz
     if (logf && st == DP_OK) st = ref_dpzo_log_end(logf, logbuf, loglen, hp.steps);
     if (logf && fclose(logf) != 0 && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "--log: out of memory");
     if (logf && st == DP_OK) st = dp_write_file_atomic("--log", o->log, logbuf, loglen);
-    free(logbuf); /* open_memstream's buffer */
+    dp_free(logbuf); /* open_memstream's buffer */
     ref_dpzo_arrays_free(before, m.nparams);
     ref_dpzo_inplace_free(&ip);
     ref_dpzo_step_out_free(&out);

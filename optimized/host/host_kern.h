@@ -149,7 +149,7 @@ static dp_status K(rmsnorm_bwd)(void *ctx, void *dx_, void *dg_, const void *dy_
 static dp_status K(rope_apply)(R *y, const R *x, double theta, int64_t B, int64_t T, int64_t H, int64_t hd,
                                double sign, int64_t t0) {
     int64_t hh = hd / 2;
-    R *cs = malloc(sizeof(R) * (size_t)(2 * T * hh + 1));
+    R *cs = dp_malloc(sizeof(R) * (size_t)(2 * T * hh + 1));
     if (!cs) return dp_error(DP_ERR_NOMEM, "rope: out of memory");
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < hh; i++) {
@@ -167,7 +167,7 @@ static dp_status K(rope_apply)(R *y, const R *x, double theta, int64_t B, int64_
                     y[o] = x0 * c - x1 * s;
                     y[o + 1] = x0 * s + x1 * c;
                 }
-    free(cs);
+    dp_free(cs);
     return DP_OK;
 }
 static dp_status K(rope_fwd)(void *ctx, void *y, const void *x, double theta, int64_t B, int64_t T, int64_t H,
@@ -272,7 +272,7 @@ static dp_status K(attn_bwd)(void *ctx, void *dq, void *dk, void *dv, const void
     if (!scratch) return dp_error(DP_ERR_NOMEM, "attn_bwd: out of memory");
     K(attn_job) a = {ctx, NULL, (R *)probs, q, k, v, T, H, hd, dq, dk, dv, dout, scratch};
     host_parallel(ctx, K(attn_bwd_bh), &a, B * H, T * T * hd);
-    free(scratch);
+    dp_free(scratch);
     return DP_OK;
 }
 
@@ -374,7 +374,7 @@ static dp_status K(ghost_sqnorm)(void *ctx, void *sq, const void *A, const void 
     if (!scratch) return dp_error(DP_ERR_NOMEM, "ghost_sqnorm: out of memory");
     K(ghost_job) j = {ctx, sq, A, G, T, d, p, scratch};
     host_parallel(ctx, K(ghost_ex), &j, B, T * T * (d + p));
-    free(scratch);
+    dp_free(scratch);
     return DP_OK;
 }
 
@@ -456,7 +456,7 @@ static dp_status K(fused_clip_accum)(void *ctx, void *dW_, void *sq_out_, void *
     int64_t chunk = ((host_ctx *)ctx)->threads, n = p * d;
     if (chunk > B) chunk = B > 0 ? B : 1;
     DP_TRY(host_gemm_ws_ready(ctx));
-    R *blk = malloc(sizeof(R) * (size_t)(chunk * n + 2 * chunk + 1));
+    R *blk = dp_malloc(sizeof(R) * (size_t)(chunk * n + 2 * chunk + 1));
     if (!blk) return dp_error(DP_ERR_NOMEM, "fused_clip_accum: out of memory");
     R *sqb = blk + chunk * n, *cb = sqb + chunk;
     for (int64_t b0 = 0; b0 < B; b0 += chunk) {
@@ -473,7 +473,7 @@ static dp_status K(fused_clip_accum)(void *ctx, void *dW_, void *sq_out_, void *
         K(fused_acc_job) aj = {dW, blk, cb, nb, n};
         host_parallel(ctx, K(fused_acc), &aj, n, nb);
     }
-    free(blk);
+    dp_free(blk);
     return DP_OK;
 }
 static dp_status K(fused_sqnorm)(void *ctx, void *sq_, const void *A, const void *G, int64_t B, int64_t T, int64_t d,
@@ -481,12 +481,12 @@ static dp_status K(fused_sqnorm)(void *ctx, void *sq_, const void *A, const void
     R *sq = sq_;
     DP_TRY(host_gemm_ws_ready(ctx));
     R *blk = host_scratch(ctx, sizeof(R) * (size_t)(p * d + 1));
-    R *sqb = malloc(sizeof(R) * (size_t)(B + 1));
-    if (!blk || !sqb) { free(blk); free(sqb); return dp_error(DP_ERR_NOMEM, "fused_sqnorm: out of memory"); }
+    R *sqb = dp_malloc(sizeof(R) * (size_t)(B + 1));
+    if (!blk || !sqb) { dp_free(blk); dp_free(sqb); return dp_error(DP_ERR_NOMEM, "fused_sqnorm: out of memory"); }
     K(fused_job) fj = {ctx, blk, sqb, A, G, 0, T, d, p, 1};
     host_parallel(ctx, K(fused_blocks), &fj, B, T * p * d);
     for (int64_t b = 0; b < B; b++) sq[b] += sqb[b];
-    free(blk); free(sqb);
+    dp_free(blk); dp_free(sqb);
     return DP_OK;
 }
 

@@ -61,7 +61,7 @@ static dp_status K(attn_block_fwd)(void *ctx, void *o, void *m, void *l, const v
     if (!scratch) return dp_error(DP_ERR_NOMEM, "attn_block_fwd: out of memory");
     K(ablk_job) a = {o, m, l, NULL, NULL, NULL, q, k, v, NULL, NULL, NULL, Tq, Tk, H, hd, q0, k0, scratch, Tk + 1};
     host_parallel(ctx, K(ablk_fwd_bh), &a, B * H, Tq * Tk * hd);
-    free(scratch);
+    dp_free(scratch);
     return DP_OK;
 }
 

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "optimized/ledger.h"
+#include "common/alloc.h"
 #include "optimized/opt_spec.h"
 #include "optimized/shard.h"
 
@@ -212,7 +213,7 @@ static dp_status export_grads(opt_chunk_out *co, cp_chunk *k, opt_dpsgd *s, opt_
         void *recv;
         DP_TRY(opt_arena_alloc_tag(&tp->ar, &recv, es * (size_t)(M * Bc * pm), OPT_MEM_COMM));
         DP_TRY(OPT_CALL(be, allgather, cs->cp.g, recv, k->slice[p], Bc * pm, NULL));
-        double *h = malloc(sizeof(double) * (size_t)(M * Bc * pm + 1));
+        double *h = dp_malloc(sizeof(double) * (size_t)(M * Bc * pm + 1));
         if (!h) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
         dp_status st = OPT_CALL(be, download_f64, h, recv, M * Bc * pm);
         for (int j = 0; st == DP_OK && j < M; j++) {
@@ -223,7 +224,7 @@ static dp_status export_grads(opt_chunk_out *co, cp_chunk *k, opt_dpsgd *s, opt_
                 for (int64_t k = 0; opt_cp_geom_run(&u, &x, &len, &g, 0, g.nseg * g.w, k); k++)
                     memcpy(co->grad[p] + e * n + x, h + (j * Bc + e) * pm + u, sizeof(double) * (size_t)len);
         }
-        free(h);
+        dp_free(h);
         DP_TRY(st);
     }
     return DP_OK;
@@ -288,12 +289,12 @@ dp_status opt_cp_run_chunk(opt_chunk_out *co, opt_dpsgd *s, const dp_dataset *d,
     const int G = s->groups.ngroups, np = s->om.np;
     opt_tape tp;
     cp_chunk k = {.s = s};
-    k.slice = calloc((size_t)np, sizeof(void *));
-    k.send = calloc((size_t)np, sizeof(void *));
-    k.as = calloc((size_t)np, sizeof(opt_async *));
-    k.done = calloc((size_t)np + 1, 1);
-    k.hsq = malloc(sizeof(double) * (size_t)(G * Bc + 1));
-    k.hc = malloc(sizeof(double) * (size_t)(G * Bc + 1));
+    k.slice = dp_calloc((size_t)np, sizeof(void *));
+    k.send = dp_calloc((size_t)np, sizeof(void *));
+    k.as = dp_calloc((size_t)np, sizeof(opt_async *));
+    k.done = dp_calloc((size_t)np + 1, 1);
+    k.hsq = dp_malloc(sizeof(double) * (size_t)(G * Bc + 1));
+    k.hc = dp_malloc(sizeof(double) * (size_t)(G * Bc + 1));
     const opt_tape_hook hook = {&k, tape_ready};
     dp_status st = (!k.slice || !k.send || !k.as || !k.done || !k.hsq || !k.hc)
                        ? dp_error(DP_ERR_NOMEM, "engine: out of memory") : DP_OK;
@@ -313,6 +314,6 @@ dp_status opt_cp_run_chunk(opt_chunk_out *co, opt_dpsgd *s, const dp_dataset *d,
     /* after a failure a reduce-scatter may still be in flight: its buffers stay (the run ends) */
     for (int p = 0; k.slice && k.as && p < np; p++)
         if (!k.as[p]) { opt_mem_free(s->be, k.slice[p]); opt_mem_free(s->be, k.send ? k.send[p] : NULL); }
-    free(k.slice); free(k.send); free(k.as); free(k.done); free(k.hsq); free(k.hc);
+    dp_free(k.slice); dp_free(k.send); dp_free(k.as); dp_free(k.done); dp_free(k.hsq); dp_free(k.hc);
     return st;
 }

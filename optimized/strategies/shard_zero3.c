@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "optimized/ledger.h"
+#include "common/alloc.h"
 #include "optimized/shard.h"
 
 typedef struct {
@@ -70,8 +71,8 @@ static void z3_teardown(opt_dpsgd *s) {
     opt_mem_free(s->be, z->wshard);
     opt_mem_free(s->be, z->wprev);
     s->om.fetch = NULL;
-    free(z->c); free(z->poff); free(z->own); free(z->buf); free(z->pending);
-    free(z);
+    dp_free(z->c); dp_free(z->poff); dp_free(z->own); dp_free(z->buf); dp_free(z->pending);
+    dp_free(z);
     s->shard_state = NULL;
 }
 
@@ -84,13 +85,13 @@ static dp_status z3_setup(opt_dpsgd *s) {
         if (om->numel[p] < N)
             return dp_error(DP_ERR_USAGE, "--sharding zero3 --dp %d: tensor '%s' has %lld elements, fewer than the %d "
                             "shards", N, om->name[p], (long long)om->numel[p], N);
-    z3_state *z = calloc(1, sizeof *z);
+    z3_state *z = dp_calloc(1, sizeof *z);
     if (!z) return dp_error(DP_ERR_NOMEM, "zero3: out of memory");
     s->shard_state = z;
     z->s = s;
-    z->c = calloc((size_t)np, sizeof(int64_t)); z->poff = calloc((size_t)np, sizeof(int64_t));
-    z->own = calloc((size_t)np, sizeof(int64_t));
-    z->buf = calloc((size_t)np, sizeof(void *)); z->pending = calloc((size_t)np, sizeof(opt_async *));
+    z->c = dp_calloc((size_t)np, sizeof(int64_t)); z->poff = dp_calloc((size_t)np, sizeof(int64_t));
+    z->own = dp_calloc((size_t)np, sizeof(int64_t));
+    z->buf = dp_calloc((size_t)np, sizeof(void *)); z->pending = dp_calloc((size_t)np, sizeof(opt_async *));
     if (!z->c || !z->poff || !z->own || !z->buf || !z->pending) { z3_teardown(s); return dp_error(DP_ERR_NOMEM, "zero3: out of memory"); }
     int64_t C = 0;
     for (int p = 0; p < np; p++) {
@@ -167,7 +168,7 @@ static dp_status z3_gather(opt_dpsgd *s, double *host, const void *dev) {
     opt_backend *be = s->be;
     const int N = s->par.dp;
     void *recv = NULL;
-    double *h = malloc(sizeof(double) * (size_t)(s->chunk * N + 1));
+    double *h = dp_malloc(sizeof(double) * (size_t)(s->chunk * N + 1));
     dp_status st = h ? opt_mem_alloc(be, &recv, opt_backend_esize(be) * (size_t)(s->chunk * N), OPT_MEM_COMM)
                      : dp_error(DP_ERR_NOMEM, "zero3: out of memory");
     if (st == DP_OK) st = OPT_CALL(be, allgather, s->par.dp_group, recv, dev, s->chunk, NULL);
@@ -177,7 +178,7 @@ static dp_status z3_gather(opt_dpsgd *s, double *host, const void *dev) {
             memcpy(host + s->off[p] + z->c[p] * q, h + q * s->chunk + z->poff[p],
                    sizeof(double) * (size_t)piece(s->om.numel[p], z->c[p], q));
     opt_mem_free(be, recv);
-    free(h);
+    dp_free(h);
     return st;
 }
 
