@@ -304,22 +304,18 @@ static dp_status discretise(steppmf *o, steppmf *oo, const lossdef *d, double lo
  * can only increase the MGF, so the Chernoff bound stays valid for the true pmf. */
 static double log_mgf(const steppmf *s, double h, double lam) {
     size_t B = s->n / 262144 + 1;
-    double m = -INFINITY;
+    double m = -INFINITY, acc = 0; /* running log-sum-exp: sum exp(lb - m), no buffer to allocate */
     size_t nb = (s->n + B - 1) / B;
-    double *lb = dp_malloc(nb * sizeof *lb);
-    if (!lb) return INFINITY;
     for (size_t b = 0; b < nb; b++) {
         double mass = 0;
         size_t i0 = b * B, i1 = i0 + B < s->n ? i0 + B : s->n;
         for (size_t i = i0; i < i1; i++) mass += s->p[i];
         double l = (double)(s->kmin + (int64_t)(lam > 0 ? i1 - 1 : i0)) * h;
-        lb[b] = mass > 0 ? log(mass) + lam * l : -INFINITY;
-        if (lb[b] > m) m = lb[b];
+        double lb = mass > 0 ? log(mass) + lam * l : -INFINITY;
+        if (lb == -INFINITY) continue;
+        if (lb > m) { acc = acc * exp(m - lb) + 1.0; m = lb; }
+        else acc += exp(lb - m);
     }
-    double acc = 0;
-    if (m > -INFINITY)
-        for (size_t b = 0; b < nb; b++) acc += exp(lb[b] - m);
-    dp_free(lb);
     return m == -INFINITY ? -INFINITY : m + log(acc);
 }
 

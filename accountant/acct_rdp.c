@@ -157,10 +157,9 @@ static void log_a_quad_batch(double *out, double q, double s, const double *alph
     for (size_t k = 0; k < n; k++) if (alphas[k] > amax) amax = alphas[k];
     double hz = s / 4.0 < s * s / 4.0 ? s / 4.0 : s * s / 4.0, z0 = -12.0 * s, z1 = amax + 12.0 * s + 1.0;
     size_t np = (size_t)((z1 - z0) / hz) + 1;
-    double *m = dp_malloc(n * sizeof *m), *acc = dp_malloc(n * sizeof *acc);
-    if (!m || !acc || np > 4000000) {
+    double m[ACCT_MAX_ORDERS], acc[ACCT_MAX_ORDERS]; /* n <= ACCT_MAX_ORDERS: nothing to allocate, nothing to fail */
+    if (n > ACCT_MAX_ORDERS || np > 4000000) { /* the order is unusable (NaN: skipped as +inf) */
         for (size_t k = 0; k < n; k++) out[k] = NAN;
-        dp_free(m); dp_free(acc);
         return;
     }
     for (size_t k = 0; k < n; k++) { m[k] = -INFINITY; acc[k] = 0.0; }
@@ -190,8 +189,6 @@ static void log_a_quad_batch(double *out, double q, double s, const double *alph
         double lam1 = m[k] + log(acc[k]); /* log(A - 1) */
         out[k] = lam1 > 0 ? lam1 + log1p(exp(-lam1)) : log1p(exp(lam1));
     }
-    dp_free(m);
-    dp_free(acc);
 }
 
 static double log_a_quad(double q, double s, double alpha) {

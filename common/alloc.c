@@ -2,6 +2,7 @@
  * non-test code that calls the C library's malloc, calloc, realloc, free and strdup. */
 #include "common/alloc.h"
 
+#include <execinfo.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 static atomic_uint_fast64_t alloc_n;   /* allocations so far */
 static atomic_uint_fast64_t fail_n;    /* the one that fails (0: none) */
 static atomic_int fail_sticky;         /* and every later one */
+static int fail_trace;                 /* DPCERT_ALLOC_TRACE=1: a backtrace of the failed one */
 
 static void alloc_report(void) {
     fprintf(stderr, "dpcert: %" PRIu64 " allocations\n", (uint64_t)atomic_load(&alloc_n));
@@ -30,6 +32,8 @@ __attribute__((constructor)) static void alloc_env(void) {
             fprintf(stderr, "dpcert: DPCERT_FAIL_ALLOC='%s' ignored (expected N or N+, N >= 1)\n", s);
         else dp_alloc_fail_at((uint64_t)n, sticky);
     }
+    const char *t = getenv("DPCERT_ALLOC_TRACE");
+    fail_trace = t && strcmp(t, "1") == 0;
     const char *c = getenv("DPCERT_ALLOC_COUNT");
     if (c && strcmp(c, "1") == 0) atexit(alloc_report);
 }
@@ -47,6 +51,11 @@ static int alloc_fails(size_t bytes) {
     if (f == 0 || k < f || (k > f && !atomic_load(&fail_sticky))) return 0;
     dp_error(DP_ERR_NOMEM, "out of memory allocating %zu bytes (allocation %" PRIu64 " failed by DPCERT_FAIL_ALLOC)",
              bytes, k);
+    if (fail_trace) { /* where it failed (names need -rdynamic, as build/dpcert has) */
+        void *bt[32];
+        fprintf(stderr, "dpcert: DPCERT_FAIL_ALLOC: allocation %" PRIu64 " failed here:\n", k);
+        backtrace_symbols_fd(bt, backtrace(bt, 32), 2);
+    }
     return 1;
 }
 

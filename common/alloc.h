@@ -10,7 +10,7 @@
  * allocations are counted from 1 over the process. DPCERT_FAIL_ALLOC=N makes the N-th
  * allocation fail (once); DPCERT_FAIL_ALLOC=N+ makes the N-th and every later one fail.
  * DPCERT_ALLOC_COUNT=1 prints "dpcert: N allocations" on stderr at exit (the length of a
- * failure loop). Memory of third-party libraries (jansson, OpenSSL, MPFR, FFTW, MPI,
+ * failure loop); DPCERT_ALLOC_TRACE=1 prints a backtrace where the injected failure happened. Memory of third-party libraries (jansson, OpenSSL, MPFR, FFTW, MPI,
  * stdio) is theirs and not counted. dp_free(NULL) does nothing. */
 #ifndef DP_ALLOC_H
 #define DP_ALLOC_H

@@ -149,7 +149,7 @@ dp_status dp_candidate_run(dp_cand_result *res, dp_tensor_set *out, const char *
         return DP_OK;
     }
     dp_status st = dp_st_read(out, out_path);
-    if (st == DP_ERR_NOMEM) return st;
+    if (st == DP_ERR_NOMEM || st == DP_ERR_SYSIO) return st; /* the system failed, not the candidate: exit 3 */
     if (st != DP_OK) {
         res->outcome = DP_CAND_BAD_OUTPUT;
         snprintf(res->msg, sizeof res->msg, "candidate output is not a valid safetensors file: %s", dp_last_error());

@@ -62,7 +62,14 @@ static int fault_kind;                   /* from the environment, read once */
 static unsigned long fault_n = 1;
 static atomic_ulong fault_writes, fault_reads; /* files opened so far, each side */
 
+static void io_report(void) {
+    fprintf(stderr, "dpcert: %lu files written, %lu files read\n", (unsigned long)atomic_load(&fault_writes),
+            (unsigned long)atomic_load(&fault_reads));
+}
+
 __attribute__((constructor)) static void fault_env(void) {
+    const char *c = getenv("DPCERT_IO_COUNT");
+    if (c && strcmp(c, "1") == 0) atexit(io_report);
     const char *s = getenv("DPCERT_FAIL_IO");
     if (!s || !*s) return;
     size_t k = strcspn(s, ":");
@@ -77,11 +84,12 @@ __attribute__((constructor)) static void fault_env(void) {
     }
 }
 
-/* The fault of the file being opened on one side (0: none). */
-static int fault_take(int reading) {
-    if (!fault_kind || (fault_kind == FAULT_READ_EIO) != reading) return 0;
-    unsigned long k = atomic_fetch_add(reading ? &fault_reads : &fault_writes, 1) + 1;
-    return k == fault_n ? fault_kind : 0;
+/* The fault of the file `path` being opened on one side (0: none); says which file it hits. */
+static int fault_take(int reading, const char *path) {
+    unsigned long k = atomic_fetch_add(reading ? &fault_reads : &fault_writes, 1) + 1; /* counted always */
+    if (!fault_kind || (fault_kind == FAULT_READ_EIO) != reading || k != fault_n) return 0;
+    fprintf(stderr, "dpcert: DPCERT_FAIL_IO=%s:%lu applies to %s\n", FAULT_NAMES[fault_kind], fault_n, path);
+    return fault_kind;
 }
 
 /* ---- the stream under a dp_afile or a reader: stdio over our own write(2)/read(2) loop ---- */
@@ -109,7 +117,10 @@ static ssize_t cookie_read(void *c, char *buf, size_t n) {
     size_t want = k->fault == FAULT_READ_EIO ? (n + 1) / 2 : n;
     ssize_t r;
     do r = read(k->fd, buf, want); while (r < 0 && errno == EINTR);
-    if (r > 0 && k->fault == FAULT_READ_EIO) k->step = 1;
+    if (k->fault == FAULT_READ_EIO) {
+        if (r == 0) { errno = EIO; return -1; } /* an empty file fails its first read */
+        k->step = 1;
+    }
     return r;
 }
 
@@ -137,7 +148,7 @@ static FILE *fopen_read_stat(const char *path, struct stat *sb) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return NULL;
     if (sb && fstat(fd, sb) != 0) memset(sb, 0, sizeof *sb);
-    return cookie_stream(fd, "rb", fault_take(1));
+    return cookie_stream(fd, "rb", fault_take(1, path));
 }
 
 FILE *dp_fopen_read(const char *path) { return fopen_read_stat(path, NULL); }
@@ -152,14 +163,15 @@ static void afile_release(dp_afile *af) {
     dp_free(af->tmp);
     dp_free(af->path);
     dp_free(af->what);
+    dp_free(af->dir);
     memset(af, 0, sizeof *af);
     af->fd = -1;
 }
 
 /* The failed system call's status and message, naming the file. */
 static dp_status afile_fail(const dp_afile *af, const char *op, int err) {
-    return dp_error(err == ENOMEM ? DP_ERR_NOMEM : DP_ERR_SYSIO, "%s %s: %s failed: %s", af->what, af->path, op,
-                    strerror(err));
+    if (err == ENOMEM) return dp_error(DP_ERR_NOMEM, "%s %s: out of memory (%s)", af->what, af->path, op);
+    return dp_error(DP_ERR_SYSIO, "%s %s: %s failed: %s", af->what, af->path, op, strerror(err));
 }
 
 /* What an existing destination is, followed through a link: 0 write atomically (none, a
@@ -219,7 +231,7 @@ dp_status dp_afile_open(dp_afile *af, const char *what, const char *path) {
     af->path = dp_strdup(path);
     af->what = dp_strdup(what);
     if (!af->path || !af->what) { afile_release(af); return DP_ERR_NOMEM; }
-    af->fault = fault_take(0);
+    af->fault = fault_take(0, path);
     if (stream) {
         dp_status st = afile_open_stream(af, &sb);
         if (st != DP_OK) afile_release(af);
@@ -227,7 +239,8 @@ dp_status dp_afile_open(dp_afile *af, const char *what, const char *path) {
     }
     size_t n = dlen + 1 + strlen(base) + sizeof ".tmp.XXXXXX";
     af->tmp = dp_malloc(n);
-    if (!af->tmp) { afile_release(af); return DP_ERR_NOMEM; }
+    af->dir = dlen ? dp_strndup(path, dlen > 1 ? dlen - 1 : 1) : dp_strdup(".");
+    if (!af->tmp || !af->dir) { afile_release(af); return DP_ERR_NOMEM; }
     snprintf(af->tmp, n, "%.*s.%s.tmp.XXXXXX", (int)dlen, path, base);
     int fd = mkostemp(af->tmp, O_CLOEXEC); /* O_CREAT | O_EXCL: never opens an existing file or link */
     if (fd < 0) {
@@ -280,11 +293,8 @@ dp_status dp_afile_commit(dp_afile *af) {
         return st;
     }
     if (af->tmp) { /* make the rename durable */
-        const char *slash = strrchr(af->path, '/');
-        char *dir = slash ? dp_strndup(af->path, slash == af->path ? 1 : (size_t)(slash - af->path)) : NULL;
-        int dfd = open(dir ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int dfd = open(af->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0) { fsync(dfd); close(dfd); }
-        dp_free(dir);
     }
     afile_release(af);
     return DP_OK;
@@ -315,8 +325,8 @@ dp_status dp_read_file_max(char **buf, size_t *len, const char *what, const char
     *len = 0;
     struct stat sb;
     FILE *f = fopen_read_stat(path, &sb);
-    if (!f) return dp_error(errno == ENOMEM ? DP_ERR_NOMEM : dp_errno_status(errno), "%s %s: cannot open: %s", what,
-                            path, strerror(errno));
+    if (!f && errno == ENOMEM) return dp_error(DP_ERR_NOMEM, "%s %s: out of memory opening it", what, path);
+    if (!f) return dp_error(dp_errno_status(errno), "%s %s: cannot open: %s", what, path, strerror(errno));
     if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > (uint64_t)max) {
         fclose(f);
         return dp_error(DP_ERR_FORMAT, "%s %s: %lld bytes, longer than the limit of %zu bytes", what, path,

@@ -39,6 +39,7 @@ typedef struct {
     char *tmp;     /* the temporary path (NULL when streaming in place) */
     char *path;    /* the destination */
     char *what;    /* for messages */
+    char *dir;     /* the destination's directory, fsync'ed after the rename (NULL when streaming) */
     int fd;        /* the descriptor under f */
     int fault;     /* injected fault of this file (DPCERT_FAIL_IO), 0 none */
 } dp_afile;
@@ -67,7 +68,9 @@ dp_status dp_read_error(const char *what, const char *path, int err);
  * the N-th (default the first) file of its side, counted from 1 over the process: the
  * written files (dp_afile_open) for short-write (half of the first write(2), then ENOSPC),
  * enospc (the first write(2)), eio-fsync, eio-close and rename (EIO); the files opened by
- * dp_fopen_read for read-eio (EIO after the first half of the first read). */
+ * dp_fopen_read for read-eio (EIO after the first half of the first read; an empty file
+ * fails its first read). DPCERT_IO_COUNT=1
+ * prints "dpcert: W files written, R files read" on stderr at exit (the range of N). */
 /* Bounded reading. Read the whole of `path` (also a pipe or a device: never trusted to end)
  * into a malloc'd buffer with a NUL byte after it (not counted in *len). More than `max` bytes
  * is DP_ERR_FORMAT "WHAT PATH: longer than the limit of MAX bytes", found after reading at most

@@ -52,7 +52,8 @@ dp_status dp_sha256_buf(uint8_t out[DP_SHA256_LEN], const void *data, size_t n) 
 
 dp_status dp_sha256_file(uint8_t out[DP_SHA256_LEN], const char *path) {
     FILE *f = dp_fopen_read(path);
-    if (!f) return dp_error(errno == ENOMEM ? DP_ERR_NOMEM : dp_errno_status(errno), "cannot open '%s': %s", path, strerror(errno));
+    if (!f && errno == ENOMEM) return dp_error(DP_ERR_NOMEM, "out of memory opening '%s'", path);
+    if (!f) return dp_error(dp_errno_status(errno), "cannot open '%s': %s", path, strerror(errno));
     sha_ctx s;
     dp_status st = sha_begin(&s);
     if (st != DP_OK) { fclose(f); return st; }

@@ -16,7 +16,8 @@ dp_status dp_read_file(uint8_t **buf, size_t *len, const char *path) {
     *buf = NULL;
     *len = 0;
     FILE *f = dp_fopen_read(path);
-    if (!f) return dp_error(errno == ENOMEM ? DP_ERR_NOMEM : dp_errno_status(errno), "cannot open '%s': %s", path, strerror(errno));
+    if (!f && errno == ENOMEM) return dp_error(DP_ERR_NOMEM, "out of memory opening '%s'", path);
+    if (!f) return dp_error(dp_errno_status(errno), "cannot open '%s': %s", path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
     uint8_t *p = dp_malloc(cap);
     if (!p) { fclose(f); return dp_error(DP_ERR_NOMEM, "out of memory reading '%s'", path); }
@@ -280,7 +281,8 @@ dp_status dp_st_read_image(uint8_t **buf, size_t *len, const char *path) {
     *buf = NULL;
     *len = 0;
     FILE *f = dp_fopen_read(path);
-    if (!f) return dp_error(errno == ENOMEM ? DP_ERR_NOMEM : dp_errno_status(errno), "cannot open '%s': %s", path, strerror(errno));
+    if (!f && errno == ENOMEM) return dp_error(DP_ERR_NOMEM, "out of memory opening '%s'", path);
+    if (!f) return dp_error(dp_errno_status(errno), "cannot open '%s': %s", path, strerror(errno));
     uint8_t h8[8];
     size_t n8 = st_fill(h8, 8, f);
     uint64_t hl = 0;

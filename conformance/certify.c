@@ -188,7 +188,7 @@ dp_status cert_read_output(dp_cand_result *res, dp_tensor_set *out, const char *
         return DP_OK;
     }
     dp_status st = dp_st_read(out, op);
-    if (st == DP_ERR_NOMEM) return st;
+    if (st == DP_ERR_NOMEM || st == DP_ERR_SYSIO) return st; /* the system failed, not the candidate: exit 3 */
     if (st != DP_OK) {
         dp_tset_init(out);
         res->outcome = DP_CAND_BAD_OUTPUT;

@@ -83,15 +83,16 @@ static dp_status hash_entry(json_t *files, const char *path, const char *key, in
     return DP_OK;
 }
 
-json_t *cert_report_files(const char *bundle);
-json_t *cert_report_files(const char *bundle) {
-    json_t *files = json_object();
-    if (!files) return NULL;
-    if (hash_dir(files, bundle, "", 0) != DP_OK) {
+dp_status cert_report_files(json_t **out, const char *bundle);
+dp_status cert_report_files(json_t **out, const char *bundle) {
+    json_t *files = *out = json_object();
+    if (!files) return dp_error(DP_ERR_NOMEM, "out of memory listing the bundle");
+    dp_status st = hash_dir(files, bundle, "", 0);
+    if (st != DP_OK) {
         json_decref(files);
-        return NULL;
+        *out = NULL;
     }
-    return files;
+    return st;
 }
 
 json_t *cert_checks_json(const cert_result *r);
@@ -191,11 +192,13 @@ dp_status cert_report_write(const char *bundle, const cert_result *r, const cert
     DP_TRY(write_junit(p, r, cert_suite_name(o->suite)));
     json_t *plots = cert_plots_json(r); /* report.html before the hashes: the signed files list covers it */
     dp_status hs = plots ? cert_report_html(bundle, r, o, plots) : DP_ERR_NOMEM;
-    json_t *root = json_object(), *files = hs == DP_OK ? cert_report_files(bundle) : NULL;
-    if (!files) {
+    json_t *root = json_object(), *files = NULL;
+    if (hs == DP_OK) hs = cert_report_files(&files, bundle);
+    if (hs == DP_OK && !root) hs = dp_error(DP_ERR_NOMEM, "out of memory building report.json");
+    if (hs != DP_OK) {
         json_decref(root);
         json_decref(plots);
-        return hs != DP_OK ? hs : dp_error_context(DP_ERR_IO, "cannot hash the bundle %s", bundle);
+        return dp_error_context(hs, "the bundle %s", bundle);
     }
     json_object_set_new(root, "plots", plots);
     json_object_set_new(root, "format", json_string(CERT_REPORT_FORMAT));
@@ -318,7 +321,8 @@ dp_status cert_verify_signature(const char *bundle, const char *pub_path) {
     size_t len = 0, slen = 0;
     snprintf(p, sizeof p, "%s/report.json.sig", bundle);
     dp_status st = dp_read_file(&sh, &slen, p);
-    if (st != DP_OK) st = dp_error(DP_ERR_CHECK_FAILED, "signature %s missing or unreadable", p);
+    if (st != DP_OK && st != DP_ERR_NOMEM && st != DP_ERR_SYSIO) /* a read error is the system's: exit 3 */
+        st = dp_error(DP_ERR_CHECK_FAILED, "signature %s missing or unreadable", p);
     if (st == DP_OK && slen < 128) st = dp_error(DP_ERR_CHECK_FAILED, "signature %s is not 128 hex digits", p);
     for (int i = 0; st == DP_OK && i < 64; i++) {
         unsigned v;

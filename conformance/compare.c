@@ -273,18 +273,19 @@ void conf_bstore_free(conf_bstore *s) {
 
 /* The reference values with every element where both sides are non-finite replaced by the
  * candidate's (a dropped example: its norm and loss are NaN or inf on both sides, in whatever
- * combination; docs/tolerances.md "Dropped examples"). NULL when the shapes differ or on OOM
- * (then the plain comparison runs). */
-static double *nonfinite_agree(const dp_tensor *r, const dp_tensor *c) {
+ * combination; docs/tolerances.md "Dropped examples") into *out. NULL when the shapes differ
+ * (then the plain comparison runs); DP_ERR_NOMEM when it cannot be had (never a silent fallback). */
+static dp_status nonfinite_agree(double **out, const dp_tensor *r, const dp_tensor *c) {
+    *out = NULL;
     int64_t n = dp_tensor_numel(r);
-    if (!same_shape(r, c)) return NULL;
-    double *v = dp_malloc((size_t)(n ? n : 1) * sizeof *v);
-    if (!v) return NULL;
+    if (!same_shape(r, c)) return DP_OK;
+    double *v = *out = dp_malloc((size_t)(n ? n : 1) * sizeof *v);
+    if (!v) return DP_ERR_NOMEM;
     for (int64_t e = 0; e < n; e++) {
         double a = dp_tensor_get(r, e), b = dp_tensor_get(c, e);
         v[e] = (!isfinite(a) && !isfinite(b)) ? b : a;
     }
-    return v;
+    return DP_OK;
 }
 
 static void mark_incomplete(conf_cmp_result *out, const char *prefix, const char *name, const char *why) {
@@ -410,7 +411,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         if (!bnd) { st = DP_ERR_NOMEM; goto done; }
         for (int64_t e = 0; e < n; e++) bnd[e] = (n == B ? rhoi[e] : k.rho) * fabs(dp_tensor_get(r, e));
         dp_free(tmp);
-        tmp = nonfinite_agree(r, c);
+        if ((st = nonfinite_agree(&tmp, r, c)) != DP_OK) goto done;
         if ((st = conf_cmp_elems(out, prefix, nm, r, c, tmp, bnd, o->warn)) != DP_OK) goto done;
     }
 
@@ -740,7 +741,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         for (int64_t e = 0; e < n; e++)
             bnd[e] = (conf_gamma(k.K + 2, k.u) + k.gH) * (fabs(dp_tensor_get(r, e)) + log(k.P > 1 ? k.P : 1) + 1);
         dp_free(tmp);
-        tmp = nonfinite_agree(r, c);
+        if ((st = nonfinite_agree(&tmp, r, c)) != DP_OK) goto done;
         if ((st = conf_cmp_elems(out, prefix, loss_names[li], r, c, tmp, bnd, o->warn)) != DP_OK) goto done;
     }
     (void)T;

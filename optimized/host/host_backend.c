@@ -121,7 +121,7 @@ static void host_keep_heap(void) {
 }
 static dp_status host_alloc(void *ctx, void **out, size_t nbytes) {
     *out = dp_calloc(1, nbytes ? nbytes : 1);
-    return *out ? DP_OK : dp_error(DP_ERR_NOMEM, "host backend: cannot allocate %zu bytes", nbytes);
+    return *out ? DP_OK : dp_error(DP_ERR_NOMEM, "host backend: out of memory allocating %zu bytes", nbytes);
 }
 static void host_free(void *ctx, void *p) { dp_free(p); }
 static dp_status host_copy(void *ctx, void *dst, const void *src, size_t nbytes) {
