@@ -292,10 +292,15 @@ static dp_status refcand(const char *in_path, const char *out_path) {
 }
 
 int audit_cmd_reference_candidate(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: dpcert audit reference-candidate IN OUT\n");
-        return 2;
-    }
+    for (int i = 0; i < argc; i++) /* --help among the words describes, never runs (found by common/tests/cli_fuzz.py) */
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: dpcert audit reference-candidate IN OUT\n"
+                   "  the reference's DP-SGD step as a candidate of the protocol (docs/audits.md)\n");
+            return 0;
+        }
+    if (argc != 2)
+        return dp_cli_fail("audit reference-candidate", dp_error(DP_ERR_USAGE, "expected IN OUT (usage: dpcert audit "
+                                                                 "reference-candidate IN OUT), got %d word(s)", argc));
     dp_status st = refcand(argv[0], argv[1]);
     return st == DP_OK ? 0 : dp_cli_fail("audit reference-candidate", st);
 }

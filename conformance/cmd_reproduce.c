@@ -192,6 +192,11 @@ int dp_cmd_reproduce(int argc, char **argv) {
                      {"--report", DP_OPT_STRING, &report, NULL, "directory for report.json and report.html"}};
     dp_status st = dp_opts_parse(opts, listing ? 1 : 2, argc - 1, argv + 1, NULL, 0, NULL, &help);
     if (st != DP_OK) return dp_cli_fail("reproduce", st);
+    if (help) { /* `reproduce TARGET --help` describes and never runs (found by common/tests/cli_fuzz.py) */
+        printf("usage: dpcert reproduce %s [--json] [--report DIR]\n", listing ? "--list" : argv[0]);
+        dp_opts_print_help(opts, listing ? 1 : 2);
+        return 0;
+    }
     if (listing) return list_targets(json);
     const repro_target *t = NULL;
     for (size_t i = 0; i < N_TARGETS; i++)
