@@ -56,8 +56,14 @@ dp_status dp_mkdir_p(const char *what, const char *dir) {
 }
 
 /* ---- fault injection (DPCERT_FAIL_IO=KIND[:N]) ---- */
-enum { FAULT_NONE, FAULT_SHORT_WRITE, FAULT_ENOSPC, FAULT_EIO_FSYNC, FAULT_EIO_CLOSE, FAULT_RENAME, FAULT_READ_EIO };
-static const char *const FAULT_NAMES[] = {"", "short-write", "enospc", "eio-fsync", "eio-close", "rename", "read-eio", NULL};
+/* the kinds, declared once: enumerator and the name DPCERT_FAIL_IO takes */
+#define DP_IO_FAULTS(X)                                                                                                 \
+    X(FAULT_SHORT_WRITE, "short-write") X(FAULT_ENOSPC, "enospc") X(FAULT_EIO_FSYNC, "eio-fsync")                     \
+    X(FAULT_EIO_CLOSE, "eio-close") X(FAULT_RENAME, "rename") X(FAULT_READ_EIO, "read-eio")
+#define DP_IO_FAULT_ENUM(e, name) e,
+#define DP_IO_FAULT_NAME(e, name) name,
+enum { FAULT_NONE, DP_IO_FAULTS(DP_IO_FAULT_ENUM) };
+static const char *const FAULT_NAMES[] = {"", DP_IO_FAULTS(DP_IO_FAULT_NAME) NULL};
 static int fault_kind;                   /* from the environment, read once */
 static unsigned long fault_n = 1;
 static atomic_ulong fault_writes, fault_reads; /* files opened so far, each side */
@@ -144,18 +150,20 @@ static FILE *cookie_stream(int fd, const char *mode, int fault) {
 }
 
 /* dp_fopen_read, and the status of what was opened in *sb (when not NULL) */
-static FILE *fopen_read_stat(const char *path, struct stat *sb) {
+FILE *dp_fopen_read_stat(const char *path, struct stat *sb) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return NULL;
     if (sb && fstat(fd, sb) != 0) memset(sb, 0, sizeof *sb);
     return cookie_stream(fd, "rb", fault_take(1, path));
 }
 
-FILE *dp_fopen_read(const char *path) { return fopen_read_stat(path, NULL); }
+FILE *dp_fopen_read(const char *path) { return dp_fopen_read_stat(path, NULL); }
 
 dp_status dp_read_error(const char *what, const char *path, int err) {
     int e = err ? err : EIO;
-    return dp_error(DP_ERR_SYSIO, "%s%s%s: read error: %s", what ? what : "", what && *what ? " " : "", path, strerror(e));
+    /* what the user named (a directory: EISDIR) is bad input, exit 2; a failing system is exit 3 */
+    return dp_error(e == EISDIR ? dp_errno_status(e) : DP_ERR_SYSIO, "%s%s%s: read error: %s", what ? what : "",
+                    what && *what ? " " : "", path, strerror(e));
 }
 
 /* ---- writing ---- */
@@ -324,7 +332,7 @@ dp_status dp_read_file_max(char **buf, size_t *len, const char *what, const char
     *buf = NULL;
     *len = 0;
     struct stat sb;
-    FILE *f = fopen_read_stat(path, &sb);
+    FILE *f = dp_fopen_read_stat(path, &sb);
     if (!f && errno == ENOMEM) return dp_error(DP_ERR_NOMEM, "%s %s: out of memory opening it", what, path);
     if (!f) return dp_error(dp_errno_status(errno), "%s %s: cannot open: %s", what, path, strerror(errno));
     if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > (uint64_t)max) {

@@ -60,8 +60,13 @@ dp_status dp_write_file_atomic(const char *what, const char *path, const void *d
  * that DPCERT_FAIL_IO=read-eio can fail it. NULL with errno set when it cannot be opened. A
  * read error shows as ferror(); report it with dp_read_error. */
 FILE *dp_fopen_read(const char *path);
+/* The same, with the status of what was opened in *sb (fstat of the descriptor: no race with
+ * the name; zeroed when fstat fails). */
+struct stat;
+FILE *dp_fopen_read_stat(const char *path, struct stat *sb);
 /* "WHAT PATH: read error: REASON" (err: the errno of the failed read, 0 = EIO) as DP_ERR_SYSIO
- * (exit 3: the input exists and is readable, the system failed). */
+ * (exit 3: the input exists and is readable, the system failed); EISDIR (a directory named as a
+ * file) is DP_ERR_IO (exit 2). */
 dp_status dp_read_error(const char *what, const char *path, int err);
 
 /* I/O fault injection (docs/development.md "Fault injection"): DPCERT_FAIL_IO=KIND[:N] fails

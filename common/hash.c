@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <openssl/evp.h>
 
@@ -51,9 +52,16 @@ dp_status dp_sha256_buf(uint8_t out[DP_SHA256_LEN], const void *data, size_t n) 
 }
 
 dp_status dp_sha256_file(uint8_t out[DP_SHA256_LEN], const char *path) {
-    FILE *f = dp_fopen_read(path);
+    struct stat sb;
+    FILE *f = dp_fopen_read_stat(path, &sb);
     if (!f && errno == ENOMEM) return dp_error(DP_ERR_NOMEM, "out of memory opening '%s'", path);
     if (!f) return dp_error(dp_errno_status(errno), "cannot open '%s': %s", path, strerror(errno));
+    /* only a regular file has a content to hash: a device or a pipe may never end (train --data
+     * /dev/zero hung here, found by common/tests/cli_fuzz.sh), and reading a pipe consumes it */
+    if (!S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return dp_error(DP_ERR_IO, "'%s' is not a regular file: it has no fixed content to hash", path);
+    }
     sha_ctx s;
     dp_status st = sha_begin(&s);
     if (st != DP_OK) { fclose(f); return st; }
