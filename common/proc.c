@@ -158,8 +158,18 @@ dp_status dp_proc_run(dp_proc_result *res, char *const argv[], const dp_proc_opt
     if (!argv || !argv[0]) return dp_error(DP_ERR_INVALID, "dp_proc_run: empty command");
     int logfd = -1;
     const char *log = o && o->log_path ? o->log_path : "/dev/null";
-    logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (logfd < 0) return dp_error(DP_ERR_IO, "cannot create log file '%s': %s", log, strerror(errno));
+    /* the child's log is a stream (docs/development.md "Writing files"): a link is not followed, a
+     * FIFO without a reader is refused (O_NONBLOCK: ENXIO) instead of blocking, a directory refused */
+    logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (logfd < 0)
+        return dp_error(DP_ERR_IO, "cannot create log file '%s': %s", log,
+                        errno == ENXIO ? "a FIFO that no process is reading" : strerror(errno));
+    int fl = fcntl(logfd, F_GETFL);
+    if (fl < 0 || fcntl(logfd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        int e = errno;
+        close(logfd);
+        return dp_error(DP_ERR_INTERNAL, "log file '%s': fcntl: %s", log, strerror(e));
+    }
     fflush(stdout);
     fflush(stderr);
     double t0 = now_s();

@@ -279,6 +279,26 @@ dp_status cert_keygen(const char *priv_path, const char *pub_path) {
     return st;
 }
 
+/* report.json or report.json.sig of a bundle (verify-report reads what others sent): a regular
+ * file only, read up to `max` bytes. A link, FIFO or device there is NOT VERIFIED (exit 1), never
+ * followed or read until it ends (a link to /dev/zero, or a FIFO, hung verify-report: found by
+ * issue 29's review of the tampering cases). A missing file is DP_ERR_IO (not a bundle, exit 2). */
+#define CERT_MAX_REPORT_JSON ((size_t)1 << 30)
+#define CERT_MAX_SIG 4096
+static dp_status read_bundle_top(uint8_t **buf, size_t *len, const char *path, size_t max) {
+    struct stat sb;
+    *buf = NULL;
+    *len = 0;
+    if (lstat(path, &sb) != 0) return dp_error(dp_errno_status(errno), "cannot open '%s': %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return dp_error(DP_ERR_CHECK_FAILED, "%s is not a regular file (a link, FIFO or device: a bundle holds "
+                                             "regular files only)", path);
+    char *b = NULL;
+    DP_TRY(dp_read_file_max(&b, len, "bundle file", path, max));
+    *buf = (uint8_t *)b;
+    return DP_OK;
+}
+
 static dp_status read_key(EVP_PKEY **k, const char *path, int priv) {
     FILE *f = fopen(path, "r");
     if (!f) return dp_error(DP_ERR_IO, "cannot open key file %s", path);
@@ -298,7 +318,7 @@ dp_status cert_sign(const char *bundle, const char *priv_path) {
     snprintf(p, sizeof p, "%s/report.json", bundle);
     uint8_t *buf = NULL, sig[64];
     size_t len = 0, sl = sizeof sig;
-    dp_status st = dp_read_file(&buf, &len, p);
+    dp_status st = read_bundle_top(&buf, &len, p, CERT_MAX_REPORT_JSON);
     EVP_MD_CTX *m = EVP_MD_CTX_new();
     if (st == DP_OK && (!m || EVP_DigestSignInit(m, NULL, NULL, NULL, k) <= 0 || EVP_DigestSign(m, sig, &sl, buf, len) <= 0))
         st = ossl_fail("Ed25519 signing");
@@ -320,9 +340,9 @@ dp_status cert_verify_signature(const char *bundle, const char *pub_path) {
     uint8_t *buf = NULL, *sh = NULL, sig[64];
     size_t len = 0, slen = 0;
     snprintf(p, sizeof p, "%s/report.json.sig", bundle);
-    dp_status st = dp_read_file(&sh, &slen, p);
-    if (st != DP_OK && st != DP_ERR_NOMEM && st != DP_ERR_SYSIO) /* a read error is the system's: exit 3 */
-        st = dp_error(DP_ERR_CHECK_FAILED, "signature %s missing or unreadable", p);
+    dp_status st = read_bundle_top(&sh, &slen, p, CERT_MAX_SIG);
+    if (st != DP_OK && st != DP_ERR_NOMEM && st != DP_ERR_SYSIO && st != DP_ERR_CHECK_FAILED) /* a read error is the system's: exit 3 */
+        st = dp_error_context(DP_ERR_CHECK_FAILED, "signature %s missing or unreadable", p);
     if (st == DP_OK && slen < 128) st = dp_error(DP_ERR_CHECK_FAILED, "signature %s is not 128 hex digits", p);
     for (int i = 0; st == DP_OK && i < 64; i++) {
         unsigned v;
@@ -330,7 +350,7 @@ dp_status cert_verify_signature(const char *bundle, const char *pub_path) {
         sig[i] = (uint8_t)v;
     }
     snprintf(p, sizeof p, "%s/report.json", bundle);
-    if (st == DP_OK) st = dp_read_file(&buf, &len, p);
+    if (st == DP_OK) st = read_bundle_top(&buf, &len, p, CERT_MAX_REPORT_JSON);
     EVP_MD_CTX *m = EVP_MD_CTX_new();
     if (st == DP_OK) {
         if (!m || EVP_DigestVerifyInit(m, NULL, NULL, NULL, k) <= 0) st = ossl_fail("Ed25519 verify init");
