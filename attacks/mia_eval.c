@@ -176,7 +176,7 @@ dp_status mia_run_all(mia_result *res, const mia_config *c) {
         for (int k = 1; res->verdict == AUDIT_PASS && k < res->nruns; k++)
             if (res->run[k].verdict == AUDIT_FAIL) {
                 res->verdict = AUDIT_FAIL;
-                snprintf(res->message, sizeof res->message, "run %d (%s, eps %.4f): %s", k,
+                snprintf(res->message, sizeof res->message, "run %d (%s, eps %.4g): %s", k,
                          res->run[k].kind == MIA_RUN_DPZO ? "DP-ZO" : "DP-SGD", res->run[k].eps, res->run[k].message);
             }
     }

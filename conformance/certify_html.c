@@ -3,6 +3,7 @@
  * docs/reports.md). The page is written before report.json, which lists its SHA-256, so a
  * signed report covers the page (docs/certification.md §4). */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +161,24 @@ json_t *cert_plots_json(const cert_result *r) {
 }
 
 /* ---- the page ---- */
+/* printf into a buffer of the needed size (dp_free it); NULL with the error recorded when out of memory */
+static char *para_alloc(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *para_alloc(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = dp_malloc(len < 0 ? 1 : (size_t)len + 1);
+    if (!s || len < 0) {
+        if (s) s[0] = '\0';
+        return s;
+    }
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)len + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
 dp_status cert_report_html(const char *bundle, const cert_result *r, const cert_opts *o, const json_t *plots) {
     dp_afile af;
     DP_TRY(dp_html_open_in(&af, bundle));
@@ -170,10 +189,13 @@ dp_status cert_report_html(const char *bundle, const cert_result *r, const cert_
     dp_html_begin(f, t, v, r->verdict == CERT_PASS);
     double asum = 0;
     for (size_t i = 0; i < r->n; i++) asum += r->items[i].alpha;
-    snprintf(v, sizeof v, "candidate: %.300s; %lld repeats, alpha %.1e per test, false-reject bound (union) %.3g; "
-                          "declared conventions: %.200s", o->candidate ? o->candidate : "", (long long)o->repeats,
-             o->alpha, asum, r->conventions[0] ? r->conventions : "(none)");
-    dp_html_para(f, v);
+    /* the candidate command and the declared conventions whole: no fixed buffer cuts them (issue 29) */
+    char *run = para_alloc("candidate: %s; %lld repeats, alpha %.1e per test, false-reject bound (union) %.3g; "
+                           "declared conventions: %s", o->candidate ? o->candidate : "", (long long)o->repeats,
+                           o->alpha, asum, r->conventions[0] ? r->conventions : "(none)");
+    if (!run) return dp_html_commit(&af, DP_ERR_NOMEM);
+    dp_html_para(f, run);
+    dp_free(run);
     if (r->noise_n) {
         snprintf(v, sizeof v, "measured noise std / claimed: %.5f (99.9%% interval [%.5f, %.5f]) over %lld draws; "
                               "the reference run (q 0.01, 1000 steps, delta 1e-5) has epsilon %.4g at the claimed "
