@@ -17,22 +17,9 @@ SAMPLES=${FAULT_SAMPLES:-24}
 echo "fault_alloc: seed $seed (DPCERT_TEST_SEED=$seed reproduces), $SAMPLES samples per run"
 RANDOM=$seed
 fault_judge_selftest
-fault_prepare || { echo "FAIL: preparing the compare inputs"; exit 1; }
+# SAMPLES one-shot failures and a quarter as many sticky ones (N+), always with 1 and K
+sampled() { fault_samples "$1" "$SAMPLES"; fault_samples "$1" $((SAMPLES / 4)) +; }
 t0=$SECONDS
-for s in $FAULT_SCENARIOS; do
-  fault_available "$s" || { echo "skip $s (mpirun not found)"; continue; }
-  fault_baseline "$s"
-  check "$s: undisturbed run counts its allocations (K=$K, exit $RC0)" [ "$K" -gt 0 ]
-  fault_run "$s" "$WORK/run" DPCERT_FAIL_ALLOC=$((K + 1))
-  check "$s: control N = K + 1 fails nothing (exit $RC, want $RC0)" [ "$RC" = "$RC0" ]
-  n_bad=0; n_runs=0
-  for spec in $(fault_samples "$K" "$SAMPLES") $(fault_samples "$K" $((SAMPLES / 4)) | sed 's/$/+/'); do
-    fault_run "$s" "$WORK/run" DPCERT_FAIL_ALLOC="$spec"
-    why=$(fault_judge "$s" "$WORK/run" 'out of memory')
-    n_runs=$((n_runs + 1))
-    if [ -n "$why" ]; then bad "$s: DPCERT_FAIL_ALLOC=$spec: $why"; n_bad=$((n_bad + 1)); fi
-  done
-  [ "$n_bad" = 0 ] && ok "$s: $n_runs injected allocation failures, each exit 3 with a message and no partial file"
-done
+fault_alloc_loop sampled
 echo "fault_alloc: $((SECONDS - t0)) s; $checks checks, $fails failed (seed $seed)"
 [ "$checks" -gt 0 ] && [ "$fails" = 0 ]

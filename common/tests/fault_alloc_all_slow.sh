@@ -6,28 +6,18 @@
 # FAULT_CERTIFY_STRIDE (default 41, about 520 runs; 1 runs all of them, about 3 hours on the
 # 2-core machine). Same checks as fault_alloc.sh; deterministic (no sampling).
 . "${DPCERT_ROOT:?}/common/tests/fault_lib.bash"
-fault_prepare || { echo "FAIL: preparing the compare inputs"; exit 1; }
-t0=$SECONDS
-for s in $FAULT_SCENARIOS; do
-  fault_available "$s" || { echo "skip $s (mpirun not found)"; continue; }
-  fault_baseline "$s"
-  check "$s: undisturbed run counts its allocations (K=$K)" [ "$K" -gt 0 ]
-  stride=1; [ "$s" = certify ] && stride=${FAULT_CERTIFY_STRIDE:-41}
+# every N one-shot (certify every FAULT_CERTIFY_STRIDE-th, and its last), N+ every 7th of those
+every() {
+  local k=$1 stride=1 n sstride
+  [ "$2" = certify ] && stride=${FAULT_CERTIFY_STRIDE:-41}
   sstride=$((stride * ${FAULT_STICKY_STRIDE:-7}))
-  n_bad=0; n_runs=0
-  for ((n = 1; n <= K; n++)); do
-    specs=()
-    (( (n - 1) % stride == 0 || n == K )) && specs+=("$n")
-    (( (n - 1) % sstride == 0 )) && specs+=("$n+")
-    for spec in "${specs[@]}"; do
-      fault_run "$s" "$WORK/run" DPCERT_FAIL_ALLOC="$spec"
-      why=$(fault_judge "$s" "$WORK/run" 'out of memory')
-      n_runs=$((n_runs + 1))
-      if [ -n "$why" ]; then bad "$s: DPCERT_FAIL_ALLOC=$spec: $why"; n_bad=$((n_bad + 1)); fi
-    done
+  for ((n = 1; n <= k; n++)); do
+    (( (n - 1) % stride == 0 || n == k )) && SPECS+=("$n")
+    (( (n - 1) % sstride == 0 )) && SPECS+=("$n+")
   done
-  [ "$n_bad" = 0 ] && ok "$s: $n_runs injected allocation failures (K=$K, stride $stride), each exit 3 with a message"
-  echo "  $s: $((SECONDS - t0)) s so far"
-done
+  return 0
+}
+t0=$SECONDS
+fault_alloc_loop every
 echo "fault_alloc_all: $((SECONDS - t0)) s; $checks checks, $fails failed"
 [ "$checks" -gt 0 ] && [ "$fails" = 0 ]

@@ -96,16 +96,45 @@ fault_judge() {
   echo ""
 }
 
-# fault_samples K COUNT: COUNT distinct allocation numbers in [1, K] drawn with bash's RANDOM
-# (seeded by the caller: RANDOM=$seed), always with 1 and K
+# fault_samples K COUNT [SUFFIX]: appends to the array SPECS COUNT distinct allocation numbers in
+# [1, K] (each followed by SUFFIX), always with 1 and K, drawn with bash's RANDOM (seeded by the
+# caller: RANDOM=$seed). No subshell: bash reseeds RANDOM in one, and the printed seed would not
+# reproduce the draws.
 fault_samples() {
-  local k=$1 c=$2 i n; declare -A seen=()
-  echo 1; seen[1]=1
-  [ "$k" -gt 1 ] && { echo "$k"; seen[$k]=1; }
+  local k=$1 c=$2 suf=${3:-} i n; declare -A seen=()
+  SPECS+=("1$suf"); seen[1]=1
+  [ "$k" -gt 1 ] && { SPECS+=("$k$suf"); seen[$k]=1; }
   for ((i = 0; i < c * 4 && ${#seen[@]} < c && ${#seen[@]} < k; i++)); do
     n=$(( (RANDOM * 32768 + RANDOM) % k + 1 ))
     [ -n "${seen[$n]:-}" ] && continue
-    seen[$n]=1; echo "$n"
+    seen[$n]=1; SPECS+=("$n$suf")
+  done
+}
+
+# fault_alloc_loop SPECS_FN: the allocation-failure loop. For every scenario that can run here:
+# the undisturbed run (K allocations, exit RC0), the control DPCERT_FAIL_ALLOC=K+1 (fails nothing:
+# exit RC0), then DPCERT_FAIL_ALLOC=SPEC for every SPEC that SPECS_FN K NAME puts in the array
+# SPECS, each judged by fault_judge.
+fault_alloc_loop() {
+  local specs_fn=$1 s spec why n_bad t0=$SECONDS
+  fault_prepare || { bad "preparing the compare inputs"; return; }
+  for s in $FAULT_SCENARIOS; do
+    fault_available "$s" || { echo "skip $s (mpirun not found)"; continue; }
+    fault_baseline "$s"
+    check "$s: undisturbed run counts its allocations (K=$K, exit $RC0)" [ "$K" -gt 0 ]
+    fault_run "$s" "$WORK/run" DPCERT_FAIL_ALLOC=$((K + 1))
+    check "$s: control N = K + 1 fails nothing (exit $RC, want $RC0)" [ "$RC" = "$RC0" ]
+    SPECS=()
+    "$specs_fn" "$K" "$s"
+    [ "${#SPECS[@]}" -le 64 ] && echo "  $s: N = ${SPECS[*]}"
+    n_bad=0
+    for spec in "${SPECS[@]}"; do
+      fault_run "$s" "$WORK/run" DPCERT_FAIL_ALLOC="$spec"
+      why=$(fault_judge "$s" "$WORK/run" 'out of memory')
+      if [ -n "$why" ]; then bad "$s: DPCERT_FAIL_ALLOC=$spec: $why"; n_bad=$((n_bad + 1)); fi
+    done
+    [ "$n_bad" = 0 ] && ok "$s: ${#SPECS[@]} injected allocation failures (K=$K), each exit 3 with a message and no partial file"
+    echo "  $s: $((SECONDS - t0)) s so far"
   done
 }
 
