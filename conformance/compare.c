@@ -154,8 +154,13 @@ dp_status conf_cmp_elems(conf_cmp_result *out, const char *prefix, const char *n
         return conf_cmp_result_push(out, &t);
     }
     /* a bound that is NaN or negative is a defect of the tolerance model, never a verdict about
-     * the candidate: this tensor is INCOMPLETE naming the bound (docs/tolerances.md) */
-    for (int64_t i = 0; bound && i < t.numel; i++)
+     * the candidate: this tensor is INCOMPLETE naming the bound (docs/tolerances.md). Only a bound
+     * that decides counts: where both values are finite and differ (equal values, both NaN, or a
+     * non-finite value on one side are decided without it: conf_fraction; a dropped example's NaN
+     * norm has a NaN bound that never decides). */
+    for (int64_t i = 0; bound && i < t.numel; i++) {
+        double r = ref_vals ? ref_vals[i] : dp_tensor_get(ref, i), c = dp_tensor_get(cand, i);
+        if (!isfinite(r) || !isfinite(c) || r == c) continue;
         if (isnan(bound[i]) || bound[i] < 0) {
             char why[200];
             snprintf(why, sizeof why, "the tolerance bound of element %lld could not be formed (%g): a defect of the "
@@ -163,6 +168,7 @@ dp_status conf_cmp_elems(conf_cmp_result *out, const char *prefix, const char *n
             conf_cmp_mark_incomplete(out, prefix, name, why);
             return conf_cmp_push_skip(out, prefix, name, CONF_SKIPPED, why);
         }
+    }
     for (int64_t i = 0; i < t.numel; i++) {
         double r = ref_vals ? ref_vals[i] : dp_tensor_get(ref, i), c = dp_tensor_get(cand, i);
         double b = bound ? bound[i] : 0.0;

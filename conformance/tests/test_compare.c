@@ -406,6 +406,21 @@ int main(void) {
         T_OK(conf_cmp_elems(&r, "", "t", &a, &b, NULL, okb, 0.5));
         T_CHECK(r.incomplete == 0 && r.items[0].status == CONF_PASS, "finite bound: PASS");
         conf_cmp_result_free(&r);
+        /* a NaN bound where it decides nothing (a dropped example: NaN on both sides; equal values)
+         * is no defect: PASS (conformance/tests/test_compare_nofalse.c's dropped examples) */
+        x[1] = y[1] = NAN;
+        x[2] = y[2] = 2;
+        const double dropb[3] = {1e-6, NAN, NAN};
+        conf_cmp_result_init(&r);
+        T_OK(conf_cmp_elems(&r, "", "t", &a, &b, NULL, dropb, 0.5));
+        T_CHECK(r.incomplete == 0 && r.items[0].status == CONF_PASS, "NaN bound that decides nothing: PASS (%s)",
+                r.incomplete_why);
+        conf_cmp_result_free(&r);
+        y[0] = NAN; /* the candidate NaN where the reference is finite: FAIL, whatever the bound */
+        conf_cmp_result_init(&r);
+        T_OK(conf_cmp_elems(&r, "", "t", &a, &b, NULL, dropb, 0.5));
+        T_CHECK(r.incomplete == 0 && r.items[0].status == CONF_FAIL, "a NaN candidate value: FAIL");
+        conf_cmp_result_free(&r);
         dp_tensor_free(&a);
         dp_tensor_free(&b);
     }
