@@ -348,6 +348,10 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
         cert_pool *pp[3] = {&coord, &rep, &across};
         for (int j = 0; j < 3 && st == DP_OK; j++) st = cert_push_products(r, pp[j], what[j], "all step vectors", o->alpha);
     }
+    /* the implied epsilons, once, for every report and printout */
+    if (st == DP_OK) st = cert_implied_epsilon(&r->eps_claimed, 1.0);
+    r->eps_supported = NAN;
+    if (st == DP_OK && r->noise_n) st = cert_implied_epsilon(&r->eps_supported, r->ratio_lo);
     if (st == DP_OK) st = cert_dpzo_finish(r, &dz, o);
     if (st == DP_OK && o->filter) { /* a partial run certifies nothing (last: the first reason stays the real one) */
         cert_check k;

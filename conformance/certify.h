@@ -148,6 +148,7 @@ typedef struct {
     int verdict;            /* CERT_PASS (CERTIFIED) / CERT_INCOMPLETE / CERT_FAIL (FAILED) */
     char first[400];        /* the first FAIL (or INCOMPLETE): check, scope, statistic */
     double sigma_eff_ratio, ratio_lo, ratio_hi; /* measured noise std / claimed, with a 1 - 1e-3 interval */
+    double eps_claimed, eps_supported; /* cert_implied_epsilon at 1 and at ratio_lo (NaN without noise draws) */
     int64_t noise_n;
     char conventions[512];  /* declared conventions of the candidate (dtype, clip_fn) */
     cert_figs figs;         /* the data of the report's plots (certify_figs.h) */
@@ -167,8 +168,10 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o);
 /* ---- reports and signatures (certify_report.c) ---- */
 /* report.json (hashes of every vector and output, every check, verdict), report.md, junit.xml. */
 dp_status cert_report_write(const char *bundle, const cert_result *r, const cert_opts *o, const char *command);
-/* RDP epsilon of the reference run (q 0.01, 1000 steps, delta 1e-5) at noise multiplier sigma. */
-double cert_implied_epsilon(double sigma);
+/* RDP epsilon of the reference run (q 0.01, 1000 steps, delta 1e-5) at noise multiplier sigma
+ * (+inf when sigma <= 0 or the accountant has no finite bound); DP_ERR_NOMEM propagates (an
+ * implied epsilon is never silently replaced). */
+dp_status cert_implied_epsilon(double *eps, double sigma);
 /* Ed25519 key pair (PEM, private key mode 0600). */
 dp_status cert_keygen(const char *priv_path, const char *pub_path);
 /* BUNDLE/report.json.sig = Ed25519(report.json bytes). */

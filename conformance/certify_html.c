@@ -116,10 +116,12 @@ static dp_status batch_plot(json_t *plots, const cert_batch_fig *b) {
 
 /* RDP epsilon (Balle et al. conversion) of the reference run of cert_implied_epsilon
  * (Poisson q 0.01, delta 1e-5) after `steps` steps at noise multiplier sigma; NaN when
- * it cannot be computed. The last point (1000 steps) equals report.json's
- * noise.implied epsilons (checked by conformance/tests/certify_html.sh). */
-static double eps_at(double sigma, int64_t steps) {
-    if (!(sigma > 0)) return NAN;
+ * it cannot be computed (a point the plot leaves out), DP_ERR_NOMEM propagated. The last
+ * point (1000 steps) equals report.json's noise.implied epsilons (checked by
+ * conformance/tests/certify_html.sh). */
+static dp_status eps_at(double *eps_out, double sigma, int64_t steps) {
+    *eps_out = NAN;
+    if (!(sigma > 0)) return DP_OK;
     acct_schedule s;
     memset(&s, 0, sizeof s);
     s.n = 1;
@@ -129,34 +131,46 @@ static double eps_at(double sigma, int64_t steps) {
     s.seg[0].steps = steps;
     double orders[ACCT_MAX_ORDERS], eps = NAN, ord;
     size_t n = acct_orders_grid(orders, ACCT_GRID_DEFAULT);
-    if (acct_rdp_epsilon(&eps, &ord, &s, orders, n, 1e-5, ACCT_CONV_BALLE) != DP_OK) return NAN;
-    return eps;
+    dp_status st = acct_rdp_epsilon(&eps, &ord, &s, orders, n, 1e-5, ACCT_CONV_BALLE);
+    if (st == DP_ERR_NOMEM) return st;
+    if (st != DP_OK) { dp_clear_error(); return DP_OK; }
+    *eps_out = eps;
+    return DP_OK;
 }
 
-static void epsilon_plot(json_t *plots, const cert_result *r) {
+static dp_status epsilon_plot(json_t *plots, const cert_result *r) {
     static const int64_t steps[] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000};
     enum { NS = sizeof steps / sizeof steps[0] };
     double x[NS], y[NS];
     json_t *p = dp_html_plot_new(plots, "line", "epsilon vs steps of the reference run (Poisson q 0.01, delta 1e-5, RDP)",
                                  "steps", "epsilon", 10, 10);
-    for (int i = 0; i < NS; i++) { x[i] = (double)steps[i]; y[i] = eps_at(1.0, steps[i]); }
+    for (int i = 0; i < NS; i++) {
+        x[i] = (double)steps[i];
+        DP_TRY(eps_at(&y[i], 1.0, steps[i]));
+    }
     dp_html_plot_series(p, "claimed noise multiplier 1", x, y, NS, 0);
     if (r->noise_n) {
         char nm[120];
         snprintf(nm, sizeof nm, "measured noise, multiplier >= %.5f (99.9%%)", r->ratio_lo);
-        for (int i = 0; i < NS; i++) y[i] = eps_at(r->ratio_lo, steps[i]);
+        for (int i = 0; i < NS; i++) DP_TRY(eps_at(&y[i], r->ratio_lo, steps[i]));
         dp_html_plot_series(p, nm, x, y, NS, 1);
     }
+    return DP_OK;
 }
 
 json_t *cert_plots_json(const cert_result *r) {
     json_t *plots = json_array();
     if (!plots) return NULL;
     if (r->figs.zn) residual_plot(plots, &r->figs);
-    for (size_t i = 0; i < r->figs.nbatch; i++)
-        if (batch_plot(plots, &r->figs.batch[i]) != DP_OK) /* a plot never decides: a note in its place */
-            dp_html_note_new(plots, r->figs.batch[i].vector, dp_last_error());
-    epsilon_plot(plots, r);
+    /* a plot that cannot be drawn from its data becomes a note when the page is drawn (dp_html_plot);
+     * out of memory building one is the run's failure (exit 3), never a note or a silent gap */
+    dp_status st = DP_OK;
+    for (size_t i = 0; i < r->figs.nbatch && st == DP_OK; i++) st = batch_plot(plots, &r->figs.batch[i]);
+    if (st == DP_OK) st = epsilon_plot(plots, r);
+    if (st != DP_OK) {
+        json_decref(plots);
+        return NULL;
+    }
     return plots;
 }
 
@@ -200,8 +214,8 @@ dp_status cert_report_html(const char *bundle, const cert_result *r, const cert_
         snprintf(v, sizeof v, "measured noise std / claimed: %.5f (99.9%% interval [%.5f, %.5f]) over %lld draws; "
                               "the reference run (q 0.01, 1000 steps, delta 1e-5) has epsilon %.4g at the claimed "
                               "multiplier 1, and the measured noise supports epsilon %.4g",
-                 r->sigma_eff_ratio, r->ratio_lo, r->ratio_hi, (long long)r->noise_n, cert_implied_epsilon(1.0),
-                 cert_implied_epsilon(r->ratio_lo));
+                 r->sigma_eff_ratio, r->ratio_lo, r->ratio_hi, (long long)r->noise_n, r->eps_claimed,
+                 r->eps_supported);
         dp_html_para(f, v);
     } else {
         dp_html_para(f, "no private gradient could be read: the noise was not tested (no residual histogram)");

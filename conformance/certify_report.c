@@ -127,8 +127,9 @@ static double alpha_sum(const cert_result *r) {
 #define CERT_ACCT_Q 0.01
 #define CERT_ACCT_STEPS 1000
 #define CERT_ACCT_DELTA 1e-5
-double cert_implied_epsilon(double sigma) {
-    if (!(sigma > 0)) return INFINITY;
+dp_status cert_implied_epsilon(double *eps_out, double sigma) {
+    *eps_out = INFINITY;
+    if (!(sigma > 0)) return DP_OK;
     acct_schedule s;
     memset(&s, 0, sizeof s);
     s.n = 1;
@@ -138,8 +139,11 @@ double cert_implied_epsilon(double sigma) {
     s.seg[0].steps = CERT_ACCT_STEPS;
     double orders[ACCT_MAX_ORDERS], eps = INFINITY, ord;
     size_t n = acct_orders_grid(orders, ACCT_GRID_DEFAULT);
-    if (acct_rdp_epsilon(&eps, &ord, &s, orders, n, CERT_ACCT_DELTA, ACCT_CONV_BALLE) != DP_OK) return INFINITY;
-    return eps;
+    dp_status st = acct_rdp_epsilon(&eps, &ord, &s, orders, n, CERT_ACCT_DELTA, ACCT_CONV_BALLE);
+    if (st == DP_ERR_NOMEM) return st;
+    if (st != DP_OK) { dp_clear_error(); return DP_OK; } /* no finite bound: +inf */
+    *eps_out = eps;
+    return DP_OK;
 }
 
 static dp_status write_md(const char *path, const cert_result *r, const cert_opts *o) {
@@ -157,7 +161,7 @@ static dp_status write_md(const char *path, const cert_result *r, const cert_opt
     if (r->noise_n)
         fprintf(f, "- implied: a run claimed at noise multiplier 1 (q 0.01, 1000 steps, delta 1e-5) has epsilon %.4g; "
                    "the measured noise (multiplier >= %.5f at 99.9%%) supports epsilon %.4g\n",
-                cert_implied_epsilon(1.0), r->ratio_lo, cert_implied_epsilon(r->ratio_lo));
+                r->eps_claimed, r->ratio_lo, r->eps_supported);
     fprintf(f, "- declared conventions: %s\n\n", r->conventions[0] ? r->conventions : "(none)");
     fprintf(f, "| check | scope | status | statistic | accept | alpha | detail |\n|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < r->n; i++) {
@@ -224,10 +228,10 @@ dp_status cert_report_write(const char *bundle, const cert_result *r, const cert
     json_t *im = json_object();
     json_object_set_new(im, "reference_run", json_string("Poisson q 0.01, 1000 steps, delta 1e-5, RDP (Balle et al. conversion)"));
     json_object_set_new(im, "claimed_noise_multiplier", json_real(1.0));
-    json_object_set_new(im, "epsilon_claimed", num_or_null(cert_implied_epsilon(1.0)));
+    json_object_set_new(im, "epsilon_claimed", num_or_null(r->eps_claimed));
     json_object_set_new(im, "effective_noise_multiplier", num_or_null(r->noise_n ? r->sigma_eff_ratio : NAN));
     json_object_set_new(im, "effective_noise_multiplier_lo_999", num_or_null(r->noise_n ? r->ratio_lo : NAN));
-    json_object_set_new(im, "epsilon_supported", num_or_null(r->noise_n ? cert_implied_epsilon(r->ratio_lo) : NAN));
+    json_object_set_new(im, "epsilon_supported", num_or_null(r->noise_n ? r->eps_supported : NAN));
     json_object_set_new(nz, "implied", im);
     json_object_set_new(root, "noise", nz);
     json_t *pw = json_object();

@@ -162,7 +162,7 @@ int dp_cmd_certify(int argc, char **argv) {
     if (r.noise_n)
         printf("implied: claimed noise multiplier 1 (q 0.01, 1000 steps, delta 1e-5) gives epsilon %.4g; the measured "
                "noise (multiplier >= %.5f at 99.9%%) supports epsilon %.4g\n",
-               cert_implied_epsilon(1.0), r.ratio_lo, cert_implied_epsilon(r.ratio_lo));
+               r.eps_claimed, r.ratio_lo, r.eps_supported);
     printf("declared conventions: %s\n", r.conventions[0] ? r.conventions : "(none)");
     printf("%zu checks, false-reject bound (union) %.3g\n", r.n, asum);
     printf("verdict: %s%s%s%s%s%s\nreport: %s/report.json%s\n", cert_verdict_name(r.verdict),
