@@ -72,16 +72,35 @@ fault_baseline() {
   [ -n "$K" ] || K=0
 }
 
+# mpirun_teardown_crash FILE: 0 when FILE shows a rank ending with MPI_Abort(3) and the launcher
+# itself (frames of mpirun, e.g. PMIx_server_finalize) crashing while it tears the job down: a
+# known Open MPI 4.1 / PMIx defect (open-mpi/ompi#13650, #6222), seen about 2 times in 400 runs
+# of train2 on this machine; the ranks ended as a fault must, so the launcher's crash is not
+# dpcert's. A crash block without an mpirun frame (a rank's crash) is never excused.
+mpirun_teardown_crash() {
+  grep -q 'MPI_ABORT was invoked on rank [0-9]* in communicator MPI_COMM_WORLD' "$1" &&
+    grep -q '^with errorcode 3\.' "$1" && grep -q '\*\*\* Process received signal \*\*\*' "$1" &&
+    awk '/\*\*\* Process received signal \*\*\*/ { b = 1; m = 0; next }
+         b && /\] mpirun\(/ { m = 1 }
+         b && /\*\*\* End of error message \*\*\*/ { b = 0; if (!m) bad = 1 }
+         END { exit (bad || b) }' "$1"
+}
+
 # fault_judge NAME DIR PATTERN: "" when the run in DIR ended as a fault must (exit 3, stderr
 # matching PATTERN, no sanitizer report or crash, no temporary file, every output file equal to
 # the baseline's), else the reason
 fault_judge() {
-  local name=$1 dir=$2 pat=$3
-  if grep -Eq 'AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:|Segmentation fault|core dumped' "$dir/err.txt"; then
-    echo "sanitizer report or crash: $(grep -Em1 'Sanitizer|runtime error|Segmentation|core' "$dir/err.txt" | cut -c1-200)"; return
+  local name=$1 dir=$2 pat=$3 rc=$RC err=$2/err.txt
+  if [ "$name" = train2 ] && [ "$rc" != 3 ] && mpirun_teardown_crash "$err"; then
+    echo "note: $dir: mpirun crashed in its teardown after MPI_Abort(3) (Open MPI defect); judged by the ranks" >&2
+    sed '/\*\*\* Process received signal \*\*\*/,/\*\*\* End of error message \*\*\*/d' "$err" > "$dir/err-ranks.txt"
+    err=$dir/err-ranks.txt rc=3
   fi
-  if [ "$RC" != 3 ]; then echo "exit $RC (want 3): $(head -c 300 "$dir/err.txt" | tr '\n' ' ')"; return; fi
-  if ! grep -Eq -- "$pat" "$dir/err.txt"; then echo "exit 3 without a message matching /$pat/: $(head -c 300 "$dir/err.txt" | tr '\n' ' ')"; return; fi
+  if grep -Eq 'AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:|Segmentation fault|core dumped' "$err"; then
+    echo "sanitizer report or crash: $(grep -Em1 'Sanitizer|runtime error|Segmentation|core' "$err" | cut -c1-200)"; return
+  fi
+  if [ "$rc" != 3 ]; then echo "exit $rc (want 3): $(head -c 300 "$err" | tr '\n' ' ')"; return; fi
+  if ! grep -Eq -- "$pat" "$err"; then echo "exit 3 without a message matching /$pat/: $(head -c 300 "$err" | tr '\n' ' ')"; return; fi
   if [ -d "$dir/out" ]; then
     local f
     while IFS= read -r f; do
@@ -155,4 +174,16 @@ fault_judge_selftest() {
   check "fault judge: rejects exit 3 without the message" [ -n "$(fault_judge selftest "$WORK/st" 'out of memory')" ]
   echo "==1==ERROR: LeakSanitizer: detected memory leaks" >> "$WORK/st/err.txt"
   check "fault judge: rejects a sanitizer report" [ -n "$(fault_judge selftest "$WORK/st" 'failed')" ]
+  # the launcher's own crash in its teardown after MPI_Abort(3) is excused; a rank's crash is not
+  rm -rf "$WORK/st/out"
+  { echo "dpcert train: out of memory allocating 8 bytes"
+    printf -- '-----\nMPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD\nwith errorcode 3.\n'
+    printf '[vm:9] *** Process received signal ***\n[vm:9] Signal: Segmentation fault (11)\n'
+    printf '[vm:9] [ 1] /lib/libpmix.so.2(PMIx_server_finalize+0xb08)[0x7f]\n[vm:9] [ 6] mpirun(+0x13ea)[0x55]\n'
+    printf '[vm:9] *** End of error message ***\n'; } > "$WORK/st/err.txt"
+  RC=139
+  check "fault judge: excuses mpirun's teardown crash after MPI_Abort(3)" [ -z "$(fault_judge train2 "$WORK/st" 'out of memory' 2>/dev/null)" ]
+  sed -i 's/mpirun(+0x13ea)/dpcert(dp_tset_add+0x13b)/' "$WORK/st/err.txt"
+  check "fault judge: rejects a rank's crash" [ -n "$(fault_judge train2 "$WORK/st" 'out of memory' 2>/dev/null)" ]
+  RC=3
 }
