@@ -231,7 +231,7 @@ coverage:
 
 FUZZ_SRC := $(wildcard $(MODULES:%=%/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:%.c=$(BUILD)/fuzz/%)
-FUZZ_LIB_SRC := common/status.c common/tensor.c common/safetensors.c common/fsutil.c
+FUZZ_LIB_SRC := common/alloc.c common/status.c common/tensor.c common/safetensors.c common/fsutil.c
 # Per target: the sources compiled with the fuzzer's instrumentation (FUZZ_CC_name, default
 # FUZZ_LIB_SRC) and prebuilt module libraries linked for what the parser only names (FUZZ_AR_name).
 FUZZ_CC_fuzz_claims := $(common_SRC) $(accountant_SRC)
