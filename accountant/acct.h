@@ -114,6 +114,12 @@ dp_status acct_pld_epsilon(acct_pld_result *r, const acct_schedule *s, double de
 /* delta interval at epsilon (lower, upper are deltas). */
 dp_status acct_pld_delta(acct_pld_result *r, const acct_schedule *s, double eps, const acct_pld_opts *o);
 
+/* A certified lower bound on the epsilon at delta of any schedule containing seg, from one
+ * step alone (accountant/acct_lower.c, docs/accounting.md §8): Gaussian by the event z > 1/2,
+ * pure eps0 by randomized response (its model, docs §5); Laplace 0. Never above the truth
+ * (margins for floating point); 0 when the step gives nothing at this delta. */
+dp_status acct_one_step_lower(double *eps, const acct_segment *seg, double delta);
+
 /* ----------------------------------------------------------- pure / GDP ---- */
 /* Per-step pure epsilon of a segment (Laplace: 1/b; pure: epsilon0; amplified by
  * log(1 + q (e^eps - 1)) when q < 1). Gaussian has none (DP_ERR_NOT_SUPPORTED). */

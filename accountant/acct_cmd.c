@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "accountant/acct.h"
+#include "common/alloc.h"
 #include "common/cli.h"
 #include "common/fsutil.h"
 
@@ -381,11 +382,11 @@ out:
     }
     fclose(txt);
     if (!json && rc == 0) fwrite(tbuf, 1, tlen, stdout);
-    free(tbuf);
+    dp_free(tbuf);
     json_object_set_new(root, "results", res);
     if (json && rc == 0) {
         char *txt = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-        if (txt) { puts(txt); free(txt); }
+        if (txt) { puts(txt); dp_free(txt); }
     }
     json_decref(root);
     return rc;
@@ -403,54 +404,81 @@ typedef struct {
 /* bounds for one claim (docs §8): upper = the smallest of the rigorous upper bounds — the PLD upper
  * widened by its floating-point budget, the certified (MPFR) RDP, the log-space RR composition at
  * delta (1 - 1e-9) (its documented relative precision, with margin) — and *by names the one that
- * decided; lower = the PLD optimistic lower bound narrowed by the same budget (pure exact for delta = 0) */
-static dp_status claim_bounds(double *lo, double *up, const char **by, json_t *detail, const claim_t *c) {
+ * decided; lower = the largest of the rigorous lower bounds: the PLD optimistic lower bound
+ * narrowed by the same budget, one step alone (acct_one_step_lower), the exact RR composition for
+ * q = 1 pure (pure exact for delta = 0). Where PLD cannot answer (outside its domain, a grid over
+ * its point cap: DP_ERR_NOT_SUPPORTED) the others answer and "pld" says why (docs §12). */
+static dp_status claim_bounds(double *lo, double *up, const char **by, const char **lby, json_t *detail, const claim_t *c) {
     acct_schedule s = {.n = 1};
     s.seg[0] = c->seg;
     double upper = INFINITY, lower = 0;
+    *lby = "none (0)";
     if (c->delta == 0) {
         double b;
+        if (c->seg.mech == ACCT_GAUSSIAN) { /* the Gaussian loss is unbounded: no finite epsilon at delta = 0 */
+            json_object_set_new(detail, "pure_epsilon", jnum(INFINITY));
+            *lo = *up = INFINITY;
+            *by = *lby = "exact (a Gaussian segment at delta = 0: the privacy loss is unbounded, epsilon = +inf)";
+            return DP_OK;
+        }
         DP_TRY(acct_pure_basic(&b, &s));
         json_object_set_new(detail, "pure_epsilon", jnum(b)); /* exact for delta = 0: the largest loss adds up */
         *lo = b; *up = b;
-        *by = "exact (pure basic composition, delta = 0)";
+        *by = *lby = "exact (pure basic composition, delta = 0)";
         return DP_OK;
     }
     acct_pld_result r;
     acct_pld_opts po;
     acct_pld_default_opts(&po);
     po.target_points = (size_t)1 << 19;
-    DP_TRY(acct_pld_epsilon(&r, &s, c->delta, &po));
-    json_object_set_new(detail, "pld_lower", jnum(r.lower));
-    json_object_set_new(detail, "pld_upper", jnum(r.upper));
-    json_object_set_new(detail, "pld_fp_budget_delta", jnum(r.fp_budget));
-    json_object_set_new(detail, "pld_lower_fp", jnum(r.lower_fp));
-    json_object_set_new(detail, "pld_upper_fp", jnum(r.upper_fp));
-    upper = r.upper_fp;
-    *by = "pld-upper(+fp budget)";
-    lower = r.lower_fp;
+    dp_status pst = acct_pld_epsilon(&r, &s, c->delta, &po);
+    if (pst == DP_OK) {
+        json_object_set_new(detail, "pld_lower", jnum(r.lower));
+        json_object_set_new(detail, "pld_upper", jnum(r.upper));
+        json_object_set_new(detail, "pld_fp_budget_delta", jnum(r.fp_budget));
+        json_object_set_new(detail, "pld_lower_fp", jnum(r.lower_fp));
+        json_object_set_new(detail, "pld_upper_fp", jnum(r.upper_fp));
+        upper = r.upper_fp;
+        *by = "pld-upper(+fp budget)";
+        lower = r.lower_fp;
+        *lby = "pld-lower(-fp budget)";
+    } else if (pst == DP_ERR_NOT_SUPPORTED) {
+        json_object_set_new(detail, "pld", json_sprintf("n/a: %s", dp_last_error()));
+        *by = "none (no accountant gave a finite upper bound)";
+        dp_clear_error();
+    } else {
+        return pst;
+    }
     double o[ACCT_MAX_ORDERS];
     size_t n = acct_orders_grid(o, ACCT_GRID_DPACCOUNTING);
     double ce;
     dp_status st = acct_rdp_epsilon_certified(&ce, NULL, &s, o, n, c->delta);
     if (st == DP_OK) {
         json_object_set_new(detail, "rdp_certified_upper", jnum(ce));
-        if (ce < upper) { upper = ce; *by = "rdp-certified"; }
+        if (ce < upper || (pst != DP_OK && ce <= upper)) { upper = ce; *by = "rdp-certified"; }
+    } else if (st == DP_ERR_NOMEM) {
+        return st;
     } else dp_clear_error();
     if (c->seg.mech != ACCT_GAUSSIAN) {
         double ex;
-        if (acct_pure_exact(&ex, &s, c->delta * (1.0 - 1e-9)) == DP_OK) {
+        if ((st = acct_pure_exact(&ex, &s, c->delta * (1.0 - 1e-9))) == DP_OK) {
             json_object_set_new(detail, "pure_exact_rr_upper", jnum(ex));
             if (ex < upper) { upper = ex; *by = "exact (randomized-response composition, log space)"; }
-        } else dp_clear_error();
+        } else if (st == DP_ERR_NOMEM) return st;
+        else dp_clear_error();
         /* q = 1 pure: the accountant's model IS randomized response (docs §5), so its exact composition
          * is also a lower bound (at delta (1 + 1e-9), the same margin); it stays valid where the PLD
          * grid cannot resolve eps0 (e.g. eps0 = 1e308, PLD lower 0) */
-        if (c->seg.mech == ACCT_PURE && c->seg.q >= 1.0 && acct_pure_exact(&ex, &s, c->delta * (1.0 + 1e-9)) == DP_OK) {
+        if (c->seg.mech == ACCT_PURE && c->seg.q >= 1.0 && (st = acct_pure_exact(&ex, &s, c->delta * (1.0 + 1e-9))) == DP_OK) {
             json_object_set_new(detail, "pure_exact_rr_lower", jnum(ex));
-            if (ex > lower) lower = ex;
-        } else dp_clear_error();
+            if (ex > lower) { lower = ex; *lby = "exact (randomized-response composition, q = 1)"; }
+        } else if (st == DP_ERR_NOMEM) return st;
+        else dp_clear_error();
     }
+    double l1;
+    DP_TRY(acct_one_step_lower(&l1, &c->seg, c->delta));
+    json_object_set_new(detail, "one_step_lower", jnum(l1));
+    if (l1 > lower) { lower = l1; *lby = "one step alone (certified lower bound)"; }
     *lo = lower;
     *up = upper;
     return DP_OK;
@@ -578,13 +606,13 @@ static dp_status read_claims_csv(claim_t **out, int *n, FILE *fp, const char *pa
     for (;;) {
         lineno++;
         got = csv_line(&rst, line, sizeof line, fp, path, lineno);
-        if (got < 0) { free(c); return rst; }
+        if (got < 0) { dp_free(c); return rst; }
         if (!got) break;
         trim(line);
         if (!line[0] || line[0] == '#') continue;
         if (m == cap) {
-            claim_t *nc2 = realloc(c, (size_t)cap * 2 * sizeof *c);
-            if (!nc2) { free(c); return dp_error(DP_ERR_NOMEM, "out of memory"); }
+            claim_t *nc2 = dp_realloc(c, (size_t)cap * 2 * sizeof *c);
+            if (!nc2) { dp_free(c); return dp_error(DP_ERR_NOMEM, "out of memory"); }
             c = nc2; cap *= 2;
         }
         claim_t *x = &c[m];
@@ -697,7 +725,7 @@ dp_status acct_claims_parse(int *nclaims, int *ninvalid, const char *buf, size_t
     DP_TRY(read_claims(&cl, &n, buf, len, name));
     int bad = 0;
     for (int i = 0; i < n; i++) bad += cl[i].err[0] != 0;
-    free(cl);
+    dp_free(cl);
     *nclaims = n;
     *ninvalid = bad;
     return DP_OK;
@@ -721,9 +749,9 @@ int dp_cmd_audit_accounting(int argc, char **argv) {
     if ((st = dp_read_file_max(&img, &ilen, "claims file", path, DP_MAX_TEXT_INPUT)) != DP_OK)
         return dp_cli_fail("audit-accounting", st);
     st = read_claims(&cl, &n, img, ilen, path);
-    free(img);
+    dp_free(img);
     if (st != DP_OK) return dp_cli_fail("audit-accounting", st);
-    if (n == 0) { free(cl); return dp_cli_fail("audit-accounting", dp_error(DP_ERR_FORMAT, "%s: no claims", path)); }
+    if (n == 0) { dp_free(cl); return dp_cli_fail("audit-accounting", dp_error(DP_ERR_FORMAT, "%s: no claims", path)); }
     json_t *root = json_object(), *arr = json_array();
     json_object_set_new(root, "neighbouring_relation", json_string(acct_adjacency_name(ACCT_ADD_REMOVE)));
     int under = 0, invalid = 0, internal = 0;
@@ -743,7 +771,8 @@ int dp_cmd_audit_accounting(int argc, char **argv) {
             verdict = "INVALID";
             invalid++;
             json_object_set_new(o, "error", json_string(c->err));
-            fprintf(stderr, "dpcert audit-accounting: %s: %s\n", path, c->err);
+            dp_error(DP_ERR_FORMAT, "%s: %s", path, c->err); /* escaped */
+            fprintf(stderr, "dpcert audit-accounting: %s\n", dp_last_error());
         } else {
             json_object_set_new(o, "mechanism", json_string(acct_mech_name(c->seg.mech)));
             json_object_set_new(o, "q", json_real(c->seg.q));
@@ -751,18 +780,20 @@ int dp_cmd_audit_accounting(int argc, char **argv) {
             json_object_set_new(o, "steps", json_integer((json_int_t)c->seg.steps));
             json_object_set_new(o, "delta", json_real(c->delta));
             json_object_set_new(o, "claimed_epsilon", json_real(c->claim));
-            st = claim_bounds(&lo, &up, &by, o, c);
+            const char *lby = NULL;
+            st = claim_bounds(&lo, &up, &by, &lby, o, c);
             if (st != DP_OK) {
                 verdict = st == DP_ERR_INVALID ? "INVALID" : "ERROR";
                 if (st == DP_ERR_INVALID) invalid++; else internal++;
                 json_object_set_new(o, "error", json_string(dp_last_error()));
-                fprintf(stderr, "dpcert audit-accounting: %s: %s: %s\n", path, wh, dp_last_error());
+                dp_error_context(st, "%s: %s", path, wh);
+                fprintf(stderr, "dpcert audit-accounting: %s\n", dp_last_error());
             } else {
                 json_object_set_new(o, "epsilon_lower", jnum(lo));
                 json_object_set_new(o, "epsilon_upper", jnum(up));
                 json_object_set_new(o, "upper_decided_by", json_string(by));
                 if (c->claim >= up) verdict = "CONSISTENT";
-                else if (c->claim < lo) { verdict = "UNDER-REPORTED"; under++; by = c->delta == 0 ? by : "pld-lower(-fp budget)"; }
+                else if (c->claim < lo) { verdict = "UNDER-REPORTED"; under++; by = lby; }
                 else { verdict = "INCONCLUSIVE"; by = "between the bounds"; }
                 json_object_set_new(o, "decided_by", json_string(by));
             }
@@ -782,12 +813,12 @@ int dp_cmd_audit_accounting(int argc, char **argv) {
     json_object_set_new(root, "invalid", json_integer(invalid));
     if (json) {
         char *txt = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-        if (txt) { puts(txt); free(txt); }
+        if (txt) { puts(txt); dp_free(txt); }
     } else {
         printf("%d claims: %d under-reported, %d invalid\n", n, under, invalid);
     }
     json_decref(root);
-    free(cl);
+    dp_free(cl);
     return internal ? 3 : invalid ? 2 : under ? 1 : 0;
 }
 
@@ -934,7 +965,7 @@ int acct_cmd_reproduce(int argc, char **argv) {
             fprintf(stderr, "dpcert reproduce: %s\n", dp_last_error());
         } else if (json) {
             char *txt = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-            if (txt) { puts(txt); free(txt); }
+            if (txt) { puts(txt); dp_free(txt); }
         } else {
             printf("%d row(s) not reproduced (UNDER-REPORTED or differing PRV column)\n", bad);
         }

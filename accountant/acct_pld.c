@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "accountant/acct_pld_int.h"
+#include "common/alloc.h"
 
 /* ------------------------------------------------------------------ one step ---- */
 static double Phi(double x) { return 0.5 * erfc(-x / M_SQRT2); }
@@ -294,17 +295,19 @@ static void opt_lower(optsweep *w, double P, size_t j) {
 
 dp_status acct_pld_discretise(acct_steppmf *o, acct_steppmf *oo, const acct_lossdef *d, double lo, double hi,
                               double h, double phi, int64_t steps, size_t max_points, double eta) {
-    int64_t kmin = (int64_t)floor(lo / h - phi), kmax = (int64_t)ceil(hi / h - phi);
+    /* the point count in double first: lo / h may be far outside int64 (--pld-h 1e-300) */
+    double klo = floor(lo / h - phi), khi = ceil(hi / h - phi), npts = (khi > klo ? khi - klo : 1) + 1;
+    if (!(npts <= (double)max_points))
+        return dp_error(DP_ERR_NOT_SUPPORTED, "PLD: one step needs %.3g grid points at h=%g (cap %zu); use a coarser "
+                        "--pld-h", npts, h, max_points);
+    int64_t kmin = (int64_t)klo, kmax = (int64_t)khi;
     if (kmax <= kmin) kmax = kmin + 1;
-    if ((double)(kmax - kmin + 1) > (double)max_points)
-        return dp_error(DP_ERR_NOT_SUPPORTED, "PLD: one step needs %.0f grid points at h=%g (cap %zu); use a coarser "
-                        "--pld-h", (double)(kmax - kmin + 1), h, max_points);
     size_t n = (size_t)(kmax - kmin + 1);
     double *p = dp_calloc(n, sizeof *p);
     double *po = oo ? dp_calloc(n, sizeof *po) : NULL;
     double *t = dp_malloc(5 * n * sizeof *t), *el = t ? t + 4 * n : NULL;
     size_t *ev = dp_malloc(n * sizeof *ev); /* the evaluated grid indices, increasing */
-    if (!p || !t || !ev || (oo && !po)) { free(p); free(po); free(t); free(ev); return DP_ERR_NOMEM; }
+    if (!p || !t || !ev || (oo && !po)) { dp_free(p); dp_free(po); dp_free(t); dp_free(ev); return DP_ERR_NOMEM; }
     /* atoms on grid points: their tails are taken at the atom's exact loss (the grid point is the
      * atom), so each atom lies in the cell it closes (P(L > a) excludes it) */
     double al[2], aP[2], aQ[2];
@@ -385,8 +388,8 @@ dp_status acct_pld_discretise(acct_steppmf *o, acct_steppmf *oo, const acct_loss
         *oo = (acct_steppmf){po, kmin, phi, n, 0, 0, fps, steps};
     }
     *o = (acct_steppmf){p, kmin, phi, n, t[4 * (n - 1)], t[2], fps, steps};
-    free(t);
-    free(ev);
+    dp_free(t);
+    dp_free(ev);
     return DP_OK;
 }
 
@@ -454,7 +457,7 @@ static void pldfft_free_buffers(acct_pldfft *w) {
     fftw_free(w->x);
     fftw_free(w->X);
     fftw_free(w->acc);
-    free(w->dY);
+    dp_free(w->dY);
     w->x = NULL; w->X = w->acc = NULL; w->dY = NULL;
     w->cap = 0;
 }
@@ -508,7 +511,7 @@ dp_status acct_pld_compose(acct_composed *out, acct_pldfft *fw, const acct_stepp
         out->fpb = s[0].fp_split + 2.0 * (double)s[0].n * (DBL_EPSILON / 2.0);
         out->mass_err = fabs(tot + out->p_inf - 1.0);
         if (!(out->mass_err <= 1e-6)) {
-            free(p);
+            dp_free(p);
             out->p = NULL;
             return dp_error(DP_ERR_NUMERIC, "PLD: step distribution lost normalisation (|mass - 1| = %g, h=%g)",
                             out->mass_err, h);
@@ -648,7 +651,7 @@ dp_status acct_pld_compose(acct_composed *out, acct_pldfft *fw, const acct_stepp
     out->mass_err = fabs(tot + out->p_inf - 1.0);
     /* mass conservation: the split and the FFT keep it to ~1e-12; anything visible is a bug */
     if (!(out->mass_err <= 1e-6)) {
-        free(p);
+        dp_free(p);
         out->p = NULL;
         return dp_error(DP_ERR_NUMERIC, "PLD: composed distribution lost normalisation (|mass - 1| = %g, h=%g, N=%zu)",
                         out->mass_err, h, N);

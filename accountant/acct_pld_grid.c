@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "accountant/acct_internal.h"
+#include "common/alloc.h"
 #include "accountant/acct_pld_int.h"
 
 /* The accuracy-driven default grid (docs/accounting.md §4 "Automatic grid"). */
@@ -109,7 +110,7 @@ static dp_status pld_prepare(pldprep *pp, const acct_schedule *s, double tau_w) 
         for (int j = 0; j < ns; j++) {
             const segdef *g = &pp->sd[dir][j];
             if (acct_pld_discretise(&pm[j], NULL, &g->d, g->lo, g->hi, h0, 0, g->steps, (size_t)1 << 20, 0) != DP_OK) {
-                for (int k = 0; k < j; k++) free(pm[k].p);
+                for (int k = 0; k < j; k++) dp_free(pm[k].p);
                 return dp_error(DP_ERR_INTERNAL, "PLD: the pilot grid failed (h=%g)", h0);
             }
         }
@@ -122,7 +123,7 @@ static dp_status pld_prepare(pldprep *pp, const acct_schedule *s, double tau_w) 
         if (ul < fmin) ul = fmin;
         if (uh > fmax) uh = fmax;
         if (uh - ul > pp->width) pp->width = uh - ul;
-        for (int j = 0; j < ns; j++) free(pm[j].p);
+        for (int j = 0; j < ns; j++) dp_free(pm[j].p);
     }
     return DP_OK;
 }
@@ -187,7 +188,7 @@ typedef struct {
 } pldstate;
 
 static void pldstate_free(pldstate *st) {
-    for (int d = 0; d < 2; d++) { free(st->c[d].p); free(st->co[d].p); }
+    for (int d = 0; d < 2; d++) { dp_free(st->c[d].p); dp_free(st->co[d].p); }
     memset(st, 0, sizeof *st);
 }
 
@@ -222,7 +223,7 @@ static dp_status pld_build_at(pldstate *st, const pldprep *pp, double h, const a
         double eta = 0;
         for (int k = 0; k < j; k++) eta += (double)pm[k].steps * (pm[k].p_inf + pm[k].p_trunc);
         st->eta_e[dir] = eta;
-        for (int k = 0; k < j; k++) { free(pm[k].p); if (opt) free(pmo[k].p); }
+        for (int k = 0; k < j; k++) { dp_free(pm[k].p); if (opt) dp_free(pmo[k].p); }
     }
     acct_pld_fft_release(fw);
     if (e != DP_OK) { pldstate_free(st); return e; }
@@ -386,7 +387,7 @@ dp_status acct_pld_epsilon(acct_pld_result *r, const acct_schedule *s, double de
         if (e == DP_OK && inf) { /* the composed loss leaves the doubles, and beyond them with mass > delta */
             memset(r, 0, sizeof *r);
             r->lower = r->upper = r->lower_fp = r->upper_fp = INFINITY;
-            free(pp);
+            dp_free(pp);
             return DP_OK;
         }
     }
@@ -436,7 +437,7 @@ dp_status acct_pld_epsilon(acct_pld_result *r, const acct_schedule *s, double de
         }
     }
     if (e == DP_OK) pld_fold(r, dr);
-    free(pp);
+    dp_free(pp);
     return e;
 }
 
@@ -457,7 +458,7 @@ dp_status acct_pld_delta(acct_pld_result *r, const acct_schedule *s, double eps,
         const int use[2] = {1, 1};
         e = pld_build_at(&st, pp, h, o, use);
     }
-    free(pp);
+    dp_free(pp);
     if (e != DP_OK) return e;
     pld_dirres dr[2] = {{0}, {0}};
     for (int dir = 0; dir < 2; dir++) {

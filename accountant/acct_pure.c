@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "accountant/acct.h"
+#include "common/alloc.h"
 #include "common/fsutil.h"
 #include "accountant/acct_internal.h"
 #include "common/cli.h"
@@ -63,7 +64,7 @@ dp_status acct_schedule_read_json(acct_schedule *out, const char *path) {
     DP_TRY(dp_read_file_max(&img, &ilen, "--schedule", path, DP_MAX_TEXT_INPUT));
     dp_status nst = dp_json_numbers_check(img, ilen, path);
     json_t *root = nst == DP_OK ? json_loadb(img, ilen, JSON_REJECT_DUPLICATES, &err) : NULL;
-    free(img);
+    dp_free(img);
     if (nst != DP_OK) return nst;
     if (!root) return dp_error(DP_ERR_FORMAT, "%s: line %d: %s", path, err.line, err.text);
     dp_status st = DP_OK;
@@ -180,7 +181,7 @@ static dp_status rr_pmf(rrwin *o, double eps0, int64_t T) {
     size_t cap = 1024, nu = 0, nd = 0;
     double *up = dp_malloc(cap * sizeof *up), *dn = dp_malloc(cap * sizeof *dn);
     size_t capd = cap;
-    if (!up || !dn) { free(up); free(dn); return DP_ERR_NOMEM; }
+    if (!up || !dn) { dp_free(up); dp_free(dn); return DP_ERR_NOMEM; }
     double sum = 0, c = 0;
     for (int64_t k = m; k < T; k++) { /* w_{k+1} from w_k */
         double t = log1p((double)(T - 2 * k - 1) / (double)(k + 1));
@@ -189,7 +190,7 @@ static dp_status rr_pmf(rrwin *o, double eps0, int64_t T) {
         sum = y;
         double lw = sum + c + (double)(k + 1 - m) * eps0;
         if (lw < -760.0) break;
-        if (nu == cap) { double *q = realloc(up, 2 * cap * sizeof *q); if (!q) { free(up); free(dn); return DP_ERR_NOMEM; } up = q; cap *= 2; }
+        if (nu == cap) { double *q = dp_realloc(up, 2 * cap * sizeof *q); if (!q) { dp_free(up); dp_free(dn); return DP_ERR_NOMEM; } up = q; cap *= 2; }
         up[nu++] = lw;
     }
     sum = 0; c = 0;
@@ -200,16 +201,16 @@ static dp_status rr_pmf(rrwin *o, double eps0, int64_t T) {
         sum = y;
         double lw = sum + c - (double)(m - k + 1) * eps0;
         if (lw < -760.0) break;
-        if (nd == capd) { double *q = realloc(dn, 2 * capd * sizeof *q); if (!q) { free(up); free(dn); return DP_ERR_NOMEM; } dn = q; capd *= 2; }
+        if (nd == capd) { double *q = dp_realloc(dn, 2 * capd * sizeof *q); if (!q) { dp_free(up); dp_free(dn); return DP_ERR_NOMEM; } dn = q; capd *= 2; }
         dn[nd++] = lw;
     }
     size_t n = nd + 1 + nu;
     double *p = dp_malloc(n * sizeof *p);
-    if (!p) { free(up); free(dn); return DP_ERR_NOMEM; }
+    if (!p) { dp_free(up); dp_free(dn); return DP_ERR_NOMEM; }
     for (size_t i = 0; i < nd; i++) p[nd - 1 - i] = exp(dn[i]);
     p[nd] = 1.0;
     for (size_t i = 0; i < nu; i++) p[nd + 1 + i] = exp(up[i]);
-    free(up); free(dn);
+    dp_free(up); dp_free(dn);
     double z = 0, cz = 0;
     for (size_t i = 0; i < n; i++) {
         double y = z + p[i];
@@ -253,7 +254,7 @@ dp_status acct_rr_delta(double *delta, double eps0, int64_t T, double eps) {
     rrwin w;
     DP_TRY(rr_pmf(&w, eps0, T));
     *delta = rr_delta_win(&w, eps0, T, eps);
-    free(w.p);
+    dp_free(w.p);
     return DP_OK;
 }
 
@@ -292,7 +293,7 @@ dp_status acct_rr_epsilon(double *eps, double eps0, int64_t T, double delta) {
             found = 1;
         } else if (lo <= 0.0) found = 1;
     }
-    free(w.p);
+    dp_free(w.p);
     if (!found || isnan(res)) res = basic; /* no interval decided (rounding): basic composition is an upper bound */
     *eps = res > basic ? basic : res; /* cannot exceed basic composition; guards rounding at the top atom */
     return DP_OK;

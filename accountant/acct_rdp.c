@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "accountant/acct.h"
+#include "common/alloc.h"
 #include "common/cli.h"
 
 /* log(e^a + e^b) */
@@ -30,7 +31,7 @@ static double log_erfc(double x) {
  * all terms positive, summed in log space. */
 static double log_a_int(double q, double sigma, int64_t alpha) {
     double lq = log(q), l1q = log1p(-q), lbin = 0.0, m = -INFINITY; /* lbin = log C(alpha, i) */
-    double buf[1100], *t = alpha < 1099 ? buf : malloc((size_t)(alpha + 1) * sizeof *t);
+    double buf[1100], *t = alpha < 1099 ? buf : dp_malloc((size_t)(alpha + 1) * sizeof *t);
     if (!t) return NAN;
     for (int64_t i = 0; i <= alpha; i++) { /* pass 1: log terms and their maximum */
         if (i > 0) lbin += log((double)(alpha - i + 1) / (double)i);
@@ -41,7 +42,7 @@ static double log_a_int(double q, double sigma, int64_t alpha) {
     double acc = 0.0;
     for (int64_t i = 0; i <= alpha; i++) /* pass 2: scaled sum; exp(x) is exactly 0 for x < -746 */
         if (t[i] - m > -750.0) acc += exp(t[i] - m);
-    if (t != buf) free(t);
+    if (t != buf) dp_free(t);
     return m + log(acc);
 }
 
@@ -156,10 +157,9 @@ static void log_a_quad_batch(double *out, double q, double s, const double *alph
     for (size_t k = 0; k < n; k++) if (alphas[k] > amax) amax = alphas[k];
     double hz = s / 4.0 < s * s / 4.0 ? s / 4.0 : s * s / 4.0, z0 = -12.0 * s, z1 = amax + 12.0 * s + 1.0;
     size_t np = (size_t)((z1 - z0) / hz) + 1;
-    double *m = malloc(n * sizeof *m), *acc = malloc(n * sizeof *acc);
-    if (!m || !acc || np > 4000000) {
+    double m[ACCT_MAX_ORDERS], acc[ACCT_MAX_ORDERS]; /* n <= ACCT_MAX_ORDERS: nothing to allocate, nothing to fail */
+    if (n > ACCT_MAX_ORDERS || np > 4000000) { /* the order is unusable (NaN: skipped as +inf) */
         for (size_t k = 0; k < n; k++) out[k] = NAN;
-        free(m); free(acc);
         return;
     }
     for (size_t k = 0; k < n; k++) { m[k] = -INFINITY; acc[k] = 0.0; }
@@ -189,8 +189,6 @@ static void log_a_quad_batch(double *out, double q, double s, const double *alph
         double lam1 = m[k] + log(acc[k]); /* log(A - 1) */
         out[k] = lam1 > 0 ? lam1 + log1p(exp(-lam1)) : log1p(exp(lam1));
     }
-    free(m);
-    free(acc);
 }
 
 static double log_a_quad(double q, double s, double alpha) {
@@ -328,9 +326,9 @@ dp_status acct_rdp_step(double *rdp, const acct_segment *seg, double alpha) {
 
 dp_status acct_rdp_schedule(double *rdp, const acct_schedule *s, const double *orders, size_t n) {
     for (size_t k = 0; k < n; k++) rdp[k] = 0.0;
-    double *fa = malloc((n ? n : 1) * sizeof *fa), *fv = malloc((n ? n : 1) * sizeof *fv);
-    size_t *fi = malloc((n ? n : 1) * sizeof *fi);
-    if (!fa || !fv || !fi) { free(fa); free(fv); free(fi); return dp_error(DP_ERR_NOMEM, "out of memory"); }
+    double *fa = dp_malloc((n ? n : 1) * sizeof *fa), *fv = dp_malloc((n ? n : 1) * sizeof *fv);
+    size_t *fi = dp_malloc((n ? n : 1) * sizeof *fi);
+    if (!fa || !fv || !fi) { dp_free(fa); dp_free(fv); dp_free(fi); return dp_error(DP_ERR_NOMEM, "out of memory"); }
     for (int j = 0; j < s->n; j++) {
         const acct_segment *g = &s->seg[j];
         size_t nf = 0; /* fractional orders whose series did not converge: integrated together */
@@ -348,7 +346,7 @@ dp_status acct_rdp_schedule(double *rdp, const acct_schedule *s, const double *o
             } else {
                 dp_status st = acct_rdp_step(&r, g, a);
                 if (st == DP_ERR_NUMERIC) { r = INFINITY; dp_clear_error(); } /* unusable order: skipped */
-                else if (st != DP_OK) { free(fa); free(fv); free(fi); return st; }
+                else if (st != DP_OK) { dp_free(fa); dp_free(fv); dp_free(fi); return st; }
             }
             rdp[k] += r * (double)g->steps;
         }
@@ -360,7 +358,7 @@ dp_status acct_rdp_schedule(double *rdp, const acct_schedule *s, const double *o
             }
         }
     }
-    free(fa); free(fv); free(fi);
+    dp_free(fa); dp_free(fv); dp_free(fi);
     return DP_OK;
 }
 
@@ -415,7 +413,7 @@ dp_status acct_rdp_epsilon(double *eps, double *opt_order, const acct_schedule *
     if (!r) return DP_ERR_NOMEM;
     dp_status st = acct_rdp_schedule(r, s, orders, n);
     if (st == DP_OK) *eps = acct_rdp_to_eps(opt_order, r, orders, n, delta, conv);
-    free(r);
+    dp_free(r);
     return st;
 }
 
@@ -425,7 +423,7 @@ dp_status acct_rdp_delta(double *delta, double *opt_order, const acct_schedule *
     if (!r) return DP_ERR_NOMEM;
     dp_status st = acct_rdp_schedule(r, s, orders, n);
     if (st == DP_OK) *delta = acct_rdp_to_delta(opt_order, r, orders, n, eps, conv);
-    free(r);
+    dp_free(r);
     return st;
 }
 

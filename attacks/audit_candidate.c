@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "attacks/audit.h"
+#include "common/alloc.h"
 #include "attacks/audit_candidate.h"
 #include "common/candidate.h"
 #include "common/fsutil.h"
@@ -70,7 +71,7 @@ dp_status audit_step_vector_write(const char *path, const ref_model_config *mc, 
     size_t len = 0;
     if (st == DP_OK) st = dp_st_serialize(&buf, &len, &v);
     if (st == DP_OK) st = dp_write_file_atomic("step vector", path, buf, len);
-    free(buf);
+    dp_free(buf);
     dp_tset_free(&v);
     return st;
 }
@@ -108,11 +109,11 @@ void audit_cand_io_free(audit_cand_io *io) {
             snprintf(p, sizeof p, io->logfmt, k);
             unlink(p);
         }
-        free(io->sess);
+        dp_free(io->sess);
         io->sess = NULL;
     }
-    free(io->exp);
-    free(io->names);
+    dp_free(io->exp);
+    dp_free(io->names);
     io->exp = NULL;
     io->names = NULL;
 }
@@ -155,13 +156,13 @@ dp_status audit_flat_buffers(double ***g, const ref_model *m) {
     *g = dp_calloc((size_t)m->nparams, sizeof **g);
     if (!*g) return DP_ERR_NOMEM;
     (*g)[0] = dp_calloc((size_t)(m->total > 0 ? m->total : 1), sizeof(double));
-    if (!(*g)[0]) { free(*g); *g = NULL; return DP_ERR_NOMEM; }
+    if (!(*g)[0]) { dp_free(*g); *g = NULL; return DP_ERR_NOMEM; }
     for (int p = 1; p < m->nparams; p++) (*g)[p] = (*g)[p - 1] + m->params[p - 1].numel;
     return DP_OK;
 }
 
 typedef struct {
-    char in[2][1024], out[1100];
+    char in[2][4400], out[4400];
     audit_cand_io io;
     double **g;
 } cand_ctx;
@@ -186,16 +187,16 @@ static void cand_destroy(audit_release *r) {
     if (!x) return;
     unlink(x->out);
     audit_cand_io_free(&x->io);
-    if (x->g) free(x->g[0]);
-    free(x->g);
-    free(x);
+    if (x->g) dp_free(x->g[0]);
+    dp_free(x->g);
+    dp_free(x);
     r->ctx = NULL;
 }
 
 dp_status audit_candidate_prepare(const audit_setup *s, const char *dir) {
-    char p[1024];
+    char p[4400];
     const audit_config *c = &s->cfg;
-    DP_TRY(dp_mkdir_p("--work", dir));
+    DP_TRY(dp_mkdir_p("--work", dir)); /* at most DP_MAX_DIR_LEN bytes: the names below fit p */
     snprintf(p, sizeof p, "%s/audit-D.safetensors", dir);
     DP_TRY(audit_step_vector_write(p, &c->mc, &s->m0, &s->d0, c->clip, c->sigma, (double)s->d0.n, "audit-D"));
     snprintf(p, sizeof p, "%s/audit-Dprime.safetensors", dir);
@@ -298,13 +299,13 @@ static dp_status refcand(const char *in_path, const char *out_path) {
                             : sigma * clip * ref_dpsgd_noise_z(rc.key, 1, p, e)) / qn;
         snprintf(nm, sizeof nm, "step.private_grad.%s", m.params[p].name);
         st = dp_tset_add_f64(&o, nm, g, m.params[p].ndim, m.params[p].shape);
-        free(g);
+        dp_free(g);
     }
     uint8_t *buf = NULL;
     size_t len = 0;
     if (st == DP_OK) st = dp_st_serialize(&buf, &len, &o);
     if (st == DP_OK) st = dp_write_file_atomic("OUT", out_path, buf, len);
-    free(buf);
+    dp_free(buf);
     ref_dpsgd_step_free(&out);
     ref_dpsgd_free(&ds);
     ref_model_free(&m);
@@ -315,15 +316,20 @@ static dp_status refcand(const char *in_path, const char *out_path) {
 }
 
 int audit_cmd_reference_candidate(int argc, char **argv) {
+    for (int i = 0; i < argc; i++) /* --help among the words describes, never runs (found by common/tests/cli_fuzz.py) */
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: dpcert audit reference-candidate IN OUT\n"
+                   "  the reference's DP-SGD step as a candidate of the protocol (docs/audits.md)\n");
+            return 0;
+        }
     const char *mode = getenv("DPCERT_CANDIDATE_MODE");
     if (argc == 0 && mode && strcmp(mode, "persistent") == 0) { /* --candidate-mode persistent */
         dp_status st = dp_cand_serve(refcand);
         return st == DP_OK ? 0 : dp_cli_fail("audit reference-candidate", st);
     }
-    if (argc != 2) {
-        fprintf(stderr, "usage: dpcert audit reference-candidate IN OUT\n");
-        return 2;
-    }
+    if (argc != 2)
+        return dp_cli_fail("audit reference-candidate", dp_error(DP_ERR_USAGE, "expected IN OUT (usage: dpcert audit "
+                                                                 "reference-candidate IN OUT), got %d word(s)", argc));
     dp_status st = refcand(argv[0], argv[1]);
     return st == DP_OK ? 0 : dp_cli_fail("audit reference-candidate", st);
 }

@@ -5,6 +5,7 @@
 #define AUDIT_CANDIDATE_H
 
 #include "attacks/audit.h"
+#include "common/alloc.h"
 #include "common/candidate.h"
 
 /* Writes the two step vectors DIR/audit-D.safetensors and DIR/audit-Dprime.safetensors. */
@@ -41,7 +42,7 @@ dp_status audit_cand_private_grad(double *const *g, const audit_cand_io *io, con
                                   const char *out_path, const ref_model *m);
 /* A fresh $TMPDIR/dpcert-CMD-XXXXXX (default /tmp) into dir[n] (dir[0] = 0 on failure). */
 dp_status audit_work_tmpdir(char *dir, size_t n, const char *cmd);
-/* g[p] -> one zeroed block of m->total doubles (free(g[0]); free(g)). */
+/* g[p] -> one zeroed block of m->total doubles (dp_free(g[0]); dp_free(g)). */
 dp_status audit_flat_buffers(double ***g, const ref_model *m);
 
 #endif

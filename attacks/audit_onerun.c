@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "accountant/acct.h"
+#include "common/alloc.h"
 #include "attacks/audit.h"
 #include "reference/dpsgd.h"
 
@@ -75,7 +76,7 @@ dp_status audit_onerun_finish(audit_onerun_result *res, const audit_config *c, c
     int64_t half = r / 2, v = 0;
     for (int64_t k = 0; k < half; k++) v += !in[sc[k].c];         /* lowest: guess OUT */
     for (int64_t k = m - half; k < m; k++) v += in[sc[k].c];      /* highest: guess IN */
-    free(sc);
+    dp_free(sc);
     res->m = m;
     res->r = r;
     res->v = v;
@@ -181,13 +182,13 @@ dp_status audit_onerun(audit_onerun_result *res, const audit_config *c, int64_t 
         if (!score) st = DP_ERR_NOMEM;
         for (int64_t k = 0; st == DP_OK && k < m; k++) score[k] = sc[k].score;
         if (st == DP_OK) st = audit_onerun_finish(res, c, in, score, m, r, steps, "dirac");
-        free(score);
+        dp_free(score);
     }
     ref_dpsgd_step_free(&out);
     ref_dpsgd_free(&ds);
     ref_model_free(&model);
-    free(d.x); free(d.y); free(d.tokens);
-    free(in); free(coord); free(sc);
+    dp_free(d.x); dp_free(d.y); dp_free(d.tokens);
+    dp_free(in); dp_free(coord); dp_free(sc);
     audit_setup_free(&s);
     return st;
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "attacks/audit.h"
+#include "common/alloc.h"
 #include "attacks/audit_candidate.h"
 #include "optimized/dpsgd.h"
 #include "reference/dpsgd.h"
@@ -192,11 +193,11 @@ dp_status audit_onerun_engine(audit_onerun_result *res, const audit_config *c, i
     ref_dpsgd_step_free(&out);
     if (e_ok) opt_dpsgd_free(&e);
     if (be) opt_backend_destroy(be);
-    if (view) free(view[0]);
-    free(view); free(theta);
+    if (view) dp_free(view[0]);
+    dp_free(view); dp_free(theta);
     ref_model_free(&mt);
-    free(d.x); free(d.y);
-    free(in); free(xs); free(A); free(gram); free(y); free(score); free(g); free(base); free(a); free(ys);
+    dp_free(d.x); dp_free(d.y);
+    dp_free(in); dp_free(xs); dp_free(A); dp_free(gram); dp_free(y); dp_free(score); dp_free(g); dp_free(base); dp_free(a); dp_free(ys);
     audit_setup_free(&s);
     return st;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "attacks/audit.h"
+#include "common/alloc.h"
 #include "reference/dpsgd.h"
 
 dp_status audit_plant_cas_release(double **private_grad, const audit_setup *s, const ref_dataset *d,
@@ -41,8 +42,8 @@ dp_status audit_plant_cas_release(double **private_grad, const audit_setup *s, c
             off += m->params[p].numel;
         }
     }
-    free(g); free(idx); free(gp);
-    if (st != DP_OK) { free(sum); return st; }
+    dp_free(g); dp_free(idx); dp_free(gp);
+    if (st != DP_OK) { dp_free(sum); return st; }
     *private_grad = sum;
     return DP_OK;
 }

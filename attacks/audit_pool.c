@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "attacks/audit.h"
+#include "common/alloc.h"
 
 double audit_now_s(void) {
     struct timespec t;
@@ -45,7 +46,7 @@ dp_status audit_pool_run(void *(*fn)(void *), void *workers, size_t stride, int 
     }
     for (int t = 0; t < started && nth > 1; t++) pthread_join(th[t], NULL);
     if (seconds) *seconds = audit_now_s() - t0;
-    free(th);
+    dp_free(th);
     for (int t = 0; t < nth; t++) {
         audit_worker *w = (audit_worker *)((char *)workers + (size_t)t * stride);
         if (w->st != DP_OK) return dp_error(w->st, "%s", w->msg);

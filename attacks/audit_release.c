@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "attacks/audit.h"
+#include "common/alloc.h"
 #include "attacks/audit_candidate.h"
 #include "optimized/dpsgd.h"
 #include "optimized/dpzo.h"
@@ -92,7 +93,7 @@ static dp_status ref_sgd_run(double *stat, audit_release *r, int side, dp_noise_
             double *g = NULL;
             DP_TRY(audit_plant_cas_release(&g, s, d, key, t));
             for (int64_t k = 0; k < s->m0.total; k++) acc += g[k] * s->dir[k];
-            free(g);
+            dp_free(g);
             continue;
         }
         DP_TRY(ref_dpsgd_step(&x->out, &x->m, st, d, t));
@@ -109,7 +110,7 @@ static void ref_sgd_destroy(audit_release *r) {
     ref_dpsgd_free(&x->st[1]);
     ref_dpsgd_step_free(&x->out);
     ref_model_free(&x->m);
-    free(x);
+    dp_free(x);
     r->ctx = NULL;
 }
 
@@ -159,7 +160,7 @@ static void opt_sgd_destroy(audit_release *r) {
     if (!x) return;
     ref_dpsgd_step_free(&x->out);
     if (x->be) opt_backend_destroy(x->be);
-    free(x);
+    dp_free(x);
     r->ctx = NULL;
 }
 
@@ -225,7 +226,7 @@ static void zo_destroy(audit_release *r) {
     ref_dpzo_problem_free(&x->pb[1]);
     ref_model_free(&x->m);
     if (x->be) opt_backend_destroy(x->be);
-    free(x);
+    dp_free(x);
     r->ctx = NULL;
 }
 

@@ -1,5 +1,6 @@
 /* attacks/audit_report.c — JSON and SVG report files (atomic writes). */
 #include "attacks/audit_report.h"
+#include "common/alloc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -34,8 +35,8 @@ dp_status audit_write_json(const char *dir, const char *name, const json_t *root
     if (!text) return dp_error(DP_ERR_NOMEM, "cannot serialise %s", name);
     dp_status st = join(&path, dir, name);
     if (st == DP_OK) st = dp_write_file_atomic("--report", path, text, strlen(text));
-    free(text);
-    free(path);
+    dp_free(text);
+    dp_free(path);
     return st;
 }
 
@@ -60,7 +61,7 @@ dp_status audit_write_roc_svg(const char *dir, const char *name, const char *tit
     DP_TRY(join(&path, dir, name));
     dp_afile af;
     dp_status st = dp_afile_open(&af, "--report", path);
-    free(path);
+    dp_free(path);
     if (st != DP_OK) return st;
     const double x0 = 60, y0 = 40, w = 400, h = 400;
     FILE *f = af.f;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "accountant/acct.h"
+#include "common/alloc.h"
 #include "attacks/audit.h"
 #include "attacks/audit_candidate.h"
 
@@ -54,7 +55,7 @@ dp_status audit_run_trials(double *stat0, double *stat1, const audit_setup *s, d
     atomic_llong done = 0;
     for (int t = 0; t < nth; t++) w[t] = (worker){.s = s, .stat = {stat0, stat1}, .done = &done};
     dp_status st = audit_pool_run(work, w, sizeof *w, nth, seconds);
-    free(w);
+    dp_free(w);
     return st;
 }
 
@@ -93,7 +94,7 @@ dp_status audit_analyze(audit_result *res, const audit_setup *s, const double *s
         st = audit_roc(res->roc_fpr, res->roc_tpr, &res->roc_n, AUDIT_ROC_POINTS, &res->auc, e0, (size_t)ne, e1,
                        (size_t)ne);
     }
-    free(c0); free(c1); free(e0); free(e1);
+    dp_free(c0); dp_free(c1); dp_free(e0); dp_free(e1);
     if (st != DP_OK) return st;
     if (res->eps_lb_std > res->eps_claim)
         res->verdict = AUDIT_FAIL;
@@ -131,7 +132,7 @@ dp_status audit_run(audit_result *res, const audit_config *c) {
         res->seconds = secs;
         res->trials_per_s = secs > 0 ? 2.0 * (double)n / secs : 0;
     }
-    free(s0); free(s1);
+    dp_free(s0); dp_free(s1);
     audit_setup_free(&s);
     return st;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "accountant/acct.h"
+#include "common/alloc.h"
 #include "attacks/audit.h"
 #include "reference/dpzo.h"
 
@@ -119,7 +120,7 @@ static dp_status flat_grad(double *g, double *loss, const ref_model *m, const re
     int64_t off = 0;
     for (int p = 0; p < m->nparams; p++) { gp[p] = g + off; off += m->params[p].numel; }
     dp_status st = ref_example_grad(loss, gp, m, d, i);
-    free(gp);
+    dp_free(gp);
     return st;
 }
 
@@ -140,7 +141,7 @@ static dp_status input_canary(audit_setup *s, double *x, int32_t *y) {
     int in = c->mc.in;
     double *x0 = dp_malloc((size_t)in * sizeof *x0);
     double *g = dp_calloc((size_t)s->m0.total, sizeof *g);
-    if (!x0 || !g) { free(x0); free(g); return DP_ERR_NOMEM; }
+    if (!x0 || !g) { dp_free(x0); dp_free(g); return DP_ERR_NOMEM; }
     dp_rng_fill_gaussian(x0, &st, 0, (size_t)in);
     dp_status rc = DP_OK;
     double target = c->canary_scale * c->clip, best = 0, best_lambda = 1.0, best_sign = 1.0;
@@ -205,8 +206,8 @@ static dp_status input_canary(audit_setup *s, double *x, int32_t *y) {
     *y = best_y;
     s->canary_norm = best;
     if (z)
-        for (int p = 0; p < s->m0.nparams; p++) { free(z[p]); free(pp[p]); free(pm[p]); }
-    free(z); free(pp); free(pm); free(x0); free(g);
+        for (int p = 0; p < s->m0.nparams; p++) { dp_free(z[p]); dp_free(pp[p]); dp_free(pm[p]); }
+    dp_free(z); dp_free(pp); dp_free(pm); dp_free(x0); dp_free(g);
     return rc;
 }
 
@@ -227,7 +228,7 @@ dp_status audit_setup_make(audit_setup *s, const audit_config *c) {
         if (!x) { audit_setup_free(s); return DP_ERR_NOMEM; }
         rc = input_canary(s, x, &y);
         if (rc == DP_OK) rc = dataset_plus(&s->d1, &s->d0, x, y);
-        free(x);
+        dp_free(x);
     } else {
         s->canary_grad = dp_calloc((size_t)total, sizeof *s->canary_grad);
         rc = s->canary_grad ? dataset_plus(&s->d1, &s->d0, NULL, 0) : DP_ERR_NOMEM;
@@ -258,7 +259,7 @@ dp_status audit_setup_make(audit_setup *s, const audit_config *c) {
                 s->dir[k] /= nS; /* -S/||S|| */
                 s->canary_grad[k] = (nS + c->canary_scale * c->clip) * s->dir[k];
             }
-            free(g);
+            dp_free(g);
         }
         if (rc == DP_OK) s->canary_norm = norm2(s->canary_grad, total);
     }
@@ -277,8 +278,8 @@ void audit_setup_free(audit_setup *s) {
     ref_model_free(&s->m0);
     ref_dataset_free(&s->d0);
     ref_dataset_free(&s->d1);
-    free(s->dir);
-    free(s->canary_grad);
+    dp_free(s->dir);
+    dp_free(s->canary_grad);
     memset(s, 0, sizeof *s);
 }
 

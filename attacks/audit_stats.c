@@ -1,5 +1,6 @@
 /* attacks/audit_stats.c — statistics of the audits (definitions in docs/audits.md). */
 #include "attacks/audit_stats.h"
+#include "common/alloc.h"
 
 #include <float.h>
 #include <math.h>
@@ -175,7 +176,7 @@ dp_status audit_pick_threshold(double *tau, double *neg, size_t n_neg, double *p
         if (w > best_pt) { best_pt = w; tau_pt = cand; }
     }
     if (!(best > 0)) *tau = tau_pt;
-    free(all);
+    dp_free(all);
     return DP_OK;
 }
 

@@ -109,7 +109,7 @@ typedef struct {
     int nruns;
     mia_run_result run[MIA_MAX_EPS + 2];
     audit_verdict verdict;
-    char message[512];
+    char message[512 + 64]; /* a run's message whole, after its "run K (KIND, eps E): " */
     double seconds, models_per_s;
 } mia_result;
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "attacks/mia.h"
+#include "common/alloc.h"
 #include "common/fsutil.h"
 #include "common/hash.h"
 
@@ -125,6 +126,6 @@ dp_status mia_dataset_load(ref_dataset *d, int *classes, const char *spec, int64
                           data_sha[reg]);
     }
     if (st == DP_OK) st = parse(d, classes, buf, path, max_rows);
-    free(buf);
+    dp_free(buf);
     return st;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "attacks/mia.h"
+#include "common/alloc.h"
 #include "common/safetensors.h"
 
 dp_status mia_train_all(double *loss, double *acc, unsigned char *in, double *sigma_out, double *eps_out,
@@ -35,7 +36,7 @@ dp_status mia_scores(double *const *neg, double *const *pos, const double *loss,
                      int64_t models, int64_t pop) {
     int64_t R = models, P = pop, kn = 0, kp = 0;
     double *mi = dp_malloc((size_t)P * sizeof *mi), *mo = dp_malloc((size_t)P * sizeof *mo);
-    if (!mi || !mo) { free(mi); free(mo); return DP_ERR_NOMEM; }
+    if (!mi || !mo) { dp_free(mi); dp_free(mo); return DP_ERR_NOMEM; }
     for (int64_t t = 0; t < R; t++) {
         /* per-example IN/OUT means over the shadows s != t, pooled variances */
         double si = 0, so = 0;
@@ -74,8 +75,8 @@ dp_status mia_scores(double *const *neg, double *const *pos, const double *loss,
             if (in[t * P + x]) kp++; else kn++;
         }
     }
-    free(mi);
-    free(mo);
+    dp_free(mi);
+    dp_free(mo);
     return DP_OK;
 }
 
@@ -155,7 +156,7 @@ static dp_status write_signals(const mia_config *c, const double *loss, const un
     if (st == DP_OK) st = dp_tset_set_meta(&s, "runs", runs);
     if (st == DP_OK) st = dp_st_write(c->signals, &s);
     dp_tset_free(&s);
-    free(mem);
+    dp_free(mem);
     return st;
 }
 
@@ -205,11 +206,11 @@ dp_status mia_run_all(mia_result *res, const mia_config *c) {
         for (int k = 1; res->verdict == AUDIT_PASS && k < res->nruns; k++)
             if (res->run[k].verdict == AUDIT_FAIL) {
                 res->verdict = AUDIT_FAIL;
-                snprintf(res->message, sizeof res->message, "run %d (%s, eps %.4f): %s", k,
+                snprintf(res->message, sizeof res->message, "run %d (%s, eps %.4g): %s", k,
                          res->run[k].kind == MIA_RUN_DPZO ? "DP-ZO" : "DP-SGD", res->run[k].eps, res->run[k].message);
             }
     }
-    for (int a = 0; a < MIA_NATTACKS; a++) { free(neg[a]); free(pos[a]); }
-    free(loss); free(acc); free(in);
+    for (int a = 0; a < MIA_NATTACKS; a++) { dp_free(neg[a]); dp_free(pos[a]); }
+    dp_free(loss); dp_free(acc); dp_free(in);
     return st;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "accountant/acct.h"
+#include "common/alloc.h"
 #include "attacks/audit_candidate.h"
 #include "attacks/mia.h"
 #include "reference/dpsgd.h"
@@ -162,7 +163,7 @@ static dp_status train_candidate(ref_model *m, const mia_worker *w, const ref_dp
     const mia_config *c = w->c;
     for (int p = 0; p < m->nparams; p++)
         memcpy(m->params[p].data, w->m0->params[p].data, (size_t)m->params[p].numel * sizeof(double));
-    char in[1100], out[1100];
+    char in[4400], out[4400]; /* c->work: at most DP_MAX_DIR_LEN bytes (dp_mkdir_p) */
     snprintf(in, sizeof in, "%s/mia-step-%d.safetensors", c->work, w->base.tid);
     snprintf(out, sizeof out, "%s/mia-out-%d.safetensors", c->work, w->base.tid);
     ref_dpsgd_state ds = {0};
@@ -197,11 +198,11 @@ static dp_status train_candidate(ref_model *m, const mia_worker *w, const ref_dp
             fprintf(stderr, "mia: candidate step %lld/%lld of this model\n", (long long)t, (long long)rc->steps);
     }
     unlink(in);
-    if (g) free(g[0]);
-    free(g);
+    if (g) dp_free(g[0]);
+    dp_free(g);
     audit_cand_io_free(&io);
     ref_dpsgd_free(&ds);
-    free(idx); free(bt.x); free(bt.y);
+    dp_free(idx); dp_free(bt.x); dp_free(bt.y);
     return st;
 }
 
@@ -292,7 +293,7 @@ static void *mia_work(void *arg) {
         if (c->progress && w->base.tid == 0) fprintf(stderr, "mia: %lld/%lld models trained\n", d, (long long)tot);
     }
     if (w->base.st != DP_OK) audit_worker_fail(&w->base);
-    free(params);
+    dp_free(params);
     ref_model_free(&m);
     if (be) opt_backend_destroy(be);
     return NULL;
@@ -304,14 +305,14 @@ static dp_status membership(unsigned char *in, const mia_config *c) {
     dp_stream s;
     DP_TRY(dp_stream_secret(&s, c->key, DP_PURPOSE_AUDIT_NOISE, 999, 0));
     double *u = dp_malloc((size_t)R * sizeof *u), *v = dp_malloc((size_t)R * sizeof *v);
-    if (!u || !v) { free(u); free(v); return DP_ERR_NOMEM; }
+    if (!u || !v) { dp_free(u); dp_free(v); return DP_ERR_NOMEM; }
     for (int64_t x = 0; x < P; x++) {
         for (int64_t r = 0; r < R; r++) u[r] = v[r] = dp_rng_uniform(&s, (uint64_t)(x * R + r));
         qsort(v, (size_t)R, sizeof *v, audit_cmp_double);
         double med = v[R / 2 - 1];
         for (int64_t r = 0; r < R; r++) in[r * P + x] = u[r] <= med;
     }
-    free(u); free(v);
+    dp_free(u); dp_free(v);
     return DP_OK;
 }
 
@@ -358,7 +359,7 @@ dp_status mia_train_all(double *loss, double *acc, unsigned char *in, double *si
         w[t] = (mia_worker){.c = c, .pop = &pop, .m0 = &m0, .in = in, .runs = runs, .nruns = nr, .loss = loss,
                             .acc = acc, .done = &done};
     if (st == DP_OK) st = audit_pool_run(mia_work, w, sizeof *w, nth, seconds);
-    free(w);
+    dp_free(w);
     ref_model_free(&m0);
     if (!c->data) ref_dataset_free(&pop);
     return st;

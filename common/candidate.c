@@ -1,5 +1,6 @@
 /* common/candidate.c — see candidate.h. */
 #include "candidate.h"
+#include "common/alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,10 +38,10 @@ void dp_cand_log_tail(char *buf, size_t len, const char *log_path, long long fro
     long long start = sb.st_size - cap > from ? sb.st_size - cap : from;
     if (start < 0) start = 0;
     size_t n = sb.st_size > start ? (size_t)(sb.st_size - start) : 0;
-    char *t = malloc(n + 1);
+    char *t = dp_malloc(n + 1);
     ssize_t got = t && n ? pread(fd, t, n, (off_t)start) : 0;
     close(fd);
-    if (!t || got <= 0) { free(t); return; }
+    if (!t || got <= 0) { dp_free(t); return; }
     t[got] = '\0';
     for (ssize_t i = 0; i < got; i++) { /* printable ASCII only: the tail goes into JSON and Markdown */
         unsigned char c = (unsigned char)t[i];
@@ -69,7 +70,7 @@ void dp_cand_log_tail(char *buf, size_t len, const char *log_path, long long fro
         if (m < 0) break;
         w += (size_t)m < len - w ? (size_t)m : len - w - 1;
     }
-    free(t);
+    dp_free(t);
 }
 
 /* Bytes a candidate chose (its reply line) made printable ASCII for JSON and Markdown. */
@@ -200,7 +201,7 @@ static dp_status read_output(dp_cand_result *res, dp_tensor_set *out, const char
         return DP_OK;
     }
     dp_status st = dp_st_read(out, out_path);
-    if (st == DP_ERR_NOMEM) return st;
+    if (st == DP_ERR_NOMEM || st == DP_ERR_SYSIO) return st; /* the system failed, not the candidate: exit 3 */
     if (st != DP_OK) {
         res->outcome = DP_CAND_BAD_OUTPUT;
         snprintf(res->msg, sizeof res->msg, "candidate output is not a valid safetensors file: %s", dp_last_error());

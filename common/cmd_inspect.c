@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "common/alloc.h"
 #include "hash.h"
 #include "safetensors.h"
 
@@ -48,7 +49,7 @@ int dp_cmd_inspect(int argc, char **argv) {
     st = dp_st_parse(&set, buf, len);
     char hex[DP_SHA256_HEX_LEN];
     if (st == DP_OK) st = dp_sha256_buf_hex(hex, buf, len);
-    free(buf);
+    dp_free(buf);
     if (st != DP_OK) {
         dp_error_context(st, "%s", path);
         dp_tset_free(&set);

@@ -168,6 +168,7 @@ int dp_cmd_rng(int argc, char **argv) {
     }
     if (strcmp(argv[0], "philox") == 0) return rng_philox(argc - 1, argv + 1);
     if (strcmp(argv[0], "sample") == 0) return rng_sample(argc - 1, argv + 1);
-    fprintf(stderr, "dpcert rng: unknown subcommand '%s' (expected philox or sample)\n", argv[0]);
+    dp_error(DP_ERR_USAGE, "unknown subcommand '%s' (expected philox or sample)", argv[0]);
+    fprintf(stderr, "dpcert rng: %s\n", dp_last_error());
     return 2;
 }

@@ -1,9 +1,12 @@
 /* common/hash.c — SHA-256 through OpenSSL EVP (docs/formats.md, "Digests"). */
 #include "hash.h"
 
+#include "fsutil.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <openssl/evp.h>
 
@@ -49,8 +52,16 @@ dp_status dp_sha256_buf(uint8_t out[DP_SHA256_LEN], const void *data, size_t n) 
 }
 
 dp_status dp_sha256_file(uint8_t out[DP_SHA256_LEN], const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return dp_error(DP_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    FILE *f = dp_fopen_read_stat(path, &sb);
+    if (!f && errno == ENOMEM) return dp_error(DP_ERR_NOMEM, "out of memory opening '%s'", path);
+    if (!f) return dp_error(dp_errno_status(errno), "cannot open '%s': %s", path, strerror(errno));
+    /* only a regular file has a content to hash: a device or a pipe may never end (train --data
+     * /dev/zero hung here, found by common/tests/cli_fuzz.sh), and reading a pipe consumes it */
+    if (!S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return dp_error(DP_ERR_IO, "'%s' is not a regular file: it has no fixed content to hash", path);
+    }
     sha_ctx s;
     dp_status st = sha_begin(&s);
     if (st != DP_OK) { fclose(f); return st; }
@@ -60,11 +71,11 @@ dp_status dp_sha256_file(uint8_t out[DP_SHA256_LEN], const char *path) {
         if (r && (st = sha_update(&s, chunk, r)) != DP_OK) { fclose(f); return st; }
         if (r < sizeof chunk) break;
     }
-    int err = ferror(f);
+    int err = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
     if (err) {
         EVP_MD_CTX_free(s.ctx);
-        return dp_error(DP_ERR_IO, "error reading '%s'", path);
+        return dp_read_error("", path, err);
     }
     return sha_end(&s, out);
 }

@@ -17,7 +17,8 @@
 #define DP_SHA256_HEX_LEN 65 /* 64 hex digits + NUL */
 
 dp_status dp_sha256_buf(uint8_t out[DP_SHA256_LEN], const void *data, size_t n);
-/* Streams the file in 64 KiB chunks; DP_ERR_IO when it cannot be opened or read. */
+/* Streams a regular file in 64 KiB chunks; DP_ERR_IO when it cannot be opened or is not a regular
+ * file (a device or a pipe: never read until it ends), DP_ERR_SYSIO on a read error. */
 dp_status dp_sha256_file(uint8_t out[DP_SHA256_LEN], const char *path);
 dp_status dp_sha256_tensor(uint8_t out[DP_SHA256_LEN], const dp_tensor *t);
 

@@ -1,6 +1,7 @@
 /* common/html.c — HTML report pages (see html.h, docs/reports.md): no scripts, no external
  * references, plots as inline SVG (common/svg.h) from JSON specifications. */
 #include "common/html.h"
+#include "common/alloc.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -23,7 +24,7 @@ void dp_html_begin(FILE *f, const char *title, const char *verdict, int ok) {
           "table{border-collapse:collapse;font-size:12px;margin-top:8px}\n"
           "th,td{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}\n"
           "th{background:#f2f2f2}td.differs,td.FAIL,td.FAILED{color:#8a1212;font-weight:bold}\n"
-          "td.match,td.PASS,td.CERTIFIED{color:#14601a}.plot{margin:14px 0}\n</style>\n</head>\n<body>\n<h1>", f);
+          "td.match,td.PASS,td.CERTIFIED{color:#14601a}.plot{margin:14px 0}.note{color:#7a4d00;font-style:italic}\n</style>\n</head>\n<body>\n<h1>", f);
     esc(f, title);
     fprintf(f, "</h1>\n<p class=\"verdict %s\">", ok ? "ok" : "bad");
     esc(f, verdict);
@@ -93,6 +94,14 @@ void dp_html_table(FILE *f, const json_t *columns, const json_t *rows) {
     fputs("</table>\n", f);
 }
 
+/* What a log axis cannot show: values <= 0 become NaN (not drawn, a line breaks there) and are
+ * counted, so the page says so under the plot instead of failing (a plot never decides). */
+typedef struct { size_t dropped; } logdrop;
+static void drop_nonpositive(double *v, size_t n, int logaxis, logdrop *d) {
+    for (size_t i = 0; logaxis && i < n; i++)
+        if (v[i] <= 0) { v[i] = NAN; d->dropped++; }
+}
+
 /* JSON array of numbers (null = NaN) into a new double array */
 static double *nums(const json_t *a, size_t *n) {
     *n = json_array_size(a);
@@ -106,86 +115,140 @@ static double *nums(const json_t *a, size_t *n) {
 }
 
 /* The "series" of a spec: s[] point into buf[] (2 per series, freed by the caller). */
-static dp_status series_of(dp_svg_series *s, double **buf, size_t *ns, const json_t *plot, const char *title) {
+static dp_status series_of(dp_svg_series *s, double **buf, size_t *ns, const json_t *plot, const dp_svg_axes *ax,
+                           logdrop *d) {
     const json_t *ser = json_object_get(plot, "series");
     *ns = json_array_size(ser);
     if (*ns > HTML_MAX_SERIES)
-        return dp_error(DP_ERR_INVALID, "plot '%s': %zu series (at most %d)", title, *ns, HTML_MAX_SERIES);
+        return dp_error(DP_ERR_INVALID, "%zu series (at most %d)", *ns, HTML_MAX_SERIES);
     for (size_t i = 0; i < *ns; i++) {
         size_t nx, ny;
         const json_t *o = json_array_get(ser, i);
         buf[2 * i] = nums(json_object_get(o, "x"), &nx);
         buf[2 * i + 1] = nums(json_object_get(o, "y"), &ny);
         if (!buf[2 * i] || !buf[2 * i + 1]) return DP_ERR_NOMEM;
-        if (nx != ny) return dp_error(DP_ERR_INVALID, "plot '%s' series %zu: %zu x values, %zu y values", title, i, nx, ny);
+        if (nx != ny) return dp_error(DP_ERR_INVALID, "series %zu: %zu x values, %zu y values", i, nx, ny);
+        drop_nonpositive(buf[2 * i], nx, ax->xlog, d);
+        drop_nonpositive(buf[2 * i + 1], ny, ax->ylog, d);
         s[i] = (dp_svg_series){json_string_value(json_object_get(o, "name")), buf[2 * i], buf[2 * i + 1], nx,
                                json_is_true(json_object_get(o, "dashed"))};
     }
     return DP_OK;
 }
 
-static dp_status plot_bars(FILE *f, const dp_svg_axes *ax, const json_t *plot) {
+static dp_status plot_bars(FILE *f, const dp_svg_axes *ax, const json_t *plot, logdrop *d) {
     const json_t *labs = json_object_get(plot, "labels"), *ref = json_object_get(plot, "ref");
     size_t n;
     double *v = nums(json_object_get(plot, "values"), &n);
     const char **l = dp_calloc(n ? n : 1, sizeof *l);
     dp_status st = (!v || !l) ? DP_ERR_NOMEM : DP_OK;
+    if (st == DP_OK) drop_nonpositive(v, n, ax->ylog, d);
     for (size_t i = 0; st == DP_OK && i < n; i++) l[i] = json_string_value(json_array_get(labs, i));
     if (st == DP_OK) st = dp_svg_bars(f, ax, l, v, n, json_is_number(ref) ? json_number_value(ref) : NAN);
-    free(v);
-    free(l);
+    dp_free(v);
+    dp_free(l);
     return st;
 }
 
-static dp_status plot_histogram(FILE *f, const dp_svg_axes *ax, const dp_svg_series *s, size_t ns, const json_t *plot) {
+static dp_status plot_histogram(FILE *f, const dp_svg_axes *ax, const dp_svg_series *s, size_t ns, const json_t *plot,
+                                logdrop *d) {
     size_t ne, nh;
     double *e = nums(json_object_get(plot, "edges"), &ne), *h = nums(json_object_get(plot, "heights"), &nh);
     dp_status st = (!e || !h) ? DP_ERR_NOMEM : DP_OK;
     if (st == DP_OK && ne != nh + 1)
-        st = dp_error(DP_ERR_INVALID, "plot '%s': %zu edges for %zu bins (expected bins + 1)", ax->title, ne, nh);
+        st = dp_error(DP_ERR_INVALID, "%zu edges for %zu bins (expected bins + 1)", ne, nh);
+    if (st == DP_OK) drop_nonpositive(h, nh, ax->ylog, d);
     if (st == DP_OK) st = dp_svg_histogram(f, ax, e, h, nh, s, ns);
-    free(e);
-    free(h);
+    dp_free(e);
+    dp_free(h);
     return st;
+}
+
+/* The plot into f (an in-memory stream), or an error naming what does not fit. */
+static dp_status plot_draw(FILE *f, const json_t *plot, const char *kind, dp_svg_axes *ax, logdrop *d) {
+    dp_svg_series s[HTML_MAX_SERIES];
+    double *buf[2 * HTML_MAX_SERIES] = {0};
+    size_t ns = 0;
+    dp_status st = DP_OK;
+    if (kind && strcmp(kind, "bars") == 0) {
+        st = plot_bars(f, ax, plot, d);
+    } else if (kind && (strcmp(kind, "line") == 0 || strcmp(kind, "histogram") == 0 || strcmp(kind, "roc") == 0)) {
+        st = series_of(s, buf, &ns, plot, ax, d);
+        if (st == DP_OK && kind[0] == 'l') st = dp_svg_line(f, ax, s, ns);
+        else if (st == DP_OK && kind[0] == 'h') st = plot_histogram(f, ax, s, ns, plot, d);
+        else if (st == DP_OK) {
+            const json_t *e = json_object_get(plot, "epsilon"), *dl = json_object_get(plot, "delta");
+            ax->width = 820; /* the unit square beside a legend */
+            ax->height = 500;
+            st = dp_svg_roc(f, ax, s, ns, json_is_number(e) ? json_number_value(e) : -1,
+                            json_is_number(dl) ? json_number_value(dl) : 0);
+        }
+    } else {
+        st = dp_error(DP_ERR_INVALID, "plot kind '%s' (expected line, bars, histogram, roc or note)", kind ? kind : "(none)");
+    }
+    for (size_t i = 0; i < 2 * HTML_MAX_SERIES; i++) dp_free(buf[i]);
+    return st;
+}
+
+static void note(FILE *f, const char *title, const char *what, const char *text) {
+    fputs("<p class=\"note\">", f);
+    if (title && *title) {
+        fputs("plot '", f);
+        esc(f, title);
+        fputs("': ", f);
+    }
+    esc(f, what);
+    esc(f, text);
+    fputs("</p>\n", f);
 }
 
 dp_status dp_html_plot(FILE *f, const json_t *plot) {
     const char *kind = json_string_value(json_object_get(plot, "kind"));
     const char *title = json_string_value(json_object_get(plot, "title"));
+    fputs("<div class=\"plot\">\n", f);
+    if (kind && strcmp(kind, "note") == 0) {
+        note(f, title, "", json_string_value(json_object_get(plot, "text")));
+        fputs("</div>\n", f);
+        return DP_OK;
+    }
     dp_svg_axes ax = {title ? title : "", json_string_value(json_object_get(plot, "xlabel")),
                       json_string_value(json_object_get(plot, "ylabel")),
                       (int)json_integer_value(json_object_get(plot, "xlog")),
                       (int)json_integer_value(json_object_get(plot, "ylog")), 760, 400};
-    dp_svg_series s[HTML_MAX_SERIES];
-    double *buf[2 * HTML_MAX_SERIES] = {0};
-    size_t ns = 0;
-    dp_status st = DP_OK;
-    fputs("<div class=\"plot\">\n", f);
-    if (kind && strcmp(kind, "bars") == 0) {
-        st = plot_bars(f, &ax, plot);
-    } else if (kind && (strcmp(kind, "line") == 0 || strcmp(kind, "histogram") == 0 || strcmp(kind, "roc") == 0)) {
-        st = series_of(s, buf, &ns, plot, ax.title);
-        if (st == DP_OK && kind[0] == 'l') st = dp_svg_line(f, &ax, s, ns);
-        else if (st == DP_OK && kind[0] == 'h') st = plot_histogram(f, &ax, s, ns, plot);
-        else if (st == DP_OK) {
-            const json_t *e = json_object_get(plot, "epsilon"), *d = json_object_get(plot, "delta");
-            ax.width = 820; /* the unit square beside a legend */
-            ax.height = 500;
-            st = dp_svg_roc(f, &ax, s, ns, json_is_number(e) ? json_number_value(e) : -1,
-                            json_is_number(d) ? json_number_value(d) : 0);
+    logdrop d = {0};
+    char *svg = NULL;
+    size_t n = 0;
+    FILE *m = open_memstream(&svg, &n); /* drawn aside first: a plot that fails leaves no half <svg> */
+    dp_status st = m ? plot_draw(m, plot, kind, &ax, &d) : dp_error(DP_ERR_NOMEM, "out of memory for the plot");
+    if (m && fclose(m) != 0 && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "out of memory for the plot");
+    if (st == DP_OK) {
+        fwrite(svg, 1, n, f);
+        if (d.dropped) {
+            char t[160];
+            snprintf(t, sizeof t, "%zu value%s <= 0 not drawn on the logarithmic axis", d.dropped, d.dropped > 1 ? "s" : "");
+            note(f, NULL, "", t);
         }
     } else {
-        st = dp_error(DP_ERR_INVALID, "plot kind '%s' (expected line, bars, histogram or roc)", kind ? kind : "(none)");
+        note(f, title, "not drawn: ", dp_last_error());
     }
-    for (size_t i = 0; i < 2 * HTML_MAX_SERIES; i++) free(buf[i]);
+    dp_free(svg); /* open_memstream's buffer */
     fputs("</div>\n", f);
-    return st;
+    return DP_OK;
 }
 
 dp_status dp_html_plots(FILE *f, const char *heading, const json_t *plots) {
     if (json_array_size(plots)) dp_html_heading(f, heading);
-    for (size_t i = 0; i < json_array_size(plots); i++) DP_TRY(dp_html_plot(f, json_array_get(plots, i)));
+    for (size_t i = 0; i < json_array_size(plots); i++) dp_html_plot(f, json_array_get(plots, i));
     return DP_OK;
+}
+
+json_t *dp_html_note_new(json_t *plots, const char *title, const char *text) {
+    json_t *p = json_object();
+    json_object_set_new(p, "kind", json_string("note"));
+    json_object_set_new(p, "title", json_string(title ? title : ""));
+    json_object_set_new(p, "text", json_string(text ? text : ""));
+    json_array_append_new(plots, p);
+    return p;
 }
 
 dp_status dp_html_open(dp_afile *af, const char *path) { return dp_afile_open(af, "--report (report.html)", path); }
@@ -196,7 +259,7 @@ dp_status dp_html_open_in(dp_afile *af, const char *dir) {
     if (!p) return DP_ERR_NOMEM;
     snprintf(p, n, "%s/report.html", dir);
     dp_status st = dp_html_open(af, p);
-    free(p);
+    dp_free(p);
     return st;
 }
 

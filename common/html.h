@@ -26,11 +26,19 @@ void dp_html_list(FILE *f, const json_t *items);
  * "verdict"/"status" cell is classed (coloured) by its first word and shows the row's
  * "reason" after the verdict. */
 void dp_html_table(FILE *f, const json_t *columns, const json_t *rows);
-/* One plot from its JSON specification (below); DP_ERR_INVALID names a bad spec. */
+/* One plot from its JSON specification (below). A plot never decides a verdict, an exit code
+ * or whether the other outputs are written: a specification that cannot be drawn (a bad
+ * spec, degenerate data, no memory) becomes a note in the page naming the plot and why
+ * (<p class="note">plot 'TITLE': not drawn: REASON</p>), never a half-drawn <svg>, and
+ * values <= 0 on a logarithmic axis are left out with a note saying how many. Returns DP_OK
+ * (the stream's own write errors show when the page is committed). */
 dp_status dp_html_plot(FILE *f, const json_t *plot);
 /* Every plot of a JSON array of specifications, under the heading `heading` (none when
- * the array is empty). */
+ * the array is empty). DP_OK, as dp_html_plot. */
 dp_status dp_html_plots(FILE *f, const char *heading, const json_t *plots);
+/* A "note" specification appended to plots: a plot that could not be built says why in its
+ * place ({"kind": "note", "title", "text"}). */
+json_t *dp_html_note_new(json_t *plots, const char *title, const char *text);
 
 /* report.html written atomically: open (the option named in errors is --report) and
  * commit, or abort when st is not DP_OK (st is returned). */
@@ -46,7 +54,8 @@ dp_status dp_html_open_in(dp_afile *af, const char *dir);
  *  "bars":      "labels": [...], "values": [...], "ref": r (dashed line, bars above it red);
  *  "histogram": "edges": [nbins + 1], "heights": [nbins], "series": overlaid curves;
  *  "roc":       "series": curves (x = FPR, y = TPR in [0, 1]), "epsilon", "delta": the
- *               (epsilon, delta)-DP bound (epsilon null or absent: no bound)} */
+ *               (epsilon, delta)-DP bound (epsilon null or absent: no bound);
+ *  "note":      "text": a plot that could not be built, and why} */
 json_t *dp_html_plot_new(json_t *plots, const char *kind, const char *title, const char *xlabel, const char *ylabel,
                          int xlog, int ylog);
 /* A series appended to a plot's "series" (dashed: drawn thin and dashed, no markers). */

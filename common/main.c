@@ -74,8 +74,7 @@ static void usage(FILE *f) {
 
 static int cmd_version(int argc, char **argv) {
     if (argc > 0 && strcmp(argv[0], "--help") != 0) {
-        fprintf(stderr, "dpcert version: unexpected argument '%s'\n", argv[0]);
-        return 2;
+        return dp_cli_fail("version", dp_error(DP_ERR_USAGE, "unexpected argument '%s'", argv[0]));
     }
     printf("dpcert %s (git %s)\n", DPCERT_VERSION, DPCERT_GIT_REV);
 #ifdef DP_HAVE_CUDA
@@ -96,8 +95,7 @@ static int cmd_reference(int argc, char **argv) {
     dp_cmd_fn fn = strcmp(argv[0], "dpsgd") == 0 ? dp_cmd_reference_dpsgd
                  : strcmp(argv[0], "dpzo") == 0 ? dp_cmd_reference_dpzo : NULL;
     if (strcmp(argv[0], "dpsgd") != 0 && strcmp(argv[0], "dpzo") != 0) {
-        fprintf(stderr, "dpcert reference: unknown algorithm '%s' (expected dpsgd or dpzo)\n", argv[0]);
-        return 2;
+        return dp_cli_fail("reference", dp_error(DP_ERR_USAGE, "unknown algorithm '%s' (expected dpsgd or dpzo)", argv[0]));
     }
     if (!fn) {
         fprintf(stderr, "dpcert reference %s: not built into this binary\n", argv[0]);
@@ -106,27 +104,31 @@ static int cmd_reference(int argc, char **argv) {
     return fn(argc - 1, argv + 1);
 }
 
+/* Every result on stdout (a command's, the usage, the version): a failed write or final flush
+ * (full device, closed pipe) is a lost result, exit 3 with a message, whatever rc was. */
+static int finish(const char *what, int rc) {
+    if (dp_stdout_finish(what) != DP_OK) {
+        fprintf(stderr, "dpcert %s\n", dp_last_error()); /* "COMMAND: cannot write ..." */
+        return 3;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     const char *c = argv[1];
-    if (strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0 || strcmp(c, "help") == 0) { usage(stdout); return 0; }
-    if (strcmp(c, "--version") == 0) return cmd_version(0, NULL);
+    if (strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0 || strcmp(c, "help") == 0) { usage(stdout); return finish(c, 0); }
+    if (strcmp(c, "--version") == 0) return finish(c, cmd_version(0, NULL));
     for (size_t i = 0; i < DP_NCOMMANDS; i++) {
         if (strcmp(c, dp_commands[i].name) != 0) continue;
         if (!dp_commands[i].fn) {
             fprintf(stderr, "dpcert %s: not built into this binary\n", c);
             return 3;
         }
-        int rc = dp_commands[i].fn(argc - 2, argv + 2);
-        /* every command's result on stdout: a failed write or final flush (full device, closed
-         * pipe) is a lost result, exit 3 with a message, whatever the command returned */
-        if (dp_stdout_finish(c) != DP_OK) {
-            fprintf(stderr, "dpcert %s\n", dp_last_error()); /* "COMMAND: cannot write ..." */
-            return 3;
-        }
-        return rc;
+        return finish(c, dp_commands[i].fn(argc - 2, argv + 2));
     }
-    fprintf(stderr, "dpcert: unknown command '%s'\n\n", c);
+    dp_error(DP_ERR_USAGE, "unknown command '%s'", c); /* escaped: the word may hold any byte */
+    fprintf(stderr, "dpcert: %s\n\n", dp_last_error());
     usage(stderr);
     return 2;
 }

@@ -3,6 +3,7 @@
  * process group so that a timeout or a forwarded signal reaches everything they started
  * (mpirun and its ranks included). */
 #include "proc.h"
+#include "common/alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -166,8 +167,18 @@ dp_status dp_proc_run(dp_proc_result *res, char *const argv[], const dp_proc_opt
     if (!argv || !argv[0]) return dp_error(DP_ERR_INVALID, "dp_proc_run: empty command");
     int logfd = -1;
     const char *log = o && o->log_path ? o->log_path : "/dev/null";
-    logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_APPEND, 0644);
-    if (logfd < 0) return dp_error(DP_ERR_IO, "cannot create log file '%s': %s", log, strerror(errno));
+    /* the child's log is a stream (docs/development.md "Writing files"): a link is not followed, a
+     * FIFO without a reader is refused (O_NONBLOCK: ENXIO) instead of blocking, a directory refused */
+    logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_APPEND | O_NONBLOCK, 0644);
+    if (logfd < 0)
+        return dp_error(DP_ERR_IO, "cannot create log file '%s': %s", log,
+                        errno == ENXIO ? "a FIFO that no process is reading" : strerror(errno));
+    int fl = fcntl(logfd, F_GETFL);
+    if (fl < 0 || fcntl(logfd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        int e = errno;
+        close(logfd);
+        return dp_error(DP_ERR_INTERNAL, "log file '%s': fcntl: %s", log, strerror(e));
+    }
     fflush(stdout);
     fflush(stderr);
     double t0 = now_s();
@@ -192,7 +203,7 @@ dp_status dp_proc_run_shell(dp_proc_result *res, const char *cmdline, char *cons
     if (!argv) return DP_ERR_NOMEM;
     size_t len = strlen(cmdline) + sizeof " \"$@\"";
     char *script = dp_malloc(len);
-    if (!script) { free(argv); return DP_ERR_NOMEM; }
+    if (!script) { dp_free(argv); return DP_ERR_NOMEM; }
     snprintf(script, len, "%s \"$@\"", cmdline);
     argv[0] = (char *)"/bin/sh";
     argv[1] = (char *)"-c";
@@ -201,8 +212,8 @@ dp_status dp_proc_run_shell(dp_proc_result *res, const char *cmdline, char *cons
     for (size_t i = 0; i < n; i++) argv[4 + i] = args[i];
     argv[4 + n] = NULL;
     dp_status st = dp_proc_run(res, argv, o);
-    free(script);
-    free(argv);
+    dp_free(script);
+    dp_free(argv);
     return st;
 }
 

@@ -1,5 +1,6 @@
 /* common/safetensors.c — safetensors I/O on top of jansson. */
 #include "safetensors.h"
+#include "common/alloc.h"
 
 #include "fsutil.h"
 
@@ -14,15 +15,16 @@
 dp_status dp_read_file(uint8_t **buf, size_t *len, const char *path) {
     *buf = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return dp_error(DP_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    FILE *f = dp_fopen_read(path);
+    if (!f && errno == ENOMEM) return dp_error(DP_ERR_NOMEM, "out of memory opening '%s'", path);
+    if (!f) return dp_error(dp_errno_status(errno), "cannot open '%s': %s", path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
-    uint8_t *p = malloc(cap);
+    uint8_t *p = dp_malloc(cap);
     if (!p) { fclose(f); return dp_error(DP_ERR_NOMEM, "out of memory reading '%s'", path); }
     for (;;) {
         if (n == cap) {
-            uint8_t *q = realloc(p, cap * 2);
-            if (!q) { free(p); fclose(f); return dp_error(DP_ERR_NOMEM, "out of memory reading '%s'", path); }
+            uint8_t *q = dp_realloc(p, cap * 2);
+            if (!q) { dp_free(p); fclose(f); return dp_error(DP_ERR_NOMEM, "out of memory reading '%s'", path); }
             p = q;
             cap *= 2;
         }
@@ -30,9 +32,9 @@ dp_status dp_read_file(uint8_t **buf, size_t *len, const char *path) {
         n += r;
         if (r == 0) break;
     }
-    int err = ferror(f);
+    int err = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
-    if (err) { free(p); return dp_error(DP_ERR_IO, "error reading '%s'", path); }
+    if (err) { dp_free(p); return dp_read_error("", path, err); }
     *buf = p;
     *len = n;
     return DP_OK;
@@ -92,17 +94,17 @@ dp_status dp_st_serialize(uint8_t **buf, size_t *len, const dp_tensor_set *s) {
     if (!hdr) return dp_error(DP_ERR_NOMEM, "cannot encode safetensors header");
     size_t hl = strlen(hdr), padded = (hl + 7) / 8 * 8;
     if (padded > DP_ST_MAX_HEADER) {
-        free(hdr);
+        dp_free(hdr);
         return dp_error(DP_ERR_INVALID, "safetensors header of %zu bytes exceeds the limit of %u", padded,
                         DP_ST_MAX_HEADER);
     }
     size_t total = 8 + padded + off;
-    uint8_t *p = malloc(total);
-    if (!p) { free(hdr); return dp_error(DP_ERR_NOMEM, "out of memory serializing safetensors"); }
+    uint8_t *p = dp_malloc(total);
+    if (!p) { dp_free(hdr); return dp_error(DP_ERR_NOMEM, "out of memory serializing safetensors"); }
     put_u64le(p, padded);
     memcpy(p + 8, hdr, hl);
     memset(p + 8 + hl, ' ', padded - hl);
-    free(hdr);
+    dp_free(hdr);
     size_t o = 8 + padded;
     for (size_t i = 0; i < s->n; i++) {
         size_t nb = dp_tensor_nbytes(&s->items[i].t);
@@ -120,7 +122,7 @@ dp_status dp_st_write(const char *path, const dp_tensor_set *s) {
     DP_TRY(dp_st_serialize(&buf, &len, s));
     /* temp file in the same directory, fsync, rename: never through a link, never half-written */
     dp_status st = dp_write_file_atomic("safetensors export", path, buf, len);
-    free(buf);
+    dp_free(buf);
     return st;
 }
 
@@ -156,7 +158,7 @@ dp_status dp_st_parse(dp_tensor_set *out, const uint8_t *buf, size_t len) {
     const uint8_t *data = buf + 8 + hl;
     uint64_t dlen = (uint64_t)(len - 8 - hl);
     size_t nt = json_object_size(root), ne = 0;
-    ents = calloc(nt ? nt : 1, sizeof *ents);
+    ents = dp_calloc(nt ? nt : 1, sizeof *ents);
     if (!ents) { st = dp_error(DP_ERR_NOMEM, "out of memory parsing safetensors"); goto fail; }
     const char *key;
     json_t *val;
@@ -192,7 +194,7 @@ dp_status dp_st_parse(dp_tensor_set *out, const uint8_t *buf, size_t len) {
         ne++;
     }
     /* byhdr[k] = the entry of the k-th tensor in header order (kept before sorting). */
-    byhdr = calloc(ne ? ne : 1, sizeof *byhdr);
+    byhdr = dp_calloc(ne ? ne : 1, sizeof *byhdr);
     if (!byhdr) { st = dp_error(DP_ERR_NOMEM, "out of memory parsing safetensors"); goto fail; }
     qsort(ents, ne, sizeof *ents, cmp_entry);
     for (size_t i = 0; i < ne; i++) byhdr[ents[i].order] = &ents[i];
@@ -239,13 +241,13 @@ dp_status dp_st_parse(dp_tensor_set *out, const uint8_t *buf, size_t len) {
         memcpy(t.shape, shape, sizeof shape);
         if ((st = dp_tset_add(out, key, &t)) != DP_OK) goto fail;
     }
-    free(byhdr);
-    free(ents);
+    dp_free(byhdr);
+    dp_free(ents);
     json_decref(root);
     return DP_OK;
 fail:
-    free(byhdr);
-    free(ents);
+    dp_free(byhdr);
+    dp_free(ents);
     if (root) json_decref(root);
     dp_tset_free(out);
     return st;
@@ -278,8 +280,9 @@ static uint64_t st_declared_data(const uint8_t *hdr, size_t hl) {
 dp_status dp_st_read_image(uint8_t **buf, size_t *len, const char *path) {
     *buf = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return dp_error(DP_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    FILE *f = dp_fopen_read(path);
+    if (!f && errno == ENOMEM) return dp_error(DP_ERR_NOMEM, "out of memory opening '%s'", path);
+    if (!f) return dp_error(dp_errno_status(errno), "cannot open '%s': %s", path, strerror(errno));
     uint8_t h8[8];
     size_t n8 = st_fill(h8, 8, f);
     uint64_t hl = 0;
@@ -294,7 +297,7 @@ dp_status dp_st_read_image(uint8_t **buf, size_t *len, const char *path) {
     uint8_t *p = NULL;
     size_t n = n8;
     if (st == DP_OK && n8 == 8) {
-        p = malloc(8 + (size_t)hl + 1);
+        p = dp_malloc(8 + (size_t)hl + 1);
         if (!p) st = dp_error(DP_ERR_NOMEM, "%s: out of memory for a %llu-byte header", path, (unsigned long long)hl);
         else {
             memcpy(p, h8, 8);
@@ -311,21 +314,21 @@ dp_status dp_st_read_image(uint8_t **buf, size_t *len, const char *path) {
         if (phys > 0 && (double)dl > phys)
             st = dp_error(DP_ERR_INVALID, "%s: the header declares %.3g bytes of data, more than this machine's memory "
                           "(%.3g bytes)", path, (double)dl, phys);
-        uint8_t *q = st == DP_OK ? realloc(p, 8 + (size_t)hl + (size_t)dl + 1) : NULL;
+        uint8_t *q = st == DP_OK ? dp_realloc(p, 8 + (size_t)hl + (size_t)dl + 1) : NULL;
         if (st == DP_OK && !q) st = dp_error(DP_ERR_NOMEM, "%s: out of memory for %.3g bytes of data", path, (double)dl);
         if (q) {
             p = q;
             n += st_fill(p + n, (size_t)dl + 1, f);
         }
     }
-    if (st == DP_OK && ferror(f)) st = dp_error(DP_ERR_IO, "error reading '%s'", path);
+    if (st == DP_OK && ferror(f)) st = dp_read_error("", path, errno);
     fclose(f);
     if (st == DP_OK && !p) { /* shorter than 8 bytes: dp_st_parse names it */
-        p = malloc(8);
+        p = dp_malloc(8);
         if (!p) st = dp_error(DP_ERR_NOMEM, "out of memory");
         else memcpy(p, h8, n8);
     }
-    if (st != DP_OK) { free(p); return st; }
+    if (st != DP_OK) { dp_free(p); return st; }
     *buf = p;
     *len = n;
     return DP_OK;
@@ -337,7 +340,7 @@ dp_status dp_st_read(dp_tensor_set *out, const char *path) {
     dp_tset_init(out);
     DP_TRY(dp_st_read_image(&buf, &len, path));
     dp_status st = dp_st_parse(out, buf, len);
-    free(buf);
+    dp_free(buf);
     if (st != DP_OK) return dp_error_context(st, "%s", path);
     return DP_OK;
 }

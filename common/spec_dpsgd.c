@@ -2,6 +2,7 @@
  * defaults, the step output's release, the option table and its parsing, the export set
  * and writer (docs/dpsgd.md "Exports"), the per-step log line. */
 #include "common/spec_dpsgd.h"
+#include "common/alloc.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -41,13 +42,13 @@ void dp_dpsgd_config_default(dp_dpsgd_config *c) {
 
 static void free_arrays(double **a, int n) {
     if (!a) return;
-    for (int p = 0; p < n; p++) free(a[p]);
-    free(a);
+    for (int p = 0; p < n; p++) dp_free(a[p]);
+    dp_free(a);
 }
 
 void dp_dpsgd_step_free(dp_dpsgd_step_out *o) {
     if (!o) return;
-    free(o->indices); free(o->loss); free(o->norm); free(o->group_norm); free(o->clip_factor); free(o->dropped);
+    dp_free(o->indices); dp_free(o->loss); dp_free(o->norm); dp_free(o->group_norm); dp_free(o->clip_factor); dp_free(o->dropped);
     free_arrays(o->grad, o->nparams);
     free_arrays(o->clipped_sum, o->nparams);
     free_arrays(o->noise, o->nparams);
@@ -274,12 +275,12 @@ static dp_status export_body(dp_tensor_set *s, const dp_model_config *mc, const 
             memcpy(tok + i * mc->seq, d->tokens + o->indices[i] * mc->seq, (size_t)mc->seq * sizeof(int32_t));
         int64_t ts[2] = {b, mc->seq};
         dp_status st = dp_tset_add_raw(s, "batch.tokens", DP_I32, tok, 2, ts);
-        free(tok);
+        dp_free(tok);
         DP_TRY(st);
     } else {
         double *x = dp_calloc((size_t)(b > 0 ? b : 1) * (size_t)mc->in, sizeof(double)); /* [b, in] */
         int32_t *y = dp_calloc((size_t)(b > 0 ? b : 1), sizeof(int32_t));               /* [b] */
-        if (!x || !y) { free(x); free(y); return DP_ERR_NOMEM; }
+        if (!x || !y) { dp_free(x); dp_free(y); return DP_ERR_NOMEM; }
         for (int64_t i = 0; i < b; i++) {
             memcpy(x + i * mc->in, d->x + o->indices[i] * mc->in, (size_t)mc->in * sizeof(double));
             y[i] = d->y[o->indices[i]];
@@ -287,8 +288,8 @@ static dp_status export_body(dp_tensor_set *s, const dp_model_config *mc, const 
         int64_t xs[2] = {b, mc->in};
         dp_status st = dp_tset_add_raw(s, "batch.x", DP_F64, x, 2, xs);
         if (st == DP_OK) st = dp_tset_add_raw(s, "batch.y", DP_I32, y, 1, shp);
-        free(x);
-        free(y);
+        dp_free(x);
+        dp_free(y);
         DP_TRY(st);
     }
     DP_TRY(dp_tset_add_f64(s, "per_sample.loss", o->loss, 1, shp));
@@ -310,7 +311,7 @@ static dp_status export_body(dp_tensor_set *s, const dp_model_config *mc, const 
             st = dp_tset_add_f64(s, nm, col, 1, shp);
         }
     }
-    free(col);
+    dp_free(col);
     DP_TRY(st);
     for (int p = 0; p < before->nparams; p++) {
         const dp_param *P = &before->params[p];
@@ -351,7 +352,7 @@ dp_status dp_dpsgd_export_write(const char *dir, const dp_model_config *mc, cons
     if (!path) { dp_tset_free(&s); return DP_ERR_NOMEM; }
     snprintf(path, len, "%s/step-%06lld.safetensors", dir, (long long)o->step);
     dp_status st = dp_st_write(path, &s);
-    free(path);
+    dp_free(path);
     dp_tset_free(&s);
     return st;
 }

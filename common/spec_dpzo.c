@@ -2,6 +2,7 @@
  * the option table and its parsing, the export set and writer (docs/dpzo.md "Exports"),
  * the per-step log line. */
 #include "common/spec_dpzo.h"
+#include "common/alloc.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -33,8 +34,8 @@ dp_status dp_dpzo_step_out_alloc(dp_dpzo_step_out *o, int64_t n_data, int n) {
 }
 
 void dp_dpzo_step_out_free(dp_dpzo_step_out *o) {
-    free(o->idx); free(o->loss_plus); free(o->loss_minus); free(o->diff_clipped);
-    free(o->sum); free(o->noise); free(o->scalar);
+    dp_free(o->idx); dp_free(o->loss_plus); dp_free(o->loss_minus); dp_free(o->diff_clipped);
+    dp_free(o->sum); dp_free(o->noise); dp_free(o->scalar);
     memset(o, 0, sizeof *o);
 }
 
@@ -210,7 +211,7 @@ dp_status dp_dpzo_export_directions(dp_tensor_set *s, const dp_model *m, dp_seed
             st = dir(z + (size_t)j * (size_t)P->numel, seed, step, p, j, P->numel);
         snprintf(name, sizeof name, "dpzo.z.%s", P->name);
         if (st == DP_OK) st = dp_tset_add_f64(s, name, z, nd, shape);
-        free(z);
+        dp_free(z);
         DP_TRY(st);
     }
     return DP_OK;

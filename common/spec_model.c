@@ -1,6 +1,7 @@
 /* common/spec_model.c — model configurations, parameter layout and initialisation,
  * datasets (generated and loaded): common/spec_model.h, docs/models.md. */
 #include "common/spec_model.h"
+#include "common/alloc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -138,7 +139,7 @@ dp_status dp_model_init(dp_model *m, const dp_model_config *cfg, dp_seed seed) {
     int cap = param_count(cfg);
     m->params = dp_calloc((size_t)cap, sizeof(dp_param));
     int *kinds = dp_calloc((size_t)cap, sizeof(int));
-    if (!m->params || !kinds) { free(kinds); dp_model_free(m); return DP_ERR_NOMEM; }
+    if (!m->params || !kinds) { dp_free(kinds); dp_model_free(m); return DP_ERR_NOMEM; }
     dp_status st = build_params(m, kinds, cap);
     /* INIT stream: stream = parameter index p, lane 0, element = flat index e;
      * value = 0.02 * Gaussian element e. Gains are 1 and biases 0 (no draws). */
@@ -154,7 +155,7 @@ dp_status dp_model_init(dp_model *m, const dp_model_config *cfg, dp_seed seed) {
             for (int64_t e = 0; st == DP_OK && e < P->numel; e++) P->data[e] = 0.02 * P->data[e];
         }
     }
-    free(kinds);
+    dp_free(kinds);
     if (st != DP_OK) dp_model_free(m);
     return st;
 }
@@ -178,8 +179,8 @@ dp_status dp_model_copy(dp_model *out, const dp_model *in) {
 void dp_model_free(dp_model *m) {
     if (!m) return;
     if (m->params)
-        for (int p = 0; p < m->nparams; p++) free(m->params[p].data);
-    free(m->params);
+        for (int p = 0; p < m->nparams; p++) dp_free(m->params[p].data);
+    dp_free(m->params);
     memset(m, 0, sizeof *m);
 }
 
@@ -299,8 +300,8 @@ dp_status dp_dataset_load(dp_dataset *d, const dp_model_config *cfg, const char 
 
 void dp_dataset_free(dp_dataset *d) {
     if (!d) return;
-    free(d->tokens);
-    free(d->x);
-    free(d->y);
+    dp_free(d->tokens);
+    dp_free(d->x);
+    dp_free(d->y);
     memset(d, 0, sizeof *d);
 }

@@ -1,44 +1,118 @@
-/* common/status.c — thread-local last-error message. */
+/* common/status.c — thread-local last-error message, status names and exit codes. */
 #include "status.h"
 
+#include <errno.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdint.h>
-#include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
-#define DP_ERRBUF 1024
+#define DP_ERRBUF (DP_ERR_MAX + 1)
 static _Thread_local char dp_errbuf[DP_ERRBUF];
 
+/* Length of the valid UTF-8 sequence at s (1..4), 0 when s does not start one. */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    size_t k = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    if (k == 0 || k > n) return 0;
+    for (size_t i = 1; i < k; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    if (k == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0))) return 0; /* overlong, surrogate */
+    if (k == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))) return 0;
+    return k;
+}
+
+/* The message m[0..n) escaped (control bytes, DEL and bytes outside valid UTF-8 as \xHH) into
+ * out (cap bytes); a result longer than cap - 1 keeps its head and its tail around the marker
+ * "[... N bytes ...]". Two passes: the escaped length first, then the bytes. */
+static void finish_message(char *out, size_t cap, const char *m, size_t n) {
+    const unsigned char *s = (const unsigned char *)m;
+    size_t total = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = s[i] >= 0x80 ? utf8_len(s + i, n - i) : (s[i] >= 0x20 && s[i] != 0x7f);
+        total += k ? k : 4;
+        i += k ? k : 1;
+    }
+    char marker[64] = "";
+    size_t head = total, tail_from = total; /* escaped offsets kept: [0, head) and [tail_from, total) */
+    if (total > cap - 1) {
+        size_t room = cap - 1 - 40;          /* 40: the marker's room */
+        head = room / 2;
+        tail_from = total - (room - head);
+        snprintf(marker, sizeof marker, "[... %zu bytes ...]", tail_from - head);
+    }
+    size_t o = 0, pos = 0; /* pos: escaped offset of s[i] */
+    int marked = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = s[i] >= 0x80 ? utf8_len(s + i, n - i) : (s[i] >= 0x20 && s[i] != 0x7f);
+        size_t w = k ? k : 4;
+        if (pos + w <= head || pos >= tail_from) {
+            if (k) memcpy(out + o, s + i, k);
+            else snprintf(out + o, 5, "\\x%02x", s[i]);
+            o += w;
+        } else if (!marked) {
+            size_t ml = strlen(marker);
+            memcpy(out + o, marker, ml);
+            o += ml;
+            marked = 1;
+        }
+        pos += w;
+        i += k ? k : 1;
+    }
+    out[o] = '\0';
+}
+
+/* Format into dp_errbuf. The arguments may include dp_last_error() itself, so the text is
+ * formatted elsewhere first: on the stack when it fits, else in a block from the quiet
+ * allocator (not counted: reporting an injected allocation failure must not fail). */
+static void set_message(const char *fmt, va_list ap) {
+    char small[DP_ERRBUF];
+    va_list aq;
+    va_copy(aq, ap);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    size_t len = n < 0 ? 0 : (size_t)n;
+    if (len < sizeof small) {
+        finish_message(dp_errbuf, sizeof dp_errbuf, small, len);
+    } else {
+        char *big = dp_malloc_quiet(len + 1);
+        if (big) {
+            vsnprintf(big, len + 1, fmt, aq);
+            finish_message(dp_errbuf, sizeof dp_errbuf, big, len);
+            dp_free(big);
+        } else { /* only the head is known: say so */
+            finish_message(dp_errbuf, sizeof dp_errbuf - 48, small, sizeof small - 1);
+            strcat(dp_errbuf, " [... message cut: out of memory]");
+        }
+    }
+    va_end(aq);
+}
+
 dp_status dp_error(dp_status st, const char *fmt, ...) {
-    /* Format into a local buffer first: an argument may be dp_last_error() itself
-     * (e.g. dp_error(st, "reading x: %s", dp_last_error())), and vsnprintf must not
-     * read the buffer it writes. */
-    char tmp[DP_ERRBUF];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    set_message(fmt, ap);
     va_end(ap);
-    memcpy(dp_errbuf, tmp, sizeof dp_errbuf);
     return st;
 }
 
-dp_status dp_error_context(dp_status st, const char *fmt, ...) {
-    char prefix[512], old[DP_ERRBUF];
+static void context_message(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    set_message(fmt, ap);
     va_end(ap);
+}
+
+dp_status dp_error_context(dp_status st, const char *fmt, ...) {
+    char old[DP_ERRBUF];
     memcpy(old, dp_errbuf, sizeof old);
     const char *tail = old[0] ? old : dp_status_name(st);
-    size_t pl = strlen(prefix);
-    memcpy(dp_errbuf, prefix, pl);
-    dp_errbuf[pl] = ':';
-    dp_errbuf[pl + 1] = ' ';
-    size_t room = sizeof dp_errbuf - pl - 3, tl = strlen(tail);
-    if (tl > room) tl = room;
-    memcpy(dp_errbuf + pl + 2, tail, tl);
-    dp_errbuf[pl + 2 + tl] = '\0';
+    va_list ap;
+    va_start(ap, fmt);
+    set_message(fmt, ap); /* the prefix alone, escaped */
+    va_end(ap);
+    char prefix[DP_ERRBUF];
+    memcpy(prefix, dp_errbuf, sizeof prefix);
+    context_message("%s: %s", prefix, tail);
     return st;
 }
 
@@ -58,6 +132,7 @@ const char *dp_status_name(dp_status st) {
     case DP_ERR_NUMERIC: return "numerical error";
     case DP_ERR_INTERNAL: return "internal error";
     case DP_ERR_DEVICE: return "device error";
+    case DP_ERR_SYSIO: return "system i/o failure";
     }
     return "unknown status";
 }
@@ -71,16 +146,14 @@ int dp_status_exit_code(dp_status st) {
     }
 }
 
-void *dp_malloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) dp_error(DP_ERR_NOMEM, "out of memory allocating %zu bytes", n);
-    return p;
-}
-
-void *dp_calloc(size_t count, size_t size) {
-    void *p = calloc(count ? count : 1, size ? size : 1);
-    if (!p) dp_error(DP_ERR_NOMEM, "out of memory allocating %zu x %zu bytes", count, size);
-    return p;
+dp_status dp_errno_status(int err) {
+    switch (err) {
+    case ENOENT: case EACCES: case EPERM: case ENOTDIR: case EISDIR: case ENAMETOOLONG: case ELOOP: case EROFS:
+    case EEXIST: case ENXIO: case ETXTBSY: case EINVAL:
+        return DP_ERR_IO;
+    default:
+        return DP_ERR_SYSIO;
+    }
 }
 
 dp_status dp_grow_(void *arrp, size_t *cap, size_t need, size_t esize, size_t first, const char *what) {
@@ -93,8 +166,8 @@ dp_status dp_grow_(void *arrp, size_t *cap, size_t need, size_t esize, size_t fi
     if (esize && nc > SIZE_MAX / esize) return dp_error(DP_ERR_NOMEM, "out of memory (%s): %zu elements", what, nc);
     void *old;
     memcpy(&old, arrp, sizeof old); /* arrp is the address of a T * variable */
-    void *p = realloc(old, nc * esize);
-    if (!p) return dp_error(DP_ERR_NOMEM, "out of memory (%s): %zu elements of %zu bytes", what, nc, esize);
+    void *p = dp_realloc(old, nc * esize);
+    if (!p) return dp_error_context(DP_ERR_NOMEM, "%s", what);
     memcpy(arrp, &p, sizeof p);
     *cap = nc;
     return DP_OK;

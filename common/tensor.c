@@ -1,5 +1,6 @@
 /* common/tensor.c — tensors, dtype conversions, named tensor sets. */
 #include "tensor.h"
+#include "common/alloc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -58,7 +59,7 @@ dp_status dp_tensor_alloc(dp_tensor *t, dp_dtype dt, int ndim, const int64_t *sh
 
 void dp_tensor_free(dp_tensor *t) {
     if (!t) return;
-    free(t->data);
+    dp_free(t->data);
     t->data = NULL;
 }
 
@@ -193,18 +194,11 @@ float dp_f16_to_f32(uint16_t h) {
 void dp_tset_init(dp_tensor_set *s) { memset(s, 0, sizeof *s); }
 
 void dp_tset_free(dp_tensor_set *s) {
-    for (size_t i = 0; i < s->n; i++) { free(s->items[i].name); dp_tensor_free(&s->items[i].t); }
-    for (size_t i = 0; i < s->nmeta; i++) { free(s->meta[i].key); free(s->meta[i].value); }
-    free(s->items);
-    free(s->meta);
+    for (size_t i = 0; i < s->n; i++) { dp_free(s->items[i].name); dp_tensor_free(&s->items[i].t); }
+    for (size_t i = 0; i < s->nmeta; i++) { dp_free(s->meta[i].key); dp_free(s->meta[i].value); }
+    dp_free(s->items);
+    dp_free(s->meta);
     memset(s, 0, sizeof *s);
-}
-
-static char *dp_strdup(const char *x) {
-    size_t n = strlen(x) + 1;
-    char *p = dp_malloc(n);
-    if (p) memcpy(p, x, n);
-    return p;
 }
 
 const dp_tensor *dp_tset_find(const dp_tensor_set *s, const char *name) {
@@ -237,7 +231,7 @@ dp_status dp_tset_add(dp_tensor_set *s, const char *name, const dp_tensor *t) {
     it->name = dp_strdup(name);
     if (!it->name) return DP_ERR_NOMEM;
     dp_status st = dp_tensor_copy(&it->t, t);
-    if (st != DP_OK) { free(it->name); return st; }
+    if (st != DP_OK) { dp_free(it->name); return st; }
     s->n++;
     return DP_OK;
 }
@@ -263,13 +257,13 @@ dp_status dp_tset_set_meta(dp_tensor_set *s, const char *key, const char *value)
         if (strcmp(s->meta[i].key, key) == 0) {
             char *v = dp_strdup(value);
             if (!v) return DP_ERR_NOMEM;
-            free(s->meta[i].value);
+            dp_free(s->meta[i].value);
             s->meta[i].value = v;
             return DP_OK;
         }
     DP_TRY(DP_GROW(s->meta, s->metacap, s->nmeta + 1, 16, "metadata"));
     char *k = dp_strdup(key), *v = dp_strdup(value);
-    if (!k || !v) { free(k); free(v); return DP_ERR_NOMEM; }
+    if (!k || !v) { dp_free(k); dp_free(v); return DP_ERR_NOMEM; }
     s->meta[s->nmeta].key = k;
     s->meta[s->nmeta].value = v;
     s->nmeta++;

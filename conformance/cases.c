@@ -9,13 +9,14 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/alloc.h"
 #include "common/fsutil.h"
 #include "conformance/conf.h"
 #include "optimized/dpsgd.h"
 
 static void free_argv(char **v, size_t n) {
-    for (size_t i = 0; i < n; i++) free(v[i]);
-    free(v);
+    for (size_t i = 0; i < n; i++) dp_free(v[i]);
+    dp_free(v);
 }
 
 void conf_case_free(conf_case *c) {
@@ -28,10 +29,10 @@ void conf_case_free(conf_case *c) {
 #define FERR(...) dp_error_context(dp_error(DP_ERR_FORMAT, __VA_ARGS__), "case %s", path)
 
 static dp_status push_arg(char ***v, size_t *n, const char *s) {
-    char **p = realloc(*v, (*n + 1) * sizeof *p);
+    char **p = dp_realloc(*v, (*n + 1) * sizeof *p);
     if (!p) return dp_error(DP_ERR_NOMEM, "out of memory");
     *v = p;
-    p[*n] = strdup(s);
+    p[*n] = dp_strdup(s);
     if (!p[*n]) return dp_error(DP_ERR_NOMEM, "out of memory");
     (*n)++;
     return DP_OK;
@@ -120,7 +121,7 @@ dp_status conf_case_load(conf_case *c, const char *path) {
     size_t len = 0;
     DP_TRY(dp_read_file_max(&buf, &len, "case file", path, DP_MAX_TEXT_INPUT));
     dp_status st = conf_case_parse(c, buf, len, path);
-    free(buf);
+    dp_free(buf);
     return st;
 }
 
@@ -306,10 +307,10 @@ dp_status conf_cases_load_suite(conf_case **out, size_t *n, const char *dir, con
     while ((e = readdir(d))) {
         size_t l = strlen(e->d_name);
         if (l < 6 || strcmp(e->d_name + l - 5, ".json") != 0 || e->d_name[0] == '.') continue;
-        char **p = realloc(names, (nn + 1) * sizeof *p);
+        char **p = dp_realloc(names, (nn + 1) * sizeof *p);
         if (!p) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
         names = p;
-        if (!(names[nn] = strdup(e->d_name))) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
+        if (!(names[nn] = dp_strdup(e->d_name))) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
         nn++;
     }
     closedir(d);
@@ -317,8 +318,8 @@ dp_status conf_cases_load_suite(conf_case **out, size_t *n, const char *dir, con
     conf_case *v = NULL;
     size_t k = 0;
     for (size_t i = 0; i < nn && st == DP_OK; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        char path[4400];
+        if ((st = dp_path_fmt(path, sizeof path, "--cases", "%s/%s", dir, names[i])) != DP_OK) break;
         conf_case c;
         if ((st = conf_case_load(&c, path)) != DP_OK) break;
         for (size_t j = 0; j < k; j++)
@@ -327,16 +328,16 @@ dp_status conf_cases_load_suite(conf_case **out, size_t *n, const char *dir, con
                 break;
             }
         if (st != DP_OK || !in_suite(&c, suite)) { conf_case_free(&c); continue; }
-        conf_case *p = realloc(v, (k + 1) * sizeof *p);
+        conf_case *p = dp_realloc(v, (k + 1) * sizeof *p);
         if (!p) { conf_case_free(&c); st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
         v = p;
         v[k++] = c;
     }
-    for (size_t i = 0; i < nn; i++) free(names[i]);
-    free(names);
+    for (size_t i = 0; i < nn; i++) dp_free(names[i]);
+    dp_free(names);
     if (st != DP_OK) {
         for (size_t i = 0; i < k; i++) conf_case_free(&v[i]);
-        free(v);
+        dp_free(v);
         return st;
     }
     *out = v;

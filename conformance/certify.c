@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/fsutil.h"
+#include "common/alloc.h"
 #include "common/hash.h"
 #include "common/safetensors.h"
 #include "conformance/certify.h"
@@ -31,7 +32,7 @@ void cert_suite_defaults(cert_opts *o) {
 }
 
 void cert_result_init(cert_result *r) { memset(r, 0, sizeof *r); }
-void cert_result_free(cert_result *r) { free(r->items); cert_figs_free(&r->figs); memset(r, 0, sizeof *r); }
+void cert_result_free(cert_result *r) { dp_free(r->items); cert_figs_free(&r->figs); memset(r, 0, sizeof *r); }
 dp_status cert_result_push(cert_result *r, const cert_check *k) {
     DP_TRY(DP_GROW(r->items, r->cap, r->n + 1, 64, "checks"));
     r->items[r->n++] = *k;
@@ -55,7 +56,7 @@ dp_status cert_list_vector_files(char ***names, size_t *n, const char *dir) {
         size_t l = strlen(e->d_name);
         if (l < 13 || strcmp(e->d_name + l - 12, ".safetensors") != 0 || e->d_name[0] == '.') continue;
         if ((st = DP_GROW(v, cap, k + 1, 16, "vector list")) != DP_OK) break;
-        if (!(v[k] = strndup(e->d_name, l - 12))) st = dp_error(DP_ERR_NOMEM, "out of memory");
+        if (!(v[k] = dp_strndup(e->d_name, l - 12))) st = dp_error(DP_ERR_NOMEM, "out of memory");
         else k++;
     }
     closedir(d);
@@ -70,27 +71,27 @@ static dp_status list_vectors(char ***names, size_t *n, const char *bundle) {
     return cert_list_vector_files(names, n, dir);
 }
 static void free_names(char **v, size_t n) {
-    for (size_t i = 0; i < n; i++) free(v[i]);
-    free(v);
+    for (size_t i = 0; i < n; i++) dp_free(v[i]);
+    dp_free(v);
 }
 
 /* The expected outputs of a vector (names point into the vector set; freed by the caller). */
 typedef struct { dp_cand_expect *e; size_t n; char **owned; size_t nowned; } expect_list;
 static void expect_free(expect_list *x) {
-    for (size_t i = 0; i < x->nowned; i++) free(x->owned[i]);
-    free(x->owned);
-    free(x->e);
+    for (size_t i = 0; i < x->nowned; i++) dp_free(x->owned[i]);
+    dp_free(x->owned);
+    dp_free(x->e);
     memset(x, 0, sizeof *x);
 }
 static dp_status expect_add(expect_list *x, const char *prefix, const char *name, int req, dp_cand_kind k, int ndim,
                             const int64_t *shape) {
-    dp_cand_expect *p = realloc(x->e, (x->n + 1) * sizeof *p);
-    char **o = realloc(x->owned, (x->nowned + 1) * sizeof *o);
+    dp_cand_expect *p = dp_realloc(x->e, (x->n + 1) * sizeof *p);
+    char **o = dp_realloc(x->owned, (x->nowned + 1) * sizeof *o);
     if (p) x->e = p;
     if (o) x->owned = o;
     if (!p || !o) return dp_error(DP_ERR_NOMEM, "out of memory");
     size_t l = strlen(prefix) + strlen(name) + 1;
-    char *s = malloc(l);
+    char *s = dp_malloc(l);
     if (!s) return dp_error(DP_ERR_NOMEM, "out of memory");
     snprintf(s, l, "%s%s", prefix, name);
     x->owned[x->nowned++] = s;
@@ -193,7 +194,7 @@ dp_status cert_read_output(dp_cand_result *res, dp_tensor_set *out, const char *
         snprintf(res->msg, sizeof res->msg, "%.*s", (int)(len - skip), (const char *)buf + skip);
         size_t l = strlen(res->msg);
         if (l && res->msg[l - 1] == '\n') res->msg[l - 1] = '\0';
-        free(buf);
+        dp_free(buf);
         return DP_OK;
     }
     if (lstat(op, &sb) != 0 || !S_ISREG(sb.st_mode)) {
@@ -202,7 +203,7 @@ dp_status cert_read_output(dp_cand_result *res, dp_tensor_set *out, const char *
         return DP_OK;
     }
     dp_status st = dp_st_read(out, op);
-    if (st == DP_ERR_NOMEM) return st;
+    if (st == DP_ERR_NOMEM || st == DP_ERR_SYSIO) return st; /* the system failed, not the candidate: exit 3 */
     if (st != DP_OK) {
         dp_tset_init(out);
         res->outcome = DP_CAND_BAD_OUTPUT;
@@ -227,7 +228,7 @@ static dp_status stage_input(char *hex, const char *src, const char *dst) {
     chmod(dst, 0600); /* an earlier copy (made read-only) is replaced */
     if (st == DP_OK) st = dp_write_file_atomic("--report", dst, buf, len);
     if (st == DP_OK) chmod(dst, 0444);
-    free(buf);
+    dp_free(buf);
     return st;
 }
 
@@ -403,7 +404,7 @@ static dp_status push_start_failure(cert_result *r, const char *bundle, char **n
             if (dp_read_file_max(&buf, &len, "status", sp, 4096) != DP_OK) return DP_OK; /* a call that did not fail */
             char line[600];
             snprintf(line, sizeof line, "%.*s", (int)len, buf);
-            free(buf);
+            dp_free(buf);
             line[strcspn(line, "\n")] = '\0';
             if ((strncmp(line, "EXIT ", 5) != 0 && strncmp(line, "NO_OUTPUT ", 10) != 0 && strncmp(line, "PROTOCOL ", 9) != 0) ||
                 strstr(line, "during request") || strstr(line, "candidate replied ERROR") || strstr(line, "wrong reply"))
@@ -460,13 +461,13 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
             for (int64_t k = 0; st == DP_OK && zs && prev && k < o->repeats; k++)
                 for (int64_t e = 0; e < zn && e < prevn && zs[k] && prev[k] && st == DP_OK; e++)
                     st = cert_pair_push(&across, zs[k][e], prev[k][e]);
-            if (prev) { for (int64_t k = 0; k < o->repeats; k++) free(prev[k]); free(prev); }
+            if (prev) { for (int64_t k = 0; k < o->repeats; k++) dp_free(prev[k]); dp_free(prev); }
             prev = zs;
             prevn = zn;
         }
         dp_tset_free(&v);
     }
-    if (prev) { for (int64_t k = 0; k < o->repeats; k++) free(prev[k]); free(prev); }
+    if (prev) { for (int64_t k = 0; k < o->repeats; k++) dp_free(prev[k]); dp_free(prev); }
     if (st == DP_OK && (nstep > 0 || !dz.vectors)) {
         cert_check k;
         k.n = 0;
@@ -484,7 +485,13 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
         cert_pool *pp[3] = {&coord, &rep, &across};
         for (int j = 0; j < 3 && st == DP_OK; j++) st = cert_push_products(r, pp[j], what[j], "all step vectors", o->alpha);
     }
+    /* the implied epsilons, once, for every report and printout */
+    if (st == DP_OK) st = cert_implied_epsilon(&r->eps_claimed, 1.0);
+    r->eps_supported = NAN;
+    if (st == DP_OK && r->noise_n) st = cert_implied_epsilon(&r->eps_supported, r->ratio_lo);
     if (st == DP_OK) st = cert_dpzo_finish(r, &dz, o);
+    r->dpzo_eps_supported = NAN;
+    if (st == DP_OK && r->dpzo_n) st = cert_implied_epsilon(&r->dpzo_eps_supported, r->dpzo_lo);
     if (st == DP_OK) st = push_regions(r);
     if (st == DP_OK && o->filter) { /* a partial run certifies nothing (last: the first reason stays the real one) */
         cert_check k;
@@ -531,8 +538,8 @@ dp_status cert_noise_draws(int64_t *n, const char *dir) {
             if (strncmp(v.items[j].name, "params.", 7) == 0) *n += steps * dp_tensor_numel(&v.items[j].t);
         dp_tset_free(&v);
     }
-    for (size_t i = 0; i < nv; i++) free(names[i]);
-    free(names);
+    for (size_t i = 0; i < nv; i++) dp_free(names[i]);
+    dp_free(names);
     return st;
 }
 

@@ -181,8 +181,10 @@ typedef struct {
     int verdict;            /* CERT_PASS (CERTIFIED) / CERT_INCOMPLETE / CERT_FAIL (FAILED) */
     char first[600];        /* the first FAIL (or INCOMPLETE): check, scope, statistic */
     double sigma_eff_ratio, ratio_lo, ratio_hi; /* measured noise std / claimed, with a 1 - 1e-3 interval */
+    double eps_claimed, eps_supported; /* cert_implied_epsilon at 1 and at ratio_lo (NaN without noise draws) */
     int64_t noise_n;
     double dpzo_ratio, dpzo_lo, dpzo_hi; /* DP-ZO scalar noise std / claimed and its 1 - 1e-3 interval */
+    double dpzo_eps_supported; /* cert_implied_epsilon at dpzo_lo (NaN without DP-ZO draws) */
     int64_t dpzo_n;
     int64_t tensor_min_n;   /* draws of the smallest tensor tested alone (certify_noise.c) */
     double tensor_alpha;    /* the alpha of each per-tensor test */
@@ -204,8 +206,10 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o);
 /* ---- reports and signatures (certify_report.c) ---- */
 /* report.json (hashes of every vector and output, every check, verdict), report.md, junit.xml. */
 dp_status cert_report_write(const char *bundle, const cert_result *r, const cert_opts *o, const char *command);
-/* RDP epsilon of the reference run (q 0.01, 1000 steps, delta 1e-5) at noise multiplier sigma. */
-double cert_implied_epsilon(double sigma);
+/* RDP epsilon of the reference run (q 0.01, 1000 steps, delta 1e-5) at noise multiplier sigma
+ * (+inf when sigma <= 0 or the accountant has no finite bound); DP_ERR_NOMEM propagates (an
+ * implied epsilon is never silently replaced). */
+dp_status cert_implied_epsilon(double *eps, double sigma);
 /* Ed25519 key pair (PEM, private key mode 0600). */
 dp_status cert_keygen(const char *priv_path, const char *pub_path);
 /* BUNDLE/report.json.sig = Ed25519(report.json bytes). */

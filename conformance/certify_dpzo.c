@@ -10,11 +10,12 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "common/alloc.h"
 #include "conformance/certify_int.h"
 #include "reference/dpzo.h"
 
 void cert_dpzo_ref_free(cert_dpzo_ref *r) {
-    free(r->lp); free(r->lm); free(r->dc); free(r->S);
+    dp_free(r->lp); dp_free(r->lm); dp_free(r->dc); dp_free(r->S);
     memset(r, 0, sizeof *r);
 }
 
@@ -59,10 +60,10 @@ dp_status cert_dpzo_reference(cert_dpzo_ref *r, const ref_model *m, const ref_da
         }
         r->S[j] = S;
     }
-    for (int p = 0; tp && p < P; p++) free(tp[p]);
-    for (int p = 0; tm && p < P; p++) free(tm[p]);
-    free(tp);
-    free(tm);
+    for (int p = 0; tp && p < P; p++) dp_free(tp[p]);
+    for (int p = 0; tm && p < P; p++) dp_free(tm[p]);
+    dp_free(tp);
+    dp_free(tm);
     if (st != DP_OK) cert_dpzo_ref_free(r);
     return st;
 }
@@ -128,8 +129,8 @@ static dp_status dpzo_export(dp_tensor_set *R, const dp_tensor_set *v, const dp_
     }
     if (st == DP_OK) st = dp_tset_add_f64(R, "step.noise", nz, 1, sn);
     if (st == DP_OK) st = dp_tset_add_f64(R, "step.scalar", sc, 1, sn);
-    free(nz);
-    free(sc);
+    dp_free(nz);
+    dp_free(sc);
     static const char *const keys[] = {"n_spsa", "sigma", "clip", NULL};
     for (int k = 0; keys[k] && st == DP_OK; k++) st = dp_tset_set_meta(R, keys[k], dp_tset_meta(v, keys[k]));
     snprintf(buf, sizeof buf, "%.17g", q->den);
@@ -175,7 +176,7 @@ static dp_status eval_repeat(cert_result *r, cert_dpzo_pools *pl, double *zprev,
         const dp_tensor *t = dp_tset_find(out, nm);
         int64_t ne = m->params[p].numel;
         size_t tb = dp_tensor_nbytes(t);
-        uint8_t *nbuf = realloc(zb, nzb + tb + 1);
+        uint8_t *nbuf = dp_realloc(zb, nzb + tb + 1);
         if (nbuf) zb = nbuf;
         if (!nbuf || !(z[p] = dp_malloc((size_t)(n * ne) * sizeof **z))) { st = DP_ERR_NOMEM; break; }
         memcpy(zb + nzb, t->data, tb);
@@ -236,10 +237,10 @@ static dp_status eval_repeat(cert_result *r, cert_dpzo_pools *pl, double *zprev,
     /* the repeat-to-repeat pairs need both repeats readable and finite */
     *have_prev = st == DP_OK && !bad && !wbad;
     cert_dpzo_ref_free(&ref);
-    for (int p = 0; z && p < P; p++) free(z[p]);
-    free(z);
-    free(w);
-    free(zb);
+    for (int p = 0; z && p < P; p++) dp_free(z[p]);
+    dp_free(z);
+    dp_free(w);
+    dp_free(zb);
     return st;
 }
 
@@ -269,7 +270,7 @@ dp_status cert_eval_dpzo(cert_result *r, cert_dpzo_pools *pl, const char *bundle
         st = eval_repeat(r, pl, zprev, wprev, &have_prev, dz, ds, k, &m, &d, v, &out, &q, sc);
         dp_tset_free(&out);
     }
-    free(zprev); free(wprev); free(dz); free(ds);
+    dp_free(zprev); dp_free(wprev); dp_free(dz); dp_free(ds);
     ref_model_free(&m);
     ref_dataset_free(&d);
     return st;

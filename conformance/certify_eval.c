@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "common/alloc.h"
 #include "conformance/certify_int.h"
 
 /* A private gradient derived from params_after is used when its subtraction bound (times qN)
@@ -75,15 +76,15 @@ static dp_status deterministic(cert_result *r, const cert_vecref *ref, const dp_
         const dp_tensor *cz = dp_tset_find(out, nz);
         if (dp_tensor_numel(cz) != P->numel) continue;
         double *z = dp_malloc((size_t)P->numel * sizeof *z), *g = dp_malloc((size_t)P->numel * sizeof *g);
-        if (!z || !g) { free(z); free(g); st = DP_ERR_NOMEM; break; }
+        if (!z || !g) { dp_free(z); dp_free(g); st = DP_ERR_NOMEM; break; }
         for (int64_t e = 0; e < P->numel; e++) {
             z[e] = dp_tensor_get(cz, e);
             g[e] = (ref->sum[p][e] + z[e]) / ref->qn;
         }
         st = dp_tset_add_f64(&R, nz, z, P->ndim, P->shape);
         if (st == DP_OK) st = dp_tset_add_f64(&R, pg, g, P->ndim, P->shape);
-        free(z);
-        free(g);
+        dp_free(z);
+        dp_free(g);
     }
     if (st == DP_OK) st = cert_compare_outputs(r, &R, out, dt, scope);
     dp_tset_free(&R);
@@ -136,7 +137,7 @@ dp_status cert_compare_outputs(cert_result *r, const dp_tensor_set *R, const dp_
         st = cert_push(r, CERT_PASS, "deterministic", scope, m);
     }
     conf_cmp_result_free(&cr);
-    free(copied);
+    dp_free(copied);
     dp_tset_free(&C);
     return st;
 }
@@ -170,7 +171,7 @@ static dp_status from_params_after(cert_result *r, int *ok, dp_tensor_set *out, 
         }
         if (!A) continue;
         double *g = dp_malloc((size_t)P->numel * sizeof *g), *gs = dp_malloc((size_t)P->numel * sizeof *gs);
-        if (!g || !gs) { free(g); free(gs); return DP_ERR_NOMEM; }
+        if (!g || !gs) { dp_free(g); dp_free(gs); return DP_ERR_NOMEM; }
         int64_t bad = -1;
         for (int64_t e = 0; e < P->numel; e++) {
             double th = P->data[e], ta = dp_tensor_get(A, e), d = th - ta;
@@ -192,8 +193,8 @@ static dp_status from_params_after(cert_result *r, int *ok, dp_tensor_set *out, 
             st = dp_tset_add_f64(out, pg, g, P->ndim, P->shape);
             if (st == DP_OK) st = dp_tset_add_f64(dout, pg, gs, P->ndim, P->shape);
         }
-        free(g);
-        free(gs);
+        dp_free(g);
+        dp_free(gs);
     }
     for (size_t i = 0; i < out->n && st == DP_OK; i++)
         if (!dp_tset_find(dout, out->items[i].name)) st = dp_tset_add(dout, out->items[i].name, &out->items[i].t);
@@ -221,7 +222,7 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
     double **zs = dp_calloc((size_t)o->repeats, sizeof *zs);
     char (*dig)[65] = dp_calloc((size_t)o->repeats, sizeof *dig);
     cert_pool mine = {0};
-    if (!zs || !dig) { free(zs); free(dig); return DP_ERR_NOMEM; }
+    if (!zs || !dig) { dp_free(zs); dp_free(dig); return DP_ERR_NOMEM; }
     *zs_out = zs;
     *zn = 0;
     dp_status st = DP_OK;
@@ -266,7 +267,7 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
             snprintf(pg, sizeof pg, "step.private_grad.%s", ref.m.params[p].name);
             const dp_tensor *G = dp_tset_find(&out, pg);
             size_t tb = dp_tensor_nbytes(G);
-            uint8_t *nbuf = realloc(bytes, nb + tb + 1);
+            uint8_t *nbuf = dp_realloc(bytes, nb + tb + 1);
             if (!nbuf) { st = DP_ERR_NOMEM; break; }
             bytes = nbuf;
             memcpy(bytes + nb, G->data, tb);
@@ -279,7 +280,7 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
         }
         if (st == DP_OK && bad >= 0) {
             st = cert_push(r, CERT_FAIL, "private gradient finite", sc, "a private gradient element is not finite");
-            free(zs[k - 1]);
+            dp_free(zs[k - 1]);
             zs[k - 1] = NULL;
         } else if (st == DP_OK) {
             *zn = n;
@@ -297,7 +298,7 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
                     st = cert_push(r, CERT_FAIL, "noise freshness", sc, m);
                 }
         }
-        free(bytes);
+        dp_free(bytes);
         cert_vecref_free(&ref);
         dp_tset_free(&out);
     }
@@ -308,7 +309,7 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
         st = cert_result_push(r, &k);
     }
     cert_pool_free(&mine);
-    free(dig);
+    dp_free(dig);
     return st;
 }
 
@@ -354,7 +355,7 @@ dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *nam
         dp_tensor_set out;
         if (!cert_read_repeat(r, &st, &out, sc, sizeof sc, bundle, name, k, v)) continue;
         const dp_tensor *m = dp_tset_find(&out, "sampling.mask");
-        free(cur);
+        dp_free(cur);
         cur = dp_malloc((size_t)(K * N));
         if (!cur) { dp_tset_free(&out); st = DP_ERR_NOMEM; break; }
         int bad = 0;
@@ -433,11 +434,11 @@ dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *nam
             snprintf(c.scope, sizeof c.scope, "%.120s vs r%lld", sc, (long long)(k - 1));
             if ((st = cert_result_push(r, &c)) != DP_OK) break;
         }
-        free(prev);
+        dp_free(prev);
         prev = cur;
         cur = NULL;
     }
-    free(prev); free(cur); free(cs); free(ce);
+    dp_free(prev); dp_free(cur); dp_free(cs); dp_free(ce);
     if (st == DP_OK) st = cert_sampling_power(r, name, K, N, q, o->alpha);
     return st;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "common/candidate.h"
+#include "common/alloc.h"
 #include "conformance/certify.h"
 
 /* Pooled standardized residuals z and pairs (a, b) for the independence tests. */
@@ -15,7 +16,7 @@ typedef struct {
 static inline dp_status cert_pool_push(cert_pool *p, double x) {
     if (p->n == p->cap) {
         int64_t nc = p->cap ? 2 * p->cap : 4096;
-        double *q = realloc(p->z, (size_t)nc * sizeof *q);
+        double *q = dp_realloc(p->z, (size_t)nc * sizeof *q);
         if (!q) return dp_error(DP_ERR_NOMEM, "out of memory (residuals)");
         p->z = q;
         p->cap = nc;
@@ -26,10 +27,10 @@ static inline dp_status cert_pool_push(cert_pool *p, double x) {
 static inline dp_status cert_pair_push(cert_pool *p, double a, double b) {
     if (p->np == p->pcap) {
         int64_t nc = p->pcap ? 2 * p->pcap : 4096;
-        double *x = realloc(p->pa, (size_t)nc * sizeof *x);
+        double *x = dp_realloc(p->pa, (size_t)nc * sizeof *x);
         if (!x) return dp_error(DP_ERR_NOMEM, "out of memory (pairs)");
         p->pa = x;
-        double *y = realloc(p->pb, (size_t)nc * sizeof *y);
+        double *y = dp_realloc(p->pb, (size_t)nc * sizeof *y);
         if (!y) return dp_error(DP_ERR_NOMEM, "out of memory (pairs)");
         p->pb = y;
         p->pcap = nc;
@@ -38,7 +39,7 @@ static inline dp_status cert_pair_push(cert_pool *p, double a, double b) {
     p->pb[p->np++] = b;
     return DP_OK;
 }
-static inline void cert_pool_free(cert_pool *p) { free(p->z); free(p->pa); free(p->pb); }
+static inline void cert_pool_free(cert_pool *p) { dp_free(p->z); dp_free(p->pa); dp_free(p->pb); }
 
 /* The noise variance families of certify_noise.c: sums of squares by tensor, clipping group
  * and parameter class; each family's tests share one alpha. */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "conformance/certify_int.h"
+#include "common/alloc.h"
 
 dp_status cert_fam_add(cert_fam *f, const char *scope, double ss, int64_t n) {
     if (n <= 0) return DP_OK;
@@ -31,9 +32,9 @@ dp_status cert_fam_add(cert_fam *f, const char *scope, double ss, int64_t n) {
 }
 
 void cert_fams_free(cert_noise_fams *f) {
-    free(f->tensor.items);
-    free(f->group.items);
-    free(f->pclass.items);
+    dp_free(f->tensor.items);
+    dp_free(f->group.items);
+    dp_free(f->pclass.items);
     memset(f, 0, sizeof *f);
 }
 

@@ -3,6 +3,7 @@
  * report.json (version, git revision, command, options, SHA-256 of every file, every check,
  * the verdict), and the Ed25519 signature of report.json (OpenSSL EVP). */
 #include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <openssl/evp.h>
@@ -11,8 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "accountant/acct.h"
+#include "common/alloc.h"
 #include "common/fsutil.h"
 #include "common/hash.h"
 #include "common/safetensors.h"
@@ -22,39 +25,74 @@
 
 static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
-/* "files": {"vectors/NAME": sha256, "outputs/NAME": sha256, "report.md": ..., "junit.xml": ...} */
-static dp_status hash_dir(json_t *files, const char *bundle, const char *sub) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/%s", bundle, sub);
+/* "files": the SHA-256 of every entry of the bundle, every directory walked (docs/certification.md
+ * §4: no file may be unlisted), keyed by its path relative to the bundle ("vectors/NAME",
+ * "outputs/NAME", "report.md", "sub/dir/x" ...), names starting with '.' included; only the
+ * top-level report.json and report.json.sig are outside (the signature covers report.json).
+ * Nothing is followed or opened that could block: a regular file is hashed by content, a
+ * symbolic link by "symlink:" + its target text, any other entry (FIFO, socket, device) by
+ * "special:" + its kind; directories nest at most CERT_BUNDLE_DEPTH deep. */
+#define CERT_BUNDLE_DEPTH 8
+static dp_status hash_entry(json_t *files, const char *path, const char *key, int depth);
+
+static dp_status hash_dir(json_t *files, const char *dir, const char *prefix, int depth) {
+    if (depth > CERT_BUNDLE_DEPTH)
+        return dp_error(DP_ERR_CHECK_FAILED, "bundle directory %s nests more than %d levels", dir, CERT_BUNDLE_DEPTH);
     DIR *d = opendir(dir);
-    if (!d) return DP_OK;
+    if (!d) return dp_error(dp_errno_status(errno), "cannot read the bundle directory %s: %s", dir, strerror(errno));
     struct dirent *e;
     dp_status st = DP_OK;
-    while ((e = readdir(d)) && st == DP_OK) {
-        if (e->d_name[0] == '.') continue;
-        char p[4400], key[600], hex[65];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        snprintf(key, sizeof key, "%s/%s", sub, e->d_name);
-        if ((st = dp_sha256_file_hex(hex, p)) == DP_OK) json_object_set_new(files, key, json_string(hex));
+    while (st == DP_OK && (e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (depth == 0 && (strcmp(e->d_name, "report.json") == 0 || strcmp(e->d_name, "report.json.sig") == 0)) continue;
+        size_t pl = strlen(dir) + strlen(e->d_name) + 2, kl = strlen(prefix) + strlen(e->d_name) + 2;
+        char *p = dp_malloc(pl), *key = dp_malloc(kl);
+        if (!p || !key) st = DP_ERR_NOMEM;
+        if (st == DP_OK) {
+            snprintf(p, pl, "%s/%s", dir, e->d_name);
+            snprintf(key, kl, "%s%s%s", prefix, *prefix ? "/" : "", e->d_name);
+            st = hash_entry(files, p, key, depth);
+        }
+        dp_free(p);
+        dp_free(key);
     }
     closedir(d);
     return st;
 }
 
-json_t *cert_report_files(const char *bundle);
-json_t *cert_report_files(const char *bundle) {
-    json_t *files = json_object();
-    if (hash_dir(files, bundle, "vectors") != DP_OK || hash_dir(files, bundle, "outputs") != DP_OK) {
+static dp_status hash_entry(json_t *files, const char *path, const char *key, int depth) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return dp_error(dp_errno_status(errno), "%s: %s", path, strerror(errno));
+    if (S_ISDIR(sb.st_mode)) return hash_dir(files, path, key, depth + 1);
+    char hex[65];
+    if (S_ISREG(sb.st_mode)) {
+        DP_TRY(dp_sha256_file_hex(hex, path));
+    } else if (S_ISLNK(sb.st_mode)) {
+        char t[4200] = "symlink:";
+        ssize_t n = readlink(path, t + 8, sizeof t - 9);
+        if (n < 0) return dp_error(dp_errno_status(errno), "%s: readlink: %s", path, strerror(errno));
+        t[8 + n] = '\0';
+        DP_TRY(dp_sha256_buf_hex(hex, t, strlen(t)));
+    } else {
+        const char *kind = S_ISFIFO(sb.st_mode) ? "special:fifo" : S_ISSOCK(sb.st_mode) ? "special:socket"
+                         : S_ISCHR(sb.st_mode) ? "special:character-device" : "special:other";
+        DP_TRY(dp_sha256_buf_hex(hex, kind, strlen(kind)));
+    }
+    if (json_object_set_new(files, key, json_string(hex)) != 0)
+        return dp_error(DP_ERR_NOMEM, "out of memory listing the bundle");
+    return DP_OK;
+}
+
+dp_status cert_report_files(json_t **out, const char *bundle);
+dp_status cert_report_files(json_t **out, const char *bundle) {
+    json_t *files = *out = json_object();
+    if (!files) return dp_error(DP_ERR_NOMEM, "out of memory listing the bundle");
+    dp_status st = hash_dir(files, bundle, "", 0);
+    if (st != DP_OK) {
         json_decref(files);
-        return NULL;
+        *out = NULL;
     }
-    static const char *const extra[] = {"report.md", "junit.xml", "report.html", NULL};
-    for (int i = 0; extra[i]; i++) {
-        char p[4400], hex[65];
-        snprintf(p, sizeof p, "%s/%s", bundle, extra[i]);
-        if (dp_sha256_file_hex(hex, p) == DP_OK) json_object_set_new(files, extra[i], json_string(hex));
-    }
-    return files;
+    return st;
 }
 
 json_t *cert_checks_json(const cert_result *r);
@@ -89,8 +127,9 @@ static double alpha_sum(const cert_result *r) {
 #define CERT_ACCT_Q 0.01
 #define CERT_ACCT_STEPS 1000
 #define CERT_ACCT_DELTA 1e-5
-double cert_implied_epsilon(double sigma) {
-    if (!(sigma > 0)) return INFINITY;
+dp_status cert_implied_epsilon(double *eps_out, double sigma) {
+    *eps_out = INFINITY;
+    if (!(sigma > 0)) return DP_OK;
     acct_schedule s;
     memset(&s, 0, sizeof s);
     s.n = 1;
@@ -100,8 +139,11 @@ double cert_implied_epsilon(double sigma) {
     s.seg[0].steps = CERT_ACCT_STEPS;
     double orders[ACCT_MAX_ORDERS], eps = INFINITY, ord;
     size_t n = acct_orders_grid(orders, ACCT_GRID_DEFAULT);
-    if (acct_rdp_epsilon(&eps, &ord, &s, orders, n, CERT_ACCT_DELTA, ACCT_CONV_BALLE) != DP_OK) return INFINITY;
-    return eps;
+    dp_status st = acct_rdp_epsilon(&eps, &ord, &s, orders, n, CERT_ACCT_DELTA, ACCT_CONV_BALLE);
+    if (st == DP_ERR_NOMEM) return st;
+    if (st != DP_OK) { dp_clear_error(); return DP_OK; } /* no finite bound: +inf */
+    *eps_out = eps;
+    return DP_OK;
 }
 
 static dp_status write_md(const char *path, const cert_result *r, const cert_opts *o) {
@@ -119,7 +161,7 @@ static dp_status write_md(const char *path, const cert_result *r, const cert_opt
     if (r->noise_n)
         fprintf(f, "- implied: a run claimed at noise multiplier 1 (q 0.01, 1000 steps, delta 1e-5) has epsilon %.4g; "
                    "the measured noise (multiplier >= %.5f at 99.9%%) supports epsilon %.4g\n",
-                cert_implied_epsilon(1.0), r->ratio_lo, cert_implied_epsilon(r->ratio_lo));
+                r->eps_claimed, r->ratio_lo, r->eps_supported);
     if (r->noise_n)
         fprintf(f, "- smallest under-noising this run detects: noise std <= %.5f of the claim is FAILED with probability "
                    ">= 0.999 (%lld pooled draws, alpha %.1e)\n",
@@ -132,8 +174,8 @@ static dp_status write_md(const char *path, const cert_result *r, const cert_opt
     if (r->dpzo_n)
         fprintf(f, "- DP-ZO scalar noise std / claimed: %.5f (99.9%% interval [%.5f, %.5f], %lld draws); implied: epsilon "
                    "%.4g claimed, %.4g supported (same reference run)\n",
-                r->dpzo_ratio, r->dpzo_lo, r->dpzo_hi, (long long)r->dpzo_n, cert_implied_epsilon(1.0),
-                cert_implied_epsilon(r->dpzo_lo));
+                r->dpzo_ratio, r->dpzo_lo, r->dpzo_hi, (long long)r->dpzo_n, r->eps_claimed,
+                r->dpzo_eps_supported);
     fprintf(f, "- declared conventions: %s\n\n", r->conventions[0] ? r->conventions : "(none)");
     if (r->nspow) {
         fprintf(f, "Sampling tests: guaranteed power against each deviation\n\n| vector | deviation | test | power >= |\n"
@@ -163,7 +205,7 @@ static dp_status write_junit(const char *path, const cert_result *r, const char 
         conf_cmp_result_init(&cr[i].cmp);
     }
     dp_status st = conf_report_junit(path, suite, cr, r->n);
-    free(cr);
+    dp_free(cr);
     return st;
 }
 
@@ -175,11 +217,13 @@ dp_status cert_report_write(const char *bundle, const cert_result *r, const cert
     DP_TRY(write_junit(p, r, cert_suite_name(o->suite)));
     json_t *plots = cert_plots_json(r); /* report.html before the hashes: the signed files list covers it */
     dp_status hs = plots ? cert_report_html(bundle, r, o, plots) : DP_ERR_NOMEM;
-    json_t *root = json_object(), *files = hs == DP_OK ? cert_report_files(bundle) : NULL;
-    if (!files) {
+    json_t *root = json_object(), *files = NULL;
+    if (hs == DP_OK) hs = cert_report_files(&files, bundle);
+    if (hs == DP_OK && !root) hs = dp_error(DP_ERR_NOMEM, "out of memory building report.json");
+    if (hs != DP_OK) {
         json_decref(root);
         json_decref(plots);
-        return hs != DP_OK ? hs : dp_error(DP_ERR_IO, "cannot hash the bundle %s", bundle);
+        return dp_error_context(hs, "the bundle %s", bundle);
     }
     json_object_set_new(root, "plots", plots);
     json_object_set_new(root, "format", json_string(CERT_REPORT_FORMAT));
@@ -205,10 +249,10 @@ dp_status cert_report_write(const char *bundle, const cert_result *r, const cert
     json_t *im = json_object();
     json_object_set_new(im, "reference_run", json_string("Poisson q 0.01, 1000 steps, delta 1e-5, RDP (Balle et al. conversion)"));
     json_object_set_new(im, "claimed_noise_multiplier", json_real(1.0));
-    json_object_set_new(im, "epsilon_claimed", num_or_null(cert_implied_epsilon(1.0)));
+    json_object_set_new(im, "epsilon_claimed", num_or_null(r->eps_claimed));
     json_object_set_new(im, "effective_noise_multiplier", num_or_null(r->noise_n ? r->sigma_eff_ratio : NAN));
     json_object_set_new(im, "effective_noise_multiplier_lo_999", num_or_null(r->noise_n ? r->ratio_lo : NAN));
-    json_object_set_new(im, "epsilon_supported", num_or_null(r->noise_n ? cert_implied_epsilon(r->ratio_lo) : NAN));
+    json_object_set_new(im, "epsilon_supported", num_or_null(r->noise_n ? r->eps_supported : NAN));
     json_object_set_new(nz, "implied", im);
     json_object_set_new(root, "noise", nz);
     json_t *pw = json_object();
@@ -244,7 +288,7 @@ dp_status cert_report_write(const char *bundle, const cert_result *r, const cert
         json_object_set_new(dz, "std_ratio", num_or_null(r->dpzo_ratio));
         json_object_set_new(dz, "std_ratio_lo_999", num_or_null(r->dpzo_lo));
         json_object_set_new(dz, "std_ratio_hi_999", num_or_null(r->dpzo_hi));
-        json_object_set_new(dz, "epsilon_supported", num_or_null(cert_implied_epsilon(r->dpzo_lo)));
+        json_object_set_new(dz, "epsilon_supported", num_or_null(r->dpzo_eps_supported));
         json_object_set_new(root, "dpzo_noise", dz);
     }
     json_object_set_new(root, "checks", cert_checks_json(r));
@@ -255,7 +299,7 @@ dp_status cert_report_write(const char *bundle, const cert_result *r, const cert
     snprintf(p, sizeof p, "%s/report.json", bundle);
     size_t len = strlen(txt);
     dp_status st = dp_write_file_atomic("--report", p, txt, len);
-    free(txt);
+    dp_free(txt);
     snprintf(p, sizeof p, "%s/report.json.sig", bundle);
     if (st == DP_OK) remove(p); /* a signature of an older report is not valid for this one */
     return st;
@@ -267,7 +311,7 @@ static dp_status ossl_fail(const char *what) { return dp_error(DP_ERR_INTERNAL, 
 static dp_status write_pem(const char *path, EVP_PKEY *k, int priv) {
     dp_afile af;
     DP_TRY(dp_afile_open(&af, priv ? "private key" : "public key", path));
-    if (priv && fchmod(fileno(af.f), 0600) != 0) { dp_afile_abort(&af); return dp_error(DP_ERR_IO, "chmod %s", path); }
+    if (priv && af.tmp && fchmod(af.fd, 0600) != 0) { dp_afile_abort(&af); return dp_error(DP_ERR_IO, "chmod %s", path); }
     int ok = priv ? PEM_write_PrivateKey(af.f, k, NULL, NULL, 0, NULL, NULL) : PEM_write_PUBKEY(af.f, k);
     if (!ok) { dp_afile_abort(&af); return ossl_fail("PEM write"); }
     return dp_afile_commit(&af);
@@ -285,6 +329,26 @@ dp_status cert_keygen(const char *priv_path, const char *pub_path) {
     if (st == DP_OK) st = write_pem(pub_path, k, 0);
     EVP_PKEY_free(k);
     return st;
+}
+
+/* report.json or report.json.sig of a bundle (verify-report reads what others sent): a regular
+ * file only, read up to `max` bytes. A link, FIFO or device there is NOT VERIFIED (exit 1), never
+ * followed or read until it ends (a link to /dev/zero, or a FIFO, hung verify-report: found by
+ * issue 29's review of the tampering cases). A missing file is DP_ERR_IO (not a bundle, exit 2). */
+#define CERT_MAX_REPORT_JSON ((size_t)1 << 30)
+#define CERT_MAX_SIG 4096
+static dp_status read_bundle_top(uint8_t **buf, size_t *len, const char *path, size_t max) {
+    struct stat sb;
+    *buf = NULL;
+    *len = 0;
+    if (lstat(path, &sb) != 0) return dp_error(dp_errno_status(errno), "cannot open '%s': %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return dp_error(DP_ERR_CHECK_FAILED, "%s is not a regular file (a link, FIFO or device: a bundle holds "
+                                             "regular files only)", path);
+    char *b = NULL;
+    DP_TRY(dp_read_file_max(&b, len, "bundle file", path, max));
+    *buf = (uint8_t *)b;
+    return DP_OK;
 }
 
 static dp_status read_key(EVP_PKEY **k, const char *path, int priv) {
@@ -306,13 +370,13 @@ dp_status cert_sign(const char *bundle, const char *priv_path) {
     snprintf(p, sizeof p, "%s/report.json", bundle);
     uint8_t *buf = NULL, sig[64];
     size_t len = 0, sl = sizeof sig;
-    dp_status st = dp_read_file(&buf, &len, p);
+    dp_status st = read_bundle_top(&buf, &len, p, CERT_MAX_REPORT_JSON);
     EVP_MD_CTX *m = EVP_MD_CTX_new();
     if (st == DP_OK && (!m || EVP_DigestSignInit(m, NULL, NULL, NULL, k) <= 0 || EVP_DigestSign(m, sig, &sl, buf, len) <= 0))
         st = ossl_fail("Ed25519 signing");
     EVP_MD_CTX_free(m);
     EVP_PKEY_free(k);
-    free(buf);
+    dp_free(buf);
     if (st != DP_OK) return st;
     char hex[129];
     dp_hex(hex, sig, sl);
@@ -328,8 +392,9 @@ dp_status cert_verify_signature(const char *bundle, const char *pub_path) {
     uint8_t *buf = NULL, *sh = NULL, sig[64];
     size_t len = 0, slen = 0;
     snprintf(p, sizeof p, "%s/report.json.sig", bundle);
-    dp_status st = dp_read_file(&sh, &slen, p);
-    if (st != DP_OK) st = dp_error(DP_ERR_CHECK_FAILED, "signature %s missing or unreadable", p);
+    dp_status st = read_bundle_top(&sh, &slen, p, CERT_MAX_SIG);
+    if (st != DP_OK && st != DP_ERR_NOMEM && st != DP_ERR_SYSIO && st != DP_ERR_CHECK_FAILED) /* a read error is the system's: exit 3 */
+        st = dp_error_context(DP_ERR_CHECK_FAILED, "signature %s missing or unreadable", p);
     if (st == DP_OK && slen < 128) st = dp_error(DP_ERR_CHECK_FAILED, "signature %s is not 128 hex digits", p);
     for (int i = 0; st == DP_OK && i < 64; i++) {
         unsigned v;
@@ -337,7 +402,7 @@ dp_status cert_verify_signature(const char *bundle, const char *pub_path) {
         sig[i] = (uint8_t)v;
     }
     snprintf(p, sizeof p, "%s/report.json", bundle);
-    if (st == DP_OK) st = dp_read_file(&buf, &len, p);
+    if (st == DP_OK) st = read_bundle_top(&buf, &len, p, CERT_MAX_REPORT_JSON);
     EVP_MD_CTX *m = EVP_MD_CTX_new();
     if (st == DP_OK) {
         if (!m || EVP_DigestVerifyInit(m, NULL, NULL, NULL, k) <= 0) st = ossl_fail("Ed25519 verify init");
@@ -346,7 +411,7 @@ dp_status cert_verify_signature(const char *bundle, const char *pub_path) {
     }
     EVP_MD_CTX_free(m);
     EVP_PKEY_free(k);
-    free(buf);
-    free(sh);
+    dp_free(buf);
+    dp_free(sh);
     return st;
 }

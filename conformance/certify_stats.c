@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "conformance/certify.h"
+#include "common/alloc.h"
 
 const char *cert_status_name(int s) { return s == CERT_PASS ? "PASS" : s == CERT_FAIL ? "FAIL" : "INCOMPLETE"; }
 
@@ -125,7 +126,7 @@ static int cmp_d(const void *a, const void *b) {
 void cert_test_ks(cert_check *k, const double *z, int64_t n, double alpha) {
     init(k, "noise normality (Kolmogorov-Smirnov)", alpha, n);
     if (too_few(k, n, 1)) return;
-    double *v = malloc((size_t)n * sizeof *v);
+    double *v = dp_malloc((size_t)n * sizeof *v);
     if (!v) { k->status = CERT_INCOMPLETE; snprintf(k->msg, sizeof k->msg, "out of memory"); return; }
     memcpy(v, z, (size_t)n * sizeof *v);
     qsort(v, (size_t)n, sizeof *v, cmp_d);
@@ -137,7 +138,7 @@ void cert_test_ks(cert_check *k, const double *z, int64_t n, double alpha) {
         if (a > d) d = a;
         if (b > d) d = b;
     }
-    free(v);
+    dp_free(v);
     k->statistic = d;
     k->lo = 0;
     k->hi = sqrt(log(2 / alpha) / (2 * dn));
@@ -263,8 +264,8 @@ double cert_power_count(int64_t n, double p, double alpha, double p1) {
 typedef struct { double *lp, *y; int64_t m; } disp_pmf;
 static int disp_pmf_make(disp_pmf *d, int64_t t, double p) {
     double q = 1 - p, mu = (double)t * p, v = mu * q;
-    d->lp = malloc((size_t)(t + 1) * sizeof *d->lp);
-    d->y = malloc((size_t)(t + 1) * sizeof *d->y);
+    d->lp = dp_malloc((size_t)(t + 1) * sizeof *d->lp);
+    d->y = dp_malloc((size_t)(t + 1) * sizeof *d->y);
     d->m = 0;
     if (!d->lp || !d->y) return 0;
     for (int64_t c = 0; c <= t; c++) {
@@ -312,7 +313,7 @@ void cert_test_dispersion(cert_check *k, const int64_t *c, int64_t J, int64_t t,
     for (int64_t j = 0; j < J; j++) s += ((double)c[j] - mu) * ((double)c[j] - mu);
     disp_pmf d;
     if (!disp_pmf_make(&d, t, p)) {
-        free(d.lp); free(d.y);
+        dp_free(d.lp); dp_free(d.y);
         k->status = CERT_INCOMPLETE;
         snprintf(k->msg, sizeof k->msg, "out of memory");
         return;
@@ -321,7 +322,7 @@ void cert_test_dispersion(cert_check *k, const int64_t *c, int64_t J, int64_t t,
     k->lo = disp_lo(&d, (double)J, alpha);
     k->hi = INFINITY;
     k->vacuous = k->lo <= 0 ? 1 : 0;
-    free(d.lp); free(d.y);
+    dp_free(d.lp); dp_free(d.y);
     decide(k);
     snprintf(k->msg, sizeof k->msg, "variance of the counts / binomial variance = %.4f, accept >= %.4f (one-sided)",
              k->statistic, k->lo);
@@ -331,8 +332,8 @@ void cert_test_dispersion(cert_check *k, const int64_t *c, int64_t J, int64_t t,
  * the statistic is then (round(t p) - t p)^2 / (t p q), known exactly: 1 below lo, else 0. */
 double cert_power_dispersion_fixed(int64_t J, int64_t t, double p, double alpha) {
     disp_pmf d;
-    if (!disp_pmf_make(&d, t, p)) { free(d.lp); free(d.y); return 0; }
+    if (!disp_pmf_make(&d, t, p)) { dp_free(d.lp); dp_free(d.y); return 0; }
     double lo = disp_lo(&d, (double)J, alpha), mu = (double)t * p, r = round(mu);
-    free(d.lp); free(d.y);
+    dp_free(d.lp); dp_free(d.y);
     return (r - mu) * (r - mu) / (mu * (1 - p)) < lo ? 1 : 0;
 }

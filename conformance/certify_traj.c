@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "conformance/certify_int.h"
+#include "common/alloc.h"
 
 /* Step k of trajectory v as a step vector (tensors shared with v, not copied). */
 static dp_status step_view(dp_tensor_set *w, const dp_tensor_set *v, int k) {
@@ -97,7 +98,7 @@ dp_status cert_eval_traj(cert_result *r, cert_pool *all, cert_pool *rep, cert_no
                 char s2[200];
                 snprintf(s2, sizeof s2, "%.120s step %d", sc, s);
                 st = cert_push(r, CERT_FAIL, "private gradient finite", s2, "a private gradient element is not finite");
-                free(z[s]);
+                dp_free(z[s]);
                 z[s] = NULL;
             } else {
                 st = cert_fams_add_step(fams, name, &ref.m, &ref.g, z[s]);
@@ -141,7 +142,7 @@ dp_status cert_eval_traj(cert_result *r, cert_pool *all, cert_pool *rep, cert_no
         }
         st = cert_result_push(r, &c);
     }
-    for (int64_t i = 0; i < K * o->repeats; i++) free(zs[i]);
-    free(zs);
+    for (int64_t i = 0; i < K * o->repeats; i++) dp_free(zs[i]);
+    dp_free(zs);
     return st;
 }

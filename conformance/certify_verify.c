@@ -10,7 +10,7 @@
 #include "common/hash.h"
 #include "conformance/certify.h"
 
-json_t *cert_report_files(const char *bundle);
+dp_status cert_report_files(json_t **out, const char *bundle);
 dp_status cert_verify_bundle(const char *bundle, const char *pubkey);
 
 static dp_status bad(const char *fmt, const char *a, const char *b) {
@@ -32,10 +32,16 @@ dp_status cert_verify_bundle(const char *bundle, const char *pubkey) {
     json_t *root = json_load_file(p, JSON_REJECT_DUPLICATES, &je);
     if (!root) return dp_error(DP_ERR_CHECK_FAILED, "%s: %s (line %d)", p, je.text, je.line);
     dp_status st = DP_OK;
-    json_t *files = json_object_get(root, "files"), *now = cert_report_files(bundle);
+    json_t *files = json_object_get(root, "files"), *now = NULL;
     const char *key;
     json_t *val;
-    if (!json_is_object(files) || !now) st = bad("%s%s: no files object, or the bundle cannot be hashed", p, "");
+    st = cert_report_files(&now, bundle);
+    if (st == DP_ERR_NOMEM || st == DP_ERR_SYSIO) {
+        json_decref(root);
+        return dp_error_context(st, "listing the bundle %s", bundle);
+    }
+    if (st != DP_OK) st = dp_error_context(DP_ERR_CHECK_FAILED, "the bundle %s cannot be listed and hashed", bundle);
+    else if (!json_is_object(files)) st = bad("%s%s: no files object", p, "");
     json_object_foreach(files, key, val) {
         if (st != DP_OK) break;
         json_t *h = json_object_get(now, key);

@@ -80,7 +80,7 @@ int dp_cmd_compare(int argc, char **argv) {
     if (noise_ranks_seen && (noise_ranks < 1 || noise_ranks > 255)) return dp_cli_fail("compare", dp_error(DP_ERR_INVALID, "--noise-ranks must be in [1, 255], got %lld", (long long)noise_ranks));
     if (noise_ranks && !shares) return dp_cli_fail("compare", dp_error(DP_ERR_USAGE, "--noise-ranks needs --noise-shares"));
     o.noise_ranks = noise_ranks;
-    (void)dtype_seen;
+    o.dtype_given = dtype_seen || precision_seen; /* else the candidate's declared precision */
     conf_cmp_result r;
     conf_cmp_result_init(&r);
     st = conf_compare_paths(&r, pos[0], pos[1], &o);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/fsutil.h"
+#include "common/alloc.h"
 #include "common/cli.h"
 #include "common/proc.h"
 #include "conformance/conf.h"
@@ -222,10 +223,10 @@ int dp_cmd_conform(int argc, char **argv) {
 out:
     if (res)
         for (size_t i = 0; i < nrun; i++) conf_cmp_result_free(&res[i].cmp);
-    free(res);
-    free(runs);
+    dp_free(res);
+    dp_free(runs);
     for (size_t i = 0; i < ncs; i++) conf_case_free(&cs[i]);
-    free(cs);
+    dp_free(cs);
     if (st != DP_OK) return dp_cli_fail(CMD, st);
     return rc;
 }

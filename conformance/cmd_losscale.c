@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/alloc.h"
 #include "common/fsutil.h"
 #include "conformance/losscale.h"
 
@@ -97,14 +98,14 @@ int dp_cmd_losscale(int argc, char **argv) {
     int keep[CONF_LS_COUNT];
     for (int p = 0; p < CONF_LS_COUNT; p++) keep[p] = pipes == NULL;
     if (pipes) {
-        char *dup = strdup(pipes), *save = NULL;
+        char *dup = dp_strdup(pipes), *save = NULL;
         if (!dup) return dp_cli_fail("losscale", dp_error(DP_ERR_NOMEM, "losscale: out of memory"));
         for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
             int pi;
-            if ((st = dp_parse_choice(&pi, "--pipelines", t, conf_ls_pipeline_names)) != DP_OK) { free(dup); return dp_cli_fail("losscale", st); }
+            if ((st = dp_parse_choice(&pi, "--pipelines", t, conf_ls_pipeline_names)) != DP_OK) { dp_free(dup); return dp_cli_fail("losscale", st); }
             keep[pi] = 1;
         }
-        free(dup);
+        dp_free(dup);
     }
     json_t *root = json_object();
     int nfail = 0;
@@ -122,7 +123,7 @@ int dp_cmd_losscale(int argc, char **argv) {
         if (st == DP_OK && snprintf(path, sizeof path, "%s/losscale.json", report) >= (int)sizeof path)
             st = dp_error(DP_ERR_INVALID, "--report: path too long");
         if (st == DP_OK) st = dp_write_file_atomic("--report", path, s, strlen(s));
-        free(s);
+        dp_free(s);
     }
     json_decref(root);
     if (st != DP_OK) return dp_cli_fail("losscale", st);

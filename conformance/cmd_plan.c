@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/alloc.h"
 #include "common/memlimit.h"
 #include "conformance/plan.h"
 
@@ -208,7 +209,7 @@ static dp_status search(plan_ctx *c, int64_t devices, int64_t top) {
                     if (!c->job.dp && s > 0) continue;
                     if (n == cap) {
                         cap = cap ? 2 * cap : 64;
-                        cand *g = realloc(cs, cap * sizeof *cs);
+                        cand *g = dp_realloc(cs, cap * sizeof *cs);
                         if (!g) { st = DP_ERR_NOMEM; break; }
                         cs = g;
                     }
@@ -224,7 +225,7 @@ static dp_status search(plan_ctx *c, int64_t devices, int64_t top) {
                     if (st == DP_OK) n++;
                 }
     }
-    if (st != DP_OK) { free(cs); return st; }
+    if (st != DP_OK) { dp_free(cs); return st; }
     qsort(cs, n, sizeof *cs, cand_cmp);
     if (c->json) {
         json_t *o = json_object(), *arr = json_array();
@@ -242,7 +243,7 @@ static dp_status search(plan_ctx *c, int64_t devices, int64_t top) {
         json_decref(o);
         if (!s) return DP_ERR_NOMEM;
         printf("%s\n", s);
-        free(s);
+        dp_free(s);
     } else {
         printf("layouts of %lld device(s) on %s, ranked by step time among those that fit", (long long)devices, c->dev.name);
         if (c->dev.capacity > 0) { printf(" ("); print_bytes(stdout, c->dev.capacity); printf(" per device)"); }
@@ -264,7 +265,7 @@ static dp_status search(plan_ctx *c, int64_t devices, int64_t top) {
         for (size_t i = 0; i < n; i++) uns += !cs[i].r.supported;
         if (uns) printf("(%zu layout(s) not supported, e.g. %s)\n", uns, cs[n - 1].r.why);
     }
-    free(cs);
+    dp_free(cs);
     return DP_OK;
 }
 
@@ -419,7 +420,7 @@ int dp_cmd_plan(int argc, char **argv) {
         json_decref(o);
         if (!s) return dp_cli_fail("plan", DP_ERR_NOMEM);
         printf("%s\n", s);
-        free(s);
+        dp_free(s);
     } else
         print_one(stdout, &c, &r, &job, &c.lay);
     return 0;

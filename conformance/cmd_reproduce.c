@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "accountant/acct.h"
+#include "common/alloc.h"
 #include "common/cli.h"
 #include "common/fsutil.h"
 #include "conformance/html.h"
@@ -130,7 +131,7 @@ static int list_targets(int json) {
     }
     if (json) {
         char *s = json_dumps(a, JSON_INDENT(2));
-        if (s) { puts(s); free(s); }
+        if (s) { puts(s); dp_free(s); }
     }
     json_decref(a);
     dp_status st = dp_stdout_finish("reproduce --list output");
@@ -145,12 +146,12 @@ static dp_status write_report(const char *dir, const json_t *root) {
     snprintf(p, n, "%s/report.json", dir);
     char *txt = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(17) | JSON_ENSURE_ASCII);
     dp_status st = txt ? dp_write_file_atomic("--report", p, txt, strlen(txt)) : DP_ERR_NOMEM;
-    free(txt);
+    dp_free(txt);
     if (st == DP_OK) {
         snprintf(p, n, "%s/report.html", dir);
         st = conf_repro_html(p, root);
     }
-    free(p);
+    dp_free(p);
     return st;
 }
 
@@ -178,6 +179,11 @@ int dp_cmd_reproduce(int argc, char **argv) {
                       "the dpcert binary the measured rows run (default: this one)"}};
     dp_status st = dp_opts_parse(opts, listing ? 1 : 3, argc - 1, argv + 1, NULL, 0, NULL, &help);
     if (st != DP_OK) return dp_cli_fail("reproduce", st);
+    if (help) { /* `reproduce TARGET --help` describes and never runs (found by common/tests/cli_fuzz.py) */
+        printf("usage: dpcert reproduce %s [--json] [--report DIR]\n", listing ? "--list" : argv[0]);
+        dp_opts_print_help(opts, listing ? 1 : 2);
+        return 0;
+    }
     if (listing) return list_targets(json);
     const repro_target *t = NULL;
     for (size_t i = 0; i < N_TARGETS; i++)
@@ -217,7 +223,7 @@ int dp_cmd_reproduce(int argc, char **argv) {
     if (st == DP_OK) {
         if (json) {
             char *s = json_dumps(r.root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-            if (s) { puts(s); free(s); }
+            if (s) { puts(s); dp_free(s); }
         } else
             conf_repro_print(stdout, r.root);
         if (report) st = write_report(report, r.root);

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "common/philox.h"
+#include "common/alloc.h"
 #include "common/safetensors.h"
 #include "conformance/compare_int.h"
 #include "conformance/conf.h"
@@ -25,11 +26,45 @@ void conf_cmp_opts_default(conf_cmp_opts *o) {
     o->noise_ranks = 0;
     o->mixed = 0;
     o->half_dtype = DP_BF16;
+    o->dtype_given = 0;
+}
+
+/* The candidate's declared precision (metadata "dtype", docs/precision.md: f64, f32, or bf16 /
+ * fp16 = half storage with f32 compute) against the options: taken when none was given,
+ * refused (DP_ERR_INVALID, exit 2) when the given one contradicts it (issue 29 item 13: --dtype
+ * bf16 on an export made with --precision bf16 formed NaN bounds). */
+static dp_status declared_precision(conf_cmp_opts *o, const dp_tensor_set *cand, const char *cand_path) {
+    const char *d = dp_tset_meta(cand, "dtype");
+    if (!d) return DP_OK;
+    conf_cmp_opts m = *o;
+    if (strcmp(d, "f64") == 0) { m.cand_dtype = DP_F64; m.mixed = 0; }
+    else if (strcmp(d, "f32") == 0) { m.cand_dtype = DP_F32; m.mixed = 0; }
+    else if (strcmp(d, "bf16") == 0 || strcmp(d, "fp16") == 0) {
+        m.cand_dtype = DP_F32;
+        m.mixed = 1;
+        m.half_dtype = d[0] == 'b' ? DP_BF16 : DP_F16;
+    } else {
+        return dp_error(DP_ERR_FORMAT, "%s: metadata dtype '%s' is not a precision (f64, f32, bf16, fp16)", cand_path, d);
+    }
+    if (!o->dtype_given) {
+        *o = m;
+        return DP_OK;
+    }
+    if (o->cand_dtype != m.cand_dtype || o->mixed != m.mixed || (m.mixed && o->half_dtype != m.half_dtype)) {
+        const char *given = o->mixed ? (o->half_dtype == DP_F16 ? "--precision fp16" : "--precision bf16")
+                          : o->cand_dtype == DP_F64 ? "--dtype f64" : o->cand_dtype == DP_F32 ? "--dtype f32" : "--dtype bf16";
+        const char *want = m.mixed ? (m.half_dtype == DP_F16 ? "--precision fp16" : "--precision bf16")
+                         : m.cand_dtype == DP_F64 ? "--dtype f64 (the default)" : "--dtype f32";
+        return dp_error(DP_ERR_INVALID, "%s contradicts the candidate's declared precision (%s: metadata dtype=%s%s): "
+                        "compare with %s, or give no precision option", given, cand_path, d,
+                        m.mixed ? ", the mixed-precision recipe: half storage, f32 compute" : "", want);
+    }
+    return DP_OK;
 }
 
 void conf_cmp_result_init(conf_cmp_result *r) { memset(r, 0, sizeof *r); }
 void conf_cmp_result_free(conf_cmp_result *r) {
-    free(r->items);
+    dp_free(r->items);
     memset(r, 0, sizeof *r);
 }
 
@@ -91,6 +126,10 @@ dp_status conf_cmp_push_skip(conf_cmp_result *out, const char *prefix, const cha
     return conf_cmp_result_push(out, &t);
 }
 
+/* c x, with 0 x inf = 0: a term whose coefficient is exactly zero contributes nothing, even
+ * when the error bound it multiplies is infinite. */
+static double zmul(double c, double x) { return c == 0 ? 0.0 : c * x; }
+
 /* Element-wise comparison of cand against ref under bound[] (bound == NULL: exact).
  * `ref_vals` overrides the reference values (used when the candidate's noise is
  * substituted); NULL uses ref. */
@@ -113,6 +152,22 @@ dp_status conf_cmp_elems(conf_cmp_result *out, const char *prefix, const char *n
         snprintf(t.msg, sizeof t.msg, "dtype %s in the candidate, %s in the reference", dp_dtype_name(cand->dtype),
                  dp_dtype_name(ref->dtype));
         return conf_cmp_result_push(out, &t);
+    }
+    /* a bound that is NaN or negative is a defect of the tolerance model, never a verdict about
+     * the candidate: this tensor is INCOMPLETE naming the bound (docs/tolerances.md). Only a bound
+     * that decides counts: where both values are finite and differ (equal values, both NaN, or a
+     * non-finite value on one side are decided without it: conf_fraction; a dropped example's NaN
+     * norm has a NaN bound that never decides). */
+    for (int64_t i = 0; bound && i < t.numel; i++) {
+        double r = ref_vals ? ref_vals[i] : dp_tensor_get(ref, i), c = dp_tensor_get(cand, i);
+        if (!isfinite(r) || !isfinite(c) || r == c) continue;
+        if (isnan(bound[i]) || bound[i] < 0) {
+            char why[200];
+            snprintf(why, sizeof why, "the tolerance bound of element %lld could not be formed (%g): a defect of the "
+                     "tolerance model, not a verdict (INCOMPLETE)", (long long)i, bound[i]);
+            conf_cmp_mark_incomplete(out, prefix, name, why);
+            return conf_cmp_push_skip(out, prefix, name, CONF_SKIPPED, why);
+        }
     }
     for (int64_t i = 0; i < t.numel; i++) {
         double r = ref_vals ? ref_vals[i] : dp_tensor_get(ref, i), c = dp_tensor_get(cand, i);
@@ -215,8 +270,8 @@ const double *conf_bstore_get(const conf_bstore *s, const char *name, int kind, 
     return NULL;
 }
 void conf_bstore_free(conf_bstore *s) {
-    for (size_t i = 0; i < s->n; i++) free(s->it[i].b);
-    free(s->it);
+    for (size_t i = 0; i < s->n; i++) dp_free(s->it[i].b);
+    dp_free(s->it);
     memset(s, 0, sizeof *s);
 }
 
@@ -224,18 +279,19 @@ void conf_bstore_free(conf_bstore *s) {
 
 /* The reference values with every element where both sides are non-finite replaced by the
  * candidate's (a dropped example: its norm and loss are NaN or inf on both sides, in whatever
- * combination; docs/tolerances.md "Dropped examples"). NULL when the shapes differ or on OOM
- * (then the plain comparison runs). */
-static double *nonfinite_agree(const dp_tensor *r, const dp_tensor *c) {
+ * combination; docs/tolerances.md "Dropped examples") into *out. NULL when the shapes differ
+ * (then the plain comparison runs); DP_ERR_NOMEM when it cannot be had (never a silent fallback). */
+static dp_status nonfinite_agree(double **out, const dp_tensor *r, const dp_tensor *c) {
+    *out = NULL;
     int64_t n = dp_tensor_numel(r);
-    if (!same_shape(r, c)) return NULL;
-    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-    if (!v) return NULL;
+    if (!same_shape(r, c)) return DP_OK;
+    double *v = *out = dp_malloc((size_t)(n ? n : 1) * sizeof *v);
+    if (!v) return DP_ERR_NOMEM;
     for (int64_t e = 0; e < n; e++) {
         double a = dp_tensor_get(r, e), b = dp_tensor_get(c, e);
         v[e] = (!isfinite(a) && !isfinite(b)) ? b : a;
     }
-    return v;
+    return DP_OK;
 }
 
 static void mark_incomplete(conf_cmp_result *out, const char *prefix, const char *name, const char *why) {
@@ -341,7 +397,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
         if (!c) { DP_TRY(conf_cmp_push_missing(out, prefix, nm, "candidate")); continue; }
         int64_t n = dp_tensor_numel(r);
-        free(bnd);
+        dp_free(bnd);
         bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
         if (!bnd) { st = DP_ERR_NOMEM; goto done; }
         /* later steps: the candidate's parameters are its previous update, whose bound is carried */
@@ -375,12 +431,12 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
         if (!c) { DP_TRY(conf_cmp_push_missing(out, prefix, nm, "candidate")); continue; }
         int64_t n = dp_tensor_numel(r);
-        free(bnd);
+        dp_free(bnd);
         bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
         if (!bnd) { st = DP_ERR_NOMEM; goto done; }
         for (int64_t e = 0; e < n; e++) bnd[e] = (n == B ? rhoi[e] : k.rho) * fabs(dp_tensor_get(r, e));
-        free(tmp);
-        tmp = nonfinite_agree(r, c);
+        dp_free(tmp);
+        if ((st = nonfinite_agree(&tmp, r, c)) != DP_OK) goto done;
         if ((st = conf_cmp_elems(out, prefix, nm, r, c, tmp, bnd, o->warn)) != DP_OK) goto done;
     }
 
@@ -390,7 +446,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
        cmax_i = the largest clip factor of example i over groups, dc_i its bound. */
     double *cmax = dp_calloc((size_t)(B ? B : 1), sizeof *cmax), *dcv = dp_calloc((size_t)(B ? B : 1), sizeof *dcv);
     double *dg = dp_calloc((size_t)(B ? B : 1), sizeof *dg), *nv = dp_calloc((size_t)(B ? B : 1), sizeof *nv);
-    if (!cmax || !dcv || !dg || !nv) { free(cmax); free(dcv); free(dg); free(nv); st = DP_ERR_NOMEM; goto done; }
+    if (!cmax || !dcv || !dg || !nv) { dp_free(cmax); dp_free(dcv); dp_free(dg); dp_free(nv); st = DP_ERR_NOMEM; goto done; }
     {
         /* rel_i = rho_i / (1 - rho_i) + 3u: the mean value theorem, then the addition of eps or gamma
            and the division (docs/tolerances.md stage 3) */
@@ -401,7 +457,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
             if (strncmp(nm, "per_sample.clip_factor", 22) != 0 || (nm[22] != '\0' && nm[22] != '.')) continue;
             const dp_tensor *r = &ref->items[i].t, *c = dp_tset_find(cand, nm);
             int64_t n = dp_tensor_numel(r);
-            free(bnd);
+            dp_free(bnd);
             bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
             if (!bnd) { st = DP_ERR_NOMEM; break; }
             for (int64_t e = 0; e < n; e++) {
@@ -424,7 +480,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
 #undef CONF_REL
         }
     }
-    if (st != DP_OK) { free(cmax); free(dcv); free(dg); free(nv); goto done; }
+    if (st != DP_OK) { dp_free(cmax); dp_free(dcv); dp_free(dg); dp_free(nv); goto done; }
 
     /* 4. clipped sums: |d cs_j| <= sum_i min(c_i dg_i + |g_ij| dc_i + dc_i dg_i, cap) + gamma_B sum_i |c_i g_ij|.
        A dropped example (reference factor 0, compared exactly above) adds nothing on either side.
@@ -462,7 +518,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         if (!c) { if ((st = conf_cmp_push_missing(out, prefix, nm, "candidate")) != DP_OK) break; continue; }
         if ((st = conf_cmp_elems(out, prefix, nm, r, c, NULL, bd, o->warn)) != DP_OK) break;
     }
-    free(cmax); free(dcv); free(dg); free(nv);
+    dp_free(cmax); dp_free(dcv); dp_free(dg); dp_free(nv);
     if (st != DP_OK) goto done;
 
     /* 5. noise: sigma C_total z, z in double on both sides: |d| <= sigma C_total bz + gamma_4 |noise| + u_c |noise|.
@@ -591,7 +647,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         const double *en = o->noise_statistical ? conf_bstore_get(&bs, pname, CONF_BS_EN, n) : NULL;
         int subst = o->noise_statistical && !en && cnz && dp_tensor_numel(cnz) == n;
         double *bd = conf_bstore_new(&bs, pname, CONF_BS_PG, n);
-        free(tmp);
+        dp_free(tmp);
         tmp = dp_malloc((size_t)(n ? n : 1) * sizeof *tmp);
         if (!bd || !tmp) { st = DP_ERR_NOMEM; goto done; }
         for (int64_t e = 0; e < n; e++) {
@@ -656,7 +712,7 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
             double *bd = conf_bstore_new(&bs, pname, CONF_BS_PA, n), *nm1 = conf_bstore_new(&bs, pname, CONF_BS_M1, n);
             double *ndm1 = conf_bstore_new(&bs, pname, CONF_BS_DM1, n);
             double *nm2 = adam ? conf_bstore_new(&bs, pname, CONF_BS_M2, n) : NULL, *ndm2 = adam ? conf_bstore_new(&bs, pname, CONF_BS_DM2, n) : NULL;
-            free(tmp);
+            dp_free(tmp);
             tmp = dp_malloc((size_t)(n ? n : 1) * sizeof *tmp);
             if (!bd || !nm1 || !ndm1 || (adam && (!nm2 || !ndm2)) || !tmp) { st = DP_ERR_NOMEM; goto done; }
             double t = step_no, bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t), sbc2 = sqrt(bc2), ssz = lr / bc1;
@@ -667,19 +723,21 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
                 double dp_in = cp && dp_tensor_numel(cp) == n ? fabs(dp_tensor_get(cp, e) - p) : k.uc * fabs(p);
                 if (!isfinite(dp_in)) dp_in = INFINITY;
                 double M1 = m1 ? m1[e] : 0, DM1 = dm1 ? dm1[e] : 0, pnew, b;
+                /* zmul: a zero coefficient (momentum 0, beta 0) times an infinite bound carried
+                 * from an earlier step is 0, not NaN (the origin of issue 29 item 13's NaN bounds) */
                 if (!adam) {
                     nm1[e] = mu * M1 + g;
-                    ndm1[e] = mu * DM1 + dg + g2 * (fabs(mu * M1) + fabs(g));
+                    ndm1[e] = zmul(mu, DM1) + dg + zmul(g2, fabs(mu * M1) + fabs(g));
                     pnew = p - lr * nm1[e];
-                    b = dp_in + fabs(lr) * ndm1[e] + g2 * (fabs(p) + fabs(lr * nm1[e]));
+                    b = dp_in + zmul(fabs(lr), ndm1[e]) + zmul(g2, fabs(p) + fabs(lr * nm1[e]));
                 } else {
                     double M2 = m2 ? m2[e] : 0, DM2 = dm2 ? dm2[e] : 0;
                     double decay = 1 - lr * wd, pd = p * decay;
-                    double dpd = dp_in * fabs(decay) + g2 * fabs(p);
+                    double dpd = zmul(fabs(decay), dp_in) + zmul(g2, fabs(p));
                     nm1[e] = b1 * M1 + (1 - b1) * g;
-                    ndm1[e] = b1 * DM1 + (1 - b1) * dg + g3 * (b1 * fabs(M1) + (1 - b1) * fabs(g));
+                    ndm1[e] = zmul(b1, DM1) + zmul(1 - b1, dg) + zmul(g3, b1 * fabs(M1) + (1 - b1) * fabs(g));
                     nm2[e] = b2 * M2 + (1 - b2) * g * g;
-                    ndm2[e] = b2 * DM2 + (1 - b2) * (2 * fabs(g) * dg + dg * dg) + g4 * (b2 * M2 + (1 - b2) * g * g);
+                    ndm2[e] = zmul(b2, DM2) + zmul(1 - b2, 2 * fabs(g) * dg + dg * dg) + zmul(g4, b2 * M2 + (1 - b2) * g * g);
                     double sv = sqrt(nm2[e]), svlo = sqrt(fmax(nm2[e] - ndm2[e], 0));
                     double dsv = ndm2[e] / (sv + svlo > 0 ? sv + svlo : 1) + (sv + svlo > 0 ? 0 : sqrt(ndm2[e]));
                     double D = sv / sbc2 + eps, dD = dsv / sbc2 + g3 * D;
@@ -702,13 +760,13 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
         if (!r) continue;
         if (!c) { DP_TRY(conf_cmp_push_missing(out, prefix, loss_names[li], "candidate")); continue; }
         int64_t n = dp_tensor_numel(r);
-        free(bnd);
+        dp_free(bnd);
         bnd = dp_malloc((size_t)(n ? n : 1) * sizeof *bnd);
         if (!bnd) { st = DP_ERR_NOMEM; goto done; }
         for (int64_t e = 0; e < n; e++)
             bnd[e] = (conf_gamma(k.K + 2, k.u) + k.gH) * (fabs(dp_tensor_get(r, e)) + log(k.P > 1 ? k.P : 1) + 1);
-        free(tmp);
-        tmp = nonfinite_agree(r, c);
+        dp_free(tmp);
+        if ((st = nonfinite_agree(&tmp, r, c)) != DP_OK) goto done;
         if ((st = conf_cmp_elems(out, prefix, loss_names[li], r, c, tmp, bnd, o->warn)) != DP_OK) goto done;
     }
     (void)T;
@@ -739,11 +797,11 @@ done:
         memset(&bs, 0, sizeof bs);
     }
     conf_bstore_free(&bs);
-    free(bnd);
-    free(tmp);
-    free(nrm);
-    free(kap);
-    free(rhoi);
+    dp_free(bnd);
+    dp_free(tmp);
+    dp_free(nrm);
+    dp_free(kap);
+    dp_free(rhoi);
     return st;
 }
 
@@ -797,14 +855,14 @@ static dp_status list_steps(char ***names, size_t *n, const char *dir) {
         size_t l = strlen(e->d_name);
         if (strncmp(e->d_name, "step-", 5) != 0 || l < 17 || strcmp(e->d_name + l - 12, ".safetensors") != 0) continue;
         if ((st = DP_GROW(v, cap, k + 1, 16, "step list")) != DP_OK) break;
-        v[k] = strdup(e->d_name);
+        v[k] = dp_strdup(e->d_name);
         if (!v[k]) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
         k++;
     }
     closedir(d);
     if (st != DP_OK) {
-        for (size_t i = 0; i < k; i++) free(v[i]);
-        free(v);
+        for (size_t i = 0; i < k; i++) dp_free(v[i]);
+        dp_free(v);
         return st;
     }
     if (k) qsort(v, k, sizeof *v, cmp_str);
@@ -817,11 +875,13 @@ dp_status conf_compare_paths(conf_cmp_result *out, const char *ref_path, const c
                              const conf_cmp_opts *o) {
     int rd = is_dir(ref_path), cd = is_dir(cand_path);
     dp_tensor_set rs, cs;
+    conf_cmp_opts eff = *o;
     if (!rd && !cd) {
         DP_TRY(dp_st_read(&rs, ref_path));
         dp_status st = dp_st_read(&cs, cand_path);
         if (st != DP_OK) { dp_tset_free(&rs); return st; }
-        st = compare_step(out, &rs, &cs, o, "", NULL, NULL);
+        st = declared_precision(&eff, &cs, cand_path);
+        if (st == DP_OK) st = compare_step(out, &rs, &cs, &eff, "", NULL, NULL);
         dp_tset_free(&rs);
         dp_tset_free(&cs);
         return st;
@@ -853,13 +913,15 @@ dp_status conf_compare_paths(conf_cmp_result *out, const char *ref_path, const c
             break; /* later steps depend on this one */
         }
         if ((st = dp_st_read(&cs, cp)) != DP_OK) { dp_tset_free(&rs); break; }
-        st = compare_step(out, &rs, &cs, o, pfx, i ? &carry : NULL, &carry);
+        eff = *o; /* every step's declared precision */
+        st = declared_precision(&eff, &cs, cp);
+        if (st == DP_OK) st = compare_step(out, &rs, &cs, &eff, pfx, i ? &carry : NULL, &carry);
         dp_tset_free(&rs);
         dp_tset_free(&cs);
     }
     conf_bstore_free(&carry);
-    for (size_t i = 0; i < n; i++) free(names[i]);
-    free(names);
+    for (size_t i = 0; i < n; i++) dp_free(names[i]);
+    dp_free(names);
     return st;
 }
 

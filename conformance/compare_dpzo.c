@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "conformance/compare_int.h"
+#include "common/alloc.h"
 
 /* DP-ZO step: z, clipped differences, noise, released scalars, update, losses. */
 dp_status conf_compare_dpzo(conf_cmp_result *out, const dp_tensor_set *ref, const dp_tensor_set *cand,
@@ -151,6 +152,6 @@ dp_status conf_compare_dpzo(conf_cmp_result *out, const dp_tensor_set *ref, cons
     }
 out:
 
-    free(bl); free(bd); free(bz); free(bs_); free(tmp);
+    dp_free(bl); dp_free(bd); dp_free(bz); dp_free(bs_); dp_free(tmp);
     return st;
 }

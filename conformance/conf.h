@@ -83,6 +83,10 @@ typedef struct {
                               per-example gradient model adds gamma_H(u_half) (docs/tolerances.md
                               "Mixed precision") */
     dp_dtype half_dtype;   /* DP_BF16 or DP_F16 when mixed */
+    int dtype_given;       /* 1: cand_dtype/mixed/half_dtype were chosen (--dtype, --precision, a case's
+                              dtype) and must agree with the candidate's declared precision (its
+                              metadata "dtype": f64, f32, or bf16/fp16 = the mixed recipe), else
+                              DP_ERR_INVALID; 0: taken from that metadata when present */
 } conf_cmp_opts;
 void conf_cmp_opts_default(conf_cmp_opts *o);
 

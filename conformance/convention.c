@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "conformance/conf.h"
+#include "common/alloc.h"
 
 typedef struct {
     char name[96];          /* "" for the flat factor */
@@ -70,7 +71,7 @@ dp_status conf_ref_reclip(dp_tensor_set *out, char *why, size_t whylen, const dp
                      g->name[0] ? g->name : "all");
             break;
         }
-        g->cnew = malloc((size_t)(B ? B : 1) * sizeof *g->cnew);
+        g->cnew = dp_malloc((size_t)(B ? B : 1) * sizeof *g->cnew);
         if (!g->cnew) { st = dp_error(DP_ERR_NOMEM, "out of memory (re-clipping)"); break; }
         ng++;
         for (int64_t b = 0; b < B; b++) {
@@ -118,10 +119,10 @@ dp_status conf_ref_reclip(dp_tensor_set *out, char *why, size_t whylen, const dp
             continue;
         }
         if (kind == 4 && !sgd_plain) continue; /* left out: no closed form for the shifted update */
-        free(delta);
-        delta = calloc((size_t)(n ? n : 1), sizeof *delta);
-        double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-        if (!delta || !v) { free(v); st = dp_error(DP_ERR_NOMEM, "out of memory (re-clipping)"); break; }
+        dp_free(delta);
+        delta = dp_calloc((size_t)(n ? n : 1), sizeof *delta);
+        double *v = dp_malloc((size_t)(n ? n : 1) * sizeof *v);
+        if (!delta || !v) { dp_free(v); st = dp_error(DP_ERR_NOMEM, "out of memory (re-clipping)"); break; }
         int best = 0;
         double besterr = INFINITY;
         for (int k = 0; k < ng && ng > 1; k++) { /* which group's factors made S */
@@ -146,11 +147,11 @@ dp_status conf_ref_reclip(dp_tensor_set *out, char *why, size_t whylen, const dp
             v[e] = kind == 2 ? x + delta[e] : kind == 3 ? x + delta[e] / d : x - lr * delta[e] / d;
         }
         st = dp_tset_add_f64(out, nm, v, t->ndim, t->shape);
-        free(v);
+        dp_free(v);
     }
-    free(delta);
+    dp_free(delta);
     for (size_t i = 0; st == DP_OK && i < ref->nmeta; i++) st = dp_tset_set_meta(out, ref->meta[i].key, ref->meta[i].value);
-    for (int k = 0; k < ng; k++) free(grp[k].cnew);
+    for (int k = 0; k < ng; k++) dp_free(grp[k].cnew);
     if (st != DP_OK) dp_tset_free(out);
     return st;
 }

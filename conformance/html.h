@@ -14,6 +14,10 @@
 /* The page of a reproduce target (its JSON object) written atomically to path. */
 dp_status conf_repro_html(const char *path, const json_t *root);
 
+/* The tolerance-budget plot specification of a run (bars up to 60 cases, a histogram of the
+ * fractions beyond: docs/reports.md); NULL when out of memory. */
+json_t *conf_budget_plot(const conf_case_result *r, size_t n);
+
 /* report.html of a conformance run, beside report.json (same results). */
 dp_status conf_report_html(const char *path, const char *suite, const conf_case_result *r, size_t n);
 

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "common/safetensors.h"
+#include "common/alloc.h"
 #include "conformance/conf.h"
 #include "conformance/losscale.h"
 
@@ -34,7 +35,7 @@ static int cmp_dbl(const void *a, const void *b) {
  * pipeline's norms are within their rounding bound (a few u of the half type, far
  * below sqrt(2)), so the rounding of log2 gives 0. */
 static int norm_scale_k(const double *cn, const double *rn, int64_t B) {
-    double *l = malloc(sizeof(double) * (size_t)(B + 1));
+    double *l = dp_malloc(sizeof(double) * (size_t)(B + 1));
     if (!l) return 0;
     int64_t m = 0;
     for (int64_t i = 0; i < B; i++)
@@ -45,7 +46,7 @@ static int norm_scale_k(const double *cn, const double *rn, int64_t B) {
         double med = m % 2 ? l[m / 2] : 0.5 * (l[m / 2 - 1] + l[m / 2]);
         k = med >= 0.5 && med < 1100 ? (int)lround(med) : 0;
     }
-    free(l);
+    dp_free(l);
     return k;
 }
 
@@ -183,8 +184,8 @@ static dp_status gather_sums(double **cs, double **rs, int64_t *n, const dp_tens
     int64_t tot = 0;
     for (size_t i = 0; i < ref->n; i++)
         if (!strncmp(ref->items[i].name, "step.clipped_sum.", 17)) tot += dp_tensor_numel(&ref->items[i].t);
-    *cs = malloc(sizeof(double) * (size_t)(tot + 1));
-    *rs = malloc(sizeof(double) * (size_t)(tot + 1));
+    *cs = dp_malloc(sizeof(double) * (size_t)(tot + 1));
+    *rs = dp_malloc(sizeof(double) * (size_t)(tot + 1));
     if (!*cs || !*rs) return dp_error(DP_ERR_NOMEM, "losscale: out of memory");
     int64_t m = 0;
     for (size_t i = 0; i < ref->n; i++) {
@@ -247,7 +248,7 @@ static dp_status check_step(conf_ls_check *o, const dp_tensor_set *ref, dp_tenso
                         "reference (not the same batch)", (long long)dp_tensor_numel(cn), (long long)dp_tensor_numel(rn));
     if (!rn) cn = NULL;
     f.B = cn ? dp_tensor_numel(cn) : 0;
-    double *cnv = malloc(sizeof(double) * (size_t)(f.B + 1)), *rnv = malloc(sizeof(double) * (size_t)(f.B + 1));
+    double *cnv = dp_malloc(sizeof(double) * (size_t)(f.B + 1)), *rnv = dp_malloc(sizeof(double) * (size_t)(f.B + 1));
     double *cs = NULL, *rs = NULL;
     int64_t n = 0;
     dp_status st = cnv && rnv ? DP_OK : dp_error(DP_ERR_NOMEM, "losscale: out of memory");
@@ -287,7 +288,7 @@ static dp_status check_step(conf_ls_check *o, const dp_tensor_set *ref, dp_tenso
         f.sum_ok = 1; /* not compared: only the overflow, skip and norm signatures apply */
     }
     if (st == DP_OK) decide(o, &f);
-    free(cnv); free(rnv); free(cs); free(rs);
+    dp_free(cnv); dp_free(rnv); dp_free(cs); dp_free(rs);
     return st;
 }
 

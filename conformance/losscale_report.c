@@ -30,7 +30,12 @@ static conf_ls_dynamic dyn_start(double S) { return (conf_ls_dynamic){S, 2000, 0
 
 static const char *issue_name(int64_t ovf, int64_t unf) { return ovf ? "overflow" : unf ? "underflow" : "none"; }
 
-static dp_status neighbours(json_t *root, uint64_t seed, double S, double C, int64_t B, FILE *txt) {
+/* The neighbouring datasets of docs/precision.md. The separation is expected at the default S = 2^10,
+ * C = 1 (not separating there is a failed check, *nfail); at another S or C it is printed, not expected
+ * (with S below 2^8 the larger gradient of D' does not overflow fp16: the fuzzer's --loss-scale 1 used
+ * to exit 3 here, issue 29). */
+static dp_status neighbours(json_t *root, int *nfail, int expected, uint64_t seed, double S, double C, int64_t B,
+                            FILE *txt) {
     conf_ls_batch d, d2;
     DP_TRY(conf_ls_batch_make(&d, CONF_LSB_SMALL, seed, B));
     double mx = 0;
@@ -57,6 +62,7 @@ static dp_status neighbours(json_t *root, uint64_t seed, double S, double C, int
     json_object_set_new(o, "scale_after_D_prime", json_real(s2.S));
     const int shown = !r1.skipped && r2.skipped;
     json_object_set_new(o, "demonstrated", json_boolean(shown));
+    json_object_set_new(o, "expected", json_boolean(expected));
     json_object_set_new(root, "neighbours", o);
     if (txt)
         fprintf(txt,
@@ -64,8 +70,12 @@ static dp_status neighbours(json_t *root, uint64_t seed, double S, double C, int
                 "  the skip is released (the update is absent and S halves to %g): it tells D from D' with "
                 "certainty, an unbounded privacy loss unless decided on clipped, noised quantities\n",
                 S, r1.skipped ? "yes" : "no", r2.skipped ? "yes" : "no",
-                shown ? "" : "  (NOT demonstrated)", s2.S);
-    return shown ? DP_OK : dp_error(DP_ERR_INTERNAL, "losscale: the neighbouring datasets did not separate");
+                shown      ? ""
+                : expected ? "  (NOT demonstrated: a failed check)"
+                           : "  (not demonstrated at this S and C; expected at S = 2^10, C = 1)",
+                s2.S);
+    if (expected && !shown) (*nfail)++;
+    return DP_OK;
 }
 
 static int table3(json_t *root, FILE *txt) {
@@ -183,6 +193,6 @@ dp_status conf_ls_report(json_t *root, int *nfail, uint64_t seed, double S, doub
     }
     json_object_set_new(root, "table4", t4);
     *nfail += table3(root, txt);
-    if (dtypes_mask & 1) DP_TRY(neighbours(root, seed, S, C, B, txt));
+    if (dtypes_mask & 1) DP_TRY(neighbours(root, nfail, dflt, seed, S, C, B, txt));
     return DP_OK;
 }

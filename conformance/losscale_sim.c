@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/rng.h"
+#include "common/alloc.h"
 #include "conformance/conf.h"
 #include "conformance/losscale.h"
 
@@ -34,8 +35,8 @@ static const double KIND_RANGE[CONF_LSB_COUNT][4] = {
 };
 
 void conf_ls_batch_free(conf_ls_batch *b) {
-    free(b->a);
-    free(b->delta);
+    dp_free(b->a);
+    dp_free(b->delta);
     memset(b, 0, sizeof *b);
 }
 
@@ -43,8 +44,8 @@ static dp_status batch_alloc(conf_ls_batch *b, int64_t B) {
     memset(b, 0, sizeof *b);
     if (B < 1 || B > 1000000) return dp_error(DP_ERR_INVALID, "losscale: batch size must be in [1, 1000000], got %lld", (long long)B);
     b->B = B; b->T = LS_T; b->d = LS_D; b->p = LS_P;
-    b->a = malloc(sizeof(double) * (size_t)(B * LS_T * LS_D));
-    b->delta = malloc(sizeof(double) * (size_t)(B * LS_T * LS_P));
+    b->a = dp_malloc(sizeof(double) * (size_t)(B * LS_T * LS_D));
+    b->delta = dp_malloc(sizeof(double) * (size_t)(B * LS_T * LS_P));
     if (!b->a || !b->delta) { conf_ls_batch_free(b); return dp_error(DP_ERR_NOMEM, "losscale: out of memory"); }
     return DP_OK;
 }
@@ -131,13 +132,13 @@ dp_status conf_ls_run(conf_ls_result *r, conf_ls_pipeline pipe, const conf_ls_ba
     const int64_t B = b->B, T = b->T, d = b->d, p = b->p, n = d * p;
     r->pipe = pipe; r->dtype = dtype; r->S = Se;
     half_ctx h = {dtype, 0, 0};
-    double *ref = calloc((size_t)n, sizeof(double)), *g = malloc(sizeof(double) * (size_t)n);
-    double *sum64 = calloc((size_t)n, sizeof(double));
-    float *sum = calloc((size_t)n, sizeof(float)), *gh = malloc(sizeof(float) * (size_t)n);
-    float *ah = malloc(sizeof(float) * (size_t)(T * d)), *dh = malloc(sizeof(float) * (size_t)(T * p));
-    double *cn = malloc(sizeof(double) * (size_t)B), *rn = malloc(sizeof(double) * (size_t)B);
+    double *ref = dp_calloc((size_t)n, sizeof(double)), *g = dp_malloc(sizeof(double) * (size_t)n);
+    double *sum64 = dp_calloc((size_t)n, sizeof(double));
+    float *sum = dp_calloc((size_t)n, sizeof(float)), *gh = dp_malloc(sizeof(float) * (size_t)n);
+    float *ah = dp_malloc(sizeof(float) * (size_t)(T * d)), *dh = dp_malloc(sizeof(float) * (size_t)(T * p));
+    double *cn = dp_malloc(sizeof(double) * (size_t)B), *rn = dp_malloc(sizeof(double) * (size_t)B);
     if (!ref || !g || !sum64 || !sum || !gh || !ah || !dh || !cn || !rn) {
-        free(ref); free(g); free(sum64); free(sum); free(gh); free(ah); free(dh); free(cn); free(rn);
+        dp_free(ref); dp_free(g); dp_free(sum64); dp_free(sum); dp_free(gh); dp_free(ah); dp_free(dh); dp_free(cn); dp_free(rn);
         return dp_error(DP_ERR_NOMEM, "losscale: out of memory");
     }
     const double u = conf_unit_roundoff(dtype), u32 = conf_unit_roundoff(DP_F32), eta = half_eta(dtype);
@@ -235,7 +236,7 @@ dp_status conf_ls_run(conf_ls_result *r, conf_ls_pipeline pipe, const conf_ls_ba
                             : "data-dependent release: the skip decision reads the unclipped, un-noised gradients "
                               "(not skipped this time; S now %g)",
                  dyn->S);
-    free(ref); free(g); free(sum64); free(sum); free(gh); free(ah); free(dh); free(cn); free(rn);
+    dp_free(ref); dp_free(g); dp_free(sum64); dp_free(sum); dp_free(gh); dp_free(ah); dp_free(dh); dp_free(cn); dp_free(rn);
     return DP_OK;
 }
 

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "common/fsutil.h"
+#include "common/alloc.h"
 #include "common/memlimit.h"
 #include "conformance/plan.h"
 #include "optimized/backend.h"
@@ -95,7 +96,7 @@ static double median5(double *t) {
 static unsigned char *g_flush;
 static size_t g_flush_bytes;
 static void cache_flush(void) {
-    if (!g_flush && g_flush_bytes) g_flush = malloc(g_flush_bytes);
+    if (!g_flush && g_flush_bytes) g_flush = dp_malloc(g_flush_bytes);
     if (g_flush) for (size_t i = 0; i < g_flush_bytes; i += 64) g_flush[i]++;
 }
 
@@ -191,7 +192,7 @@ static dp_status calib_run(conf_plan_device *dev, calib *c, const conf_plan_job 
         const int64_t r = rows, Bt = r / T > 0 ? r / T : 1;
         DP_TRY(calib_bufs(c, (size_t)(r * (Vc > Fc ? Vc : Fc)), (size_t)(r * (Vc > Fc ? Vc : Fc)),
                           (size_t)(r * (Vc > Fc ? Vc : Fc)), (size_t)(r * Fc)));
-        int32_t *y = calloc((size_t)r, sizeof *y);
+        int32_t *y = dp_calloc((size_t)r, sizeof *y);
         if (!y) return DP_ERR_NOMEM;
         double rf, rb, ro, rob, ad, sf, sb, xf, xb;
         TIME_OP(rf, be->ops.rmsnorm_fwd(ctx, c->buf[0], c->buf[3], c->buf[1], c->buf[2], 1e-6, r, Dc));
@@ -203,7 +204,7 @@ static dp_status calib_run(conf_plan_device *dev, calib *c, const conf_plan_job 
         TIME_OP(sb, be->ops.swiglu_bwd(ctx, c->buf[0], c->buf[1], c->buf[2], c->buf[3], c->buf[1], r * Fc));
         TIME_OP(xf, be->ops.xent_fwd(ctx, c->buf[3], c->buf[0], y, c->buf[2], r, Vc));
         TIME_OP(xb, be->ops.xent_bwd(ctx, c->buf[1], c->buf[0], y, c->buf[2], r, Vc));
-        free(y);
+        dp_free(y);
         const double t = (double)L * (2 * rf + 2 * rb + 2 * ro + 2 * rob + 4 * ad + sf + sb) + rf + rb + xf + xb;
         const double el = (double)r * ((double)L * (12.0 * (double)Dc + 3.0 * (double)Fc) + 4.0 * (double)Dc +
                                        2.0 * (double)Vc);
@@ -220,7 +221,7 @@ static dp_status calib_run(conf_plan_device *dev, calib *c, const conf_plan_job 
         dp_noise_key key = {12345};
         TIME_OP(nz, be->ops.noise_add(ctx, c->buf[1], key, 1, 0, 1.0, 0, n));
         dev->sec_per_unit[CONF_OP_NOISE] = nz / (double)n;
-        double *host = malloc(sizeof(double) * (size_t)(2 * n));
+        double *host = dp_malloc(sizeof(double) * (size_t)(2 * n));
         if (!host) return DP_ERR_NOMEM;
         dp_status st = DP_OK;
         ad = dl = INFINITY;
@@ -235,7 +236,7 @@ static dp_status calib_run(conf_plan_device *dev, calib *c, const conf_plan_job 
             if (st == DP_OK) st = be->ops.download_f64(ctx, host, c->buf[1], 2 * n);
             if (r > 0) dl = fmin(dl, now_s() - t1); /* run 0: warm-up */
         }
-        free(host);
+        dp_free(host);
         DP_TRY(st);
         dev->sec_per_unit[CONF_OP_OPTIM] = (ad + dl) / (3.0 * (double)n); /* n updates + 2 n copies */
     }
@@ -272,7 +273,7 @@ dp_status conf_plan_calibrate(conf_plan_device *dev, const conf_plan_job *job, i
     calib c = {&be, {0}};
     g_flush_bytes = working_set > 0 ? (size_t)fmin(working_set, 64.0 * (1 << 20)) : 0;
     dp_status st = calib_run(dev, &c, job, chunk);
-    free(g_flush);
+    dp_free(g_flush);
     g_flush = NULL;
     for (int i = 0; i < 8; i++)
         if (c.buf[i]) be.ops.free(be.ctx, c.buf[i]);
@@ -309,7 +310,7 @@ dp_status conf_plan_device_write(const conf_plan_device *dev, const char *path) 
     json_decref(o);
     if (!s) return DP_ERR_NOMEM;
     dp_status st = dp_write_file_atomic("plan device", path, s, strlen(s));
-    free(s);
+    dp_free(s);
     return st;
 }
 
@@ -329,7 +330,7 @@ dp_status conf_plan_device_read(conf_plan_device *dev, const char *path) {
     DP_TRY(dp_read_file_max(&buf, &len, "plan device", path, DP_MAX_TEXT_INPUT));
     json_error_t err;
     json_t *o = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
-    free(buf);
+    dp_free(buf);
     if (!o || !json_is_object(o)) {
         if (o) json_decref(o);
         return dp_error(DP_ERR_INVALID, "%s: not a JSON object (line %d: %s)", path, err.line, err.text);

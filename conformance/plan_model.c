@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "conformance/plan.h"
+#include "common/alloc.h"
 
 #define N_(id, name, unit, what) name,
 #define U_(id, name, unit, what) unit,
@@ -268,12 +269,12 @@ static void framework_bytes(conf_plan_result *r, const conf_plan_job *job, const
         r->calls_cp[CONF_COLL_send] = chunks * (double)m->layers * 3.0 * (double)(M - 1);
         if (job->dp && job->strategy == OPT_COST_GRAD_SAMPLE) { /* V2: per-example gradients reduce-scattered */
             const int cap = (int)m->layers * 7 + 1;
-            opt_cost_linear *lin = malloc(sizeof *lin * (size_t)cap);
+            opt_cost_linear *lin = dp_malloc(sizeof *lin * (size_t)cap);
             double sum = 0;
             if (lin) {
                 int n = opt_cost_llama_linears(lin, m, cap);
                 for (int i = 0; i < n; i++) sum += opt_cost_cp_input_stationary(&lin[i], r->chunk, 2, M);
-                free(lin);
+                dp_free(lin);
             }
             r->sent_cp[CONF_COLL_reduce_scatter_sum] = chunks * sum;
             r->calls_cp[CONF_COLL_reduce_scatter_sum] = chunks * (double)(7 * m->layers + 1);
@@ -301,7 +302,7 @@ static void step_work(double *w, const conf_plan_job *job, int64_t Bc, int64_t T
     const int second = (job->strategy == OPT_COST_GHOST || job->strategy == OPT_COST_MIXED_GHOST) &&
                        (!zero3 || prof == CONF_PLAN_FRAMEWORK);
     const int cap = (int)m->layers * 7 + 1;
-    opt_cost_linear *lin = malloc(sizeof *lin * (size_t)cap);
+    opt_cost_linear *lin = dp_malloc(sizeof *lin * (size_t)cap);
     if (!lin) return;
     const int n = opt_cost_llama_linears(lin, m, cap);
     for (int i = 0; i < n; i++) {
@@ -322,7 +323,7 @@ static void step_work(double *w, const conf_plan_job *job, int64_t Bc, int64_t T
             if (!second) w[CONF_OP_GEMM] += 2 * r * pd; /* bk_gemm */
         }
     }
-    free(lin);
+    dp_free(lin);
     /* direct per-example rows (gains; the untied embedding table [B, V, D]): norms and clipped sums */
     w[CONF_OP_PEELEM] += 2 * B * ((2 * L + 1) * D + (m->tied ? 0 : V * D));
     if (second) { /* the weighted second backward: input and summed weight gradients again */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/proc.h"
+#include "common/alloc.h"
 #include "conformance/repro.h"
 
 #define TAG_NAME_(n) #n,
@@ -83,7 +84,7 @@ dp_status conf_repro_train(conf_repro_run *out, const conf_repro *r, int ranks, 
     snprintf(log, sizeof log, "%s/stdout.txt", dir);
     snprintf(err, sizeof err, "%s/stderr.txt", dir);
     /* argv: DPCERT train dpsgd ARGS... --memory-report (ARGS split at spaces) */
-    char *words = strdup(args ? args : ""), *argv[80];
+    char *words = dp_strdup(args ? args : ""), *argv[80];
     int n = 0;
     if (!words) { rmdir(dir); return DP_ERR_NOMEM; }
     argv[n++] = (char *)r->dpcert;
@@ -100,7 +101,7 @@ dp_status conf_repro_train(conf_repro_run *out, const conf_repro *r, int ranks, 
     dp_proc_result res;
     dp_proc_opts o = {.timeout_s = 300, .log_path = log, .env_set = MPI_ENV};
     dp_status st = dp_proc_run_shell(&res, cmd, argv, &o);
-    free(words);
+    dp_free(words);
     if (st == DP_OK && res.exit_code != 0)
         st = dp_error(DP_ERR_INTERNAL, "reproduce: the measured run `%s train dpsgd %s --memory-report` on %d rank(s) "
                                        "exited %d: %s", r->dpcert, args, ranks, res.exit_code, tail_of(err));

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/cli.h"
+#include "common/alloc.h"
 #include "common/proc.h"
 #include "common/safetensors.h"
 #include "conformance/conf.h"
@@ -155,7 +156,7 @@ static dp_status collect(double **vals, size_t *n, int64_t *batch_total, int64_t
         for (size_t i = 0; i < s.n && st == DP_OK; i++) {
             if (!prefix || strncmp(s.items[i].name, prefix, strlen(prefix)) != 0) continue;
             int64_t m = dp_tensor_numel(&s.items[i].t);
-            double *q = realloc(*vals, (*n + (size_t)m + 1) * sizeof *q);
+            double *q = dp_realloc(*vals, (*n + (size_t)m + 1) * sizeof *q);
             if (!q) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
             *vals = q;
             for (int64_t k = 0; k < m; k++) q[(*n)++] = dp_tensor_get(&s.items[i].t, k);
@@ -253,7 +254,9 @@ dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks
     snprintf(res->backend, sizeof res->backend, "%s", o->backend ? o->backend : "");
     double t0 = now_s();
     char wd[2048], refdir[2100], canddir[2100], reflog[2100], candlog[2100];
-    if (strlen(o->work_dir) > 1800) return dp_error(DP_ERR_INVALID, "work directory name too long");
+    if (strlen(o->work_dir) > 1800)
+        return dp_error(DP_ERR_INVALID, "--work %s: a directory name of %zu bytes, longer than the 1800 a case's "
+                        "work directory allows", o->work_dir, strlen(o->work_dir));
     snprintf(wd, sizeof wd, "%.1800s/%s", o->work_dir, res->name);
     conf_rm_rf(wd);
     if (mkdir(wd, 0755) != 0) return dp_error(DP_ERR_IO, "cannot create %s", wd);
@@ -326,6 +329,7 @@ dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks
         co.cand_dtype = strcmp(c->dtype, "f64") == 0 ? DP_F64 : DP_F32;
         co.mixed = strcmp(c->dtype, "bf16") == 0 || strcmp(c->dtype, "fp16") == 0; /* docs/precision.md */
         co.half_dtype = strcmp(c->dtype, "fp16") == 0 ? DP_F16 : DP_BF16;
+        co.dtype_given = 1; /* the case's dtype: the candidate's export must declare the same */
         co.noise_statistical = strcmp(c->noise_mode, "shares") == 0;
         dp_status cs = conf_compare_paths(&res->cmp, refdir, canddir, &co);
         if (cs != DP_OK) {
@@ -361,7 +365,7 @@ dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks
         /* DP-SGD exports step.noise.<name>; DP-ZO a scalar or [n] step.noise */
         dp_status cs = collect(&vals, &nv, &btot, &nsteps, canddir, noise ? "step.noise" : NULL);
         if (cs != DP_OK) {
-            free(vals);
+            dp_free(vals);
             res->status = CONF_FAIL;
             snprintf(res->detail, sizeof res->detail, "cannot read the candidate export: %s", dp_last_error());
             goto finish;
@@ -369,7 +373,7 @@ dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks
         res->is_stat = 1;
         if (noise) conf_stat_noise_variance(&res->stat, vals, nv, c->sigma * c->sigma * c->clip * c->clip, c->alpha);
         else conf_stat_poisson(&res->stat, btot, c->n_data * nsteps, c->q, c->alpha);
-        free(vals);
+        dp_free(vals);
         res->status = res->stat.status;
         snprintf(res->detail, sizeof res->detail, "%s: %s", res->stat.name, res->stat.msg);
     }
@@ -391,8 +395,8 @@ finish:
         res->worst_frac = 0;
     }
     res->seconds = now_s() - t0;
-    free(ra.v);
-    free(ca.v);
+    dp_free(ra.v);
+    dp_free(ca.v);
     if (!o->keep && st == DP_OK) conf_rm_rf(wd);
     return st;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/safetensors.h"
+#include "common/alloc.h"
 #include "conformance/certify.h"
 
 static dp_status need_d(const dp_tensor_set *v, const char *key, double *x) {
@@ -116,11 +117,11 @@ static dp_status load_batch(ref_dataset *d, int64_t *B, const ref_model_config *
 
 void cert_vecref_free(cert_vecref *r) {
     if (r->grad)
-        for (int p = 0; p < r->m.nparams; p++) free(r->grad[p]);
+        for (int p = 0; p < r->m.nparams; p++) dp_free(r->grad[p]);
     if (r->sum)
-        for (int p = 0; p < r->m.nparams; p++) free(r->sum[p]);
-    free(r->grad); free(r->sum);
-    free(r->loss); free(r->norm); free(r->gnorm); free(r->cf); free(r->dropped);
+        for (int p = 0; p < r->m.nparams; p++) dp_free(r->sum[p]);
+    dp_free(r->grad); dp_free(r->sum);
+    dp_free(r->loss); dp_free(r->norm); dp_free(r->gnorm); dp_free(r->cf); dp_free(r->dropped);
     ref_clip_groups_free(&r->g);
     ref_model_free(&r->m);
     ref_dataset_free(&r->d);
@@ -187,9 +188,9 @@ static dp_status compute(cert_vecref *r, const dp_tensor_set *v, const conf_clip
     }
     for (int p = 0; p < P && st == DP_OK; p++)
         for (int64_t e = 0; e < r->m.params[p].numel; e++) r->sum[p][e] += comp[p][e];
-    for (int p = 0; comp && p < P; p++) free(comp[p]);
-    free(comp);
-    free(gi);
+    for (int p = 0; comp && p < P; p++) dp_free(comp[p]);
+    dp_free(comp);
+    dp_free(gi);
     return st;
 }
 
@@ -222,7 +223,7 @@ dp_status cert_vecref_export(dp_tensor_set *s, const cert_vecref *r, const dp_te
         snprintf(nm, sizeof nm, "per_sample.norm.%s", r->g.name[k]);
         st = dp_tset_add_f64(s, nm, col, 1, sb);
     }
-    free(col);
+    dp_free(col);
     for (int p = 0; p < r->m.nparams && st == DP_OK; p++) {
         const ref_param *P = &r->m.params[p];
         int64_t gs[DP_MAX_DIMS] = {B, P->shape[0], P->shape[1], P->shape[2]};

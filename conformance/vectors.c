@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/fsutil.h"
+#include "common/alloc.h"
 #include "common/hash.h"
 #include "common/safetensors.h"
 #include "conformance/certify.h"
@@ -95,7 +96,7 @@ dp_status cert_vector_digest(char hex[65], const dp_tensor_set *v) {
     size_t len = 0;
     if (st == DP_OK) st = dp_st_serialize(&buf, &len, &c);
     if (st == DP_OK) st = dp_sha256_buf_hex(hex, buf, len);
-    free(buf);
+    dp_free(buf);
     dp_tset_free(&c);
     return st;
 }
@@ -109,7 +110,7 @@ static dp_status finish_write(dp_tensor_set *s, const char *dir, const char *nam
     size_t len = 0;
     DP_TRY(dp_st_serialize(&buf, &len, s));
     dp_status st = dp_write_file_atomic("--out", path, buf, len);
-    free(buf);
+    dp_free(buf);
     return st;
 }
 
@@ -220,8 +221,8 @@ static dp_status dpzo_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed
         C = r.dc[k / 2];
     }
     cert_dpzo_ref_free(&r);
-    for (int p = 0; z && p < m.nparams; p++) free(z[p]);
-    free(z);
+    for (int p = 0; z && p < m.nparams; p++) dp_free(z[p]);
+    dp_free(z);
     ref_model_free(&m);
     ref_dataset_free(&d);
     if (st == DP_OK) st = meta(s, "clip", "%.17g", C);
@@ -270,7 +271,7 @@ static dp_status step_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed
                 for (int64_t j = 0; x && j < mc.in; j++) ((double *)x->data)[j] *= 1e6 * C / r.norm[0];
             }
         }
-        free(nv);
+        dp_free(nv);
         cert_vecref_free(&r);
         DP_TRY(meta(s, "clip", "%.17g", C));
     }
@@ -361,7 +362,7 @@ dp_status cert_vectors_write(const char *dir, cert_suite suite, char ***names, s
         dp_tset_free(&s);
         if (st == DP_OK && v) {
             size_t l = strlen(sp->name) + 13;
-            v[cnt] = malloc(l);
+            v[cnt] = dp_malloc(l);
             if (!v[cnt]) st = DP_ERR_NOMEM;
             else snprintf(v[cnt], l, "%s.safetensors", sp->name);
         }

@@ -1,5 +1,6 @@
 /* optimized/arena.c — device buffer lists freed together (optimized/arena.h). */
 #include "optimized/arena.h"
+#include "common/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,7 @@
 static dp_status grow(opt_arena *ar) {
     if (ar->n < ar->cap) return DP_OK;
     int cap = ar->cap ? 2 * ar->cap : 64;
-    void **np = realloc(ar->p, sizeof(void *) * (size_t)cap);
+    void **np = dp_realloc(ar->p, sizeof(void *) * (size_t)cap);
     if (!np) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     ar->p = np;
     ar->cap = cap;
@@ -30,7 +31,7 @@ dp_status opt_arena_alloc_tag(opt_arena *ar, void **out, size_t nbytes, int tag)
 
 void opt_arena_free(opt_arena *ar) {
     for (int i = ar->n; i-- > 0;) opt_mem_free(ar->be, ar->p[i]);
-    free(ar->p);
+    dp_free(ar->p);
     ar->p = NULL; ar->n = ar->cap = 0;
 }
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "optimized/engine.h"
+#include "common/alloc.h"
 #include "optimized/ledger.h"
 
 /* dst [n] on this rank = src [n] of CP rank r - 1 (every rank sends to r + 1). */
@@ -55,11 +56,11 @@ static dp_status ring_fwd(opt_arena *ar, void *y, void **q, void **k, void **v, 
     DP_TRY(opt_arena_alloc(ar, &ls, es * (size_t)(B * H * Tl)));
     DP_TRY(OPT_CALL(be, zero, o, es * (size_t)(B * Tl * D)));
     DP_TRY(OPT_CALL(be, zero, l, es * (size_t)(B * H * Tl)));
-    double *hm = malloc(sizeof(double) * (size_t)(B * H * Tl + 1));
+    double *hm = dp_malloc(sizeof(double) * (size_t)(B * H * Tl + 1));
     if (!hm) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     for (int64_t i = 0; i < B * H * Tl; i++) hm[i] = -INFINITY;
     dp_status st = OPT_CALL(be, upload_f64, m, hm, B * H * Tl);
-    free(hm);
+    dp_free(hm);
     DP_TRY(st);
     DP_TRY(ring_bufs(ar, buf, 4, om, B)); /* current k, v | next k, v */
     DP_TRY(OPT_CALL(be, copy, buf[0], *k, es * (size_t)(B * Tl * D)));

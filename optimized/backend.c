@@ -4,6 +4,7 @@
  * "cuda-emu" the same sources on the CPU emulation (optimized/cuda_plugin.h); "plugin:SPEC"
  * is optimized/plugin_loader.c. */
 #include "optimized/backend.h"
+#include "common/alloc.h"
 #include "optimized/backend_decl.h"
 #include "optimized/ledger.h"
 #include "optimized/cuda_plugin.h"
@@ -118,7 +119,7 @@ dp_status opt_backend_create(opt_backend **out, const opt_backend_config *cfg) {
     if (st != DP_OK) {
         if (be->ctx && be->ops.destroy) be->ops.destroy(be->ctx);
         opt_backend_decl_free(be->decl);
-        free(be);
+        dp_free(be);
         return st;
     }
     *out = be;
@@ -130,5 +131,5 @@ void opt_backend_destroy(opt_backend *be) {
     if (be->ops.destroy) be->ops.destroy(be->ctx);
     opt_ledger_destroy(be->ledger);
     opt_backend_decl_free(be->decl);
-    free(be);
+    dp_free(be);
 }

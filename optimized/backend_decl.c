@@ -1,6 +1,7 @@
 /* optimized/backend_decl.c — the declarations of the built-in backends and the helpers
  * that read a declaration (optimized/backend_decl.h, docs/plugin-abi.md). */
 #include "optimized/backend_decl.h"
+#include "common/alloc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -48,7 +49,7 @@ dp_status opt_backend_decl_builtin(opt_backend_decl **out, const opt_backend *be
     return DP_OK;
 }
 
-void opt_backend_decl_free(opt_backend_decl *d) { free(d); }
+void opt_backend_decl_free(opt_backend_decl *d) { dp_free(d); }
 
 dpcert_arith opt_decl_arith(const opt_backend_decl *d, dp_dtype dt) {
     dpcert_arith a = {0, 0, DPCERT_ORDER_UNKNOWN, 1, 4};

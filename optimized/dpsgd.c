@@ -1,6 +1,7 @@
 /* optimized/dpsgd.c — DP-SGD on the engine (docs/engine.md): strategies, clipping
  * groups, noise modes, data-parallel shares and micro-batches. */
 #include "optimized/dpsgd.h"
+#include "common/alloc.h"
 #include "optimized/opt_spec.h"
 #include "optimized/ledger.h"
 #include "optimized/clip/clip.h"
@@ -68,11 +69,11 @@ static void first_nonfinite(int *pp, int64_t *pe, const dp_model *m, double *con
 dp_status opt_check_update_finite(const dp_model *after, const dp_model *before, int64_t step) {
     int p;
     int64_t e;
-    double **vals = calloc((size_t)after->nparams + 1, sizeof *vals);
+    double **vals = dp_calloc((size_t)after->nparams + 1, sizeof *vals);
     if (!vals) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     for (int q = 0; q < after->nparams; q++) vals[q] = after->params[q].data;
     first_nonfinite(&p, &e, after, vals, before);
-    free(vals);
+    dp_free(vals);
     if (p < 0) return DP_OK;
     return dp_error(DP_ERR_INVALID, "step %lld: the update made parameter tensor '%s' (element %lld) non-finite (%g): "
                     "--lr and the private gradient overflow", (long long)step, after->params[p].name, (long long)e,
@@ -140,7 +141,7 @@ dp_status opt_dpsgd_init(opt_dpsgd *s, opt_backend *be, const dp_dpsgd_config *c
     s->om.pstats = &s->pstats;
     s->om.checkpoint = o->checkpoint;
     s->om.block_release = s->hooks->block_release;
-    s->off = calloc((size_t)m->nparams, sizeof *s->off);
+    s->off = dp_calloc((size_t)m->nparams, sizeof *s->off);
     if (!s->off) { opt_dpsgd_free(s); return dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
     for (int p = 1; p < m->nparams; p++) s->off[p] = s->off[p - 1] + m->params[p - 1].numel;
     if ((st = s->layout->setup(s)) != DP_OK) { opt_dpsgd_free(s); return st; }
@@ -176,7 +177,7 @@ void opt_dpsgd_free(opt_dpsgd *s) {
     if (s->om.be) opt_model_free(&s->om);
     opt_clip_groups_free(&s->groups);
     opt_parallel_free(&s->par);
-    free(s->off);
+    dp_free(s->off);
     memset(s, 0, sizeof *s);
 }
 
@@ -230,8 +231,8 @@ static dp_status step_examples_out(dp_dpsgd_step_out *out, opt_dpsgd *s, const o
     if (st == DP_OK) st = gather(s, &gc, co->c, sizeof(double) * (size_t)(nl * G));
     if (st == DP_OK) st = gather(s, &gd, co->dropped, sizeof(int) * (size_t)nl);
     out->loss = gl; out->clip_factor = gc; out->dropped = gd;
-    out->norm = malloc(sizeof(double) * (size_t)(b + 1));
-    out->group_norm = malloc(sizeof(double) * (size_t)(b * G + 1));
+    out->norm = dp_malloc(sizeof(double) * (size_t)(b + 1));
+    out->group_norm = dp_malloc(sizeof(double) * (size_t)(b * G + 1));
     if (st == DP_OK && (!out->norm || !out->group_norm)) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
     double *hgn = gsq; /* [b, G + 1] */
     double lsum = 0, csum = 0;
@@ -245,11 +246,11 @@ static dp_status step_examples_out(dp_dpsgd_step_out *out, opt_dpsgd *s, const o
         if (out->dropped[i]) out->ndropped++;
         else { lsum += out->loss[i]; nok++; }
     }
-    free(gsq);
+    dp_free(gsq);
     out->mean_loss = nok ? lsum / (double)nok : NAN;
     out->mean_clip = b ? csum / (double)(b * G) : NAN;
     if (st == DP_OK && pgr) {
-        out->grad = calloc((size_t)np, sizeof(double *));
+        out->grad = dp_calloc((size_t)np, sizeof(double *));
         if (!out->grad) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
         for (int p = 0; st == DP_OK && p < np; p++) {
             void *gp = NULL;
@@ -275,14 +276,14 @@ static dp_status step_sums_out(dp_dpsgd_step_out *out, opt_dpsgd *s, const doubl
     if (st == DP_OK && skip) memset(hp, 0, sizeof(double) * (size_t)s->total); /* nothing released */
     if (st == DP_OK && !skip) st = pgrad_finite(s, hp, step);
     if (st == DP_OK && vectors) {
-        out->clipped_sum = calloc((size_t)np, sizeof(double *));
-        out->noise = calloc((size_t)np, sizeof(double *));
-        out->private_grad = calloc((size_t)np, sizeof(double *));
+        out->clipped_sum = dp_calloc((size_t)np, sizeof(double *));
+        out->noise = dp_calloc((size_t)np, sizeof(double *));
+        out->private_grad = dp_calloc((size_t)np, sizeof(double *));
         if (!out->clipped_sum || !out->noise || !out->private_grad) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
     }
     for (int p = 0; st == DP_OK && vectors && p < np; p++) {
         size_t nb = sizeof(double) * (size_t)s->om.numel[p];
-        out->clipped_sum[p] = malloc(nb); out->noise[p] = malloc(nb); out->private_grad[p] = malloc(nb);
+        out->clipped_sum[p] = dp_malloc(nb); out->noise[p] = dp_malloc(nb); out->private_grad[p] = dp_malloc(nb);
         if (!out->clipped_sum[p] || !out->noise[p] || !out->private_grad[p]) { st = dp_error(DP_ERR_NOMEM, "engine: out of memory"); break; }
         memcpy(out->clipped_sum[p], hS + s->off[p], nb);
         memcpy(out->noise[p], hS + s->total + s->off[p], nb);
@@ -310,7 +311,7 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
     if (step < 1 || step > (int64_t)UINT32_MAX) return dp_error(DP_ERR_INVALID, "step %lld out of range", (long long)step);
     if (d->n != c->n) return dp_error(DP_ERR_INVALID, "dataset has %lld examples, config says %lld", (long long)d->n, (long long)c->n);
 
-    int64_t *idx = malloc(sizeof(int64_t) * (size_t)(c->n + 1));
+    int64_t *idx = dp_malloc(sizeof(int64_t) * (size_t)(c->n + 1));
     if (!idx) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     int64_t b = 0;
     dp_status st = opt_poisson(idx, &b, c->key, step, c->q, c->n); /* global, same on every rank */
@@ -318,16 +319,16 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
     opt_rank_share(&lo, &hi, b, rank, R);
     int64_t nl = hi - lo;
     opt_chunk_out co = {0};
-    co.loss = malloc(sizeof(double) * (size_t)(nl + 1));
-    co.gn = malloc(sizeof(double) * (size_t)(nl * (G + 1) + 1));
-    co.c = malloc(sizeof(double) * (size_t)(nl * G + 1));
-    co.dropped = calloc((size_t)(nl + 1), sizeof(int));
+    co.loss = dp_malloc(sizeof(double) * (size_t)(nl + 1));
+    co.gn = dp_malloc(sizeof(double) * (size_t)(nl * (G + 1) + 1));
+    co.c = dp_malloc(sizeof(double) * (size_t)(nl * G + 1));
+    co.dropped = dp_calloc((size_t)(nl + 1), sizeof(int));
     double **pgr = NULL;
     if (s->o.keep_per_sample) {
-        pgr = calloc((size_t)np, sizeof(double *));
+        pgr = dp_calloc((size_t)np, sizeof(double *));
         for (int p = 0; pgr && p < np; p++) {
-            pgr[p] = malloc(sizeof(double) * (size_t)(nl * om->numel[p] + 1));
-            if (!pgr[p]) { for (int q = 0; q < p; q++) free(pgr[q]); free(pgr); pgr = NULL; st = DP_ERR_NOMEM; break; }
+            pgr[p] = dp_malloc(sizeof(double) * (size_t)(nl * om->numel[p] + 1));
+            if (!pgr[p]) { for (int q = 0; q < p; q++) dp_free(pgr[q]); dp_free(pgr); pgr = NULL; st = DP_ERR_NOMEM; break; }
         }
         if (!pgr && st == DP_OK) st = DP_ERR_NOMEM;
     }
@@ -340,7 +341,7 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
     s->om.loss_scale = s->ls_used;
     /* micro-batches: the local share in k contiguous chunks; sums carry across chunks */
     int64_t k = c->micro_batches;
-    double **cg = pgr ? calloc((size_t)np, sizeof(double *)) : NULL;
+    double **cg = pgr ? dp_calloc((size_t)np, sizeof(double *)) : NULL;
     for (int64_t j = 0; st == DP_OK && j < k; j++) {
         int64_t clo = nl * j / k, chi = nl * (j + 1) / k, Bc = chi - clo;
         /* with per-layer parameter gathers (zero3) every rank runs every chunk, empty or
@@ -354,7 +355,7 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
         }
         st = opt_clip_chunk(&cc, s, s->layout->source, d, idx + lo + clo, Bc); /* the clipping pipeline */
     }
-    free(cg);
+    dp_free(cg);
 
     /* ---- after per-sample clipping, before the reduction: the loss-scaling seam
      * (optimized/precision.h; no-op without a loss scale) ---- */
@@ -387,9 +388,9 @@ dp_status opt_dpsgd_step(dp_dpsgd_step_out *out, opt_dpsgd *s, const dp_dataset 
     if (out->grad) /* the per-sample gradients gathered above */
         for (int p = 0; p < np; p++) s->out_bytes += (int64_t)sizeof(double) * b * om->numel[p];
     opt_mem_note(be, OPT_MEM_HOST, s->out_bytes);
-    free(idx);
-    free(co.loss); free(co.gn); free(co.c); free(co.dropped);
-    if (pgr) { for (int p = 0; p < np; p++) free(pgr[p]); free(pgr); }
+    dp_free(idx);
+    dp_free(co.loss); dp_free(co.gn); dp_free(co.c); dp_free(co.dropped);
+    if (pgr) { for (int p = 0; p < np; p++) dp_free(pgr[p]); dp_free(pgr); }
     return st;
 }
 
@@ -428,7 +429,7 @@ dp_status opt_prec_check_data(const opt_dp_options *o, const dp_dataset *d, cons
 
 dp_status opt_dpsgd_get_params(opt_dpsgd *s, double *const *host) {
     if (!s->master) return opt_model_get_params(&s->om, host);
-    double *h = malloc(sizeof(double) * (size_t)(s->total + 1));
+    double *h = dp_malloc(sizeof(double) * (size_t)(s->total + 1));
     if (!h) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     /* the master weights are laid out as the private gradient: its gather serves them */
     void *pg = s->pgrad;
@@ -437,6 +438,6 @@ dp_status opt_dpsgd_get_params(opt_dpsgd *s, double *const *host) {
     s->pgrad = pg;
     for (int p = 0; st == DP_OK && p < s->om.np; p++)
         memcpy(host[p], h + s->off[p], sizeof(double) * (size_t)s->om.numel[p]);
-    free(h);
+    dp_free(h);
     return st;
 }

@@ -1,6 +1,7 @@
 /* optimized/dpzo.c — DP-ZO on the engine, data-parallel (docs/engine.md "DP-ZO"); its
  * command, `dpcert train dpzo`, is in optimized/train_cmd.c next to `train dpsgd`. */
 #include "optimized/dpzo.h"
+#include "common/alloc.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -18,7 +19,7 @@ dp_status opt_dpzo_init(opt_dpzo *s, opt_backend *be, const dp_dpzo_hparams *hp,
     s->be = be;
     s->hp = *hp;
     s->nparams = m->nparams;
-    s->numel = calloc((size_t)m->nparams, sizeof(int64_t));
+    s->numel = dp_calloc((size_t)m->nparams, sizeof(int64_t));
     if (!s->numel) return dp_error(DP_ERR_NOMEM, "out of memory");
     for (int p = 0; p < m->nparams; p++) s->numel[p] = m->params[p].numel;
     s->theta = opt_f64_arrays_alloc(s->numel, s->nparams);
@@ -34,7 +35,7 @@ dp_status opt_dpzo_init(opt_dpzo *s, opt_backend *be, const dp_dpzo_hparams *hp,
 void opt_dpzo_free(opt_dpzo *s) {
     if (s->om.be) opt_model_free(&s->om);
     opt_f64_arrays_free(s->theta, s->nparams); opt_f64_arrays_free(s->work, s->nparams); opt_f64_arrays_free(s->z, s->nparams);
-    free(s->numel);
+    dp_free(s->numel);
     memset(s, 0, sizeof *s);
 }
 
@@ -84,9 +85,9 @@ dp_status opt_dpzo_step(dp_dpzo_step_out *out, opt_dpzo *s, const dp_dataset *d,
     int64_t b = out->b, lo, hi;
     opt_rank_share(&lo, &hi, b, rank, R);
     int64_t nl = hi - lo;
-    double *lp = calloc((size_t)(n * nl + 1), sizeof(double)), *lm = calloc((size_t)(n * nl + 1), sizeof(double));
-    double *dc = calloc((size_t)(n * nl + 1), sizeof(double));
-    double *red = calloc((size_t)(n + 2), sizeof(double)); /* [n clipped sums, loss sum, dropped count] */
+    double *lp = dp_calloc((size_t)(n * nl + 1), sizeof(double)), *lm = dp_calloc((size_t)(n * nl + 1), sizeof(double));
+    double *dc = dp_calloc((size_t)(n * nl + 1), sizeof(double));
+    double *red = dp_calloc((size_t)(n + 2), sizeof(double)); /* [n clipped sums, loss sum, dropped count] */
     dp_status st = (lp && lm && dc && red) ? DP_OK : dp_error(DP_ERR_NOMEM, "out of memory");
     for (int j = 0; st == DP_OK && j < n; j++) {
         for (int p = 0; st == DP_OK && p < s->nparams; p++)
@@ -122,7 +123,7 @@ dp_status opt_dpzo_step(dp_dpzo_step_out *out, opt_dpzo *s, const dp_dataset *d,
             for (int r = 1; r < R; r++) acc = r32_(acc + a[r * (n + 2) + j], half && j < n);
             red[j] = acc;
         }
-        free(all);
+        dp_free(all);
     }
     for (int j = 0; j < n; j++) out->sum[j] = red[j];
     if (st == DP_OK) st = opt_dpzo_noise(out->noise, hp, step); /* the single draw, same on every rank */
@@ -142,7 +143,7 @@ dp_status opt_dpzo_step(dp_dpzo_step_out *out, opt_dpzo *s, const dp_dataset *d,
                 st = OPT_CALL(be, allgatherv_bytes, &g, &len, arrs[a] + j * nl, sizeof(double) * (size_t)nl);
                 if (st == DP_OK && len != sizeof(double) * (size_t)b) st = dp_error(DP_ERR_INTERNAL, "DP-ZO gather size");
                 if (st == DP_OK && b) memcpy(dst[a] + (size_t)j * (size_t)b, g, len);
-                free(g);
+                dp_free(g);
             }
     }
     /* the public update, identical on every rank */
@@ -151,6 +152,6 @@ dp_status opt_dpzo_step(dp_dpzo_step_out *out, opt_dpzo *s, const dp_dataset *d,
     else if (st == DP_OK) /* the f32 master weights */
         st = opt_dpzo_update_f32(s->theta, s->numel, s->nparams, hp->seed, step, out->scalar, n, hp->lr,
                                  hp->weight_decay, s->master_round);
-    free(lp); free(lm); free(dc); free(red);
+    dp_free(lp); dp_free(lm); dp_free(dc); dp_free(red);
     return st;
 }

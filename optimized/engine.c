@@ -4,6 +4,7 @@
  * W [p, d]: forward gemm(y [rows,p] = x [rows,d] W^T), input gradient
  * gemm(dx [rows,d] = dy [rows,p] W), weight gradient G^T A (per example or summed). */
 #include "optimized/engine.h"
+#include "common/alloc.h"
 #include "optimized/ledger.h"
 
 #include <math.h>
@@ -43,11 +44,11 @@ dp_status opt_model_create(opt_model *om, opt_backend *be, const dp_model *m) {
     om->Tl = om->T;
     om->attn = &opt_attn_local;
     om->block_release = opt_block_release_none;
-    om->name = calloc((size_t)om->np, sizeof *om->name);
-    om->numel = calloc((size_t)om->np, sizeof *om->numel);
-    om->shape = calloc((size_t)om->np, sizeof *om->shape);
-    om->w = calloc((size_t)om->np, sizeof *om->w);
-    om->src = calloc((size_t)om->np, sizeof *om->src);
+    om->name = dp_calloc((size_t)om->np, sizeof *om->name);
+    om->numel = dp_calloc((size_t)om->np, sizeof *om->numel);
+    om->shape = dp_calloc((size_t)om->np, sizeof *om->shape);
+    om->w = dp_calloc((size_t)om->np, sizeof *om->w);
+    om->src = dp_calloc((size_t)om->np, sizeof *om->src);
     if (!om->name || !om->numel || !om->shape || !om->w || !om->src) {
         opt_model_free(om);
         return dp_error(DP_ERR_NOMEM, "engine: out of memory");
@@ -76,7 +77,7 @@ void opt_model_free(opt_model *om) {
     if (om->w)
         for (int p = 0; p < om->np; p++)
             opt_mem_free(om->be, om->w[p]);
-    free(om->name); free(om->numel); free(om->shape); free(om->w); free(om->src);
+    dp_free(om->name); dp_free(om->numel); dp_free(om->shape); dp_free(om->w); dp_free(om->src);
     memset(om, 0, sizeof *om);
 }
 
@@ -236,9 +237,9 @@ static dp_status upload_batch(opt_tape *tp, const opt_model *om, const dp_datase
     int64_t B = tp->B;
     if (om->cfg.kind == DP_MLP) {
         int in = om->cfg.in;
-        double *hx = malloc(sizeof(double) * (size_t)(B * in + 1));
-        int32_t *hy = malloc(sizeof(int32_t) * (size_t)(B + 1));
-        if (!hx || !hy) { free(hx); free(hy); return dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
+        double *hx = dp_malloc(sizeof(double) * (size_t)(B * in + 1));
+        int32_t *hy = dp_malloc(sizeof(int32_t) * (size_t)(B + 1));
+        if (!hx || !hy) { dp_free(hx); dp_free(hy); return dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
         for (int64_t b = 0; b < B; b++) {
             memcpy(hx + b * in, d->x + idx[b] * in, sizeof(double) * (size_t)in);
             hy[b] = d->y[idx[b]];
@@ -247,12 +248,12 @@ static dp_status upload_batch(opt_tape *tp, const opt_model *om, const dp_datase
         if (st == DP_OK) st = OPT_CALL(be, upload_f64, tp->x_dev, hx, B * in);
         if (st == DP_OK) st = opt_arena_alloc(&tp->ar, (void **)&tp->y_dev, sizeof(int32_t) * (size_t)(B + 1));
         if (st == DP_OK) st = OPT_CALL(be, to_device, tp->y_dev, hy, sizeof(int32_t) * (size_t)B);
-        free(hx); free(hy);
+        dp_free(hx); dp_free(hy);
         return st;
     }
     /* this rank's positions [t0, t0 + T) of examples of Tg positions (CP: a shard) */
     const int64_t T = tp->T, Tg = om->cfg.seq, t0 = om->t0;
-    int32_t *ht = malloc(sizeof(int32_t) * (size_t)(B * T + 1));
+    int32_t *ht = dp_malloc(sizeof(int32_t) * (size_t)(B * T + 1));
     if (!ht) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     for (int64_t b = 0; b < B; b++) memcpy(ht + b * T, d->tokens + idx[b] * Tg + t0, sizeof(int32_t) * (size_t)T);
     dp_status st = opt_arena_alloc(&tp->ar, &tp->x_dev, sizeof(int32_t) * (size_t)(B * T + 1));
@@ -262,7 +263,7 @@ static dp_status upload_batch(opt_tape *tp, const opt_model *om, const dp_datase
         for (int64_t t = 0; t < T; t++) ht[b * T + t] = t0 + t + 1 < Tg ? d->tokens[idx[b] * Tg + t0 + t + 1] : -1;
     if (st == DP_OK) st = opt_arena_alloc(&tp->ar, (void **)&tp->y_dev, sizeof(int32_t) * (size_t)(B * T + 1));
     if (st == DP_OK) st = OPT_CALL(be, to_device, tp->y_dev, ht, sizeof(int32_t) * (size_t)(B * T));
-    free(ht);
+    dp_free(ht);
     return st;
 }
 
@@ -286,11 +287,11 @@ static dp_status mlp_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
     }
     DP_TRY(A_(tp, &f->wrow, B));
     DP_TRY(A_(tp, &f->lrows, B));
-    double *ones = malloc(sizeof(double) * (size_t)(B + 1));
+    double *ones = dp_malloc(sizeof(double) * (size_t)(B + 1));
     if (!ones) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     for (int64_t b = 0; b < B; b++) ones[b] = 1.0;
     dp_status st = OPT_CALL(be, upload_f64, f->wrow, ones, B);
-    free(ones);
+    dp_free(ones);
     DP_TRY(st);
     return OPT_CALL(be, xent_fwd, f->lrows, f->h[L + 1], tp->y_dev, f->wrow, B, c->classes); /* [B] */
 }
@@ -371,7 +372,7 @@ static dp_status llama_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
     const int64_t V = c->vocab, D = c->dim, L = c->layers, T = tp->T;
     const int64_t B = tp->B, rows = B * T;
     const double eps = c->norm_eps;
-    f->ly = calloc((size_t)L, sizeof *f->ly);
+    f->ly = dp_calloc((size_t)L, sizeof *f->ly);
     if (!f->ly) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     void *h;
     DP_TRY(A_(tp, &h, rows * D));
@@ -408,11 +409,11 @@ static dp_status llama_forward(opt_fwd *f, opt_tape *tp, const opt_model *om) {
     DP_TRY(opt_params_drop(om, iout, 1));
     /* per-position losses with weight 1/(T-1) (mean over the T-1 predicted positions) */
     DP_TRY(A_(tp, &f->wrow, rows)); DP_TRY(A_(tp, &f->lrows, rows));
-    double *wr = malloc(sizeof(double) * (size_t)(rows + 1));
+    double *wr = dp_malloc(sizeof(double) * (size_t)(rows + 1));
     if (!wr) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     for (int64_t r = 0; r < rows; r++) wr[r] = 1.0 / (double)(c->seq - 1); /* c->seq = T unless CP */
     dp_status st = OPT_CALL(be, upload_f64, f->wrow, wr, rows);
-    free(wr);
+    dp_free(wr);
     DP_TRY(st);
     return OPT_CALL(be, xent_fwd, f->lrows, f->logits, tp->y_dev, f->wrow, rows, V);
 }
@@ -545,20 +546,20 @@ static dp_status tape_init(opt_tape *tp, const opt_model *om, int64_t B) {
     tp->T = om->Tl;
     tp->half = tape_half(om);
     int np = om->np;
-    tp->A = calloc((size_t)np, sizeof *tp->A);
-    tp->G = calloc((size_t)np, sizeof *tp->G);
-    tp->din = calloc((size_t)np, sizeof *tp->din);
-    tp->dout = calloc((size_t)np, sizeof *tp->dout);
-    tp->direct = calloc((size_t)np, sizeof *tp->direct);
+    tp->A = dp_calloc((size_t)np, sizeof *tp->A);
+    tp->G = dp_calloc((size_t)np, sizeof *tp->G);
+    tp->din = dp_calloc((size_t)np, sizeof *tp->din);
+    tp->dout = dp_calloc((size_t)np, sizeof *tp->dout);
+    tp->direct = dp_calloc((size_t)np, sizeof *tp->direct);
     if (!tp->A || !tp->G || !tp->din || !tp->dout || !tp->direct) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     return DP_OK;
 }
 
 void opt_tape_free(opt_tape *tp) {
     if (tp->ar.be) opt_arena_free(&tp->ar);
-    free(tp->A); free(tp->G); free(tp->din); free(tp->dout); free(tp->direct);
+    dp_free(tp->A); dp_free(tp->G); dp_free(tp->din); dp_free(tp->dout); dp_free(tp->direct);
     opt_fwd *f = (opt_fwd *)tp->fwd_;
-    if (f) { free(f->ly); free(f); }
+    if (f) { dp_free(f->ly); dp_free(f); }
     memset(tp, 0, sizeof *tp);
 }
 
@@ -567,7 +568,7 @@ dp_status opt_forward_backward(opt_tape *tp, const opt_model *om, const dp_datas
     DP_TRY(tape_init(tp, om, B));
     DP_TRY(A_(tp, &tp->loss, B));
     if (B == 0 && !opt_fetch_collective(om)) return DP_OK; /* zero3: every rank walks the layers (gathers are collective) */
-    opt_fwd *f = calloc(1, sizeof *f);
+    opt_fwd *f = dp_calloc(1, sizeof *f);
     if (!f) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     tp->fwd_ = f;
     DP_TRY(upload_batch(tp, om, d, idx));
@@ -595,13 +596,13 @@ dp_status opt_backward_weighted(void *const *grads, const opt_model *om, opt_tap
     /* per-row weights c[b] / (T - 1): rows of example b = c[b] * wrow */
     void *w;
     DP_TRY(A_(tp, &w, B * T));
-    double *hc = malloc(sizeof(double) * (size_t)(B + 1)), *hw = malloc(sizeof(double) * (size_t)(B * T + 1));
-    if (!hc || !hw) { free(hc); free(hw); return dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
+    double *hc = dp_malloc(sizeof(double) * (size_t)(B + 1)), *hw = dp_malloc(sizeof(double) * (size_t)(B * T + 1));
+    if (!hc || !hw) { dp_free(hc); dp_free(hw); return dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
     dp_status st = OPT_CALL(be, download_f64, hc, c, B);
     for (int64_t b = 0; st == DP_OK && b < B; b++)
         for (int64_t t = 0; t < T; t++) hw[b * T + t] = hc[b] / (double)(om->cfg.seq - 1);
     if (st == DP_OK) st = OPT_CALL(be, upload_f64, w, hw, B * T);
-    free(hc); free(hw);
+    dp_free(hc); dp_free(hw);
     DP_TRY(st);
     return llama_backward(tp, om, f, MODE_SUM, grads, w);
 }
@@ -612,7 +613,7 @@ dp_status opt_forward_loss(double *loss_host, const opt_model *om, const dp_data
     dp_status st = tape_init(&tp, om, B);
     opt_fwd *f = NULL;
     if (st == DP_OK && B > 0) {
-        f = calloc(1, sizeof *f);
+        f = dp_calloc(1, sizeof *f);
         tp.fwd_ = f;
         if (!f) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
     }

@@ -1,5 +1,6 @@
 /* optimized/ledger.c — the memory ledger (docs/engine.md "Memory ledger"). */
 #include "optimized/ledger.h"
+#include "common/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,14 +29,14 @@ struct opt_ledger {
 };
 
 dp_status opt_ledger_create(opt_ledger **out) {
-    *out = calloc(1, sizeof **out);
+    *out = dp_calloc(1, sizeof **out);
     return *out ? DP_OK : dp_error(DP_ERR_NOMEM, "memory ledger: out of memory");
 }
 
 void opt_ledger_destroy(opt_ledger *l) {
     if (!l) return;
-    free(l->rec);
-    free(l);
+    dp_free(l->rec);
+    dp_free(l);
 }
 
 static void ledger_update_peaks(opt_mem_report *r) {
@@ -59,7 +60,7 @@ static void ledger_add(opt_mem_report *r, int tag, size_t n, int sign) {
     }
 }
 
-/* Allocates nbytes with the backend (host = 0) or malloc (host = 1) and records it. */
+/* Allocates nbytes with the backend (host = 0) or dp_malloc (host = 1) and records it. */
 static dp_status mem_alloc(opt_backend *be, void **out, size_t nbytes, opt_mem_tag tag, int host) {
     *out = NULL;
     if (tag < 0 || tag >= OPT_MEM_TAG_COUNT) return dp_error(DP_ERR_INTERNAL, "memory ledger: bad tag %d", (int)tag);
@@ -67,7 +68,7 @@ static dp_status mem_alloc(opt_backend *be, void **out, size_t nbytes, opt_mem_t
     opt_ledger *l = be->ledger;
     if (l) DP_TRY(DP_GROW(l->rec, l->cap, l->nrec + 1, 64, "memory ledger"));
     if (host) {
-        *out = malloc(nbytes ? nbytes : 1);
+        *out = dp_malloc(nbytes ? nbytes : 1);
         if (!*out) return dp_error(DP_ERR_NOMEM, "engine: cannot allocate %zu bytes of host memory", nbytes);
     } else
         DP_TRY(be->ops.alloc(be->ctx, out, nbytes));
@@ -107,7 +108,7 @@ dp_status opt_mem_host_alloc(opt_backend *be, void **out, size_t nbytes, opt_mem
 void opt_mem_host_free(opt_backend *be, void *p) {
     if (!p) return;
     mem_forget(be, p);
-    free(p);
+    dp_free(p);
 }
 
 void opt_mem_note(opt_backend *be, opt_mem_tag tag, int64_t delta) {

@@ -1,6 +1,7 @@
 /* optimized/opt_agree.c — canonical configuration text and its agreement across ranks
  * (optimized/opt_agree.h, docs/ranks.md). */
 #include "optimized/opt_agree.h"
+#include "common/alloc.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -14,7 +15,7 @@
 void opt_canon_init(opt_canon *c) { memset(c, 0, sizeof *c); }
 
 void opt_canon_free(opt_canon *c) {
-    free(c->text);
+    dp_free(c->text);
     memset(c, 0, sizeof *c);
 }
 
@@ -22,7 +23,7 @@ static dp_status canon_reserve(opt_canon *c, size_t more) {
     if (c->len + more + 1 <= c->cap) return DP_OK;
     size_t cap = c->cap ? c->cap : 256;
     while (cap < c->len + more + 1) cap *= 2;
-    char *t = realloc(c->text, cap);
+    char *t = dp_realloc(c->text, cap);
     if (!t) return dp_error(DP_ERR_NOMEM, "configuration digest: out of memory");
     c->text = t;
     c->cap = cap;
@@ -41,7 +42,7 @@ dp_status opt_canon_line(opt_canon *c, const char *key, const char *fmt, ...) {
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
     if (n < 0) return dp_error(DP_ERR_INTERNAL, "configuration digest: cannot format %s", key);
-    char *v = malloc((size_t)n + 1);
+    char *v = dp_malloc((size_t)n + 1);
     if (!v) return dp_error(DP_ERR_NOMEM, "configuration digest: out of memory");
     va_start(ap, fmt);
     vsnprintf(v, (size_t)n + 1, fmt, ap);
@@ -56,7 +57,7 @@ dp_status opt_canon_line(opt_canon *c, const char *key, const char *fmt, ...) {
         c->text[c->len++] = '\n';
         c->text[c->len] = '\0';
     }
-    free(v);
+    dp_free(v);
     return st;
 }
 
@@ -160,20 +161,20 @@ dp_status opt_config_agree(opt_backend *be, const opt_canon *c) {
     size_t glen = 0;
     DP_TRY(be->ops.allgatherv_bytes(be->ctx, &got, &glen, mine, sizeof mine));
     if (glen != (size_t)R * sizeof mine) {
-        free(got);
+        dp_free(got);
         return dp_error(DP_ERR_INTERNAL, "configuration digest: gathered %zu bytes, expected %zu", glen,
                         (size_t)R * sizeof mine);
     }
     const uint8_t *g = got;
     int same = 1;
-    uint64_t *lens = calloc((size_t)R, sizeof *lens);
-    if (!lens) { free(got); return dp_error(DP_ERR_NOMEM, "configuration digest: out of memory"); }
+    uint64_t *lens = dp_calloc((size_t)R, sizeof *lens);
+    if (!lens) { dp_free(got); return dp_error(DP_ERR_NOMEM, "configuration digest: out of memory"); }
     for (int r = 0; r < R; r++) {
         if (memcmp(g + (size_t)r * sizeof mine, g, DP_SHA256_LEN) != 0) same = 0;
         for (int k = 0; k < 8; k++) lens[r] |= (uint64_t)g[(size_t)r * sizeof mine + DP_SHA256_LEN + k] << (8 * k);
     }
-    free(got);
-    if (same) { free(lens); return DP_OK; }
+    dp_free(got);
+    if (same) { dp_free(lens); return DP_OK; }
     /* round 2 (every rank saw the same mismatch): the texts themselves, to name the option */
     void *all = NULL;
     size_t alen = 0;
@@ -183,7 +184,7 @@ dp_status opt_config_agree(opt_backend *be, const opt_canon *c) {
     if (st == DP_OK && alen != total)
         st = dp_error(DP_ERR_INTERNAL, "configuration digest: gathered %zu bytes of text, expected %" PRIu64, alen, total);
     if (st == DP_OK) st = disagreement(all, lens, R);
-    free(all);
-    free(lens);
+    dp_free(all);
+    dp_free(lens);
     return st;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/alloc.h"
 #include "optimized/opt_spec.h"
 
 /* ---------------------------------------------------------------- configuration */
@@ -68,17 +69,17 @@ dp_status opt_dpsgd_config_check(const dp_dpsgd_config *c) {
 
 void opt_clip_groups_free(dp_clip_groups *g) {
     if (!g) return;
-    free(g->name);
-    free(g->thresh);
-    free(g->group_of);
+    dp_free(g->name);
+    dp_free(g->thresh);
+    dp_free(g->group_of);
     memset(g, 0, sizeof *g);
 }
 
 static dp_status groups_new(dp_clip_groups *g, int ngroups, int nparams) {
     g->ngroups = ngroups;
-    g->name = calloc((size_t)(ngroups > 0 ? ngroups : 1), sizeof *g->name);
-    g->thresh = calloc((size_t)(ngroups > 0 ? ngroups : 1), sizeof *g->thresh);
-    g->group_of = calloc((size_t)(nparams > 0 ? nparams : 1), sizeof *g->group_of);
+    g->name = dp_calloc((size_t)(ngroups > 0 ? ngroups : 1), sizeof *g->name);
+    g->thresh = dp_calloc((size_t)(ngroups > 0 ? ngroups : 1), sizeof *g->thresh);
+    g->group_of = dp_calloc((size_t)(nparams > 0 ? nparams : 1), sizeof *g->group_of);
     if (!g->name || !g->thresh || !g->group_of) return dp_error(DP_ERR_NOMEM, "clipping groups: out of memory");
     return DP_OK;
 }
@@ -124,7 +125,7 @@ static dp_status per_layer(dp_clip_groups *g, const dp_dpsgd_config *c, const dp
         return DP_OK;
     }
     size_t got = 0;
-    double *vals = calloc((size_t)g->ngroups + 1, sizeof *vals);
+    double *vals = dp_calloc((size_t)g->ngroups + 1, sizeof *vals);
     if (!vals) return dp_error(DP_ERR_NOMEM, "clipping groups: out of memory");
     dp_status st = dp_parse_double_list(vals, (size_t)g->ngroups + 1, &got, "--groups", colon + 1);
     if (st == DP_OK && got != (size_t)g->ngroups)
@@ -134,7 +135,7 @@ static dp_status per_layer(dp_clip_groups *g, const dp_dpsgd_config *c, const dp
             st = dp_error(DP_ERR_INVALID, "--groups '%s': threshold %d must be finite and > 0 (got %g)", spec, k + 1, vals[k]);
         g->thresh[k] = vals[k];
     }
-    free(vals);
+    dp_free(vals);
     return st;
 }
 
@@ -175,7 +176,7 @@ static dp_status named_groups(dp_clip_groups *g, const dp_dpsgd_config *c, const
             glob = bar ? bar + 1 : NULL;
         }
     }
-    int *owned = calloc((size_t)ng, sizeof *owned);
+    int *owned = dp_calloc((size_t)ng, sizeof *owned);
     if (!owned) return dp_error(DP_ERR_NOMEM, "clipping groups: out of memory");
     dp_status st = DP_OK;
     for (int p = 0; st == DP_OK && p < m->nparams; p++) {
@@ -185,7 +186,7 @@ static dp_status named_groups(dp_clip_groups *g, const dp_dpsgd_config *c, const
     }
     for (int k = 0; st == DP_OK && k < ng; k++)
         if (!owned[k]) st = dp_error(DP_ERR_INVALID, "--groups: group '%s' matches no parameter", g->name[k]);
-    free(owned);
+    dp_free(owned);
     return st;
 }
 
@@ -250,9 +251,9 @@ static double scaled_norm(const dp_model *m, const unsigned char *sel, double *c
 dp_status opt_norms_double(double *norm, double *gnorm, const dp_model *m, const dp_clip_groups *g,
                            double *const *gi, int finite) {
     const int G = g->ngroups, P = m->nparams;
-    opt_neum *acc = calloc((size_t)G + 1, sizeof *acc); /* [G groups | total] */
-    unsigned char *sel = calloc((size_t)(P > 0 ? P : 1), 1);
-    if (!acc || !sel) { free(acc); free(sel); return dp_error(DP_ERR_NOMEM, "norms: out of memory"); }
+    opt_neum *acc = dp_calloc((size_t)G + 1, sizeof *acc); /* [G groups | total] */
+    unsigned char *sel = dp_calloc((size_t)(P > 0 ? P : 1), 1);
+    if (!acc || !sel) { dp_free(acc); dp_free(sel); return dp_error(DP_ERR_NOMEM, "norms: out of memory"); }
     for (int p = 0; p < P; p++) {
         opt_neum *grp = &acc[g->group_of[p]], *tot = &acc[G];
         const double *x = gi[p];
@@ -268,7 +269,7 @@ dp_status opt_norms_double(double *norm, double *gnorm, const dp_model *m, const
         for (int p = 0; p < P; p++) sel[p] = k == G || g->group_of[p] == k; /* overflow: the scaled form */
         *dst = scaled_norm(m, sel, gi);
     }
-    free(acc);
-    free(sel);
+    dp_free(acc);
+    dp_free(sel);
     return DP_OK;
 }

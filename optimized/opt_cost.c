@@ -1,5 +1,6 @@
 /* optimized/opt_cost.c — analytic memory and communication models (docs/models-of-cost.md). */
 #include "optimized/opt_cost.h"
+#include "common/alloc.h"
 
 #include "optimized/cuda/cu_plan.h"
 
@@ -395,7 +396,7 @@ dp_status opt_cost_llama_peak(opt_cost_peak *out, const opt_cost_llama *m, const
         int n = opt_cost_llama_linears(lin, m, cap);
         opt_cost_perex pe;
         dp_status st2 = opt_cost_per_example(&pe, s->strategy, s->rule, lin, n, B, Tl, s->dt.grad_bytes, 1);
-        free(lin);
+        dp_free(lin);
         if (st2 != DP_OK) return st2;
         out->per_example = (s->cp_shard_grads ? pe.persistent / (double)s->cp : pe.persistent) + pe.transient +
                            pe.norms;

@@ -10,6 +10,7 @@
 #include <openssl/evp.h>
 
 #include "common/cli.h"
+#include "common/alloc.h"
 #include "common/hash.h"
 #include "optimized/opt_spec.h"
 
@@ -88,15 +89,15 @@ dp_status opt_dpzo_scalars(double *scalar, const dp_dpzo_hparams *hp, const doub
 }
 
 double **opt_f64_arrays_alloc(const int64_t *numel, int nparams) {
-    double **a = calloc((size_t)(nparams > 0 ? nparams : 1), sizeof *a);
+    double **a = dp_calloc((size_t)(nparams > 0 ? nparams : 1), sizeof *a);
     for (int p = 0; a && p < nparams; p++)
-        if (!(a[p] = calloc((size_t)(numel[p] > 0 ? numel[p] : 1), sizeof(double)))) { opt_f64_arrays_free(a, p); a = NULL; }
+        if (!(a[p] = dp_calloc((size_t)(numel[p] > 0 ? numel[p] : 1), sizeof(double)))) { opt_f64_arrays_free(a, p); a = NULL; }
     return a;
 }
 
 void opt_f64_arrays_free(double **a, int nparams) {
-    for (int p = 0; a && p < nparams; p++) free(a[p]);
-    free(a);
+    for (int p = 0; a && p < nparams; p++) dp_free(a[p]);
+    dp_free(a);
 }
 
 /* x rounded to f32 when f32 != 0 (else unchanged). Every operand below is an f32 value

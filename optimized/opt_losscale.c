@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/alloc.h"
 #include "optimized/shard.h"
 
 enum { OPT_LS_MAX_LOG2 = 127 };            /* the largest power of two finite in f32 */
@@ -91,11 +92,11 @@ static dp_status dynamic_decide(int *skip, opt_dpsgd *s, const double *loss, con
     int mine = 0;
     for (int64_t b = 0; b < nl; b++) mine |= dropped[b] && isfinite(loss[b]);
     /* ... or the scaled clipped sum (up to B S C) overflowed */
-    double *h = malloc(sizeof(double) * (size_t)(s->zoff + 1));
+    double *h = dp_malloc(sizeof(double) * (size_t)(s->zoff + 1));
     if (!h) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     dp_status st = OPT_CALL(s->be, download_f64, h, s->flat, s->zoff);
     for (int64_t i = 0; st == DP_OK && i < s->zoff; i++) mine |= !isfinite(h[i]);
-    free(h);
+    dp_free(h);
     DP_TRY(st);
     void *all = NULL;
     size_t len = 0;
@@ -106,7 +107,7 @@ static dp_status dynamic_decide(int *skip, opt_dpsgd *s, const double *loss, con
         memcpy(&v, (char *)all + i, sizeof v);
         any |= v;
     }
-    free(all);
+    dp_free(all);
     if (any) { /* halve and skip: the data-dependent release the losscale check FAILs */
         if (s->ls_S > 1) s->ls_S *= 0.5;
         s->ls_good = 0;

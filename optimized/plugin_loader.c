@@ -1,6 +1,7 @@
 /* optimized/plugin_loader.c — loading, checking and wrapping backend plugins
  * (optimized/plugin_loader.h, docs/plugin-abi.md). */
 #include "optimized/plugin_loader.h"
+#include "common/alloc.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -73,7 +74,7 @@ dp_status opt_plugin_resolve(char *path, size_t cap, const char *spec) {
                         strchr(spec, '/') ? "" : " (plugins built by make live in BUILD/plugins/; give a path otherwise)");
     char *real = realpath(buf, NULL);
     int w = snprintf(path, cap, "%s", real ? real : buf);
-    free(real);
+    dp_free(real);
     if (w < 0 || (size_t)w >= cap) return dp_error(DP_ERR_INVALID, "plugin path too long: %s", buf);
     return DP_OK;
 }
@@ -284,7 +285,7 @@ static void pl_install_guard(void) {
     if (done) return;
     done = 1;
     static char *altstack;
-    if (!altstack && (altstack = malloc(1 << 16))) {
+    if (!altstack && (altstack = dp_malloc(1 << 16))) {
         stack_t ss = {.ss_sp = altstack, .ss_size = 1 << 16, .ss_flags = 0};
         sigaltstack(&ss, NULL);
     }
@@ -311,7 +312,7 @@ static void pl_destroy(void *ctx) {
     if (!c) return;
     if (c->plugin_ctx && c->plugin_ops.destroy) c->plugin_ops.destroy(c->plugin_ctx);
     if (c->have_host && c->host.ops.destroy) c->host.ops.destroy(c->host.ctx);
-    free(c);
+    dp_free(c);
 }
 
 /* The filled entries must be exactly the declared ones. */
@@ -345,7 +346,7 @@ dp_status opt_plugin_backend_create(opt_backend *be, const opt_backend_config *c
                         dp_dtype_name(cfg->dtype));
     opt_pl_ctx *c = dp_calloc(1, sizeof *c);
     opt_backend_decl *decl = dp_calloc(1, sizeof *decl);
-    if (!c || !decl) { free(c); free(decl); return DP_ERR_NOMEM; }
+    if (!c || !decl) { dp_free(c); dp_free(decl); return DP_ERR_NOMEM; }
     snprintf(c->name, sizeof c->name, "%s", caps->name);
     snprintf(c->label, sizeof c->label, "plugin:%s", caps->name);
     decl->caps = *caps;
@@ -391,7 +392,7 @@ dp_status opt_plugin_backend_create(opt_backend *be, const opt_backend_config *c
         if (c->plugin_ctx && pops.destroy) pops.destroy(c->plugin_ctx);
         c->plugin_ctx = NULL;
         pl_destroy(c);
-        free(decl);
+        dp_free(decl);
         return st;
     }
     opt_backend probe;

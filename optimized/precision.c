@@ -1,6 +1,7 @@
 /* optimized/precision.c — half rounding points of the mixed-precision engine
  * (docs/precision.md). */
 #include "optimized/precision.h"
+#include "common/alloc.h"
 
 #include <float.h>
 #include <math.h>
@@ -40,7 +41,7 @@ dp_status opt_prec_round_dev(opt_backend *be, opt_prec p, void *x, int64_t n, op
     if (be->dtype != DP_F32)
         return dp_error(DP_ERR_INTERNAL, "precision %s needs an f32 backend", opt_prec_names[p]);
     const int64_t blk = n < OPT_PREC_BLOCK ? n : OPT_PREC_BLOCK;
-    double *h = malloc(sizeof(double) * (size_t)blk);
+    double *h = dp_malloc(sizeof(double) * (size_t)blk);
     if (!h) return dp_error(DP_ERR_NOMEM, "engine: out of memory (half rounding of %lld elements)", (long long)blk);
     const float tiny = min_normal(p);
     uint64_t over = 0, under = 0;
@@ -58,7 +59,7 @@ dp_status opt_prec_round_dev(opt_backend *be, opt_prec p, void *x, int64_t n, op
         }
         if (st == DP_OK) st = OPT_CALL(be, upload_f64, xa, h, m);
     }
-    free(h);
+    dp_free(h);
     if (cnt) {
         cnt->elements += (uint64_t)n;
         cnt->overflow += over;
@@ -73,8 +74,8 @@ static dp_status convert(opt_backend *be, opt_prec p, void *dst, const void *src
         return dp_error(DP_ERR_INTERNAL, "half conversion needs bf16/fp16 and an f32 backend");
     if (n <= 0) return DP_OK;
     const int64_t blk = n < OPT_PREC_BLOCK ? n : OPT_PREC_BLOCK;
-    double *h = malloc(sizeof(double) * (size_t)blk);
-    uint16_t *b = malloc(sizeof(uint16_t) * (size_t)blk);
+    double *h = dp_malloc(sizeof(double) * (size_t)blk);
+    uint16_t *b = dp_malloc(sizeof(uint16_t) * (size_t)blk);
     dp_status st = h && b ? DP_OK : dp_error(DP_ERR_NOMEM, "engine: out of memory (half conversion)");
     for (int64_t a = 0; st == DP_OK && a < n; a += blk) {
         const int64_t m = n - a < blk ? n - a : blk;
@@ -88,8 +89,8 @@ static dp_status convert(opt_backend *be, opt_prec p, void *dst, const void *src
             if (st == DP_OK) st = OPT_CALL(be, upload_f64, (char *)dst + 4 * (size_t)a, h, m);
         }
     }
-    free(h);
-    free(b);
+    dp_free(h);
+    dp_free(b);
     return st;
 }
 

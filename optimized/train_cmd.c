@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "common/fsutil.h"
+#include "common/alloc.h"
 #include "common/cli.h"
 #include "common/safetensors.h"
 #include "optimized/dpsgd.h"
@@ -240,11 +241,11 @@ dp_status opt_share_key(opt_backend *be, dp_noise_key *key) {
     size_t len = 0;
     DP_TRY(OPT_CALL(be, allgatherv_bytes, &all, &len, &k, sizeof k));
     if (len != sizeof k * (size_t)be->comm.size) {
-        free(all);
+        dp_free(all);
         return dp_error(DP_ERR_INTERNAL, "noise key exchange: got %zu bytes from %d ranks", len, be->comm.size);
     }
     memcpy(&key->k, all, sizeof k); /* rank 0's */
-    free(all);
+    dp_free(all);
     return DP_OK;
 }
 
@@ -284,7 +285,7 @@ dp_status opt_memory_report(opt_backend *be, FILE *f) {
         }
         fflush(f);
     }
-    free(all);
+    dp_free(all);
     return DP_OK;
 }
 
@@ -393,7 +394,7 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     if (st == DP_OK && t.memory_report && rank == 0) opt_cp_describe(stdout, &s);
     dp_dpsgd_step_out out;
     memset(&out, 0, sizeof out);
-    double **host = calloc((size_t)(m.nparams + 1), sizeof(double *));
+    double **host = dp_calloc((size_t)(m.nparams + 1), sizeof(double *));
     if (!host && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "out of memory");
     for (int p = 0; host && p < m.nparams; p++) host[p] = m.params[p].data;
     char nranks[32], nthreads[32], peak_ms[32] = "0", peak_tot[32] = "0"; /* peaks: rank 0's ledger so far */
@@ -424,10 +425,10 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
         double *ovl = NULL;
         size_t novl = 0;
         if (st == DP_OK && t.memory_report && o.cp > 1) st = opt_overlap_gather(be, &s, &ovl, &novl);
-        if (st != DP_OK || rank != 0) { free(ovl); continue; }
+        if (st != DP_OK || rank != 0) { dp_free(ovl); continue; }
         dp_dpsgd_print_step(&out);
         opt_overlap_print(stdout, step, ovl, novl);
-        free(ovl);
+        dp_free(ovl);
         if (s.ls_skipped) /* the step log shows the skip (a data-dependent release, docs/precision.md) */
             printf("step %lld skipped: overflow at loss scale %.17g (dynamic), no update; next scale %.17g\n",
                    (long long)step, s.ls_used, s.ls_S);
@@ -444,7 +445,7 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     }
     if (st == DP_OK && t.memory_report) st = opt_memory_report(be, stderr);
     dp_dpsgd_step_free(&out);
-    free(host);
+    dp_free(host);
     opt_dpsgd_free(&s);
     dp_model_free(&before);
     dp_model_free(&m);
@@ -573,7 +574,8 @@ int dp_cmd_train(int argc, char **argv) {
     if (strcmp(argv[0], "dpsgd") == 0) st = run_dpsgd(argc - 1, argv + 1, &help, &use_mpi);
     else if (strcmp(argv[0], "dpzo") == 0) st = run_dpzo(argc - 1, argv + 1, &help, &use_mpi);
     else {
-        fprintf(stderr, "dpcert train: unknown algorithm '%s' (expected dpsgd or dpzo)\n", argv[0]);
+        dp_error(DP_ERR_USAGE, "unknown algorithm '%s' (expected dpsgd or dpzo)", argv[0]);
+        fprintf(stderr, "dpcert train: %s\n", dp_last_error());
         return 2;
     }
     int rc = st == DP_OK ? 0 : dp_cli_fail(CMD, st);

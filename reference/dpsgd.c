@@ -4,6 +4,7 @@
  * example, Neumaier summation for norms and sums. Shapes in comments: b = realized
  * batch size, G = number of clipping groups, numel = elements of one parameter. */
 #include "reference/dpsgd.h"
+#include "common/alloc.h"
 
 #include <fnmatch.h>
 #include <math.h>
@@ -65,9 +66,9 @@ static double neum_get(const neum *a) { return a->s + a->c; }
 
 void ref_clip_groups_free(ref_clip_groups *g) {
     if (!g) return;
-    free(g->name);
-    free(g->thresh);
-    free(g->group_of);
+    dp_free(g->name);
+    dp_free(g->thresh);
+    dp_free(g->group_of);
     memset(g, 0, sizeof *g);
 }
 
@@ -102,7 +103,7 @@ static dp_status parse_thresholds(ref_clip_groups *g, const char *list, const ch
                           vals[k]);
         else g->thresh[k] = vals[k];
     }
-    free(vals);
+    dp_free(vals);
     return st;
 }
 
@@ -218,8 +219,8 @@ double ref_dpsgd_noise_z(dp_noise_key key, int64_t step, int p, int64_t e) {
 
 static void free_arrays(double **a, int n) {
     if (!a) return;
-    for (int p = 0; p < n; p++) free(a[p]);
-    free(a);
+    for (int p = 0; p < n; p++) dp_free(a[p]);
+    dp_free(a);
 }
 
 static double **alloc_arrays(const ref_model *m, int64_t rows) {
@@ -344,7 +345,7 @@ dp_status ref_norms_double(double *norm, double *gnorm, const ref_model *m, cons
     }
     double v = neum_get(&tot);
     *norm = finite && !isfinite(v) ? ref_norm_scaled(m, g, -1, gi) : sqrt(v);
-    free(ss);
+    dp_free(ss);
     return DP_OK;
 }
 
@@ -368,7 +369,7 @@ static dp_status mp_vec_init(mp_vec *a, int64_t n) {
 }
 static void mp_vec_clear(mp_vec *a) {
     for (int64_t i = 0; i < a->n; i++) mpfr_clear(a->v[i]);
-    free(a->v);
+    dp_free(a->v);
     a->v = NULL;
     a->n = 0;
 }
@@ -411,7 +412,7 @@ static dp_status norms_clip_mpfr(double *norm, double *gnorm, double *cfd, mpfr_
         mpfr_clear(ss[k]);
     }
     mpfr_clears(tot, x, (mpfr_ptr)0);
-    free(ss);
+    dp_free(ss);
     return DP_OK;
 }
 
@@ -455,10 +456,10 @@ dp_status ref_dpsgd_step(ref_dpsgd_step_out *out, ref_model *m, ref_dpsgd_state 
     if (!idx) return DP_ERR_NOMEM;
     dp_status rc = ref_dpsgd_poisson(idx, &b, c->key, step, c->q, c->n);
     if (rc == DP_OK) rc = alloc_out(out, m, G, b);
-    if (rc != DP_OK) { free(idx); ref_dpsgd_step_free(out); return rc; }
+    if (rc != DP_OK) { dp_free(idx); ref_dpsgd_step_free(out); return rc; }
     out->step = step;
     memcpy(out->indices, idx, (size_t)b * sizeof(int64_t));
-    free(idx);
+    dp_free(idx);
 
     /* accumulators of the clipped sum: Neumaier (s, c) per element, or MPFR */
     double **acc_s = alloc_arrays(m, 1), **acc_c = alloc_arrays(m, 1);
@@ -580,10 +581,10 @@ dp_status ref_dpsgd_step(ref_dpsgd_step_out *out, ref_model *m, ref_dpsgd_state 
 done:
     free_arrays(acc_s, P);
     free_arrays(acc_c, P);
-    free(gi);
+    dp_free(gi);
     if (macc) for (int p = 0; p < P; p++) if (macc[p].v) mp_vec_clear(&macc[p]);
-    free(macc);
-    if (cf) { for (int q = 0; q < ncf; q++) mpfr_clear(cf[q]); free(cf); }
+    dp_free(macc);
+    if (cf) { for (int q = 0; q < ncf; q++) mpfr_clear(cf[q]); dp_free(cf); }
     if (rc != DP_OK) ref_dpsgd_step_free(out);
     return rc;
 }

@@ -1,7 +1,9 @@
 /* reference/dpzo.c — the exact CPU reference of DP-ZO (docs/dpzo.md).
  * Naive textbook loops in double; every convention is pinned in docs/dpzo.md. */
 #include "reference/dpzo.h"
+#include "common/alloc.h"
 
+#include <errno.h>
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
@@ -29,8 +31,8 @@ double **ref_dpzo_arrays_alloc(const int64_t *numel, int nparams) {
 
 void ref_dpzo_arrays_free(double **a, int nparams) {
     if (!a) return;
-    for (int p = 0; p < nparams; p++) free(a[p]);
-    free(a);
+    for (int p = 0; p < nparams; p++) dp_free(a[p]);
+    dp_free(a);
 }
 
 dp_status ref_dpzo_check(const ref_dpzo_hparams *hp) {
@@ -97,8 +99,8 @@ dp_status ref_dpzo_problem_model(ref_dpzo_problem *pb, ref_dpzo_model_ctx *ctx, 
 }
 
 void ref_dpzo_problem_free(ref_dpzo_problem *pb) {
-    free(pb->numel);
-    free(pb->theta);
+    dp_free(pb->numel);
+    dp_free(pb->theta);
     pb->numel = NULL;
     pb->theta = NULL;
 }
@@ -252,7 +254,7 @@ dp_status ref_dpzo_update(double *const *theta, const int64_t *numel, int nparam
     for (int p = 0; p < nparams; p++) {
         double *u = dp_calloc((size_t)numel[p], sizeof(double));   /* [numel] sum_j s_j z_j */
         double *z = dp_calloc((size_t)numel[p], sizeof(double));   /* [numel] */
-        if (!u || !z) { free(u); free(z); return DP_ERR_NOMEM; }
+        if (!u || !z) { dp_free(u); dp_free(z); return DP_ERR_NOMEM; }
         dp_status st = DP_OK;
         for (int j = 0; st == DP_OK && j < n; j++) {
             st = ref_dpzo_direction(z, seed, step, p, j, numel[p]);
@@ -266,7 +268,7 @@ dp_status ref_dpzo_update(double *const *theta, const int64_t *numel, int nparam
                               "hyperparameters (--lr, --phi, --clip, --sigma, --weight-decay) or the log's lr and scalars "
                               "overflow", step, p, e, lr, weight_decay, scalar[0]);
         }
-        free(u); free(z);
+        dp_free(u); dp_free(z);
         DP_TRY(st);
     }
     return DP_OK;
@@ -299,6 +301,12 @@ dp_status ref_dpzo_model_desc(char *buf, size_t cap, const ref_model_config *c) 
     return DP_OK;
 }
 
+/* A failed write of the update log (to memory: out of memory; to a stream: a lost result). */
+static dp_status log_write_error(void) {
+    int e = errno ? errno : EIO;
+    return dp_error(e == ENOMEM ? DP_ERR_NOMEM : DP_ERR_SYSIO, "writing the update log failed: %s", strerror(e));
+}
+
 dp_status ref_dpzo_log_header(FILE *f, const ref_dpzo_hparams *hp, const ref_model_config *mc, const char *theta0_hex,
                               int64_t total_params) {
     char desc[512];
@@ -308,7 +316,7 @@ dp_status ref_dpzo_log_header(FILE *f, const ref_dpzo_hparams *hp, const ref_mod
                 "record q %a clip %a sigma %a noise %s phi %a dataset_size %" PRId64 "\n",
                 LOG_MAGIC, hp->seed.k, hp->n_spsa, hp->lr, hp->weight_decay, total_params, theta0_hex, desc, hp->q,
                 hp->clip, hp->sigma, ref_dpzo_mech_name(hp->mech), hp->phi, hp->n_data) < 0)
-        return dp_error(DP_ERR_IO, "writing the update log failed");
+        return log_write_error();
     return DP_OK;
 }
 
@@ -316,18 +324,18 @@ dp_status ref_dpzo_log_step(FILE *f, const ref_dpzo_hparams *hp, int64_t step, c
     int r = fprintf(f, "step %" PRId64 " seed %" PRIu64 " s", step, hp->seed.k);
     for (int j = 0; r >= 0 && j < hp->n_spsa; j++) r = fprintf(f, " %a", scalar[j]);
     if (r >= 0) r = fputc('\n', f);
-    if (r < 0 || fflush(f) != 0) return dp_error(DP_ERR_IO, "writing the update log failed");
+    if (r < 0 || fflush(f) != 0) return log_write_error();
     return DP_OK;
 }
 
-/* The end record: "end steps T sha256 H\n", H = SHA-256 of every byte before this line. The
- * writer's stream must be flushed to `written_path` (the log's temporary file) first. */
-dp_status ref_dpzo_log_end(FILE *f, const char *written_path, int64_t nsteps) {
+/* The end record: "end steps T sha256 H\n", H = SHA-256 of every byte before this line
+ * (body[0..body_len), what f has written). */
+dp_status ref_dpzo_log_end(FILE *f, const void *body, size_t body_len, int64_t nsteps) {
     char hex[DP_SHA256_HEX_LEN];
-    if (fflush(f) != 0 || ferror(f)) return dp_error(DP_ERR_IO, "writing the update log failed");
-    DP_TRY(dp_sha256_file_hex(hex, written_path));
+    if (fflush(f) != 0 || ferror(f)) return log_write_error();
+    DP_TRY(dp_sha256_buf_hex(hex, body, body_len));
     if (fprintf(f, "end steps %" PRId64 " sha256 %s\n", nsteps, hex) < 0 || fflush(f) != 0)
-        return dp_error(DP_ERR_IO, "writing the update log failed");
+        return log_write_error();
     return DP_OK;
 }
 
@@ -371,8 +379,8 @@ static int parse_num(double *v, const char *tok) {
 }
 
 void ref_dpzo_log_free(ref_dpzo_log *log) {
-    free(log->step);
-    free(log->scalar);
+    dp_free(log->step);
+    dp_free(log->scalar);
     memset(log, 0, sizeof *log);
 }
 
@@ -382,7 +390,7 @@ dp_status ref_dpzo_log_read(ref_dpzo_log *log, const char *path) {
     size_t n = 0;
     DP_TRY(dp_read_file_max(&img, &n, "update log", path, LOG_MAX_BYTES));
     dp_status st = ref_dpzo_log_parse(log, (const uint8_t *)img, n, path);
-    free(img);
+    dp_free(img);
     return st;
 }
 
@@ -482,9 +490,9 @@ dp_status ref_dpzo_log_parse(ref_dpzo_log *log, const uint8_t *img, size_t n, co
         }
         if (log->nsteps == cap) {
             cap = cap ? 2 * cap : 64;
-            int64_t *ns = realloc(log->step, (size_t)cap * sizeof *ns);
+            int64_t *ns = dp_realloc(log->step, (size_t)cap * sizeof *ns);
             if (ns) log->step = ns;
-            double *nsc = realloc(log->scalar, (size_t)cap * (size_t)log->n_spsa * sizeof *nsc);
+            double *nsc = dp_realloc(log->scalar, (size_t)cap * (size_t)log->n_spsa * sizeof *nsc);
             if (nsc) log->scalar = nsc;
             if (!ns || !nsc) { st = dp_error(DP_ERR_NOMEM, "out of memory reading '%s'", path); break; }
         }
@@ -529,6 +537,6 @@ dp_status ref_dpzo_theta_sha256(char hex[65], double *const *theta, const int64_
             for (int b = 0; b < 8; b++) buf[k++] = (uint8_t)(bits >> (8 * b));
         }
     dp_status st = dp_sha256_buf_hex(hex, buf, k);
-    free(buf);
+    dp_free(buf);
     return st;
 }

@@ -113,9 +113,9 @@ dp_status ref_dpzo_model_desc(char *buf, size_t cap, const ref_model_config *mc)
 dp_status ref_dpzo_log_header(FILE *f, const ref_dpzo_hparams *hp, const ref_model_config *mc, const char *theta0_hex,
                               int64_t total_params);
 dp_status ref_dpzo_log_step(FILE *f, const ref_dpzo_hparams *hp, int64_t step, const double *scalar);
-/* The end record "end steps T sha256 H" (H: SHA-256 of all bytes before it, read back from
- * `written_path`, where f writes); a log without it, or whose bytes do not match it, is refused. */
-dp_status ref_dpzo_log_end(FILE *f, const char *written_path, int64_t nsteps);
+/* The end record "end steps T sha256 H" (H: SHA-256 of all bytes before it, body[0..body_len):
+ * what f has written so far); a log without it, or whose bytes do not match it, is refused. */
+dp_status ref_dpzo_log_end(FILE *f, const void *body, size_t body_len, int64_t nsteps);
 typedef struct {
     dp_seed seed;
     int n_spsa;

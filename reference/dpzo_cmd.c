@@ -10,6 +10,7 @@
 #include <errno.h>
 
 #include "common/fsutil.h"
+#include "common/alloc.h"
 #include "common/cli.h"
 #include "common/safetensors.h"
 #include "common/tensor.h"
@@ -126,8 +127,8 @@ static dp_status run_replay(const opts_t *oo, const ref_model_config *cfg) {
     char hex[65];
     if (st == DP_OK) st = ref_dpzo_theta_sha256(hex, theta, numel, m.nparams);
     if (st == DP_OK) printf("theta_T sha256 %s (after %" PRId64 " steps)\n", hex, log.nsteps);
-    free(theta);
-    free(numel);
+    dp_free(theta);
+    dp_free(numel);
     ref_model_free(&m);
     ref_dpzo_log_free(&log);
     return st;
@@ -159,8 +160,9 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg, ref_dpz
     memset(&out2, 0, sizeof out2);
     ref_dpzo_inplace ip;
     memset(&ip, 0, sizeof ip);
-    FILE *logf = NULL;
-    dp_afile logaf = {0}; /* the update log is written atomically (temp + rename) */
+    FILE *logf = NULL;   /* the update log is built in memory and written at the end (atomically) */
+    char *logbuf = NULL;
+    size_t loglen = 0;
     double **before = NULL;
     if (st == DP_OK) st = ref_dpzo_problem_model(&pb, &ctx, &m, &d);
     if (st == DP_OK) st = ref_dpzo_step_out_alloc(&out, hp.n_data, hp.n_spsa);
@@ -171,8 +173,7 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg, ref_dpz
         if (st == DP_OK && !(before = ref_dpzo_arrays_alloc(pb.numel, pb.nparams))) st = DP_ERR_NOMEM;
     }
     if (st == DP_OK && o->log) {
-        st = dp_afile_open(&logaf, "--log", o->log);
-        logf = logaf.f;
+        if (!(logf = open_memstream(&logbuf, &loglen))) st = dp_error(DP_ERR_NOMEM, "--log: out of memory");
         char hex0[65];
         if (st == DP_OK) st = ref_dpzo_theta_sha256(hex0, pb.theta, pb.numel, pb.nparams);
         if (st == DP_OK) st = ref_dpzo_log_header(logf, &hp, cfg, hex0, m.total);
@@ -220,9 +221,11 @@ static dp_status run_train(const opts_t *o, const ref_model_config *cfg, ref_dpz
                    "is not covered\n", di, (double)hp.steps * di);
         }
     }
-    if (logf && st == DP_OK) st = ref_dpzo_log_end(logf, logaf.tmp, hp.steps);
-    if (logf && st == DP_OK) st = dp_afile_commit(&logaf);
-    else dp_afile_abort(&logaf);
+    if (logf && st == DP_OK && fflush(logf) != 0) st = dp_error(DP_ERR_NOMEM, "--log: out of memory");
+    if (logf && st == DP_OK) st = ref_dpzo_log_end(logf, logbuf, loglen, hp.steps);
+    if (logf && fclose(logf) != 0 && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "--log: out of memory");
+    if (logf && st == DP_OK) st = dp_write_file_atomic("--log", o->log, logbuf, loglen);
+    dp_free(logbuf); /* open_memstream's buffer */
     ref_dpzo_arrays_free(before, m.nparams);
     ref_dpzo_inplace_free(&ip);
     ref_dpzo_step_out_free(&out);

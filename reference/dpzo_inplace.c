@@ -4,6 +4,7 @@
  * Used to measure the drift of the in-place path against the exact f64 path
  * (docs/dpzo.md, "In-place variant and drift bound"). */
 #include "reference/dpzo.h"
+#include "common/alloc.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -35,11 +36,11 @@ double ref_dpzo_inplace_get(const ref_dpzo_inplace *ip, int p, int64_t e) {
 
 void ref_dpzo_inplace_free(ref_dpzo_inplace *ip) {
     for (int p = 0; p < ip->nparams; p++) {
-        if (ip->w32) free(ip->w32[p]);
-        if (ip->w16) free(ip->w16[p]);
-        if (ip->wide) free(ip->wide[p]);
+        if (ip->w32) dp_free(ip->w32[p]);
+        if (ip->w16) dp_free(ip->w16[p]);
+        if (ip->wide) dp_free(ip->wide[p]);
     }
-    free(ip->w32); free(ip->w16); free(ip->wide); free(ip->numel);
+    dp_free(ip->w32); dp_free(ip->w16); dp_free(ip->wide); dp_free(ip->numel);
     memset(ip, 0, sizeof *ip);
 }
 
@@ -144,11 +145,11 @@ dp_status ref_dpzo_inplace_step(ref_dpzo_step_out *out, double *restore_drift, i
             store(ip, p, e, w - hp->lr * (u[e] / (double)hp->n_spsa + hp->weight_decay * w));
             ip->wide[p][e] = ref_dpzo_inplace_get(ip, p, e);
         }
-        free(u);
+        dp_free(u);
     }
-    if (before) for (int p = 0; p < P; p++) free(before[p]);
-    free(before);
-    free(zbuf);
+    if (before) for (int p = 0; p < P; p++) dp_free(before[p]);
+    dp_free(before);
+    dp_free(zbuf);
     if (restore_drift) *restore_drift = drift;
     if (restore_violations) *restore_violations = viol;
     return st;

@@ -4,6 +4,7 @@
  * per example; nothing is batched, fused or reordered. Tensor shapes are given in
  * comments as [rows, cols] (row-major). */
 #include "reference/model.h"
+#include "common/alloc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -84,7 +85,7 @@ static dp_status mlp_example(double *loss, double *const *G, const ref_model_con
                 }
         }
     }
-    free(buf);
+    dp_free(buf);
     return DP_OK;
 }
 
@@ -172,7 +173,7 @@ static dp_status llama_example(double *loss, double *const *G, const ref_model_c
                    (size_t)H * T * T;
     double *arena = dp_calloc(total, sizeof(double));
     llama_cache *lc = dp_calloc((size_t)L, sizeof(llama_cache));
-    if (!arena || !lc) { free(arena); free(lc); return DP_ERR_NOMEM; }
+    if (!arena || !lc) { dp_free(arena); dp_free(lc); return DP_ERR_NOMEM; }
     double *cur = arena;
 #define TAKE(n) (cur += (n), cur - (n))
     for (int l = 0; l < L; l++) {
@@ -321,8 +322,8 @@ static dp_status llama_example(double *loss, double *const *G, const ref_model_c
             for (int d = 0; d < D; d++) G[0][(size_t)x[t] * D + d] += dh[t * D + d];
     }
 #undef TAKE
-    free(arena);
-    free(lc);
+    dp_free(arena);
+    dp_free(lc);
     return DP_OK;
 }
 
@@ -340,7 +341,7 @@ static dp_status example(double *loss, double *const *G, const ref_model *m, dou
         st = mlp_example(loss, G, &m->cfg, P, d->x + i * d->in, d->y[i]);
     else
         st = llama_example(loss, G, &m->cfg, P, d->tokens + i * d->seq);
-    if (P != stackp) free(P);
+    if (P != stackp) dp_free(P);
     return st;
 }
 

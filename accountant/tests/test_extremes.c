@@ -137,6 +137,46 @@ int main(void) {
                     (long long)T, d, delta, ex);
         }
 
+    /* acct_one_step_lower (audit-accounting's lower bound, issue 29 items 6 and 11): never above a
+     * rigorous upper bound of one step (certified RDP; for pure the exact per-step epsilon
+     * log(1 + q (e^eps0 - 1)) at delta 0, which bounds every delta), and within 1e-8 of this
+     * test's own bound where that applies (q = 1 pure; the Gaussian at q); negative control: the
+     * old lower bound 0 of a pure eps0 = 1e308 claim at q = 0.5 is below it */
+    {
+        int n_lb = 0;
+        for (size_t iq = 1; iq < sizeof qs / sizeof qs[0]; iq++)
+            for (int e = -300; e <= 300; e += 20) {
+                acct_segment g = {ACCT_GAUSSIAN, qs[iq], pow(10.0, e), 1};
+                double lb, up;
+                T_OK(acct_one_step_lower(&lb, &g, delta));
+                acct_schedule s = {.n = 1, .seg = {g}};
+                if (acct_rdp_epsilon_certified(&up, NULL, &s, orders, no, delta) != DP_OK) { dp_clear_error(); continue; }
+                T_CHECK(lb <= up && lb >= fmin(gauss_lower(qs[iq], g.param, delta), DBL_MAX) * (1 - 1e-8) - 1e-11,
+                        "gauss q=%g sigma=%g: one-step lower %g outside [test bound %g, certified upper %g]", qs[iq],
+                        g.param, lb, gauss_lower(qs[iq], g.param, delta), up);
+                n_lb++;
+            }
+        static const double e0[] = {1e-300, 1e-6, 0.1, 1, 10, 700, 1e3, 1e308};
+        for (size_t iq = 1; iq < sizeof qs / sizeof qs[0]; iq++)
+            for (size_t i = 0; i < sizeof e0 / sizeof e0[0]; i++) {
+                acct_segment p = {ACCT_PURE, qs[iq], e0[i], 1};
+                double lb, step;
+                T_OK(acct_one_step_lower(&lb, &p, delta));
+                T_OK(acct_pure_step_eps(&step, &p));
+                T_CHECK(lb <= step, "pure q=%g eps0=%g: one-step lower %g above the step's epsilon %g", qs[iq], e0[i], lb,
+                        step);
+                if (qs[iq] == 1.0)
+                    T_CHECK(lb >= pure_lower(e0[i], delta) * (1 - 1e-8) - 1e-11, "pure eps0=%g: lower %g below %g", e0[i],
+                            lb, pure_lower(e0[i], delta));
+                n_lb++;
+            }
+        double lb;
+        acct_segment big = {ACCT_PURE, 0.5, 1e308, 10};
+        T_OK(acct_one_step_lower(&lb, &big, delta));
+        T_CHECK(lb > 1e307 && !acceptable(0.0, lb), "eps0 1e308 at q 0.5: one-step lower %g rejects the old lower 0", lb);
+        T_CHECK(n_lb > 100, "one-step lower bounds checked: %d", n_lb);
+    }
+
     /* calibration: a precision below the double spacing is refused, never a hang */
     {
         acct_schedule s = {.n = 1};

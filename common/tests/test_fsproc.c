@@ -70,7 +70,7 @@ static void test_stdout_full(void) {
     if (pid == 0) {
         if (!freopen("/dev/full", "w", stdout)) _exit(9);
         for (int i = 0; i < 10; i++) printf("result line %d\n", i);
-        _exit(dp_stdout_finish("account") == DP_ERR_IO && strstr(dp_last_error(), "account") ? 0 : 1);
+        _exit(dp_stdout_finish("account") == DP_ERR_SYSIO && strstr(dp_last_error(), "account") ? 0 : 1);
     }
     int status;
     waitpid(pid, &status, 0);

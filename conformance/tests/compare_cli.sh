@@ -48,4 +48,18 @@ $D reference dpsgd $nb --sigma 1 --export nokey >/dev/null && $D reference dpsgd
   || { echo "FAIL: reference runs for the no-noise case"; fail=1; }
 check 1 "no-noise candidate under --noise-shares" $D compare nokey quiet --noise-shares --noise-ranks 1
 grep -q "overall: INCOMPLETE" out.txt || { echo "FAIL: no-noise candidate not INCOMPLETE"; fail=1; }
+# issue 29 item 13: an engine export made with --precision bf16 declares dtype=bf16 (the mixed
+# recipe); compare reads it (exit 0 without a precision option, and with --precision bf16) and
+# refuses a contradicting --dtype bf16 / --dtype f64 / --precision fp16 (exit 2), which before
+# formed NaN bounds at step 2 (FAIL "inf%" for every parameter)
+mb="--model mlp --dataset-size 8 --q 0.5 --steps 2 --seed 1 --noise-key 2"
+$D reference dpsgd $mb --export r16 >/dev/null && $D train dpsgd $mb --precision bf16 --export c16 >/dev/null \
+  || { echo "FAIL: exports for the precision checks"; fail=1; }
+check 0 "declared bf16 recipe read from the metadata" $D compare r16 c16
+grep -q 'overall: PASS' out.txt && ! grep -q 'nan' out.txt || { echo "FAIL: declared precision: not PASS"; fail=1; }
+check 0 "--precision bf16 agrees with the declaration" $D compare r16 c16 --precision bf16
+for bad in "--dtype bf16" "--dtype f64" "--precision fp16"; do
+  check 2 "$bad contradicts dtype=bf16" $D compare r16 c16 $bad
+  grep -q "contradicts the candidate's declared precision" out.txt || { echo "FAIL: $bad: message"; fail=1; }
+done
 exit $fail

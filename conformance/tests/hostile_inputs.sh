@@ -49,8 +49,11 @@ expect 2 '/dev/urandom: header length [0-9]+ exceeds the limit' inspect /dev/ura
 python3 -c 'import struct,sys; h=b"{\"a\":{\"dtype\":\"U8\",\"shape\":[1152921504606846976],\"data_offsets\":[0,1152921504606846976]}}"; sys.stdout.buffer.write(struct.pack("<Q", len(h)) + h)' > big.safetensors
 expect 2 'declares 1.15e\+18 bytes of data, more than this machine' inspect big.safetensors
 expect 2 'claims file /dev/zero: longer than the limit of 67108864 bytes' audit-accounting /dev/zero
-expect 2 -- '--schedule /dev/zero: longer than the limit' account --schedule /dev/zero --delta 1e-5
+expect 2 '--schedule /dev/zero: longer than the limit' account --schedule /dev/zero --delta 1e-5
 expect 2 'update log /dev/zero: longer than the limit|NUL byte' reference dpzo --model mlp --replay /dev/zero
+# --data is hashed into the ranks' configuration digest: only a regular file (train --data /dev/zero
+# hung in the hash, found by common/tests/cli_fuzz.sh)
+expect 2 '/dev/zero: header of 0 bytes cannot hold a JSON object' train dpsgd --model mlp --dataset-size 8 --q 0.5 --data /dev/zero
 mkdir -p zc && ln -sf /dev/zero zc/zero.json
 expect 2 'case file zc/zero.json: longer than the limit' conform --suite x --cases zc --list
 
@@ -173,6 +176,99 @@ printf '#!/bin/sh\necho READY >&3\nwhile IFS="$(printf "\\t")" read -r seq in ou
 expect_out 1 '^verdict: FAILED -- candidate output \[step-mlp-batch1 r1\]: INPUT_MODIFIED' \
   certify --candidate ./clobber_p.sh --candidate-mode persistent --suite ci --filter '^step-mlp-batch1$' --report clob2
 expect 2 "--candidate-mode: unknown candidate mode 'twice'" certify --candidate true --candidate-mode twice --suite ci
+
+echo "--- issue 29: fifteen broken promises (item 4: class 11 above; 8: optimized/tests/train_cp1_options.sh; 13: compare_cli.sh, test_compare; 14: certify_extremes.sh, test_report_scale, test_html; 15: .ci/run, ci/coverage.sh) ---"
+DZ="reference dpzo --model mlp --dataset-size 8 --q 0.5 --steps 1 --clip 1 --sigma 1 --phi 1e-3 --lr 1e-3 --seed 1 --noise-key 2"
+# item 1: a target that exists and is not a regular file is written in place (a character device,
+# a FIFO with a reader) or refused (exit 2), never replaced. The devices are reached through links
+# in this folder: a regression replaces the link, never /dev/full itself.
+ln -s /dev/full full.log && ln -s /dev/null null.log
+expect 3 '--log full.log: write failed: No space left on device' $DZ --log full.log
+check "item 1: the link to /dev/full is still a link to the device" bash -c '[ -L full.log ] && [ -c full.log ]'
+expect_out 0 '^theta_T sha256' $DZ --log null.log
+check "item 1: the link to /dev/null is still a link to the device" bash -c '[ -L null.log ] && [ -c null.log ]'
+mkfifo fifo.log
+(timeout 60 cat fifo.log > fifo-read.txt &)
+expect_out 0 '^theta_T sha256' $DZ --log fifo.log
+sleep 1
+check "item 1: the FIFO stays a FIFO and its reader got the whole log" \
+  bash -c '[ -p fifo.log ] && head -1 fifo-read.txt | grep -q "update log" && grep -q "^end steps 1 sha256" fifo-read.txt'
+mkfifo lonely.log
+expect 2 '--log lonely.log: a FIFO that no process is reading' $DZ --log lonely.log
+check "item 1: the FIFO without a reader is left as it was" [ -p lonely.log ]
+mkdir dir.log
+expect 2 '--log dir.log: is a directory' $DZ --log dir.log
+python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("sock.log")' &&
+  expect 2 '--log sock.log: a socket: dpcert writes regular files, character devices and FIFOs only' $DZ --log sock.log
+mkdir -p fexp && mkfifo fexp/step-000001.safetensors
+expect 2 'step-000001.safetensors: a FIFO that no process is reading' reference dpsgd --model mlp --dataset-size 8 --q 0.5 --steps 1 --seed 1 --noise-key 2 --export fexp
+check "item 1: a FIFO planted in an export directory is not replaced" [ -p fexp/step-000001.safetensors ]
+mkdir -p vdir/step-mlp-batch1.safetensors
+expect 2 'step-mlp-batch1.safetensors: is a directory' vectors --suite ci --out vdir
+# items 2 and 3: keygen refuses one file for both keys and an existing private key without
+# --force; verify-report refuses a file added anywhere in a signed bundle
+expect 2 'name the same file .*the public key would overwrite the private key' keygen --private same.pem --public same.pem
+expect 2 'name the same file' keygen --private same.pem --public ./same.pem
+check "item 3: nothing written when refused" bash -c '[ ! -e same.pem ]'
+"$D" keygen --private k.pem --public k.pub >/dev/null 2>&1
+cp k.pem k.pem.before
+ln -s k.pem klink.pem
+expect 2 'are the same file' keygen --private k.pem --public klink.pem --force
+expect 2 'k.pem exists: refusing to overwrite a private key \(--force replaces it\)' keygen --private k.pem --public k2.pub
+check "item 3: the private key is untouched" cmp -s k.pem k.pem.before
+timeout 60 "$D" keygen --private k.pem --public k.pub --force >/dev/null 2>&1; rc=$?
+check "item 3: --force replaces the pair (exit $rc)" bash -c "[ $rc = 0 ] && ! cmp -s k.pem k.pem.before"
+timeout 300 "$D" certify --candidate "sh -c 'cp \"\$1\" \"\$2\"' x" --suite ci --filter '^step-mlp-batch1$' --repeats 1 \
+  --report bundle --sign k.pem >/dev/null 2>&1
+expect_out 0 'verified' verify-report bundle --pubkey k.pub
+echo x > bundle/extra.txt
+expect 1 'NOT VERIFIED: file extra.txt is in the bundle but not in report.json' verify-report bundle --pubkey k.pub
+rm bundle/extra.txt && echo x > bundle/vectors/.hidden
+expect 1 'NOT VERIFIED: file vectors/.hidden is in the bundle' verify-report bundle --pubkey k.pub
+rm bundle/vectors/.hidden && mkfifo bundle/outputs/pipe
+expect 1 'NOT VERIFIED: .*outputs/pipe' verify-report bundle --pubkey k.pub
+rm bundle/outputs/pipe
+# the signature and report.json themselves: never followed, never read until they end (a link to
+# /dev/zero, or a FIFO, hung verify-report before)
+mv bundle/report.json.sig sig.bak && ln -s /dev/zero bundle/report.json.sig
+expect 1 'NOT VERIFIED: bundle/report.json.sig is not a regular file' verify-report bundle --pubkey k.pub
+rm bundle/report.json.sig && mv sig.bak bundle/report.json.sig && mv bundle/report.json rj.bak && mkfifo bundle/report.json
+expect 1 'NOT VERIFIED: bundle/report.json is not a regular file' verify-report bundle --pubkey k.pub
+rm bundle/report.json && mv rj.bak bundle/report.json
+expect_out 0 'verified' verify-report bundle --pubkey k.pub
+# items 5, 6, 11: the accountant answers or refuses naming the limit, never exit 3
+expect_out 0 'pld +n/a: PLD: one step needs .* grid points at h=1e-300 \(cap ' account --sigma 1 $ACC --pld-h 1e-300
+expect 2 'no accountant could answer: pld: .*cap .*use a coarser --pld-h' account --sigma 1 $ACC --pld-h 1e-300 --accountant pld
+printf 'mechanism,q,sigma,steps,delta,epsilon\ngaussian,0.01,1,10,0,5\ngaussian,0.01,0.01,10,1e-5,1e9\ngaussian,0.01,1e300,10,1e-5,5\npure,0.5,1e308,10,1e-5,1e300\n' > c29.csv
+timeout 120 "$D" audit-accounting c29.csv >out.txt 2>err.txt; rc=$?
+check "item 6: audit-accounting answers every claim (exit $rc, want 1)" [ $rc = 1 ]
+check "item 6: a Gaussian claim at delta 0 is UNDER-REPORTED (+inf)" grep -Eq '^1 .*\[inf, inf\] UNDER-REPORTED' out.txt
+check "item 6: sigma 0.01 past PLD's point cap is answered by RDP (CONSISTENT)" grep -Eq '^2 .* CONSISTENT' out.txt
+check "item 6: sigma 1e300 outside PLD's domain is answered by RDP (CONSISTENT)" grep -Eq '^3 .* CONSISTENT' out.txt
+check "item 11: pure eps0 1e308 at q 0.5 has the lower bound 1e308, not 0" grep -Eq '^4 .*\[1e\+308, inf\] UNDER-REPORTED' out.txt
+# item 7: what --help says about audit --model is what audit does
+check "item 7: audit --help gives --model a default, not 'required'" \
+  bash -c "'$D' audit --help | grep -E -- '^  --model ' | grep -q 'default mlp' && ! '$D' audit --help | grep -E -- '^  --model ' | grep -q required"
+# item 9: the help and the version are results: on a full device, exit 3 with a message, every command
+for c in "" $("$D" --help | sed -n 's/^  \([a-z][a-z-]*\) .*/\1/p'); do
+  lost $c --help
+done
+lost version
+# item 10: a path over PATH_MAX: the message names it whole (or shortened in the middle) with the reason
+long=$(printf 'd/%.0s' $(seq 2100))x.safetensors
+timeout 60 "$D" inspect "$long" >/dev/null 2>err.txt; rc=$?
+check "item 10: inspect of a 4213-byte path: exit 2, the file's name to its end and the reason (exit $rc, $(wc -c < err.txt) bytes)" \
+  bash -c "[ $rc = 2 ] && grep -q 'x.safetensors.*File name too long' err.txt"
+timeout 60 "$D" reference dpsgd --model mlp --dataset-size 8 --q 0.5 --export "$long" >/dev/null 2>err.txt; rc=$?
+check "item 10: --export of a 4213-byte directory name: exit 2 naming it whole with the limit (exit $rc)" \
+  bash -c "[ $rc = 2 ] && grep -q 'd/d/x.safetensors: a directory name of 4213 bytes, longer than the 3840 allowed' err.txt"
+# item 12: a name that is not UTF-8 is escaped in messages, control characters included
+timeout 60 "$D" inspect $'\xff\x01\x1b[31mname' >/dev/null 2>err.txt; rc=$?
+check "item 12: a non-UTF-8 name is escaped (exit $rc)" \
+  bash -c "[ $rc = 2 ] && grep -qF '\\xff\\x01\\x1b[31mname' err.txt && ! LC_ALL=C grep -q \$'[\\x01\\x1b\\xff]' err.txt"
+# found by the command-line fuzzer (common/tests/cli_fuzz.sh; its corpus replays these too)
+expect 2 'ra: read error: Is a directory' inspect ra
+expect_out 0 'not demonstrated at this S and C' losscale --loss-scale 1
 
 echo "$checks checks, $fails failed"
 [ "$checks" -gt 0 ] && [ "$fails" = 0 ]

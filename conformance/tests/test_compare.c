@@ -13,6 +13,7 @@
 #include "common/rng.h"
 #include "common/safetensors.h"
 #include "common/test.h"
+#include "conformance/compare_int.h"
 #include "conformance/conf.h"
 
 #define B 6
@@ -380,5 +381,48 @@ int main(void) {
         T_CHECK(conf_clip_mix_check(msg, sizeof msg, "ref") == -1, "an export without clip factors: %s", msg);
     }
     dp_tset_free(&ref);
+    /* a bound that is NaN or negative is a defect of the tolerance model, not a verdict (issue 29
+     * item 13): the tensor is INCOMPLETE naming the element, never FAIL with "inf%" */
+    {
+        int64_t shape[1] = {3};
+        dp_tensor a, b;
+        T_OK(dp_tensor_alloc(&a, DP_F64, 1, shape));
+        T_OK(dp_tensor_alloc(&b, DP_F64, 1, shape));
+        double *x = a.data, *y = b.data;
+        for (int i = 0; i < 3; i++) { x[i] = i; y[i] = i + 1e-9; }
+        const double nanb[3] = {1e-6, NAN, 1e-6}, negb[3] = {1e-6, 1e-6, -1e-6}, okb[3] = {1e-6, 1e-6, 1e-6};
+        conf_cmp_result r;
+        conf_cmp_result_init(&r);
+        T_OK(conf_cmp_elems(&r, "", "t", &a, &b, NULL, nanb, 0.5));
+        T_CHECK(r.incomplete == 1 && r.n == 1 && r.items[0].status == CONF_SKIPPED && strstr(r.incomplete_why, "element 1"),
+                "NaN bound: INCOMPLETE naming element 1 (%d, %s)", r.incomplete, r.incomplete_why);
+        conf_cmp_result_free(&r);
+        conf_cmp_result_init(&r);
+        T_OK(conf_cmp_elems(&r, "", "t", &a, &b, NULL, negb, 0.5));
+        T_CHECK(r.incomplete == 1 && r.items[0].status != CONF_FAIL && strstr(r.incomplete_why, "element 2"),
+                "negative bound: INCOMPLETE (%s)", r.incomplete_why);
+        conf_cmp_result_free(&r);
+        conf_cmp_result_init(&r); /* control: a finite bound compares */
+        T_OK(conf_cmp_elems(&r, "", "t", &a, &b, NULL, okb, 0.5));
+        T_CHECK(r.incomplete == 0 && r.items[0].status == CONF_PASS, "finite bound: PASS");
+        conf_cmp_result_free(&r);
+        /* a NaN bound where it decides nothing (a dropped example: NaN on both sides; equal values)
+         * is no defect: PASS (conformance/tests/test_compare_nofalse.c's dropped examples) */
+        x[1] = y[1] = NAN;
+        x[2] = y[2] = 2;
+        const double dropb[3] = {1e-6, NAN, NAN};
+        conf_cmp_result_init(&r);
+        T_OK(conf_cmp_elems(&r, "", "t", &a, &b, NULL, dropb, 0.5));
+        T_CHECK(r.incomplete == 0 && r.items[0].status == CONF_PASS, "NaN bound that decides nothing: PASS (%s)",
+                r.incomplete_why);
+        conf_cmp_result_free(&r);
+        y[0] = NAN; /* the candidate NaN where the reference is finite: FAIL, whatever the bound */
+        conf_cmp_result_init(&r);
+        T_OK(conf_cmp_elems(&r, "", "t", &a, &b, NULL, dropb, 0.5));
+        T_CHECK(r.incomplete == 0 && r.items[0].status == CONF_FAIL, "a NaN candidate value: FAIL");
+        conf_cmp_result_free(&r);
+        dp_tensor_free(&a);
+        dp_tensor_free(&b);
+    }
     return t_finish();
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "optimized/clip/clip.h"
+#include "common/alloc.h"
 #include "optimized/ledger.h"
 #include "optimized/opt_spec.h"
 
@@ -76,7 +77,7 @@ static dp_status examples(opt_chunk_out *co, chunk_host *h, opt_clip_ctx *k, int
     dp_status st = DP_OK;
     if (nspecial) {
         hm.nparams = np;
-        hm.params = calloc((size_t)np, sizeof(dp_param));
+        hm.params = dp_calloc((size_t)np, sizeof(dp_param));
         if (!hm.params) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
         for (int p = 0; p < np; p++) hm.params[p].numel = s->om.numel[p];
     }
@@ -95,7 +96,7 @@ static dp_status examples(opt_chunk_out *co, chunk_host *h, opt_clip_ctx *k, int
             *changed = 1;
         }
     }
-    free(hm.params);
+    dp_free(hm.params);
     return st;
 }
 
@@ -106,7 +107,7 @@ static dp_status special_terms(chunk_host *h, opt_clip_ctx *k, int nspecial) {
     const int64_t Bc = k->Bc;
     for (int p = 0; p < k->np; p++) {
         const int64_t n = s->om.numel[p];
-        double *t = malloc(sizeof(double) * (size_t)(nspecial * n + 1));
+        double *t = dp_malloc(sizeof(double) * (size_t)(nspecial * n + 1));
         if (!t) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
         int nb = 0;
         for (int64_t b = 0; b < Bc; b++) {
@@ -116,7 +117,7 @@ static dp_status special_terms(chunk_host *h, opt_clip_ctx *k, int nspecial) {
             nb++;
         }
         dp_status st = k->src->add_rows(k, p, t, nb);
-        free(t);
+        dp_free(t);
         DP_TRY(st);
     }
     return DP_OK;
@@ -177,10 +178,10 @@ static dp_status chunk_body(opt_chunk_out *co, chunk_host *h, opt_clip_ctx *k) {
     }
     if (any_bad) {
         DP_TRY(src->fallback(k));
-        h->hrow = calloc((size_t)np, sizeof(double *));
+        h->hrow = dp_calloc((size_t)np, sizeof(double *));
         if (!h->hrow) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
         for (int p = 0; p < np; p++) {
-            h->hrow[p] = malloc(sizeof(double) * (size_t)(Bc * s->om.numel[p] + 1));
+            h->hrow[p] = dp_malloc(sizeof(double) * (size_t)(Bc * s->om.numel[p] + 1));
             if (!h->hrow[p]) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
             DP_TRY(src->rows(k, h->hrow[p], p));
         }
@@ -206,18 +207,18 @@ dp_status opt_clip_chunk(opt_chunk_out *co, opt_dpsgd *s, const opt_norm_source 
     opt_clip_ctx k = {.s = s, .src = src, .Bc = Bc, .G = s->groups.ngroups, .np = s->om.np};
     chunk_host h = {0};
     const int G = k.G;
-    k.mode = calloc((size_t)k.np + 1, sizeof(int));
-    h.special = calloc((size_t)Bc + 1, sizeof(int));
-    h.hsq = malloc(sizeof(double) * (size_t)(G * Bc + 1));
-    h.hc = malloc(sizeof(double) * (size_t)(G * Bc + 1));
-    h.hcx = malloc(sizeof(double) * (size_t)(G * Bc + 1));
+    k.mode = dp_calloc((size_t)k.np + 1, sizeof(int));
+    h.special = dp_calloc((size_t)Bc + 1, sizeof(int));
+    h.hsq = dp_malloc(sizeof(double) * (size_t)(G * Bc + 1));
+    h.hc = dp_malloc(sizeof(double) * (size_t)(G * Bc + 1));
+    h.hcx = dp_malloc(sizeof(double) * (size_t)(G * Bc + 1));
     if (k.mode) pick_modes(&k);
     dp_status st = src->begin(&k, d, idx); /* the forward and backward (the tape is valid, or zeroed, after it) */
     if (st == DP_OK && (!k.mode || !h.special || !h.hsq || !h.hc || !h.hcx)) st = dp_error(DP_ERR_NOMEM, "engine: out of memory");
     if (st == DP_OK) st = chunk_body(co, &h, &k);
     src->end(&k);
     opt_tape_free(&k.tp);
-    if (h.hrow) { for (int p = 0; p < k.np; p++) free(h.hrow[p]); free(h.hrow); }
-    free(k.mode); free(h.special); free(h.hsq); free(h.hc); free(h.hcx);
+    if (h.hrow) { for (int p = 0; p < k.np; p++) dp_free(h.hrow[p]); dp_free(h.hrow); }
+    dp_free(k.mode); dp_free(h.special); dp_free(h.hsq); dp_free(h.hc); dp_free(h.hcx);
     return st;
 }

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "optimized/clip/clip.h"
+#include "common/alloc.h"
 #include "optimized/ledger.h"
 
 typedef struct {
@@ -304,7 +305,7 @@ static dp_status gather_grads(double *h, opt_arena *ar, cp_chunk *k, opt_dpsgd *
     void *recv;
     DP_TRY(opt_arena_alloc_tag(ar, &recv, es * (size_t)(M * Bc * pm), OPT_MEM_COMM));
     DP_TRY(OPT_CALL(be, allgather, cs->cp.g, recv, k->slice[p], Bc * pm, NULL));
-    double *hr = malloc(sizeof(double) * (size_t)(M * Bc * pm + 1));
+    double *hr = dp_malloc(sizeof(double) * (size_t)(M * Bc * pm + 1));
     if (!hr) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     dp_status st = OPT_CALL(be, download_f64, hr, recv, M * Bc * pm);
     for (int j = 0; st == DP_OK && j < M; j++) {
@@ -315,7 +316,7 @@ static dp_status gather_grads(double *h, opt_arena *ar, cp_chunk *k, opt_dpsgd *
             for (int64_t r = 0; opt_cp_geom_run(&u, &x, &len, &g, 0, g.nseg * g.w, r); r++)
                 memcpy(h + e * n + x, hr + (j * Bc + e) * pm + u, sizeof(double) * (size_t)len);
     }
-    free(hr);
+    dp_free(hr);
     return st;
 }
 
@@ -324,16 +325,16 @@ static dp_status cp_begin(opt_clip_ctx *c, const dp_dataset *d, const int64_t *i
     opt_dpsgd *s = c->s;
     const int np = c->np;
     const int64_t Bc = c->Bc;
-    cp_chunk *k = calloc(1, sizeof *k);
+    cp_chunk *k = dp_calloc(1, sizeof *k);
     c->st = k;
     memset(&c->tp, 0, sizeof c->tp);
     if (!k) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     k->s = s;
-    k->slice = calloc((size_t)np, sizeof(void *));
-    k->send = calloc((size_t)np, sizeof(void *));
-    k->as = calloc((size_t)np, sizeof(opt_async *));
-    k->done = calloc((size_t)np + 1, 1);
-    k->left_out = calloc((size_t)Bc + 1, 1);
+    k->slice = dp_calloc((size_t)np, sizeof(void *));
+    k->send = dp_calloc((size_t)np, sizeof(void *));
+    k->as = dp_calloc((size_t)np, sizeof(opt_async *));
+    k->done = dp_calloc((size_t)np + 1, 1);
+    k->left_out = dp_calloc((size_t)Bc + 1, 1);
     k->mode = c->mode;
     if (!k->slice || !k->send || !k->as || !k->done || !k->left_out) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     /* every slice [Bc, pmax] allocated up front (the rounds reduce-scatter into it) */
@@ -414,7 +415,7 @@ static dp_status cp_add_rows(opt_clip_ctx *c, int p, const double *terms, int nb
     const opt_cp_state *cs = (const opt_cp_state *)s->layout_state;
     const int64_t n = s->om.numel[p], pm = s->vlen[p];
     void *dt = NULL, *sp = opt_dev_at(s, s->flat, s->voff[p]);
-    double *h = calloc((size_t)(pm + 1), sizeof(double));
+    double *h = dp_calloc((size_t)(pm + 1), sizeof(double));
     dp_status st = h ? opt_arena_alloc_tag(&c->tp.ar, &dt, opt_backend_esize(s->be) * (size_t)(pm + 1), OPT_MEM_WORKSPACE)
                      : dp_error(DP_ERR_NOMEM, "engine: out of memory");
     opt_cp_geom g;
@@ -426,7 +427,7 @@ static dp_status cp_add_rows(opt_clip_ctx *c, int p, const double *terms, int nb
         st = OPT_CALL(s->be, upload_f64, dt, h, pm);
         if (st == DP_OK) st = OPT_CALL(s->be, add, sp, sp, dt, pm);
     }
-    free(h);
+    dp_free(h);
     return st;
 }
 
@@ -442,8 +443,8 @@ static void cp_end(opt_clip_ctx *c) {
     /* after a failure a reduce-scatter may still be in flight: its buffers stay (the run ends) */
     for (int p = 0; k->slice && k->as && p < c->np; p++)
         if (!k->as[p]) { opt_mem_free(c->s->be, k->slice[p]); opt_mem_free(c->s->be, k->send ? k->send[p] : NULL); }
-    free(k->slice); free(k->send); free(k->as); free(k->done); free(k->left_out);
-    free(k);
+    dp_free(k->slice); dp_free(k->send); dp_free(k->as); dp_free(k->done); dp_free(k->left_out);
+    dp_free(k);
     c->st = NULL;
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "optimized/clip/clip.h"
+#include "common/alloc.h"
 #include "optimized/ledger.h"
 
 enum { M_DIRECT = OPT_LM_DIRECT, M_INST = OPT_LM_INST, M_GHOST = OPT_LM_GHOST, M_FUSEDNORM = OPT_LM_FUSEDNORM,
@@ -117,9 +118,9 @@ static dp_status ckpt_ready(void *ctx, const opt_tape *tp, int first, int n) {
 
 static dp_status local_begin(opt_clip_ctx *k, const dp_dataset *d, const int64_t *idx) {
     opt_model *om = &k->s->om;
-    local_state *ls = calloc(1, sizeof *ls);
-    if (ls) ls->inst = calloc((size_t)k->np, sizeof(void *));
-    if (!ls || !ls->inst) { free(ls); memset(&k->tp, 0, sizeof k->tp); return dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
+    local_state *ls = dp_calloc(1, sizeof *ls);
+    if (ls) ls->inst = dp_calloc((size_t)k->np, sizeof(void *));
+    if (!ls || !ls->inst) { dp_free(ls); memset(&k->tp, 0, sizeof k->tp); return dp_error(DP_ERR_NOMEM, "engine: out of memory"); }
     ls->ci.be = k->s->be;
     k->st = ls;
     const opt_tape_hook hook = {k, ckpt_ready};
@@ -142,7 +143,7 @@ static dp_status local_norms(opt_clip_ctx *k) {
     const size_t es = opt_backend_esize(s->be);
     for (int p = 0; p < k->np; p++)
         DP_TRY(norm_term(opt_dev_at(s, k->sq, s->groups.group_of[p] * k->Bc), ls->inst, om, &k->tp, k->mode[p], p));
-    ls->fbak = calloc((size_t)k->np, sizeof(void *));
+    ls->fbak = dp_calloc((size_t)k->np, sizeof(void *));
     if (!ls->fbak) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     for (int p = 0; p < k->np; p++)
         if (k->mode[p] == M_FUSED1) {
@@ -206,11 +207,11 @@ static dp_status local_accumulate(opt_clip_ctx *k, int any_bad) {
     const opt_model *om = &s->om;
     const int second_pass = s->norm->second_pass && k->G == 1 && !any_bad && !opt_fetch_collective(om) && s->ls_used == 1;
     if (second_pass) {
-        void **gp = calloc((size_t)k->np, sizeof(void *));
+        void **gp = dp_calloc((size_t)k->np, sizeof(void *));
         if (!gp) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
         for (int p = 0; p < k->np; p++) gp[p] = opt_dev_at(s, s->flat, s->voff[p]);
         dp_status st = opt_backward_weighted(gp, om, &k->tp, k->cdev);
-        free(gp);
+        dp_free(gp);
         return st;
     }
     for (int p = 0; p < k->np; p++) {
@@ -241,9 +242,9 @@ static void local_end(opt_clip_ctx *k) {
     local_state *ls = k->st;
     if (!ls) return;
     opt_arena_free(&ls->ci);
-    free(ls->inst);
-    free(ls->fbak);
-    free(ls);
+    dp_free(ls->inst);
+    dp_free(ls->fbak);
+    dp_free(ls);
     k->st = NULL;
 }
 

@@ -24,6 +24,7 @@
 
 extern "C" {
 #include "optimized/backend.h"
+#include "common/alloc.h"
 #include "optimized/opt_poll.h"
 }
 #include "optimized/cuda/cu_api.h"
@@ -95,22 +96,22 @@ static dp_status cb_upload_f64(void *ctx, void *dst, const double *src, int64_t 
     DP_TRY(ck_n("upload_f64", n));
     if (n == 0) return DP_OK;
     if (CB(ctx)->f64) return cu_h2d(CB(ctx)->cu, dst, src, (size_t)n * 8);
-    float *tmp = (float *)malloc((size_t)n * sizeof(float));
+    float *tmp = (float *)dp_malloc((size_t)n * sizeof(float));
     if (!tmp) return dp_error(DP_ERR_NOMEM, "cuda upload_f64: out of host memory");
     for (int64_t i = 0; i < n; i++) tmp[i] = (float)src[i];
     dp_status st = cu_h2d(CB(ctx)->cu, dst, tmp, (size_t)n * sizeof(float));
-    free(tmp);
+    dp_free(tmp);
     return st;
 }
 static dp_status cb_download_f64(void *ctx, double *dst, const void *src, int64_t n) {
     DP_TRY(ck_n("download_f64", n));
     if (n == 0) return DP_OK;
     if (CB(ctx)->f64) return cu_d2h(CB(ctx)->cu, dst, src, (size_t)n * 8);
-    float *tmp = (float *)malloc((size_t)n * sizeof(float));
+    float *tmp = (float *)dp_malloc((size_t)n * sizeof(float));
     if (!tmp) return dp_error(DP_ERR_NOMEM, "cuda download_f64: out of host memory");
     dp_status st = cu_d2h(CB(ctx)->cu, tmp, src, (size_t)n * sizeof(float));
     for (int64_t i = 0; st == DP_OK && i < n; i++) dst[i] = tmp[i];
-    free(tmp);
+    dp_free(tmp);
     return st;
 }
 
@@ -716,14 +717,14 @@ static dp_status cb_finish(void *ctx, opt_async **async, const char *what) {
     cu_ctx *cu = CB(ctx)->cu;
     cudaStream_t cs = (cudaStream_t)cu_ctx_comm_stream(cu);
     if (!async) return cb_wait_done(ctx, NULL, what);
-    cb_async *a = (cb_async *)calloc(1, sizeof *a);
+    cb_async *a = (cb_async *)dp_calloc(1, sizeof *a);
     if (!a) return dp_error(DP_ERR_NOMEM, "cuda collective: out of host memory");
     a->what = what;
     dp_status st = CU_CHECK_ST(cudaEventCreateWithFlags(&a->ev, cudaEventDisableTiming));
     if (st == DP_OK) st = CU_CHECK_ST(cudaEventRecord(a->ev, cs));
     if (st != DP_OK) {
         if (a->ev) cudaEventDestroy(a->ev);
-        free(a);
+        dp_free(a);
         return st;
     }
     *async = (opt_async *)a;
@@ -734,7 +735,7 @@ static dp_status cb_wait(void *ctx, opt_async *h) {
     cb_async *a = (cb_async *)h;
     dp_status st = cb_wait_done(ctx, a->ev, a->what);
     cudaEventDestroy(a->ev);
-    free(a);
+    dp_free(a);
     return st;
 }
 static dp_status cb_set_timeout(void *ctx, double seconds) {
@@ -828,15 +829,15 @@ static dp_status cb_allgatherv_bytes(void *ctx, void **recv, size_t *recv_len, c
     *recv_len = 0;
     if (nbytes > 2147483647u) return dp_error(DP_ERR_INVALID, "allgatherv: %zu bytes is too large", nbytes);
     if (!multi(ctx)) {
-        *recv = malloc(nbytes ? nbytes : 1);
+        *recv = dp_malloc(nbytes ? nbytes : 1);
         if (!*recv) return dp_error(DP_ERR_NOMEM, "allgatherv: out of memory");
         if (nbytes) memcpy(*recv, send, nbytes);
         *recv_len = nbytes;
         return DP_OK;
     }
     int size = CB(ctx)->size, mine = (int)nbytes;
-    int *counts = (int *)calloc((size_t)size, sizeof(int)), *displs = (int *)calloc((size_t)size, sizeof(int));
-    if (!counts || !displs) { free(counts); free(displs); return dp_error(DP_ERR_NOMEM, "allgatherv: out of memory"); }
+    int *counts = (int *)dp_calloc((size_t)size, sizeof(int)), *displs = (int *)dp_calloc((size_t)size, sizeof(int));
+    if (!counts || !displs) { dp_free(counts); dp_free(displs); return dp_error(DP_ERR_NOMEM, "allgatherv: out of memory"); }
     dp_status st = DP_OK;
     MPI_Request req = MPI_REQUEST_NULL;
     st = cb_mpi_wait(ctx, MPI_Iallgather(&mine, 1, MPI_INT, counts, 1, MPI_INT, MPI_COMM_WORLD, &req), &req,
@@ -848,14 +849,14 @@ static dp_status cb_allgatherv_bytes(void *ctx, void **recv, size_t *recv_len, c
         total += (size_t)counts[r];
     }
     char *buf = NULL;
-    if (st == DP_OK && !(buf = (char *)malloc(total ? total : 1))) st = dp_error(DP_ERR_NOMEM, "allgatherv: out of memory");
+    if (st == DP_OK && !(buf = (char *)dp_malloc(total ? total : 1))) st = dp_error(DP_ERR_NOMEM, "allgatherv: out of memory");
     if (st == DP_OK)
         st = cb_mpi_wait(ctx, MPI_Iallgatherv(send, mine, MPI_BYTE, buf, counts, displs, MPI_BYTE, MPI_COMM_WORLD, &req),
                          &req, "allgatherv_bytes");
     if (st != DP_OK && req != MPI_REQUEST_NULL) return st; /* still in flight: its buffers stay (the run ends) */
-    free(counts);
-    free(displs);
-    if (st != DP_OK) { free(buf); return st; }
+    dp_free(counts);
+    dp_free(displs);
+    if (st != DP_OK) { dp_free(buf); return st; }
     *recv = buf;
     *recv_len = total;
     return DP_OK;
@@ -873,13 +874,13 @@ static void cb_destroy(void *ctx) {
     if (!ctx) return;
     cu_comm_destroy(CB(ctx)->comm);
     cu_ctx_destroy(CB(ctx)->cu);
-    free(ctx);
+    dp_free(ctx);
 }
 
 extern "C" dp_status opt_backend_cuda_create(opt_backend *be, const opt_backend_config *cfg) {
     if (cfg->dtype != DP_F32 && cfg->dtype != DP_F64)
         return dp_error(DP_ERR_NOT_SUPPORTED, "backend 'cuda': dtype %s not supported (f32 or f64)", dp_dtype_name(cfg->dtype));
-    cb_ctx *c = (cb_ctx *)calloc(1, sizeof *c);
+    cb_ctx *c = (cb_ctx *)dp_calloc(1, sizeof *c);
     if (!c) return dp_error(DP_ERR_NOMEM, "cuda backend: out of host memory");
     c->use_mpi = cfg->use_mpi;
     c->rank = 0;

@@ -10,6 +10,7 @@
 
 #define CU_WITH_NCCL 1
 #include "optimized/cuda/cu_api.h"
+#include "common/alloc.h"
 #include "optimized/cuda/cu_check.h"
 #include "optimized/cuda/cu_internal.cuh"
 
@@ -99,7 +100,7 @@ extern "C" void cu_comm_destroy(cu_comm *c) {
         MPI_Finalized(&fin);
         if (!fin) MPI_Finalize();
     }
-    free(c);
+    dp_free(c);
 }
 
 static dp_status comm_init(cu_comm *c) {
@@ -141,7 +142,7 @@ static dp_status comm_init(cu_comm *c) {
 
 extern "C" dp_status cu_comm_create(cu_comm **out, cu_ctx *ctx) {
     *out = NULL;
-    cu_comm *c = (cu_comm *)calloc(1, sizeof *c);
+    cu_comm *c = (cu_comm *)dp_calloc(1, sizeof *c);
     if (!c) return dp_error(DP_ERR_NOMEM, "cu_comm_create: out of host memory");
     c->ctx = ctx;
     dp_status st = comm_init(c);

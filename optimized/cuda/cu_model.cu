@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "optimized/cuda/cu_api.h"
+#include "common/alloc.h"
 #include "optimized/cuda/cu_check.h"
 #include "optimized/cuda/cu_internal.cuh"
 #include "optimized/cuda/cu_plan.h"
@@ -78,9 +79,9 @@ extern "C" dp_status cu_embedding_bwd(cu_ctx *ctx, float *dtable, const float *d
     CU_ARG(N >= 0 && V > 0 && D > 0, "cu_embedding_bwd: bad sizes N=%d V=%d D=%d", N, V, D);
     if (N == 0) return DP_OK;
     /* Counting sort of the tokens on the host (stable: increasing n within a token). */
-    int32_t *ht = (int32_t *)malloc((size_t)N * sizeof(int32_t));
-    int32_t *hoff = (int32_t *)calloc((size_t)V + 1, sizeof(int32_t));
-    int32_t *hord = (int32_t *)malloc((size_t)N * sizeof(int32_t));
+    int32_t *ht = (int32_t *)dp_malloc((size_t)N * sizeof(int32_t));
+    int32_t *hoff = (int32_t *)dp_calloc((size_t)V + 1, sizeof(int32_t));
+    int32_t *hord = (int32_t *)dp_malloc((size_t)N * sizeof(int32_t));
     dp_status st = DP_OK;
     if (!ht || !hoff || !hord) {
         st = dp_error(DP_ERR_NOMEM, "cu_embedding_bwd: out of host memory");
@@ -97,14 +98,14 @@ extern "C" dp_status cu_embedding_bwd(cu_ctx *ctx, float *dtable, const float *d
     }
     for (int v = 0; v < V; v++) hoff[v + 1] += hoff[v];
     {
-        int32_t *pos = (int32_t *)malloc((size_t)V * sizeof(int32_t));
+        int32_t *pos = (int32_t *)dp_malloc((size_t)V * sizeof(int32_t));
         if (!pos) {
             st = dp_error(DP_ERR_NOMEM, "cu_embedding_bwd: out of host memory");
             goto done;
         }
         memcpy(pos, hoff, (size_t)V * sizeof(int32_t));
         for (int n = 0; n < N; n++) hord[pos[ht[n]]++] = n;
-        free(pos);
+        dp_free(pos);
     }
     {
         void *dord, *doff;
@@ -120,9 +121,9 @@ extern "C" dp_status cu_embedding_bwd(cu_ctx *ctx, float *dtable, const float *d
         /* the host arrays are freed below: make sure the synchronous copies are done (they are) */
     }
 done:
-    free(ht);
-    free(hoff);
-    free(hord);
+    dp_free(ht);
+    dp_free(hoff);
+    dp_free(hord);
     return st;
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "optimized/cuda/cu_api.h"
+#include "common/alloc.h"
 #include "optimized/cuda/cu_check.h"
 #include "optimized/cuda/cu_plan.h"
 
@@ -102,7 +103,7 @@ extern "C" void cu_ctx_destroy(cu_ctx *ctx) {
     if (ctx->ev_comm) cudaEventDestroy(ctx->ev_comm);
     if (ctx->stream) cudaStreamDestroy(ctx->stream);
     if (ctx->comm) cudaStreamDestroy(ctx->comm);
-    free(ctx);
+    dp_free(ctx);
 }
 
 static dp_status ctx_init(cu_ctx *c, int device) {
@@ -125,7 +126,7 @@ static dp_status ctx_init(cu_ctx *c, int device) {
 
 extern "C" dp_status cu_ctx_create(cu_ctx **out, int device) {
     *out = NULL;
-    cu_ctx *c = (cu_ctx *)calloc(1, sizeof *c);
+    cu_ctx *c = (cu_ctx *)dp_calloc(1, sizeof *c);
     if (!c) return dp_error(DP_ERR_NOMEM, "cu_ctx_create: out of host memory");
     dp_status st = ctx_init(c, device);
     if (st != DP_OK) {
@@ -208,11 +209,11 @@ extern "C" dp_status cu_mem_info(size_t *free_b, size_t *total_b, cu_ctx *ctx) {
 
 extern "C" dp_status cu_event_create(cu_event **out) {
     *out = NULL;
-    cu_event *e = (cu_event *)calloc(1, sizeof *e);
+    cu_event *e = (cu_event *)dp_calloc(1, sizeof *e);
     if (!e) return dp_error(DP_ERR_NOMEM, "cu_event_create: out of host memory");
     dp_status st = CU_CHECK_ST(cudaEventCreate(&e->e));
     if (st != DP_OK) {
-        free(e);
+        dp_free(e);
         return st;
     }
     *out = e;
@@ -221,7 +222,7 @@ extern "C" dp_status cu_event_create(cu_event **out) {
 extern "C" void cu_event_destroy(cu_event *e) {
     if (!e) return;
     cudaEventDestroy(e->e);
-    free(e);
+    dp_free(e);
 }
 extern "C" dp_status cu_event_record(cu_event *e, cu_ctx *ctx) {
     CU_CHECK(cudaEventRecord(e->e, ctx->stream));

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "common/philox.h"
+#include "common/alloc.h"
 #include "common/rng.h"
 #include "optimized/backend.h"
 #include "optimized/ledger.h"
@@ -94,14 +95,14 @@ static dp_status host_gemm_run(void *ctx, const opt_hgemm_problem *p) {
  * backend_scratch) until host_tmp_free(ctx, p, bytes). Calling thread only. */
 static void *host_tmp(void *ctx, size_t bytes) {
     host_ctx *hc = ctx;
-    void *p = malloc(bytes ? bytes : 1);
+    void *p = dp_malloc(bytes ? bytes : 1);
     if (p) opt_mem_note(hc->be, OPT_MEM_SCRATCH, (int64_t)bytes);
     return p;
 }
 static void host_tmp_free(void *ctx, void *p, size_t bytes) {
     if (!p) return;
     opt_mem_note(((host_ctx *)ctx)->be, OPT_MEM_SCRATCH, -(int64_t)bytes);
-    free(p);
+    dp_free(p);
 }
 /* threads * per_thread bytes of scratch (host_tmp; free with host_scratch_free). */
 static size_t host_scratch_size(void *ctx, size_t per_thread) { return per_thread * (size_t)((host_ctx *)ctx)->threads + 16; }
@@ -167,8 +168,8 @@ static dp_status host_alloc(void *ctx, void **out, size_t nbytes) {
         }
     }
 #endif
-    *out = calloc(1, nbytes ? nbytes : 1);
-    return *out ? DP_OK : dp_error(DP_ERR_NOMEM, "host backend: cannot allocate %zu bytes", nbytes);
+    *out = dp_calloc(1, nbytes ? nbytes : 1);
+    return *out ? DP_OK : dp_error(DP_ERR_NOMEM, "host backend: out of memory allocating %zu bytes", nbytes);
 }
 static void host_free(void *ctx, void *p) {
     host_ctx *hc = ctx;
@@ -178,7 +179,7 @@ static void host_free(void *ctx, void *p) {
             hc->big[i] = hc->big[--hc->nbig];
             return;
         }
-    free(p);
+    dp_free(p);
 }
 static dp_status host_copy(void *ctx, void *dst, const void *src, size_t nbytes) {
     if (nbytes && dst != src) memmove(dst, src, nbytes);
@@ -287,7 +288,7 @@ static dp_status host_wait(void *ctx, opt_async *a) {
      * rank r's contribution to my block. Both: the sum in rank order. */
     if (a->kind != HA_PLAIN) host_rank_sum(hc, a->size, a->out, a->scratch, a->n, a->n);
     host_tmp_free(hc, a->scratch, a->scratch_bytes);
-    free(a);
+    dp_free(a);
     return DP_OK;
 }
 
@@ -298,12 +299,12 @@ static dp_status host_finish(host_ctx *hc, opt_async *a, opt_async **async) {
 
 static dp_status host_new_async(host_ctx *hc, opt_async **out, host_async_kind kind, const char *what, int size, void *o,
                                 int64_t n, size_t scratch_bytes) {
-    opt_async *a = calloc(1, sizeof *a);
+    opt_async *a = dp_calloc(1, sizeof *a);
     if (!a) return dp_error(DP_ERR_NOMEM, "collective: out of memory");
     a->req = MPI_REQUEST_NULL; a->kind = kind; a->what = what; a->size = size; a->out = o; a->n = n; a->hc = hc;
     if (scratch_bytes) {
         a->scratch = host_tmp(hc, scratch_bytes);
-        if (!a->scratch) { free(a); return dp_error(DP_ERR_NOMEM, "collective: out of memory"); }
+        if (!a->scratch) { dp_free(a); return dp_error(DP_ERR_NOMEM, "collective: out of memory"); }
         a->scratch_bytes = scratch_bytes;
     }
     *out = a;
@@ -312,7 +313,7 @@ static dp_status host_new_async(host_ctx *hc, opt_async **out, host_async_kind k
 
 static void host_drop_async(opt_async *a) {
     host_tmp_free(a->hc, a->scratch, a->scratch_bytes);
-    free(a);
+    dp_free(a);
 }
 
 /* A started MPI call: finish (or hand back) the handle, or report the failure. */
@@ -431,15 +432,15 @@ static dp_status host_allgatherv_bytes(void *ctx, void **recv, size_t *recv_len,
     if (nbytes > 2147483647u) return dp_error(DP_ERR_INVALID, "allgatherv: %zu bytes is too large for MPI", nbytes);
     if (!hc->use_mpi || hc->size == 1) {
         host_count(hc, OPT_COLL_ALLGATHERV_BYTES, 0, 0);
-        *recv = malloc(nbytes ? nbytes : 1);
+        *recv = dp_malloc(nbytes ? nbytes : 1);
         if (!*recv) return dp_error(DP_ERR_NOMEM, "allgatherv: out of memory");
         if (nbytes) memcpy(*recv, send, nbytes);
         *recv_len = nbytes;
         return DP_OK;
     }
     int mine = (int)nbytes;
-    int *counts = calloc((size_t)hc->size, sizeof(int)), *displs = calloc((size_t)hc->size, sizeof(int));
-    if (!counts || !displs) { free(counts); free(displs); return dp_error(DP_ERR_NOMEM, "allgatherv: out of memory"); }
+    int *counts = dp_calloc((size_t)hc->size, sizeof(int)), *displs = dp_calloc((size_t)hc->size, sizeof(int));
+    if (!counts || !displs) { dp_free(counts); dp_free(displs); return dp_error(DP_ERR_NOMEM, "allgatherv: out of memory"); }
     MPI_Request req = MPI_REQUEST_NULL;
     dp_status st = host_mpi_err(MPI_Iallgather(&mine, 1, MPI_INT, counts, 1, MPI_INT, MPI_COMM_WORLD, &req), "allgather");
     if (st == DP_OK) st = host_poll(hc, &req, "allgatherv_bytes");
@@ -452,7 +453,7 @@ static dp_status host_allgatherv_bytes(void *ctx, void **recv, size_t *recv_len,
     }
     char *buf = NULL;
     if (st == DP_OK) {
-        buf = malloc(total ? total : 1);
+        buf = dp_malloc(total ? total : 1);
         if (!buf) st = dp_error(DP_ERR_NOMEM, "allgatherv: out of memory");
     }
     if (st == DP_OK) {
@@ -462,8 +463,8 @@ static dp_status host_allgatherv_bytes(void *ctx, void **recv, size_t *recv_len,
         if (st == DP_OK) st = host_poll(hc, &req, "allgatherv_bytes");
         if (st != DP_OK && req != MPI_REQUEST_NULL) return st; /* buffers stay with the pending request */
     }
-    free(counts); free(displs);
-    if (st != DP_OK) { free(buf); return st; }
+    dp_free(counts); dp_free(displs);
+    if (st != DP_OK) { dp_free(buf); return st; }
     *recv = buf; *recv_len = total;
     return DP_OK;
 }
@@ -483,14 +484,14 @@ static dp_status host_group_split(void *ctx, opt_group **out, int color, int key
     host_ctx *hc = ctx;
     *out = NULL;
     if (color < 0) return dp_error(DP_ERR_INVALID, "group_split: color %d must be >= 0", color);
-    opt_group *g = calloc(1, sizeof *g);
+    opt_group *g = dp_calloc(1, sizeof *g);
     if (!g) return dp_error(DP_ERR_NOMEM, "group_split: out of memory");
     g->color = color; g->rank = 0; g->size = 1;
     if (hc->use_mpi) {
-        MPI_Comm *c = malloc(sizeof *c);
-        if (!c) { free(g); return dp_error(DP_ERR_NOMEM, "group_split: out of memory"); }
+        MPI_Comm *c = dp_malloc(sizeof *c);
+        if (!c) { dp_free(g); return dp_error(DP_ERR_NOMEM, "group_split: out of memory"); }
         dp_status st = host_mpi_err(MPI_Comm_split(MPI_COMM_WORLD, color, key, c), "comm_split");
-        if (st != DP_OK) { free(c); free(g); return st; }
+        if (st != DP_OK) { dp_free(c); dp_free(g); return st; }
         MPI_Comm_rank(*c, &g->rank);
         MPI_Comm_size(*c, &g->size);
         g->impl = c;
@@ -501,8 +502,8 @@ static dp_status host_group_split(void *ctx, opt_group **out, int color, int key
 
 static void host_group_free(void *ctx, opt_group *g) {
     if (!g) return;
-    if (g->impl) { MPI_Comm_free((MPI_Comm *)g->impl); free(g->impl); }
-    free(g);
+    if (g->impl) { MPI_Comm_free((MPI_Comm *)g->impl); dp_free(g->impl); }
+    dp_free(g);
 }
 
 static dp_status host_set_timeout(void *ctx, double seconds) {
@@ -527,11 +528,11 @@ static void host_destroy(void *ctx) {
     host_ctx *hc = ctx;
     opt_host_pool_destroy(hc->pool);
     for (int t = 0; hc->gemm_ws && t < hc->threads; t++)
-        if (hc->gemm_ws[t]) { opt_mem_note(hc->be, OPT_MEM_SCRATCH, -(int64_t)host_gemm_ws_size(hc)); free(hc->gemm_ws[t]); }
-    free(hc->gemm_ws);
+        if (hc->gemm_ws[t]) { opt_mem_note(hc->be, OPT_MEM_SCRATCH, -(int64_t)host_gemm_ws_size(hc)); dp_free(hc->gemm_ws[t]); }
+    dp_free(hc->gemm_ws);
     for (size_t i = 0; i < hc->nbig; i++) munmap(hc->big[i].base, hc->big[i].len);
-    free(hc->big);
-    free(hc);
+    dp_free(hc->big);
+    dp_free(hc);
 }
 
 /* ---- the operation table, generated from OPT_BACKEND_OPS (optimized/backend.h) ----
@@ -578,14 +579,14 @@ static void host_fill_ops_f32(opt_backend_ops *o) {
 
 dp_status opt_backend_host_create(opt_backend *be, const opt_backend_config *cfg) {
     host_keep_heap();
-    host_ctx *hc = calloc(1, sizeof *hc);
+    host_ctx *hc = dp_calloc(1, sizeof *hc);
     if (!hc) return dp_error(DP_ERR_NOMEM, "host backend: out of memory");
     hc->threads = cfg->threads;
-    hc->gemm_ws = calloc((size_t)(cfg->threads > 0 ? cfg->threads : 1), sizeof(void *));
-    if (!hc->gemm_ws) { free(hc); return dp_error(DP_ERR_NOMEM, "host backend: out of memory"); }
+    hc->gemm_ws = dp_calloc((size_t)(cfg->threads > 0 ? cfg->threads : 1), sizeof(void *));
+    if (!hc->gemm_ws) { dp_free(hc); return dp_error(DP_ERR_NOMEM, "host backend: out of memory"); }
     if (cfg->threads > 1) {
         dp_status st = opt_host_pool_create(&hc->pool, cfg->threads);
-        if (st != DP_OK) { free(hc->gemm_ws); free(hc); return st; }
+        if (st != DP_OK) { dp_free(hc->gemm_ws); dp_free(hc); return st; }
     }
     hc->dtype = cfg->dtype;
     hc->esize = dp_dtype_size(cfg->dtype);

@@ -3,6 +3,7 @@
  * workers wake on the condition variable, take chunks from an atomic counter, and the
  * last one to finish signals the caller. */
 #include "optimized/host/host_pool.h"
+#include "common/alloc.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -63,13 +64,13 @@ static void *pool_main(void *arg) {
 
 dp_status opt_host_pool_create(opt_host_pool **out, int threads) {
     *out = NULL;
-    opt_host_pool *p = calloc(1, sizeof *p);
+    opt_host_pool *p = dp_calloc(1, sizeof *p);
     int nw = threads > 1 ? threads - 1 : 0;
     if (!p) return dp_error(DP_ERR_NOMEM, "thread pool: out of memory");
-    p->th = calloc((size_t)nw + 1, sizeof *p->th);
-    p->wk = calloc((size_t)nw + 1, sizeof *p->wk);
+    p->th = dp_calloc((size_t)nw + 1, sizeof *p->th);
+    p->wk = dp_calloc((size_t)nw + 1, sizeof *p->wk);
     if (!p->th || !p->wk) {
-        free(p->th); free(p->wk); free(p);
+        dp_free(p->th); dp_free(p->wk); dp_free(p);
         return dp_error(DP_ERR_NOMEM, "thread pool: out of memory");
     }
     pthread_mutex_init(&p->mu, NULL);
@@ -96,7 +97,7 @@ void opt_host_pool_destroy(opt_host_pool *p) {
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->start);
     pthread_cond_destroy(&p->done);
-    free(p->th); free(p->wk); free(p);
+    dp_free(p->th); dp_free(p->wk); dp_free(p);
 }
 
 void opt_host_pool_run(opt_host_pool *p, opt_pool_fn fn, void *arg, int64_t n, int nt) {

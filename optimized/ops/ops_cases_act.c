@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "optimized/ops/ops.h"
+#include "common/alloc.h"
 
 /* ---- point-wise activations ---- */
 typedef enum { PW_TANH_F, PW_TANH_B, PW_SILU_F, PW_SILU_B, PW_SWIGLU_F, PW_SWIGLU_B } pw_kind;
@@ -158,7 +159,7 @@ static dp_status rms_one(opt_ops_h *h, rms_p p, double scale) {
         c.invoke = rms_inv;
         c.params = &p;
         DP_TRY(opt_ops_exec(&c));
-        opt_rd *t = malloc(sizeof(opt_rd) * (size_t)(p.D + 1));
+        opt_rd *t = dp_malloc(sizeof(opt_rd) * (size_t)(p.D + 1));
         if (!t) return DP_ERR_NOMEM;
         for (int64_t r = 0; r < p.rows; r++) {
             const double *xr = x + r * p.D, *dyr = dy + r * p.D;
@@ -173,7 +174,7 @@ static dp_status rms_one(opt_ops_h *h, rms_p p, double scale) {
                 OPS_REF(&c, 1, r * p.D + j) = opt_rd_mul(e, opt_rd_mul(e, opt_rd_x(dyr[j]), xj), s);
             }
         }
-        free(t);
+        dp_free(t);
     }
     opt_ops_finish(&c);
     return DP_OK;
@@ -274,7 +275,7 @@ static dp_status xent_one(opt_ops_h *h, xent_p p, double zscale, int bad_label) 
     DP_TRY(opt_ops_exec(&c));
     if (bad_label) { opt_ops_finish(&c); return DP_OK; } /* the status is the check */
     const opt_rd_env *e = &h->env;
-    opt_rd *t = malloc(sizeof(opt_rd) * (size_t)(2 * p.V + 1));
+    opt_rd *t = dp_malloc(sizeof(opt_rd) * (size_t)(2 * p.V + 1));
     if (!t) return DP_ERR_NOMEM;
     opt_rd *ex = t + p.V;
     for (int64_t r = 0; r < p.rows; r++) {
@@ -297,7 +298,7 @@ static dp_status xent_one(opt_ops_h *h, xent_p p, double zscale, int bad_label) 
                 OPS_REF(&c, 0, r * p.V + j) = opt_rd_mul(e, wr, opt_rd_sub(e, opt_rd_div(e, ex[j], s), opt_rd_x(j == y[r])));
         }
     }
-    free(t);
+    dp_free(t);
     opt_ops_finish(&c);
     return DP_OK;
 }
@@ -342,7 +343,7 @@ static dp_status emb_one(opt_ops_h *h, emb_p p, int bad_id) {
         for (int64_t r = 0; r < p.rows; r++)
             for (int64_t j = 0; j < p.D; j++) OPS_REF(&c, 0, r * p.D + j) = opt_rd_x(src[(int64_t)ids[r] * p.D + j]);
     } else {
-        opt_rd *t = malloc(sizeof(opt_rd) * (size_t)(p.rows + 1));
+        opt_rd *t = dp_malloc(sizeof(opt_rd) * (size_t)(p.rows + 1));
         if (!t) return DP_ERR_NOMEM;
         for (int64_t g = 0; g < ng; g++)
             for (int64_t v = 0; v < p.V; v++)
@@ -353,7 +354,7 @@ static dp_status emb_one(opt_ops_h *h, emb_p p, int bad_id) {
                     int64_t o = (g * p.V + v) * p.D + j;
                     OPS_REF(&c, 0, o) = opt_rd_acc(e, opt_rd_x(dt0[o]), t, k);
                 }
-        free(t);
+        dp_free(t);
     }
     opt_ops_finish(&c);
     return DP_OK;

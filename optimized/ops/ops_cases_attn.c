@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "optimized/ops/ops.h"
+#include "common/alloc.h"
 
 /* element (b, t, h, e) of a [B, T, H, hd] tensor */
 #define AT(x, b, t, h, e) ((x)[(((b) * T + (t)) * H + (h)) * hd + (e)])
@@ -28,7 +29,7 @@ static dp_status attn_fwd_ref(const opt_rd_env *e, opt_rd *P, opt_rd *out, const
                               const double *v, int64_t b, int64_t h, const attn_p *p) {
     const int64_t T = p->T, H = p->H, hd = p->hd;
     opt_rd sc = attn_scale(e, hd);
-    opt_rd *s = malloc(sizeof(opt_rd) * (size_t)(2 * T + 1));
+    opt_rd *s = dp_malloc(sizeof(opt_rd) * (size_t)(2 * T + 1));
     if (!s) return DP_ERR_NOMEM;
     opt_rd *t2 = s + T;
     for (int64_t t = 0; t < T; t++) {
@@ -42,7 +43,7 @@ static dp_status attn_fwd_ref(const opt_rd_env *e, opt_rd *P, opt_rd *out, const
             out[t * hd + f] = opt_rd_sum(e, t2, t + 1);
         }
     }
-    free(s);
+    dp_free(s);
     return DP_OK;
 }
 
@@ -66,13 +67,13 @@ static dp_status attn_one(opt_ops_h *h, attn_p p) {
     q = opt_ops_buf_f(&c, "q", OPT_OPS_IN, n, OPT_FILL_NORMAL, 1);
     k = opt_ops_buf_f(&c, "k", OPT_OPS_IN, n, OPT_FILL_NORMAL, 1);
     v = opt_ops_buf_f(&c, "v", OPT_OPS_IN, n, OPT_FILL_NORMAL, 1);
-    opt_rd *P = malloc(sizeof(opt_rd) * (size_t)(B * H * T * T + 1));
-    opt_rd *O = malloc(sizeof(opt_rd) * (size_t)(T * hd + 1));
-    if (!P || !O) { free(P); free(O); return DP_ERR_NOMEM; }
+    opt_rd *P = dp_malloc(sizeof(opt_rd) * (size_t)(B * H * T * T + 1));
+    opt_rd *O = dp_malloc(sizeof(opt_rd) * (size_t)(T * hd + 1));
+    if (!P || !O) { dp_free(P); dp_free(O); return DP_ERR_NOMEM; }
     for (int64_t b = 0; p.bwd && b < B; b++) /* the forward's probabilities, for the backward's input */
         for (int64_t hh = 0; hh < H; hh++) {
             dp_status st = attn_fwd_ref(e, P + (b * H + hh) * T * T, NULL, q, k, v, b, hh, &p);
-            if (st != DP_OK) { free(P); free(O); return st; }
+            if (st != DP_OK) { dp_free(P); dp_free(O); return st; }
         }
     if (p.bwd) { /* probs: the reference forward's, rounded (an input; a backend may also recompute them) */
         probs = opt_ops_buf_f(&c, "probs", OPT_OPS_IN, B * H * T * T, OPT_FILL_ZERO, 1);
@@ -81,15 +82,15 @@ static dp_status attn_one(opt_ops_h *h, attn_p p) {
     c.invoke = attn_inv;
     c.params = &p;
     dp_status st = opt_ops_exec(&c);
-    if (st != DP_OK) { free(P); free(O); return st; }
-    opt_rd *t2 = malloc(sizeof(opt_rd) * (size_t)(T + 1)), *cc = malloc(sizeof(opt_rd) * (size_t)(T * T + 1));
-    if (!t2 || !cc) { free(P); free(O); free(t2); free(cc); return DP_ERR_NOMEM; }
+    if (st != DP_OK) { dp_free(P); dp_free(O); return st; }
+    opt_rd *t2 = dp_malloc(sizeof(opt_rd) * (size_t)(T + 1)), *cc = dp_malloc(sizeof(opt_rd) * (size_t)(T * T + 1));
+    if (!t2 || !cc) { dp_free(P); dp_free(O); dp_free(t2); dp_free(cc); return DP_ERR_NOMEM; }
     opt_rd sc = attn_scale(e, hd);
     for (int64_t b = 0; b < B; b++)
         for (int64_t hh = 0; hh < H; hh++) {
             opt_rd *Pb = P + (b * H + hh) * T * T;
             if (!p.bwd) {
-                if ((st = attn_fwd_ref(e, Pb, O, q, k, v, b, hh, &p)) != DP_OK) { free(P); free(O); free(t2); free(cc); return st; }
+                if ((st = attn_fwd_ref(e, Pb, O, q, k, v, b, hh, &p)) != DP_OK) { dp_free(P); dp_free(O); dp_free(t2); dp_free(cc); return st; }
                 for (int64_t t = 0; t < T; t++) {
                     for (int64_t f = 0; f < hd; f++) OPS_REF(&c, 0, ((b * T + t) * H + hh) * hd + f) = O[t * hd + f];
                     for (int64_t u = 0; u < T; u++) OPS_REF(&c, 1, ((b * H + hh) * T + t) * T + u) = Pb[t * T + u];
@@ -124,7 +125,7 @@ static dp_status attn_one(opt_ops_h *h, attn_p p) {
                     OPS_REF(&c, 2, ((b * T + u) * H + hh) * hd + f) = opt_rd_sum(e, t2, nt);
                 }
         }
-    free(P); free(O); free(t2); free(cc);
+    dp_free(P); dp_free(O); dp_free(t2); dp_free(cc);
     opt_ops_finish(&c);
     return DP_OK;
 }
@@ -175,7 +176,7 @@ static dp_status blk_fwd(opt_ops_h *h, blk_p p) {
     DP_TRY(opt_ops_exec(&c));
     const opt_rd_env *e = &h->env;
     opt_rd sc = attn_scale(e, p.hd);
-    opt_rd *s = malloc(sizeof(opt_rd) * (size_t)(2 * p.Tk + 1));
+    opt_rd *s = dp_malloc(sizeof(opt_rd) * (size_t)(2 * p.Tk + 1));
     if (!s) return DP_ERR_NOMEM;
     opt_rd *t2 = s + p.Tk;
     for (int64_t b = 0; b < p.B; b++)
@@ -199,7 +200,7 @@ static dp_status blk_fwd(opt_ops_h *h, blk_p p) {
                     OPS_REF(&c, 0, QI(o, b, i, hh) - o + f) = opt_rd_add(e, opt_rd_mul(e, a, opt_rd_x(o0)), opt_rd_sum(e, t2, n));
                 }
             }
-    free(s);
+    dp_free(s);
     opt_ops_finish(&c);
     return DP_OK;
 }
@@ -258,7 +259,7 @@ static dp_status blk_bwd(opt_ops_h *h, blk_p p) {
     c.params = &p;
     DP_TRY(opt_ops_exec(&c));
     const int64_t T2 = p.Tq * p.Tk;
-    opt_rd *P = malloc(sizeof(opt_rd) * (size_t)(2 * T2 + p.Tq + p.Tk + 2));
+    opt_rd *P = dp_malloc(sizeof(opt_rd) * (size_t)(2 * T2 + p.Tq + p.Tk + 2));
     if (!P) return DP_ERR_NOMEM;
     opt_rd *DS = P + T2, *t2 = DS + T2;
     for (int64_t b = 0; b < p.B; b++)
@@ -292,7 +293,7 @@ static dp_status blk_bwd(opt_ops_h *h, blk_p p) {
                     OPS_REF(&c, 2, o) = opt_rd_acc(e, opt_rd_x(dv[o]), t2, n2);
                 }
         }
-    free(P);
+    dp_free(P);
     opt_ops_finish(&c);
     return DP_OK;
 }

@@ -9,12 +9,13 @@
 #include <string.h>
 
 #include "optimized/ops/ops.h"
+#include "common/alloc.h"
 
 typedef struct { int64_t n; int async, root; } coll_p;
 
 /* every rank's input [R, m] (drawn in rank order, the same on every rank) */
 static double *all_inputs(opt_ops_h *h, int64_t m) {
-    double *x = malloc(sizeof(double) * (size_t)(h->size * m + 1));
+    double *x = dp_malloc(sizeof(double) * (size_t)(h->size * m + 1));
     for (int64_t i = 0; x && i < h->size * m; i++) x[i] = opt_ops_round(h, opt_ops_draw_normal(h));
     return x;
 }
@@ -73,15 +74,15 @@ static dp_status coll_one(opt_ops_h *h, opt_op op, coll_p p) {
         b0 = opt_ops_buf_f(&c, "recv", OPT_OPS_OUT, nr, R == 1 && (op == OPT_OP_SEND || op == OPT_OP_RECV) ? OPT_FILL_ZERO : OPT_FILL_POISON, 1);
         b1 = opt_ops_buf_f(&c, "send", OPT_OPS_IN, m, OPT_FILL_ZERO, 1);
     }
-    if (!b0 || (!onebuf && !b1)) { free(all); return DP_ERR_NOMEM; }
+    if (!b0 || (!onebuf && !b1)) { dp_free(all); return DP_ERR_NOMEM; }
     memcpy(onebuf ? b0 : b1, mine, sizeof(double) * (size_t)m);
     if (R == 1 && (op == OPT_OP_SEND || op == OPT_OP_RECV)) c.expect = DP_ERR_INVALID; /* no peer on one rank */
     c.invoke = coll_inv;
     c.params = &p;
     dp_status st = opt_ops_exec(&c);
-    if (st != DP_OK) { free(all); return st; }
-    opt_rd *t = malloc(sizeof(opt_rd) * (size_t)(R + 1));
-    if (!t) { free(all); return DP_ERR_NOMEM; }
+    if (st != DP_OK) { dp_free(all); return st; }
+    opt_rd *t = dp_malloc(sizeof(opt_rd) * (size_t)(R + 1));
+    if (!t) { dp_free(all); return DP_ERR_NOMEM; }
     for (int64_t j = 0; c.expect == DP_OK && j < n; j++) {
         switch (op) {
         case OPT_OP_ALLREDUCE_SUM: case OPT_OP_WAIT: case OPT_OP_REDUCE_SCATTER_SUM: {
@@ -100,8 +101,8 @@ static dp_status coll_one(opt_ops_h *h, opt_op op, coll_p p) {
         default: OPS_REF(&c, 0, j) = opt_rd_x(all[(int64_t)((me + R - 1) % R) * m + j]); break; /* send / recv ring */
         }
     }
-    free(t);
-    free(all);
+    dp_free(t);
+    dp_free(all);
     opt_ops_finish(&c);
     return DP_OK;
 }
@@ -135,7 +136,7 @@ static dp_status case_allgatherv(opt_ops_h *h) {
         /* rank r sends r + 1 bytes (k = 0) or 3 r bytes (k = 1: rank 0 sends none) of the pattern 17 r + i */
         size_t total = 0, mine = 0, at = 0;
         for (int r = 0; r < h->size; r++) total += k ? 3 * (size_t)r : (size_t)r + 1;
-        unsigned char *want = malloc(total + 1), *send = NULL;
+        unsigned char *want = dp_malloc(total + 1), *send = NULL;
         if (!want) return DP_ERR_NOMEM;
         for (int r = 0; r < h->size; r++) {
             size_t len = k ? 3 * (size_t)r : (size_t)r + 1;
@@ -151,8 +152,8 @@ static dp_status case_allgatherv(opt_ops_h *h) {
             opt_ops_fail(h, OPT_OP_ALLGATHERV_BYTES, "%d ranks, case %d: got %zu bytes, expected %zu (the rank-order concatenation)",
                          h->size, k, len, total);
         else opt_ops_pass(h, OPT_OP_ALLGATHERV_BYTES);
-        free(got);
-        free(want);
+        dp_free(got);
+        dp_free(want);
     }
     return DP_OK;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "optimized/ops/ops.h"
+#include "common/alloc.h"
 
 /* ---- gemm ---- */
 typedef struct {
@@ -121,7 +122,7 @@ static dp_status case_sum_rows(opt_ops_h *h) {
             c.invoke = sum_rows_inv;
             c.params = &p;
             DP_TRY(opt_ops_exec(&c));
-            opt_rd *t = malloc(sizeof(opt_rd) * (size_t)(p.per + 1));
+            opt_rd *t = dp_malloc(sizeof(opt_rd) * (size_t)(p.per + 1));
             if (!t) return DP_ERR_NOMEM;
             for (int64_t g = 0; g < p.groups; g++)
                 for (int64_t j = 0; j < p.n; j++) {
@@ -129,7 +130,7 @@ static dp_status case_sum_rows(opt_ops_h *h) {
                     OPS_REF(&c, 0, g * p.n + j) = acc ? opt_rd_acc(&h->env, opt_rd_x(out[g * p.n + j]), t, p.per)
                                                       : opt_rd_sum(&h->env, t, p.per);
                 }
-            free(t);
+            dp_free(t);
             opt_ops_finish(&c);
         }
     return DP_OK;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "optimized/ops/ops.h"
+#include "common/alloc.h"
 
 /* ---- clip functions: abadi n > C ? C / n : 1, automatic C / (n + gamma), n = sqrt(sq) ---- */
 static double clipfn(double n, double C, opt_clip_fn fn, double g) {
@@ -66,7 +67,7 @@ static dp_status rows_one(opt_ops_h *h, opt_op op, dp_p p, opt_ops_fill fill, do
     c.invoke = rows_inv;
     c.params = &p;
     DP_TRY(opt_ops_exec(&c));
-    opt_rd *t = malloc(sizeof(opt_rd) * (size_t)((sq ? p.n : p.B) + 1));
+    opt_rd *t = dp_malloc(sizeof(opt_rd) * (size_t)((sq ? p.n : p.B) + 1));
     if (!t) return DP_ERR_NOMEM;
     if (sq)
         for (int64_t b = 0; b < p.B; b++) {
@@ -78,7 +79,7 @@ static dp_status rows_one(opt_ops_h *h, opt_op op, dp_p p, opt_ops_fill fill, do
             for (int64_t b = 0; b < p.B; b++) t[b] = opt_rd_mul(e, opt_rd_x(cf[b]), opt_rd_x(g[b * p.n + j]));
             OPS_REF(&c, 0, j) = opt_rd_acc(e, opt_rd_x(acc[j]), t, p.B);
         }
-    free(t);
+    dp_free(t);
     opt_ops_finish(&c);
     return DP_OK;
 }
@@ -167,9 +168,9 @@ static dp_status blk_one(opt_ops_h *h, opt_op op, dp_p p, opt_ops_fill fill, dou
     c.invoke = blk_inv;
     c.params = &p;
     DP_TRY(opt_ops_exec(&c));
-    opt_rd *g = malloc(sizeof(opt_rd) * (size_t)(p.B * nW + 1));                          /* the blocks g_b */
-    opt_rd *t2 = malloc(sizeof(opt_rd) * (size_t)(nW + p.T * p.T + p.B * p.T + p.B + 1)); /* terms of one sum */
-    if (!g || !t2) { free(g); free(t2); return DP_ERR_NOMEM; }
+    opt_rd *g = dp_malloc(sizeof(opt_rd) * (size_t)(p.B * nW + 1));                          /* the blocks g_b */
+    opt_rd *t2 = dp_malloc(sizeof(opt_rd) * (size_t)(nW + p.T * p.T + p.B * p.T + p.B + 1)); /* terms of one sum */
+    if (!g || !t2) { dp_free(g); dp_free(t2); return DP_ERR_NOMEM; }
     if (op == OPT_OP_GHOST_SQNORM) {
         for (int64_t b = 0; b < p.B; b++) {
             int64_t k = 0;
@@ -194,8 +195,8 @@ static dp_status blk_one(opt_ops_h *h, opt_op op, dp_p p, opt_ops_fill fill, dou
                 OPS_REF(&c, 0, i * p.d + f) = opt_rd_acc(e, opt_rd_x(dW0[i * p.d + f]), t2, k);
             }
     } else { /* fused: the blocks, their squared norms (+ extra), factors, dW += c_b g_b */
-        opt_rd *cb = malloc(sizeof(opt_rd) * (size_t)(p.B + 1));
-        if (!cb) { free(g); free(t2); return DP_ERR_NOMEM; }
+        opt_rd *cb = dp_malloc(sizeof(opt_rd) * (size_t)(p.B + 1));
+        if (!cb) { dp_free(g); dp_free(t2); return DP_ERR_NOMEM; }
         for (int64_t b = 0; b < p.B; b++) {
             for (int64_t i = 0; i < p.p; i++)
                 for (int64_t f = 0; f < p.d; f++) g[b * nW + i * p.d + f] = blk_elem(e, A, G, b, p.T, p.d, p.p, i, f);
@@ -210,10 +211,10 @@ static dp_status blk_one(opt_ops_h *h, opt_op op, dp_p p, opt_ops_fill fill, dou
                 t2[b] = cb[b].v == 0 && cb[b].r == 0 ? opt_rd_x(0) : opt_rd_mul(e, cb[b], g[b * nW + k]);
             OPS_REF(&c, 0, k) = opt_rd_acc(e, opt_rd_x(dW0[k]), t2, p.B);
         }
-        free(cb);
+        dp_free(cb);
     }
-    free(g);
-    free(t2);
+    dp_free(g);
+    dp_free(t2);
     opt_ops_finish(&c);
     return DP_OK;
 }

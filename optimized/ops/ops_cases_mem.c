@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "optimized/ops/ops.h"
+#include "common/alloc.h"
 
 static const size_t sizes[] = {1, 7, 64, 4099};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
@@ -29,7 +30,7 @@ static dp_status case_alloc(opt_ops_h *h) {
     verdict(h, OPT_OP_ALLOC, st == DP_OK, "alloc of 0 bytes failed", 0);
     if (st == DP_OK && p && opt_ops_has(h, OPT_OP_FREE)) OPS_CALL(h->be, free, p);
     for (size_t k = 0; k < NSIZES; k++) {
-        unsigned char *got = malloc(sizes[k]);
+        unsigned char *got = dp_malloc(sizes[k]);
         if (!got) return DP_ERR_NOMEM;
         p = NULL;
         st = OPS_CALL(h->be, alloc, &p, sizes[k]);
@@ -38,7 +39,7 @@ static dp_status case_alloc(opt_ops_h *h) {
         for (size_t i = 0; ok && i < sizes[k]; i++) ok = got[i] == 0;
         verdict(h, OPT_OP_ALLOC, ok, st != DP_OK ? dp_last_error() : !p ? "alloc gave NULL" : "memory not zeroed", sizes[k]);
         if (p && opt_ops_has(h, OPT_OP_FREE)) OPS_CALL(h->be, free, p);
-        free(got);
+        dp_free(got);
     }
     return DP_OK;
 }
@@ -69,9 +70,9 @@ static dp_status xfer(opt_ops_h *h, opt_op op) {
     }
     for (size_t k = 0; k < NSIZES; k++) {
         size_t n = sizes[k], off = k % 3, tot = n + off + 8;
-        unsigned char *src = malloc(n), *got = malloc(tot);
+        unsigned char *src = dp_malloc(n), *got = dp_malloc(tot);
         void *dev = NULL;
-        if (!src || !got) { free(src); free(got); return DP_ERR_NOMEM; }
+        if (!src || !got) { dp_free(src); dp_free(got); return DP_ERR_NOMEM; }
         pattern(h, src, n);
         dp_status st = OPS_CALL(h->be, alloc, &dev, tot);
         if (st == DP_OK) st = OPS_CALL(h->be, to_device, (unsigned char *)dev + off, src, n);
@@ -80,8 +81,8 @@ static dp_status xfer(opt_ops_h *h, opt_op op) {
         for (size_t i = 0; ok && i < tot; i++) ok = (i >= off && i < off + n) || got[i] == 0;
         verdict(h, op, ok, st != DP_OK ? dp_last_error() : "bytes differ after the round trip, or bytes outside it changed", n);
         if (dev && opt_ops_has(h, OPT_OP_FREE)) OPS_CALL(h->be, free, dev);
-        free(src);
-        free(got);
+        dp_free(src);
+        dp_free(got);
     }
     /* nbytes = 0 is a no-op */
     unsigned char one = 1;
@@ -100,9 +101,9 @@ static dp_status case_to_host(opt_ops_h *h) { return xfer(h, OPT_OP_TO_HOST); }
 static dp_status copy_zero(opt_ops_h *h, opt_op op) {
     for (size_t k = 0; k < NSIZES; k++) {
         size_t n = sizes[k], off = 1 + k % 5, tot = n + 2 * off;
-        unsigned char *src = malloc(tot), *got = malloc(tot);
+        unsigned char *src = dp_malloc(tot), *got = dp_malloc(tot);
         void *a = NULL, *b = NULL;
-        if (!src || !got) { free(src); free(got); return DP_ERR_NOMEM; }
+        if (!src || !got) { dp_free(src); dp_free(got); return DP_ERR_NOMEM; }
         pattern(h, src, tot);
         dp_status st = opt_ops_dev_put(h, &a, src, tot);
         if (st == DP_OK && op == OPT_OP_COPY) st = opt_ops_dev_put(h, &b, NULL, tot);
@@ -118,8 +119,8 @@ static dp_status copy_zero(opt_ops_h *h, opt_op op) {
         verdict(h, op, ok, st != DP_OK ? dp_last_error() : "wrong bytes inside or outside the range", n);
         opt_ops_dev_free(h, a);
         opt_ops_dev_free(h, b);
-        free(src);
-        free(got);
+        dp_free(src);
+        dp_free(got);
     }
     return DP_OK;
 }
@@ -130,7 +131,7 @@ static dp_status case_zero(opt_ops_h *h) { return copy_zero(h, OPT_OP_ZERO); }
 static double *f64_values(opt_ops_h *h, int64_t n) {
     static const double edge[] = {0.0, -0.0, 1.0, 0.1, -1e300, 3.5e38, 1e-45, 1e-310, INFINITY, -INFINITY, NAN,
                                   1.0 + 0x1p-24, 1.0 + 0x1p-23 + 0x1p-24};
-    double *x = malloc(sizeof(double) * (size_t)(n + 1));
+    double *x = dp_malloc(sizeof(double) * (size_t)(n + 1));
     for (int64_t i = 0; x && i < n; i++)
         x[i] = i < (int64_t)(sizeof edge / sizeof edge[0]) ? edge[i] : opt_ops_draw_normal(h) * ldexp(1.0, (int)(i % 41) - 20);
     return x;
@@ -142,9 +143,9 @@ static dp_status case_upload(opt_ops_h *h) {
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
         const int64_t n = ns[k];
         double *x = f64_values(h, n);
-        unsigned char *got = malloc((size_t)(n + 4) * es + 1);
+        unsigned char *got = dp_malloc((size_t)(n + 4) * es + 1);
         void *dev = NULL;
-        if (!x || !got) { free(x); free(got); return DP_ERR_NOMEM; }
+        if (!x || !got) { dp_free(x); dp_free(got); return DP_ERR_NOMEM; }
         dp_status st = opt_ops_dev_put(h, &dev, NULL, (size_t)(n + 4) * es);
         if (st == DP_OK) st = OPS_CALL(h->be, upload_f64, dev, x, n);
         if (st == DP_OK) st = opt_ops_dev_get(h, got, dev, (size_t)(n + 4) * es);
@@ -163,8 +164,8 @@ static dp_status case_upload(opt_ops_h *h) {
                  (long long)bad, (long long)n);
         verdict(h, OPT_OP_UPLOAD_F64, ok, what, (size_t)n * es);
         opt_ops_dev_free(h, dev);
-        free(x);
-        free(got);
+        dp_free(x);
+        dp_free(got);
     }
     return DP_OK;
 }
@@ -174,10 +175,10 @@ static dp_status case_download(opt_ops_h *h) {
     static const int64_t ns[] = {0, 13, 1031};
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
         const int64_t n = ns[k];
-        double *x = f64_values(h, n), *got = malloc(sizeof(double) * (size_t)(n + 2));
-        unsigned char *bytes = malloc((size_t)(n + 1) * es);
+        double *x = f64_values(h, n), *got = dp_malloc(sizeof(double) * (size_t)(n + 2));
+        unsigned char *bytes = dp_malloc((size_t)(n + 1) * es);
         void *dev = NULL;
-        if (!x || !got || !bytes) { free(x); free(got); free(bytes); return DP_ERR_NOMEM; }
+        if (!x || !got || !bytes) { dp_free(x); dp_free(got); dp_free(bytes); return DP_ERR_NOMEM; }
         for (int64_t i = 0; i < n; i++) {
             if (h->dtype == DP_F64) memcpy(bytes + i * 8, &x[i], 8);
             else { float f = (float)x[i]; memcpy(bytes + i * 4, &f, 4); x[i] = f; }
@@ -189,9 +190,9 @@ static dp_status case_download(opt_ops_h *h) {
         for (int64_t i = 0; ok && i < n; i++) ok = (isnan(x[i]) && isnan(got[i])) || (got[i] == x[i] && signbit(got[i]) == signbit(x[i]));
         verdict(h, OPT_OP_DOWNLOAD_F64, ok, st != DP_OK ? dp_last_error() : "not the exact value, or wrote past the end", (size_t)n * es);
         opt_ops_dev_free(h, dev);
-        free(x);
-        free(got);
-        free(bytes);
+        dp_free(x);
+        dp_free(got);
+        dp_free(bytes);
     }
     return DP_OK;
 }

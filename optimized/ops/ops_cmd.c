@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "common/cli.h"
+#include "common/alloc.h"
 #include "optimized/ops/ops.h"
 #include "optimized/plugin_loader.h"
 #include "optimized/train.h"
@@ -116,8 +117,8 @@ static void agree(opt_ops_h *h, opt_op op, int use_mpi) {
     int failed = r->failed, any = 0;
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (!any) return;
-    char *all = h->rank == 0 ? malloc((size_t)h->size * sizeof r->detail) : NULL;
-    int *flags = h->rank == 0 ? malloc(sizeof(int) * (size_t)h->size) : NULL;
+    char *all = h->rank == 0 ? dp_malloc((size_t)h->size * sizeof r->detail) : NULL;
+    int *flags = h->rank == 0 ? dp_malloc(sizeof(int) * (size_t)h->size) : NULL;
     MPI_Gather(r->detail, (int)sizeof r->detail, MPI_CHAR, all, (int)sizeof r->detail, MPI_CHAR, 0, MPI_COMM_WORLD);
     MPI_Gather(&failed, 1, MPI_INT, flags, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (h->rank == 0 && all && flags)
@@ -129,8 +130,8 @@ static void agree(opt_ops_h *h, opt_op op, int use_mpi) {
                 r->failed = 1;
                 break;
             }
-    free(all);
-    free(flags);
+    dp_free(all);
+    dp_free(flags);
 }
 
 typedef struct {
@@ -181,7 +182,7 @@ static dp_status ops_run(const ops_opts *o, int use_mpi, int *rc) {
     regex_t re;
     if (o->filter && regcomp(&re, o->filter, REG_EXTENDED | REG_NOSUB) != 0)
         return dp_error(DP_ERR_USAGE, "--filter: invalid regular expression '%s'", o->filter);
-    opt_ops_h *h = calloc(1, sizeof *h);
+    opt_ops_h *h = dp_calloc(1, sizeof *h);
     if (!h) { if (o->filter) regfree(&re); return DP_ERR_NOMEM; }
     dp_status st = ops_setup(h, o, use_mpi, canon);
     double t0 = now_s();
@@ -241,7 +242,7 @@ static dp_status ops_run(const ops_opts *o, int use_mpi, int *rc) {
         fprintf(stderr, "dpcert ops: no operation could be judged (exit 77): never a pass by omission\n");
     opt_backend_destroy(h->alt);
     opt_backend_destroy(h->be);
-    free(h);
+    dp_free(h);
     if (o->filter) regfree(&re);
     return st;
 }

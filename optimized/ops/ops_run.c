@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/tensor.h"
+#include "common/alloc.h"
 #include "optimized/ops/ops.h"
 
 const char *volatile opt_ops_current = NULL;
@@ -65,7 +66,7 @@ static opt_ops_buf *new_buf(opt_ops_case *c, const char *name, opt_ops_role role
 
 double *opt_ops_buf_f(opt_ops_case *c, const char *name, opt_ops_role role, int64_t n, opt_ops_fill fill, double scale) {
     opt_ops_buf *b = new_buf(c, name, role, n);
-    if (!b || !(b->host = calloc((size_t)n + 1, sizeof(double)))) return NULL;
+    if (!b || !(b->host = dp_calloc((size_t)n + 1, sizeof(double)))) return NULL;
     opt_ops_h *h = c->h;
     for (int64_t i = 0; i < n; i++) {
         double x = 0;
@@ -90,7 +91,7 @@ double *opt_ops_buf_f(opt_ops_case *c, const char *name, opt_ops_role role, int6
 
 int32_t *opt_ops_buf_i(opt_ops_case *c, const char *name, int64_t n) {
     opt_ops_buf *b = new_buf(c, name, OPT_OPS_IN, n);
-    if (!b || !(b->ihost = calloc((size_t)n + 1, sizeof(int32_t)))) return NULL;
+    if (!b || !(b->ihost = dp_calloc((size_t)n + 1, sizeof(int32_t)))) return NULL;
     b->is_int = 1;
     return b->ihost;
 }
@@ -118,12 +119,12 @@ void opt_ops_pass(opt_ops_h *h, opt_op op) { h->res[op].nchecked++; }
  * backends that leave them NULL) ---- */
 static dp_status mem_alloc(const opt_ops_h *h, opt_backend *be, void **p, size_t bytes) {
     if (h->own_mem) return OPS_CALL(be, alloc, p, bytes);
-    *p = calloc(1, bytes ? bytes : 1);
+    *p = dp_calloc(1, bytes ? bytes : 1);
     return *p ? DP_OK : dp_error(DP_ERR_NOMEM, "ops: out of memory");
 }
 static void mem_free(const opt_ops_h *h, opt_backend *be, void *p) {
     if (h->own_mem) OPS_CALL(be, free, p);
-    else free(p);
+    else dp_free(p);
 }
 static dp_status mem_put(const opt_ops_h *h, opt_backend *be, void *dst, const void *src, size_t bytes) {
     if (h->own_mem) return OPS_CALL(be, to_device, dst, src, bytes);
@@ -157,7 +158,7 @@ static size_t buf_esize(const opt_ops_h *h, const opt_ops_buf *b) { return b->is
 /* host bytes of b: its values in the dtype, then the guard */
 static unsigned char *buf_bytes(const opt_ops_h *h, const opt_ops_buf *b) {
     size_t es = buf_esize(h, b);
-    unsigned char *p = malloc(((size_t)b->n + OPT_OPS_GUARD) * es);
+    unsigned char *p = dp_malloc(((size_t)b->n + OPT_OPS_GUARD) * es);
     if (!p) return NULL;
     for (int64_t i = 0; i < b->n; i++) {
         if (b->is_int) memcpy(p + i * es, &b->ihost[i], 4);
@@ -187,7 +188,7 @@ static void run_once(opt_ops_case *c, opt_backend *be, unsigned char **got, cons
         if (!hb) st = dp_error(DP_ERR_NOMEM, "ops: out of memory");
         if (st == DP_OK) st = mem_alloc(h, be, &dev[i], bytes);
         if (st == DP_OK) st = mem_put(h, be, dev[i], hb, bytes);
-        free(hb);
+        dp_free(hb);
         if (st != DP_OK) {
             opt_ops_fail(h, c->op, "case %s (%s): cannot upload buffer %s: %s", c->label, which, b->name, dp_last_error());
             break;
@@ -208,11 +209,11 @@ static void run_once(opt_ops_case *c, opt_backend *be, unsigned char **got, cons
     for (int i = 0; i < c->nbuf; i++) {
         const opt_ops_buf *b = &c->buf[i];
         size_t bytes = ((size_t)b->n + OPT_OPS_GUARD) * buf_esize(h, b);
-        if (st == DP_OK && dev[i] && (got[i] = malloc(bytes))) {
+        if (st == DP_OK && dev[i] && (got[i] = dp_malloc(bytes))) {
             dp_status gs = mem_get(h, be, got[i], dev[i], bytes);
             if (gs != DP_OK) {
                 opt_ops_fail(h, c->op, "case %s (%s): cannot download %s: %s", c->label, which, b->name, dp_last_error());
-                free(got[i]);
+                dp_free(got[i]);
                 got[i] = NULL;
             }
         }
@@ -261,9 +262,9 @@ dp_status opt_ops_exec(opt_ops_case *c) {
                         break;
                     }
         }
-        free(ref);
+        dp_free(ref);
         if (b->role == OPT_OPS_IN || b->is_int || c->expect != DP_OK) continue;
-        if (!(b->val = calloc((size_t)b->n + 1, sizeof(double))) || !(b->ref = calloc((size_t)b->n + 1, sizeof(opt_rd))))
+        if (!(b->val = dp_calloc((size_t)b->n + 1, sizeof(double))) || !(b->ref = dp_calloc((size_t)b->n + 1, sizeof(opt_rd))))
             return dp_error(DP_ERR_NOMEM, "ops: out of memory");
         for (int64_t e = 0; e < b->n; e++) {
             b->val[e] = elem(h, b->got[0], e);
@@ -324,11 +325,11 @@ void opt_ops_finish(opt_ops_case *c) {
     }
     for (int i = 0; i < c->nbuf; i++) {
         opt_ops_buf *b = &c->buf[i];
-        free(b->host);
-        free(b->ihost);
-        for (int k = 0; k < 3; k++) free(b->got[k]);
-        free(b->val);
-        free(b->ref);
+        dp_free(b->host);
+        dp_free(b->ihost);
+        for (int k = 0; k < 3; k++) dp_free(b->got[k]);
+        dp_free(b->val);
+        dp_free(b->ref);
     }
     c->nbuf = 0;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "optimized/ledger.h"
+#include "common/alloc.h"
 #include "optimized/shard.h"
 
 typedef struct {
@@ -37,17 +38,17 @@ void opt_half_params_teardown(opt_dpsgd *s) {
     if (!h) return;
     for (int p = 0; h->wh && p < s->om.np; p++) opt_mem_free(s->be, h->wh[p]);
     if (s->om.fetch == &h->fetch) s->om.fetch = NULL;
-    free(h->wh);
-    free(h);
+    dp_free(h->wh);
+    dp_free(h);
     s->half_state = NULL;
 }
 
 dp_status opt_half_params_setup(opt_dpsgd *s) {
     opt_model *om = &s->om;
     opt_backend *be = s->be;
-    half_state *h = calloc(1, sizeof *h);
-    if (h) h->wh = calloc((size_t)om->np, sizeof(void *));
-    if (!h || !h->wh) { free(h); return dp_error(DP_ERR_NOMEM, "engine: out of memory (half parameters)"); }
+    half_state *h = dp_calloc(1, sizeof *h);
+    if (h) h->wh = dp_calloc((size_t)om->np, sizeof(void *));
+    if (!h || !h->wh) { dp_free(h); return dp_error(DP_ERR_NOMEM, "engine: out of memory (half parameters)"); }
     h->s = s;
     s->half_state = h;
     for (int p = 0; p < om->np; p++) {
@@ -77,7 +78,7 @@ dp_status opt_half_params_allgather(opt_dpsgd *s) {
     const opt_model *om = &s->om;
     if (s->par.cp > 1 || s->par.dp != be->comm.size)
         return dp_error(DP_ERR_INTERNAL, "engine: half parameter gather needs the DP group to be the world");
-    uint16_t *mine = malloc(2 * (size_t)(s->hi - s->lo + 1));
+    uint16_t *mine = dp_malloc(2 * (size_t)(s->hi - s->lo + 1));
     if (!mine) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     dp_status st = DP_OK;
     for (int p = 0; st == DP_OK && p < om->np; p++) {
@@ -93,7 +94,7 @@ dp_status opt_half_params_allgather(opt_dpsgd *s) {
                       (long long)(2 * s->total));
     for (int p = 0; st == DP_OK && p < om->np; p++)
         st = OPT_CALL(be, to_device, h->wh[p], (const char *)all + 2 * (size_t)s->off[p], 2 * (size_t)om->numel[p]);
-    free(all);
-    free(mine);
+    dp_free(all);
+    dp_free(mine);
     return st;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "optimized/ledger.h"
+#include "common/alloc.h"
 #include "optimized/clip/clip.h"
 
 dp_status opt_cp_check(const dp_dpsgd_config *cfg, const opt_dp_options *o, const dp_model *m) {
@@ -73,10 +74,10 @@ dp_status opt_cp_geom_copy(const opt_dpsgd *s, const opt_cp_geom *g, void *tenso
 
 static dp_status cp_setup(opt_dpsgd *s) {
     const opt_model *om = &s->om;
-    opt_cp_state *cs = calloc(1, sizeof *cs);
+    opt_cp_state *cs = dp_calloc(1, sizeof *cs);
     if (!cs) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
-    cs->poff = calloc((size_t)om->np, sizeof *cs->poff);
-    cs->pmax = calloc((size_t)om->np, sizeof *cs->pmax);
+    cs->poff = dp_calloc((size_t)om->np, sizeof *cs->poff);
+    cs->pmax = dp_calloc((size_t)om->np, sizeof *cs->pmax);
     s->layout_state = cs;
     if (!cs->poff || !cs->pmax) return dp_error(DP_ERR_NOMEM, "engine: out of memory");
     const int M = s->par.cp;
@@ -116,7 +117,7 @@ static void cp_teardown(opt_dpsgd *s) {
     s->om.Tl = s->om.T;
     s->om.attn = &opt_attn_local;
     s->voff = s->vlen = NULL;
-    free(cs->poff); free(cs->pmax); free(cs);
+    dp_free(cs->poff); dp_free(cs->pmax); dp_free(cs);
     s->layout_state = NULL;
 }
 
@@ -134,7 +135,7 @@ static dp_status cp_gather_host(opt_dpsgd *s, double *host, const void *dev) {
     const int M = cs->cp.M;
     const size_t es = opt_backend_esize(be);
     void *recv = NULL;
-    double *h = malloc(sizeof(double) * (size_t)(M * cs->L + 1));
+    double *h = dp_malloc(sizeof(double) * (size_t)(M * cs->L + 1));
     dp_status st = h ? opt_mem_alloc(be, &recv, es * (size_t)(M * cs->L), OPT_MEM_COMM)
                      : dp_error(DP_ERR_NOMEM, "engine: out of memory");
     if (st == DP_OK) st = OPT_CALL(be, allgather, cs->cp.g, recv, dev, cs->L, NULL);
@@ -148,7 +149,7 @@ static dp_status cp_gather_host(opt_dpsgd *s, double *host, const void *dev) {
                 memcpy(host + s->off[p] + e, h + j * cs->L + cs->poff[p] + u, sizeof(double) * (size_t)n);
         }
     opt_mem_free(be, recv);
-    free(h);
+    dp_free(h);
     return st;
 }
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "optimized/ledger.h"
+#include "common/alloc.h"
 #include "optimized/shard.h"
 
 typedef struct {
@@ -74,8 +75,8 @@ static void z3_teardown(opt_dpsgd *s) {
     if (z->wsrc != z->wshard) opt_mem_free(s->be, z->wsrc);
     opt_mem_free(s->be, z->wshard);
     s->om.fetch = NULL;
-    free(z->c); free(z->poff); free(z->own); free(z->buf); free(z->pending);
-    free(z);
+    dp_free(z->c); dp_free(z->poff); dp_free(z->own); dp_free(z->buf); dp_free(z->pending);
+    dp_free(z);
     s->shard_state = NULL;
 }
 
@@ -89,13 +90,13 @@ static dp_status z3_setup(opt_dpsgd *s) {
             return dp_error(DP_ERR_USAGE, "--sharding zero3 --dp %d: tensor '%s' has %lld elements%s, fewer than the %d "
                             "shards", N, om->name[p], (long long)s->vlen[p], s->vlen[p] < om->numel[p] ? " in a CP slice" : "",
                             N);
-    z3_state *z = calloc(1, sizeof *z);
+    z3_state *z = dp_calloc(1, sizeof *z);
     if (!z) return dp_error(DP_ERR_NOMEM, "zero3: out of memory");
     s->shard_state = z;
     z->s = s;
-    z->c = calloc((size_t)np, sizeof(int64_t)); z->poff = calloc((size_t)np, sizeof(int64_t));
-    z->own = calloc((size_t)np, sizeof(int64_t));
-    z->buf = calloc((size_t)np, sizeof(void *)); z->pending = calloc((size_t)np, sizeof(opt_async *));
+    z->c = dp_calloc((size_t)np, sizeof(int64_t)); z->poff = dp_calloc((size_t)np, sizeof(int64_t));
+    z->own = dp_calloc((size_t)np, sizeof(int64_t));
+    z->buf = dp_calloc((size_t)np, sizeof(void *)); z->pending = dp_calloc((size_t)np, sizeof(opt_async *));
     if (!z->c || !z->poff || !z->own || !z->buf || !z->pending) { z3_teardown(s); return dp_error(DP_ERR_NOMEM, "zero3: out of memory"); }
     int64_t C = 0;
     for (int p = 0; p < np; p++) {
@@ -175,7 +176,7 @@ static dp_status z3_gather(opt_dpsgd *s, double *host, const void *dev) {
     opt_backend *be = s->be;
     const int N = s->par.dp;
     void *recv = NULL;
-    double *h = malloc(sizeof(double) * (size_t)(s->chunk * N + 1)), *hv = calloc((size_t)s->nvec + 1, sizeof(double));
+    double *h = dp_malloc(sizeof(double) * (size_t)(s->chunk * N + 1)), *hv = dp_calloc((size_t)s->nvec + 1, sizeof(double));
     dp_status st = h && hv ? opt_mem_alloc(be, &recv, opt_backend_esize(be) * (size_t)(s->chunk * N), OPT_MEM_COMM)
                            : dp_error(DP_ERR_NOMEM, "zero3: out of memory");
     if (st == DP_OK) st = OPT_CALL(be, allgather, s->par.dp_group, recv, dev, s->chunk, NULL);
@@ -187,8 +188,8 @@ static dp_status z3_gather(opt_dpsgd *s, double *host, const void *dev) {
                    sizeof(double) * (size_t)piece(s->vlen[p], z->c[p], q));
     opt_mem_free(be, recv);
     if (st == DP_OK) st = s->layout->vec_to_host(s, host, hv);
-    free(h);
-    free(hv);
+    dp_free(h);
+    dp_free(hv);
     return st;
 }
 

@@ -62,8 +62,28 @@ $D train dpsgd "${A[@]}" --dtype bf16 --strategy fused --export c_alias >/dev/nu
 cmp -s c_alias/step-000002.safetensors c_bf16/step-000002.safetensors || bad "--dtype bf16 is not --precision bf16"
 expect 2 "--precision" "compare --precision fp8" -- $D compare ref c_bf16 --precision fp8
 expect 2 "contradicts" "compare --precision bf16 --dtype f64" -- $D compare ref c_bf16 --precision bf16 --dtype f64
-# negative control of the comparison: the bf16 run compared as an f64 candidate fails
-$D compare ref c_bf16 >/dev/null 2>&1 && bad "a bf16 run passes under f64 tolerances"
+# compare reads the declared precision (metadata dtype=bf16, issue 29 item 13): no option needed
+$D compare ref c_bf16 >/dev/null 2>&1 || bad "compare of a bf16 run without options (its declared precision)"
+# negative control of the comparison: the bf16 run compared as an f64 candidate fails (its
+# declaration removed: a --dtype f64 contradicting it is refused, exit 2)
+strip_dtype() { # SRC DST: the export with "dtype" left out of every file's metadata
+  python3 - "$1" "$2" <<'PY'
+import json, os, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+os.makedirs(dst, exist_ok=True)
+for f in sorted(os.listdir(src)):
+    b = open(os.path.join(src, f), "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    h.get("__metadata__", {}).pop("dtype", None)
+    e = json.dumps(h, separators=(",", ":")).encode()
+    e += b" " * (-len(e) % 8)
+    open(os.path.join(dst, f), "wb").write(struct.pack("<Q", len(e)) + e + b[8 + n:])
+PY
+}
+strip_dtype c_bf16 c_bf16_undeclared || bad "stripping the dtype metadata"
+$D compare ref c_bf16_undeclared >/dev/null 2>&1 && bad "a bf16 run passes under f64 tolerances"
+$D compare ref c_bf16 --dtype f64 >/dev/null 2>&1; [ $? = 2 ] || bad "--dtype f64 contradicting dtype=bf16 is not refused"
 # DP-ZO at bf16/fp16 (docs/precision.md "DP-ZO"): agrees with the f64 reference under
 # compare --precision, exports dtype=bf16/fp16, is bit-identical at 1 and 2 threads; the
 # same run fails under f64 tolerances; a case whose loss-difference bound is >= 2C is
@@ -78,7 +98,8 @@ for p in bf16 fp16; do
 done
 $D train dpzo "${ZA[@]}" --clip 0.3 --precision bf16 --threads 2 --export z_t2 >/dev/null || bad "train dpzo bf16 --threads 2"
 cmp -s z_t2/step-000002.safetensors z_bf16/step-000002.safetensors || bad "dpzo bf16 differs between 1 and 2 threads"
-$D compare zref z_bf16 >/dev/null 2>&1 && bad "a bf16 dpzo run passes under f64 tolerances"
+strip_dtype z_bf16 z_bf16_undeclared || bad "stripping the dtype metadata (dpzo)"
+$D compare zref z_bf16_undeclared >/dev/null 2>&1 && bad "a bf16 dpzo run passes under f64 tolerances"
 $D reference dpzo "${ZA[@]}" --clip 0.05 --export zref_v >/dev/null || bad "reference dpzo (C 0.05)"
 $D train dpzo "${ZA[@]}" --clip 0.05 --precision bf16 --export z_v >/dev/null || bad "train dpzo bf16 (C 0.05)"
 out=$($D compare zref_v z_v --precision bf16 2>&1); rc=$?

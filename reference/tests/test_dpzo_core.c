@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/hash.h"
+#include "common/safetensors.h"
 #include "common/test.h"
 #include "reference/dpsgd.h"
 #include "reference/dpzo.h"
@@ -258,7 +259,14 @@ static void test_replay(uint64_t seed) {
         T_OK(ref_dpzo_step(&o, &pb, &hp, t));
         T_OK(ref_dpzo_log_step(f, &hp, t, o.scalar));
     }
-    T_OK(ref_dpzo_log_end(f, path, 6));
+    {
+        uint8_t *body = NULL;
+        size_t blen = 0;
+        T_CHECK(fflush(f) == 0, "flush");
+        T_OK(dp_read_file(&body, &blen, path));
+        T_OK(ref_dpzo_log_end(f, body, blen, 6));
+        free(body);
+    }
     fclose(f);
     ref_dpzo_log log;
     T_OK(ref_dpzo_log_read(&log, path));

@@ -13,7 +13,7 @@ Gaussian noise sigma * C_total * N(0, 1) from OS entropy (one generator per proc
 every run), division by the expected batch size. Sampling vectors: Poisson masks. Trajectory
 vectors: served by dpcert_adapter.run as consecutive step vectors in this process.
 
-Deliberate mutants (tests that `certify` catches them): no-noise, no-noise-1d (no noise on
+Deliberate mutants (tests that `certify` catches them): no-noise, no-clip, no-noise-1d (no noise on
 1-D tensors: biases, norm gains), clip-after-sum, noise-scale:F (under- or over-noised by F),
 fixed-noise (the same noise every run), same-noise-steps (stateful: the noise drawn once per
 process and reused at every step), reseed-epoch (the generator reseeded every epoch with a
@@ -111,6 +111,8 @@ def step(v, out, mutant, rng, params_after=False):
                 c = R / (nr + float(v.meta["gamma"]))
             else:
                 c = np.where(nr <= R, 1.0, R / nr)
+        if mutant == "no-clip":  # no clipping at all: every factor 1
+            c = np.ones(B, dtype=W_DTYPE)
         cf[g] = np.where(finite, c, 0.0)
     sums = {}
     for n in names:
