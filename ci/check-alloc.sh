@@ -7,7 +7,7 @@ set -u
 ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$ROOT" || exit 2
 files=$(find common accountant reference optimized conformance attacks \
-  \( -path '*/tests/*' -o -path '*/bench/*' -o -path '*/fuzz/*' \) -prune -o \
+  \( -path 'optimized/plugins/*' -o -path '*/tests/*' -o -path '*/bench/*' -o -path '*/fuzz/*' \) -prune -o \
   \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) -type f -print | grep -v '^common/alloc\.[ch]$' | grep -v '^common/test\.h$' | sort)
 [ -n "$files" ] || { echo "check-alloc: no source files under $ROOT" >&2; exit 2; }
 hits=$(perl -ne 'print "$ARGV:$.: $_" if /(?<![\w.>\x27"])(malloc|calloc|realloc|free|strdup|strndup)\s*\(/; close ARGV if eof' $files)

@@ -6,14 +6,15 @@
 # common/alloc.h (or common/status.h, which includes it) gets the include after its first
 # project include. Idempotent: a second run changes nothing. Run it after merging a branch
 # that added direct calls; ci/check-alloc.sh (the test common/tests/alloc_routed.sh) lists
-# what is left. Scope: *.c, *.h, *.cu of the modules outside tests/, bench/ and fuzz/, less
+# what is left. Scope: *.c, *.h, *.cu of the modules outside tests/, bench/, fuzz/ and
+# optimized/plugins/ (built against the public plugin header only, docs/plugin-abi.md), less
 # common/alloc.c itself and common/test.h (the test harness). Method calls (x->free(...), x.free(...)) and prefixed names
 # (fftw_free, OPENSSL_free, cudaMalloc) are left alone.
 set -eu
 ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$ROOT"
 files=$(find common accountant reference optimized conformance attacks \
-  \( -path '*/tests/*' -o -path '*/bench/*' -o -path '*/fuzz/*' \) -prune -o \
+  \( -path 'optimized/plugins/*' -o -path '*/tests/*' -o -path '*/bench/*' -o -path '*/fuzz/*' \) -prune -o \
   \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) -type f -print | grep -v '^common/alloc\.[ch]$' | grep -v '^common/test\.h$' | sort)
 changed=0
 for f in $files; do

@@ -55,7 +55,7 @@ dp_status conf_repro_html(const char *path, const json_t *root) {
     fputs("</p>\n", f);
     dp_html_heading(f, "Rows by kind");
     repro_summary_table(f, root);
-    dp_status st = dp_html_plots(f, "Plots", json_object_get(root, "plots")); /* a plot never decides: notes */
+    dp_html_plots(f, "Plots", json_object_get(root, "plots")); /* a plot never decides: notes */
     const json_t *cols = json_object_get(root, "columns");
     json_t *dflt = NULL;
     if (!cols) { /* dpzo-tables: its rows' keys */

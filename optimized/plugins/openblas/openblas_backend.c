@@ -22,7 +22,6 @@
 #include <cblas.h>
 
 #include "dpcert_backend.h"
-#include "common/alloc.h"
 
 typedef struct {
     int f64;                 /* DPCERT_F64 buffers (else F32) */
@@ -40,7 +39,7 @@ static dpcert_status ob_sizes(ob_ctx *c, const char *op, int64_t a, int64_t b, i
 }
 static void *ob_scratch(ob_ctx *c, size_t bytes) {
     if (bytes > c->scratch_bytes) {
-        void *p = dp_realloc(c->scratch, bytes);
+        void *p = realloc(c->scratch, bytes);
         if (!p) return NULL;
         c->scratch = p;
         c->scratch_bytes = bytes;
@@ -175,8 +174,8 @@ static dpcert_status ob_fused_clip_accum(void *ctx, void *dW, void *sq_out, void
 static void ob_destroy(void *ctx) {
     ob_ctx *c = ctx;
     if (!c) return;
-    dp_free(c->scratch);
-    dp_free(c);
+    free(c->scratch);
+    free(c);
 }
 
 /* ---- the entry points ---- */
@@ -203,7 +202,7 @@ dpcert_status dpcert_backend_query(dpcert_caps *caps) {
 
 dpcert_status dpcert_backend_create(dpcert_backend_ops *ops, void **ctx, const dpcert_backend_config *cfg,
                                     const dpcert_host *host) {
-    ob_ctx *c = dp_calloc(1, sizeof *c);
+    ob_ctx *c = calloc(1, sizeof *c);
     if (!c) return host->error(DPCERT_ERR_NOMEM, "openblas: out of memory");
     c->f64 = cfg->dtype == DPCERT_F64;
     c->es = c->f64 ? sizeof(double) : sizeof(float);

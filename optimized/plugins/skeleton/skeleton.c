@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "dpcert_backend.h"
-#include "common/alloc.h"
 
 typedef struct {
     dpcert_dtype dtype;
@@ -72,7 +71,7 @@ static dpcert_status sk_clip_factors(void *ctx, void *cf, const void *sq, double
     return DPCERT_OK;
 }
 
-static void sk_destroy(void *ctx) { dp_free(ctx); }
+static void sk_destroy(void *ctx) { free(ctx); }
 
 /* ---- the three entry points ---- */
 uint32_t dpcert_backend_abi_version(void) { return DPCERT_BACKEND_ABI_VERSION; }
@@ -98,7 +97,7 @@ dpcert_status dpcert_backend_query(dpcert_caps *caps) {
 
 dpcert_status dpcert_backend_create(dpcert_backend_ops *ops, void **ctx, const dpcert_backend_config *cfg,
                                     const dpcert_host *host) {
-    sk_ctx *c = dp_calloc(1, sizeof *c);
+    sk_ctx *c = calloc(1, sizeof *c);
     if (!c) return host->error(DPCERT_ERR_NOMEM, "skeleton: out of memory");
     c->dtype = cfg->dtype;
     c->host = host;
