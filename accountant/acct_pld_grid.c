@@ -109,9 +109,11 @@ static dp_status pld_prepare(pldprep *pp, const acct_schedule *s, double tau_w) 
         const int ns = pp->nsd[dir];
         for (int j = 0; j < ns; j++) {
             const segdef *g = &pp->sd[dir][j];
-            if (acct_pld_discretise(&pm[j], NULL, &g->d, g->lo, g->hi, h0, 0, g->steps, (size_t)1 << 20, 0) != DP_OK) {
+            const dp_status e = acct_pld_discretise(&pm[j], NULL, &g->d, g->lo, g->hi, h0, 0, g->steps, (size_t)1 << 20, 0);
+            if (e != DP_OK) { /* out of memory stays out of memory (exit 3 naming it) */
                 for (int k = 0; k < j; k++) dp_free(pm[k].p);
-                return dp_error(DP_ERR_INTERNAL, "PLD: the pilot grid failed (h=%g)", h0);
+                return e == DP_ERR_NOMEM ? dp_error(DP_ERR_NOMEM, "PLD: out of memory on the pilot grid (h=%g)", h0)
+                                         : dp_error_context(e, "PLD: the pilot grid (h=%g)", h0);
             }
         }
         double fmin = 0, fmax = 0, ul, uh;
