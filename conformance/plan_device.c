@@ -134,12 +134,14 @@ static dp_status calib_run(conf_plan_device *dev, calib *c, const conf_plan_job 
     const int64_t T = job->seq < 256 ? job->seq : 256; /* capped shapes (docs/plan.md §5) */
     const int64_t B = chunk < 1 ? 1 : chunk > 64 ? 64 : chunk, rows = B * T < 2048 ? B * T : 2048;
     const int64_t Dc = D < 512 ? D : 512, Fc = F < 1024 ? F : 1024, Vc = V < 4096 ? V : 4096;
+    /* the widest of D and F (F < D is allowed: the buffers hold either as a row), and with V */
+    const int64_t Wc = Dc > Fc ? Dc : Fc, VWc = Vc > Wc ? Vc : Wc;
     /* GEMMs of the program: per layer 4 [D, D], 2 [F, D], 1 [D, F], the head [V, D]; each in its
      * three orientations (forward, input gradient, summed weight gradient) */
     {
         const int64_t sh[4][3] = {{Dc, Dc, 4 * L}, {Fc, Dc, 2 * L}, {Dc, Fc, L}, {Vc, Dc, 1}};
         double t = 0, fl = 0;
-        DP_TRY(calib_bufs(c, (size_t)(rows * (Vc > Fc ? Vc : Fc)), (size_t)(rows * Fc), (size_t)(Vc * Fc), 1));
+        DP_TRY(calib_bufs(c, (size_t)(rows * VWc), (size_t)(rows * Wc), (size_t)(VWc * Wc), 1));
         for (int s = 0; s < 4; s++) {
             const int64_t p = sh[s][0], d = sh[s][1];
             double a, b2, w;
@@ -155,7 +157,7 @@ static dp_status calib_run(conf_plan_device *dev, calib *c, const conf_plan_job 
     {
         const int64_t Bb = B < 8 ? B : 8, sh[3][3] = {{Dc, Dc, 4 * L}, {Fc, Dc, 2 * L}, {Dc, Fc, L}};
         double t = 0, fl = 0;
-        DP_TRY(calib_bufs(c, (size_t)(Bb * T * Fc), (size_t)(Bb * T * Fc), (size_t)(Bb * Dc * Fc), 1));
+        DP_TRY(calib_bufs(c, (size_t)(Bb * T * Wc), (size_t)(Bb * T * Wc), (size_t)(Bb * Wc * Wc), 1));
         for (int s = 0; s < 3; s++) {
             const int64_t p = sh[s][0], d = sh[s][1];
             double a;
@@ -190,8 +192,7 @@ static dp_status calib_run(conf_plan_device *dev, calib *c, const conf_plan_job 
     /* elementwise: the program's mix of norms, rope, adds, swiglu and the cross-entropy */
     {
         const int64_t r = rows, Bt = r / T > 0 ? r / T : 1;
-        DP_TRY(calib_bufs(c, (size_t)(r * (Vc > Fc ? Vc : Fc)), (size_t)(r * (Vc > Fc ? Vc : Fc)),
-                          (size_t)(r * (Vc > Fc ? Vc : Fc)), (size_t)(r * Fc)));
+        DP_TRY(calib_bufs(c, (size_t)(r * VWc), (size_t)(r * VWc), (size_t)(r * VWc), (size_t)(r * Wc)));
         int32_t *y = dp_calloc((size_t)r, sizeof *y);
         if (!y) return DP_ERR_NOMEM;
         double rf, rb, ro, rob, ad, sf, sb, xf, xb;
