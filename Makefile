@@ -220,7 +220,8 @@ all: $(PLUGINS)
 # emu ($(BUILD)/libdpcert_cuda_emu.so, loaded by --backend cuda-emu, and the emulated GPU
 # tests in $(BUILD)/tests), emu-asan (ASan+UBSan) and emu-tsan (TSan): their tests go to
 # $(BUILD)/emu-asan/tests and $(BUILD)/emu-tsan/tests (run by optimized/tests/cuda_emu_san.sh).
-# Under SANITIZE=1 the emu variant itself is ASan-instrumented and the other two are not built.
+# Under SANITIZE=1 the emu variant itself is ASan-instrumented and the other two are not built;
+# under COVERAGE=1 only the plain variant is built (the coverage run, `programs`, runs its tests).
 ifeq ($(origin CXX),default)
 CXX := g++
 endif
@@ -234,6 +235,9 @@ EMU_SAN_asan := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sa
 ifeq ($(SANITIZE),1)
 EMU_VARIANTS := emu
 EMU_OPT_emu := $(EMU_SAN_asan)
+else ifeq ($(COVERAGE),1)
+EMU_VARIANTS := emu
+EMU_OPT_emu := -O2
 else
 EMU_VARIANTS := emu emu-asan emu-tsan
 EMU_OPT_emu := -O2
@@ -279,6 +283,9 @@ $$(call emu_test_dir,$(1))/optimized_test_cuda_emu_%: $$(BUILD)/$(1)/obj/optimiz
 all: $$(call emu_tests,$(1))
 endef
 $(foreach v,$(EMU_VARIANTS),$(eval $(call EMU_VARIANT,$(v))))
+# the coverage run (`programs`) runs the cuda-emu tests too: the plain variant and its plugin
+# (the emulated .cu objects carry no counters; the engine code they drive does)
+programs: $(call emu_tests,emu) $(BUILD)/libdpcert_cuda_emu.so
 
 # benchmarks of the emulation itself (optimized/bench/bench_cuda_emu*.cu, plain variant)
 EMU_BENCH_CU := $(wildcard optimized/bench/bench_cuda_emu*.cu)
