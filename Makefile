@@ -296,9 +296,11 @@ $(EMU_BENCH): $(BUILD)/bench/optimized_%: $(BUILD)/emu/obj/optimized/bench/%.o $
 	$(Q_LD)$(CXX) $(EMU_OPT_emu) $< $(emu_CU_OBJ) $(emu_RT_OBJ) -o $@ -rdynamic $(EMU_LIBS) $(LDFLAGS_SAN) $(LDLIBS_BASE) -ldl
 all: $(EMU_BENCH)
 
+# -Bsymbolic: the plugin's calls to its own cu_* functions bind to its own definitions, never to
+# the stubs (cu_stub.c) that a SANITIZE=1 or coverage dpcert exports with -rdynamic
 CUDA_EMU_PLUGIN := $(BUILD)/libdpcert_cuda_emu.so
 $(CUDA_EMU_PLUGIN): $(emu_CU_OBJ) $(emu_RT_OBJ)
-	$(Q_LD)$(CXX) -shared $(EMU_OPT_emu) -o $@ $^ $(MPI_LIBS) -lm -lpthread -ldl
+	$(Q_LD)$(CXX) -shared -Wl,-Bsymbolic $(EMU_OPT_emu) -o $@ $^ $(MPI_LIBS) -lm -lpthread -ldl
 all: $(CUDA_EMU_PLUGIN)
 
 $(DPCERT): common/main.c $(DPCERT_LIBS) | $(CONFIG)
