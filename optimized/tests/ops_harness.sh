@@ -31,7 +31,8 @@ COLS="host cuda"
 [ -f "$PL/libdpcert_skeleton.so" ] && COLS="$COLS plugin:skeleton"
 live=$("$D" ops --support --markdown --backends "$(tr ' ' ',' <<< "$COLS")" 2>&1) || { bad "ops --support failed: $live"; exit 1; }
 # the cuda column: a backend that can be created (cuda, else cuda-emu), else the source's table
-cuda_src=$(awk '/opt_backend_cuda_create\(opt_backend \*be/ { on = 1 } on { print } on && /^}/ { exit }' "$R"/optimized/cuda/*.cu 2>/dev/null |
+# (opt_backend_cuda_create's assignments and those of the cb_*_ops functions it calls)
+cuda_src=$(awk '/opt_backend_cuda_create\(opt_backend \*be|^void cb_[a-z_]+_ops\(opt_backend_ops \*o\)/ { on = 1 } on { print } on && /^}/ { on = 0 }' "$R"/optimized/cuda/*.cu 2>/dev/null |
            grep -oE 'o->[a-z0-9_]+ = [A-Za-z_]' | grep -v '= NULL' | sed -E 's/o->([a-z0-9_]+) = .*/\1/' | sort -u)
 cuda_live=""
 if grep -q '^| `alloc` | [a-z-]* | ?' <<< "$live"; then
