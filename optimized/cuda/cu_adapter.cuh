@@ -27,6 +27,7 @@ typedef struct {
     int aborted;    /* a collective timed out: the communicators were aborted */
     opt_comm_stats stats;  /* byte counters (docs/engine.md "Byte counters") */
     struct cb_coll *coll;  /* pending point-to-point batch, live groups */
+    int ws_noted;          /* the cuBLAS workspace is in the ledger (cu_ledger.cu) */
 } cb_ctx;
 
 /* scratch slots of the context (docs/cuda.md "Context, streams, memory") */
@@ -55,6 +56,9 @@ static inline dp_status ck_int(const char *op, int64_t v, const char *what) {
  * world communicator). */
 void cb_coll_ops(opt_backend_ops *o);
 void cb_coll_destroy(cb_ctx *c);
+/* cu_ledger.cu: the backend's own device memory (scratch slots, cuBLAS workspace) noted in
+ * be's memory ledger as backend_scratch */
+void cb_ledger_attach(cb_ctx *c, opt_backend *be);
 /* cu_attn_ring.cu: rope_at and the ring-attention blocks */
 void cb_ring_ops(opt_backend_ops *o);
 

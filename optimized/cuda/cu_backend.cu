@@ -721,6 +721,7 @@ extern "C" dp_status opt_backend_cuda_create(opt_backend *be, const opt_backend_
     o->sgd_momentum = cb_sgd_momentum; o->adamw = cb_adamw;
     cb_coll_ops(o);
     cb_ring_ops(o);
+    cb_ledger_attach(c, be);
     o->destroy = cb_destroy;
     return DP_OK;
 }
