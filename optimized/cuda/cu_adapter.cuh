@@ -1,8 +1,8 @@
 // optimized/cuda/cu_adapter.cuh — what the files of the CUDA backend adapter share
 // (opt_backend_cuda_create in cu_backend.cu, the collectives and process groups of
-// cu_coll.cu, the ring-attention operations of cu_attn_ring.cu): the context, the launch
-// and dispatch macros, argument checks, and the functions by which each file fills its
-// entries of the operation table.
+// cu_coll.cu, the ring-attention operations of cu_attn_ring.cu, the ledger notes of
+// cu_ledger.cu): the context, argument checks, and the functions by which each file fills
+// its entries of the operation table.
 #ifndef CU_ADAPTER_CUH
 #define CU_ADAPTER_CUH
 
@@ -13,7 +13,6 @@ extern "C" {
 }
 #include "optimized/cuda/cu_api.h"
 #include "optimized/cuda/cu_check.h"
-#include "optimized/cuda/cu_plan.h"
 
 struct cb_coll; /* the collectives' state (cu_coll.cu) */
 
@@ -30,18 +29,7 @@ typedef struct {
     int ws_noted;          /* the cuBLAS workspace is in the ledger (cu_ledger.cu) */
 } cb_ctx;
 
-/* scratch slots of the context (docs/cuda.md "Context, streams, memory") */
-enum { SLOT_WS = 0, SLOT_SQD = 2, SLOT_C = 3, SLOT_TMP = 4, SLOT_FLAG = 7 };
-
 #define CB(ctx) ((cb_ctx *)(ctx))
-#define STREAM(ctx) cu_ctx_stream_(CB(ctx)->cu)
-#define GRID(n) cu_grid_1d((n), 1), CU_BLOCK, 0, STREAM(ctx)
-#define FOR_I(n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-/* call fn<float>(args) or fn<double>(args) by the context's dtype */
-#define DISPATCH(fn, ...) (CB(ctx)->f64 ? fn<double>(__VA_ARGS__) : fn<float>(__VA_ARGS__))
-/* the launch check of the kernel just launched, naming it (and this call site) */
-#define launched(k) cu_check_launch_((k), __FILE__, __LINE__)
-
 static inline dp_status ck_n(const char *op, int64_t n) {
     if (n < 0) return dp_error(DP_ERR_INVALID, "cuda %s: negative size %lld", op, (long long)n);
     return DP_OK;

@@ -25,7 +25,16 @@ extern "C" {
 #include "common/alloc.h"
 }
 #include "optimized/cuda/cu_adapter.cuh"
+#include "optimized/cuda/cu_internal.cuh"
 #include "optimized/cuda/cu_reduce.cuh"
+#include "optimized/cuda/cu_plan.h"
+
+#define GRID(n) cu_grid_1d((n), 1), CU_BLOCK, 0, cu_ctx_stream_(CB(ctx)->cu)
+#define FOR_I(n) CU_FOR_I(n)
+/* fn<float>(args) or fn<double>(args) by the context's dtype */
+#define DISPATCH(fn, ...) (CB(ctx)->f64 ? fn<double>(__VA_ARGS__) : fn<float>(__VA_ARGS__))
+/* the launch check of the kernel just launched, naming it */
+#define launched(k) cu_check_launch_((k), __FILE__, __LINE__)
 
 /* ---------------- rope_at ---------------- */
 /* thread per pair (b, t, h, i): angle = (t0 + t) theta^(-2i/hd) in double; c = (R)cos,
@@ -116,7 +125,7 @@ template <typename R>
 static dp_status l_ablk_fwd(void *ctx, void *o, void *m, void *l, const void *q, const void *k, const void *v, ablk a) {
     const int64_t nq = a.B * a.H * a.Tq;
     void *scr;
-    DP_TRY(cu_ctx_scratch_(CB(ctx)->cu, &scr, sizeof(R) * (size_t)(nq * a.Tk + nq), SLOT_TMP));
+    DP_TRY(cu_ctx_scratch_(CB(ctx)->cu, &scr, sizeof(R) * (size_t)(nq * a.Tk + nq), CU_SLOT_TMP));
     R *S = (R *)scr, *AL = S + nq * a.Tk;
     const R scale = (R)(1.0 / sqrt((double)a.hd));
     k_ablk_fwd_stats<R><<<GRID(nq)>>>((R *)m, (R *)l, S, AL, (const R *)q, (const R *)k, a, scale);
@@ -225,7 +234,7 @@ static dp_status l_ablk_bwd(void *ctx, void *dq, void *dk, void *dv, const void 
                             const void *v, const void *out, const void *lse, ablk a) {
     const int64_t nq = a.B * a.H * a.Tq;
     void *scr;
-    DP_TRY(cu_ctx_scratch_(CB(ctx)->cu, &scr, sizeof(R) * (size_t)nq, SLOT_TMP));
+    DP_TRY(cu_ctx_scratch_(CB(ctx)->cu, &scr, sizeof(R) * (size_t)nq, CU_SLOT_TMP));
     R *D = (R *)scr;
     const R scale = (R)(1.0 / sqrt((double)a.hd));
     k_ablk_bwd_d<R><<<GRID(nq)>>>(D, (const R *)dout, (const R *)out, a);
