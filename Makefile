@@ -135,7 +135,7 @@ endef
 $(foreach s,$(TEST_SRC),$(eval $(call TEST_RULE,$(firstword $(subst /, ,$(s))),tests,$(s))))
 $(foreach s,$(BENCH_SRC),$(eval $(call TEST_RULE,$(firstword $(subst /, ,$(s))),bench,$(s))))
 
-.PHONY: all programs run test test-fast test-gpu coverage bench bench-gpu fuzz clean deps config banner check-config test-peers
+.PHONY: all programs run test test-fast test-gpu test-cuda-emu-full coverage bench bench-gpu fuzz clean deps config banner check-config test-peers
 all: programs $(BENCH_BIN)
 # the binary and the test programs (what the coverage run needs)
 programs: banner $(DPCERT) $(TEST_BIN)
@@ -319,6 +319,12 @@ test-fast: deps
 test-gpu: deps
 	@$(MAKE) --no-print-directory all
 	@ci/run-tests.sh $(BUILD) --gpu
+
+# the cuda-emu conformance of every ci run at 1, 2 and 4 ranks (make test runs a selection;
+# optimized/tests/cuda_emu_conform.sh, docs/cuda.md "Conformance on cuda-emu")
+test-cuda-emu-full: deps
+	@$(MAKE) --no-print-directory all
+	@CUDA_EMU_CONFORM_FULL=1 ci/run-tests.sh $(BUILD) --filter '^cuda_emu_conform'
 
 run: deps
 	@$(MAKE) --no-print-directory all

@@ -39,7 +39,7 @@ dp_status opt_backend_decl_builtin(opt_backend_decl **out, const opt_backend *be
                  DPCERT_DET_BITWISE, DPCERT_MEMORY_HOST, DPCERT_COLLECTIVES_GROUPS);
     else if (strncmp(n, "cuda", 4) == 0)
         decl_set(&d->caps, n, "dpcert's CUDA backend (kernels, cuBLAS, NCCL)", DPCERT_ORDER_UNKNOWN, 1,
-                 DPCERT_DET_RUN_TO_RUN, DPCERT_MEMORY_DEVICE, DPCERT_COLLECTIVES_WORLD);
+                 DPCERT_DET_RUN_TO_RUN, DPCERT_MEMORY_DEVICE, DPCERT_COLLECTIVES_GROUPS);
     else
         decl_set(&d->caps, n, "built-in backend without a declaration", DPCERT_ORDER_UNKNOWN, 1, DPCERT_DET_RUN_TO_RUN,
                  DPCERT_MEMORY_DEVICE, DPCERT_COLLECTIVES_WORLD);

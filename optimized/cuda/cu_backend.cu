@@ -3,20 +3,19 @@
 // holds the wiring only: per operation the argument checks and the call of its launcher
 // in the engine's dtype (f32 or f64: cu_internal.cuh, one kernel per operation, kernels
 // by concern in cu_pointwise.cu, cu_rmsnorm.cu, cu_attention.cu, cu_tokens.cu, cu_dp.cu,
-// cu_noise.cu, cu_optim.cu, cu_gemm.cu), memory, and the collectives. Buffers are device
-// pointers; integer buffers (ids, labels) are device int32.
+// cu_noise.cu, cu_optim.cu, cu_gemm.cu, cu_attn_ring.cu), memory; the collectives, process
+// groups and byte counters are cu_coll.cu's, the ledger notes cu_ledger.cu's (the shared
+// context: cu_adapter.cuh). Buffers are device pointers; integer buffers (ids, labels) are
+// device int32.
 //
 // Where the host backend's arithmetic is a fixed sequence of elementary operations
 // (axpby, clip_accum, the fused accumulation, optimizers, ...) the kernels repeat it
 // with correctly rounded intrinsics (rn_mul/rn_add: no fused multiply-add), so those
 // operations agree with the host backend bit for bit.
 //
-// Collectives: one rank (use_mpi = 0) or NCCL over MPI_COMM_WORLD's ranks (use_mpi = 1;
-// the caller initialised MPI). A collective first makes the comm stream wait for the
-// compute stream, runs on the comm stream, and completes (async == NULL) or returns a
-// handle whose wait() polls an event recorded after it; every wait (and the MPI ones of
-// allgatherv_bytes and barrier) fails after the collective timeout (set_collective_timeout,
-// docs/engine.md "Collective timeout") naming the collective, and aborts the communicator.
+// Collectives (cu_coll.cu): one rank (use_mpi = 0) or NCCL over MPI_COMM_WORLD's ranks
+// (use_mpi = 1; the caller initialised MPI) and ncclCommSplit's communicators of process
+// groups; every wait fails after the collective timeout naming the collective.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <math.h>
@@ -29,6 +28,7 @@ extern "C" {
 #include "common/alloc.h"
 #include "optimized/opt_poll.h"
 }
+#include "optimized/cuda/cu_adapter.cuh"
 #include "optimized/cuda/cu_api.h"
 #include "optimized/cuda/cu_check.h"
 #include "optimized/cuda/cu_internal.cuh"
@@ -41,31 +41,11 @@ extern const int cu_backend_linked;
 const int cu_backend_linked = 1;
 }
 
-typedef struct {
-    cu_ctx *cu;
-    cu_comm *comm; /* NULL for one rank */
-    int use_mpi, rank, size;
-    int f64;       /* dtype: 1 = F64, 0 = F32 */
-    size_t es;     /* element size */
-    double timeout; /* collective timeout, seconds */
-    int aborted;    /* a collective timed out: the communicator was aborted */
-} cb_ctx;
-
-#define CB(ctx) ((cb_ctx *)(ctx))
 #define CU (CB(ctx)->cu)
 /* evaluate the expression with R = double or R = float by the context's dtype, e.g.
  * BY_DTYPE(cu_add_t<R>(CU, (R *)y, (const R *)a, (const R *)b, n)) */
 #define BY_DTYPE(...) \
     (CB(ctx)->f64 ? [&] { typedef double R; return __VA_ARGS__; }() : [&] { typedef float R; return __VA_ARGS__; }())
-
-static dp_status ck_n(const char *op, int64_t n) {
-    if (n < 0) return dp_error(DP_ERR_INVALID, "cuda %s: negative size %lld", op, (long long)n);
-    return DP_OK;
-}
-static dp_status ck_int(const char *op, int64_t v, const char *what) {
-    if (v < 0 || v > 0x7fffffff) return dp_error(DP_ERR_INVALID, "cuda %s: %s = %lld out of range [0, 2^31)", op, what, (long long)v);
-    return DP_OK;
-}
 
 /* ---------------- memory ---------------- */
 static dp_status cb_alloc(void *ctx, void **out, size_t nbytes) {
@@ -348,194 +328,12 @@ static dp_status cb_adamw(void *ctx, void *param, void *m, void *v, const void *
     return BY_DTYPE(cu_adamw_t<R>(CU, (R *)param, (R *)m, (R *)v, (const R *)grad, lr, b1, b2, eps, wd, bc1, bc2, n));
 }
 
-/* ---------------- collectives ---------------- */
-typedef struct {
-    cudaEvent_t ev;
-    const char *what; /* the collective, for the timeout message */
-} cb_async;
-
-/* Polls an event (or, ev == NULL, the comm stream) until the collective timeout. */
-typedef struct {
-    cudaEvent_t ev;
-    cudaStream_t s;
-} cb_pending;
-static int cb_test(void *arg, dp_status *err) {
-    cb_pending *p = (cb_pending *)arg;
-    cudaError_t e = p->ev ? cudaEventQuery(p->ev) : cudaStreamQuery(p->s);
-    if (e == cudaSuccess) return 1;
-    if (e == cudaErrorNotReady) return 0;
-    *err = cu_check_cuda_(e, p->ev ? "cudaEventQuery(collective)" : "cudaStreamQuery(comm stream)", __FILE__, __LINE__);
-    return -1;
-}
-static dp_status cb_wait_done(void *ctx, cudaEvent_t ev, const char *what) {
-    cb_pending p = {ev, (cudaStream_t)cu_ctx_comm_stream(CB(ctx)->cu)};
-    dp_status st = opt_poll_until(cb_test, &p, CB(ctx)->timeout, what, CB(ctx)->rank);
-    if (st != DP_OK && CB(ctx)->comm && !CB(ctx)->aborted) {
-        /* the collective stays in flight: abort it, so that the streams can be destroyed */
-        cu_comm_abort(CB(ctx)->comm);
-        CB(ctx)->aborted = 1;
-    }
-    return st;
-}
-static dp_status cb_finish(void *ctx, opt_async **async, const char *what) {
-    cu_ctx *cu = CB(ctx)->cu;
-    cudaStream_t cs = (cudaStream_t)cu_ctx_comm_stream(cu);
-    if (!async) return cb_wait_done(ctx, NULL, what);
-    cb_async *a = (cb_async *)dp_calloc(1, sizeof *a);
-    if (!a) return dp_error(DP_ERR_NOMEM, "cuda collective: out of host memory");
-    a->what = what;
-    dp_status st = CU_CHECK_ST(cudaEventCreateWithFlags(&a->ev, cudaEventDisableTiming));
-    if (st == DP_OK) st = CU_CHECK_ST(cudaEventRecord(a->ev, cs));
-    if (st != DP_OK) {
-        if (a->ev) cudaEventDestroy(a->ev);
-        dp_free(a);
-        return st;
-    }
-    *async = (opt_async *)a;
-    return DP_OK;
-}
-static dp_status cb_wait(void *ctx, opt_async *h) {
-    if (!h) return DP_OK;
-    cb_async *a = (cb_async *)h;
-    dp_status st = cb_wait_done(ctx, a->ev, a->what);
-    cudaEventDestroy(a->ev);
-    dp_free(a);
-    return st;
-}
-static dp_status cb_set_timeout(void *ctx, double seconds) {
-    if (!(seconds > 0) || seconds > 1e6)
-        return dp_error(DP_ERR_USAGE, "--collective-timeout must be in (0, 1e6] seconds (got %g)", seconds);
-    CB(ctx)->timeout = seconds;
-    return DP_OK;
-}
-/* An MPI request of allgatherv_bytes / barrier, completed under the collective timeout. */
-static int cb_mpi_test(void *req, dp_status *err) {
-    int done = 0;
-    if (MPI_Test((MPI_Request *)req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-        *err = dp_error(DP_ERR_DEVICE, "MPI_Test failed");
-        return -1;
-    }
-    return done;
-}
-static dp_status cb_mpi_wait(void *ctx, int rc, MPI_Request *req, const char *what) {
-    if (rc != MPI_SUCCESS) return dp_error(DP_ERR_DEVICE, "%s: MPI call failed", what);
-    return opt_poll_until(cb_mpi_test, req, CB(ctx)->timeout, what, CB(ctx)->rank);
-}
-/* Process groups other than the world are not supported yet (docs/cuda.md). */
-static dp_status world_only(const opt_group *g, const char *op) {
-    if (!g) return DP_OK;
-    return dp_error(DP_ERR_NOT_SUPPORTED, "the CUDA backend does not support operation '%s' on a process group "
-                    "other than the world (use --backend host for --dp/--cp layouts)", op);
-}
-static dp_status coll_begin(void *ctx, const opt_group *g, opt_async **async, int64_t n, const char *op) {
-    if (async) *async = NULL;
-    DP_TRY(world_only(g, op));
-    DP_TRY(ck_n(op, n));
-    if (CB(ctx)->aborted)
-        return dp_error(DP_ERR_DEVICE, "cuda %s: the communicator was aborted after a collective timed out", op);
-    return cu_comm_wait_compute(CB(ctx)->cu);
-}
-static int multi(void *ctx) { return CB(ctx)->comm && CB(ctx)->size > 1; }
-static dp_status local_copy(void *ctx, void *dst, const void *src, int64_t n) {
-    if (dst == src || !n) return DP_OK;
-    CU_CHECK(cudaMemcpyAsync(dst, src, (size_t)n * CB(ctx)->es, cudaMemcpyDeviceToDevice,
-                             (cudaStream_t)cu_ctx_comm_stream(CB(ctx)->cu)));
-    return DP_OK;
-}
-static dp_status nccl(void *ctx, cu_coll kind, void *out, const void *in, int64_t n, int peer) {
-    return cu_comm_coll_(CB(ctx)->comm, kind, out, in, n, CB(ctx)->f64, peer);
-}
-
-static dp_status cb_allreduce(void *ctx, const opt_group *g, void *buf, int64_t n, opt_async **async) {
-    DP_TRY(coll_begin(ctx, g, async, n, "allreduce_sum"));
-    if (multi(ctx)) DP_TRY(nccl(ctx, CU_COLL_ALLREDUCE, buf, buf, n, 0));
-    return cb_finish(ctx, async, "allreduce_sum");
-}
-static dp_status cb_reduce_scatter(void *ctx, const opt_group *g, void *recv, const void *send, int64_t n, opt_async **async) {
-    DP_TRY(coll_begin(ctx, g, async, n, "reduce_scatter_sum"));
-    DP_TRY(multi(ctx) ? nccl(ctx, CU_COLL_REDUCE_SCATTER, recv, send, n, 0) : local_copy(ctx, recv, send, n));
-    return cb_finish(ctx, async, "reduce_scatter_sum");
-}
-static dp_status cb_allgather(void *ctx, const opt_group *g, void *recv, const void *send, int64_t n, opt_async **async) {
-    DP_TRY(coll_begin(ctx, g, async, n, "allgather"));
-    DP_TRY(multi(ctx) ? nccl(ctx, CU_COLL_ALLGATHER, recv, send, n, 0) : local_copy(ctx, recv, send, n));
-    return cb_finish(ctx, async, "allgather");
-}
-static dp_status cb_alltoall(void *ctx, const opt_group *g, void *recv, const void *send, int64_t n, opt_async **async) {
-    DP_TRY(coll_begin(ctx, g, async, n, "alltoall"));
-    DP_TRY(multi(ctx) ? nccl(ctx, CU_COLL_ALLTOALL, recv, send, n, 0) : local_copy(ctx, recv, send, n));
-    return cb_finish(ctx, async, "alltoall");
-}
-static dp_status cb_broadcast(void *ctx, const opt_group *g, void *buf, int64_t n, int root, opt_async **async) {
-    DP_TRY(coll_begin(ctx, g, async, n, "broadcast"));
-    if (root < 0 || root >= CB(ctx)->size) return dp_error(DP_ERR_INVALID, "broadcast: root %d out of range", root);
-    if (multi(ctx)) DP_TRY(nccl(ctx, CU_COLL_BROADCAST, buf, buf, n, root));
-    return cb_finish(ctx, async, "broadcast");
-}
-static dp_status p2p(void *ctx, const opt_group *g, cu_coll kind, void *out, const void *in, int64_t n, int peer, opt_async **async) {
-    if (!multi(ctx) || peer < 0 || peer >= CB(ctx)->size || peer == CB(ctx)->rank) {
-        if (async) *async = NULL;
-        return dp_error(DP_ERR_INVALID, "%s: peer %d invalid (rank %d of %d)", kind == CU_COLL_SEND ? "send" : "recv", peer,
-                        CB(ctx)->rank, CB(ctx)->size);
-    }
-    DP_TRY(coll_begin(ctx, g, async, n, kind == CU_COLL_SEND ? "send" : "recv"));
-    DP_TRY(nccl(ctx, kind, out, in, n, peer));
-    return cb_finish(ctx, async, kind == CU_COLL_SEND ? "send" : "recv");
-}
-static dp_status cb_send(void *ctx, const opt_group *g, const void *buf, int64_t n, int peer, int tag, opt_async **async) {
-    return p2p(ctx, g, CU_COLL_SEND, NULL, buf, n, peer, async);
-}
-static dp_status cb_recv(void *ctx, const opt_group *g, void *buf, int64_t n, int peer, int tag, opt_async **async) {
-    return p2p(ctx, g, CU_COLL_RECV, buf, NULL, n, peer, async);
-}
-static dp_status cb_allgatherv_bytes(void *ctx, void **recv, size_t *recv_len, const void *send, size_t nbytes) {
-    *recv = NULL;
-    *recv_len = 0;
-    if (nbytes > 2147483647u) return dp_error(DP_ERR_INVALID, "allgatherv: %zu bytes is too large", nbytes);
-    if (!multi(ctx)) {
-        *recv = dp_malloc(nbytes ? nbytes : 1);
-        if (!*recv) return dp_error(DP_ERR_NOMEM, "allgatherv: out of memory");
-        if (nbytes) memcpy(*recv, send, nbytes);
-        *recv_len = nbytes;
-        return DP_OK;
-    }
-    int size = CB(ctx)->size, mine = (int)nbytes;
-    int *counts = (int *)dp_calloc((size_t)size, sizeof(int)), *displs = (int *)dp_calloc((size_t)size, sizeof(int));
-    if (!counts || !displs) { dp_free(counts); dp_free(displs); return dp_error(DP_ERR_NOMEM, "allgatherv: out of memory"); }
-    dp_status st = DP_OK;
-    MPI_Request req = MPI_REQUEST_NULL;
-    st = cb_mpi_wait(ctx, MPI_Iallgather(&mine, 1, MPI_INT, counts, 1, MPI_INT, MPI_COMM_WORLD, &req), &req,
-                     "allgatherv_bytes");
-    size_t total = 0;
-    for (int r = 0; st == DP_OK && r < size; r++) {
-        if (total + (size_t)counts[r] > 2147483647u) st = dp_error(DP_ERR_INVALID, "allgatherv: total too large");
-        displs[r] = (int)total;
-        total += (size_t)counts[r];
-    }
-    char *buf = NULL;
-    if (st == DP_OK && !(buf = (char *)dp_malloc(total ? total : 1))) st = dp_error(DP_ERR_NOMEM, "allgatherv: out of memory");
-    if (st == DP_OK)
-        st = cb_mpi_wait(ctx, MPI_Iallgatherv(send, mine, MPI_BYTE, buf, counts, displs, MPI_BYTE, MPI_COMM_WORLD, &req),
-                         &req, "allgatherv_bytes");
-    if (st != DP_OK && req != MPI_REQUEST_NULL) return st; /* still in flight: its buffers stay (the run ends) */
-    dp_free(counts);
-    dp_free(displs);
-    if (st != DP_OK) { dp_free(buf); return st; }
-    *recv = buf;
-    *recv_len = total;
-    return DP_OK;
-}
-static dp_status cb_barrier(void *ctx, const opt_group *g) {
-    DP_TRY(world_only(g, "barrier"));
-    DP_TRY(cu_sync(CB(ctx)->cu));
-    if (!multi(ctx)) return DP_OK;
-    MPI_Request req = MPI_REQUEST_NULL;
-    return cb_mpi_wait(ctx, MPI_Ibarrier(MPI_COMM_WORLD, &req), &req, "barrier");
-}
+/* ---------------- collectives, process groups, counters: cu_coll.cu ---------------- */
 
 /* ---------------- lifetime ---------------- */
 static void cb_destroy(void *ctx) {
     if (!ctx) return;
+    cb_coll_destroy(CB(ctx));
     cu_comm_destroy(CB(ctx)->comm);
     cu_ctx_destroy(CB(ctx)->cu);
     dp_free(ctx);
@@ -593,9 +391,9 @@ extern "C" dp_status opt_backend_cuda_create(opt_backend *be, const opt_backend_
     o->mul = cb_mul; o->clip_accum = cb_clip_accum; o->bk_gemm = cb_bk_gemm; o->fused_clip_accum = cb_fused_clip_accum;
     o->fused_sqnorm = cb_fused_sqnorm; o->noise_add = cb_noise_add;
     o->sgd_momentum = cb_sgd_momentum; o->adamw = cb_adamw;
-    o->allreduce_sum = cb_allreduce; o->reduce_scatter_sum = cb_reduce_scatter; o->allgather = cb_allgather;
-    o->alltoall = cb_alltoall; o->broadcast = cb_broadcast; o->send = cb_send; o->recv = cb_recv; o->wait = cb_wait;
-    o->allgatherv_bytes = cb_allgatherv_bytes; o->barrier = cb_barrier; o->set_collective_timeout = cb_set_timeout;
+    cb_coll_ops(o);
+    cb_ring_ops(o);
+    cb_ledger_attach(c, be);
     o->destroy = cb_destroy;
     return DP_OK;
 }

@@ -79,5 +79,8 @@ cublasLtHandle_t cu_ctx_cublaslt_(struct cu_ctx *ctx);
 void *cu_ctx_workspace_(struct cu_ctx *ctx, size_t *bytes);
 /* Context-owned scratch of at least `bytes` (grown on demand, reused; one user at a time). */
 dp_status cu_ctx_scratch_(struct cu_ctx *ctx, void **out, size_t bytes, int slot);
+/* fn(arg, delta) is told every change of the scratch slots' device bytes (+ grown, - freed),
+ * e.g. for the engine's memory ledger; NULL: none. */
+void cu_ctx_set_scratch_note_(struct cu_ctx *ctx, void (*fn)(void *arg, int64_t delta), void *arg);
 
 #endif

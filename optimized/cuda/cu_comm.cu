@@ -2,7 +2,8 @@
 // launched by mpirun, otherwise a single GPU (rank 0 of 1). Collectives run on the
 // context's comm stream so a reduce-scatter can overlap the backward pass on the
 // compute stream (order them with cu_comm_wait_compute / cu_compute_wait_comm). The
-// collectives themselves: cu_comm_coll_ (cu_internal.cuh), f32 or f64.
+// collectives themselves: cu_comm_coll_ (cu_internal.cuh), f32 or f64. Sub-communicators
+// (process groups) are ncclCommSplit of the world's, on the same context and streams.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
@@ -201,5 +202,43 @@ dp_status cu_comm_coll_(cu_comm *c, cu_coll kind, void *out, const void *in, int
         NCCL_CHECK(ncclRecv(out, (size_t)n, t, peer, c->nccl, cs(c)));
         break;
     }
+    return DP_OK;
+}
+
+dp_status cu_comm_split_(cu_comm **out, cu_comm *c, int color, int key) {
+    *out = NULL;
+    CU_ARG(c && c->nccl && color >= 0, "cu_comm_split: no communicator or color %d < 0", color);
+    cu_comm *n = (cu_comm *)dp_calloc(1, sizeof *n);
+    if (!n) return dp_error(DP_ERR_NOMEM, "cu_comm_split: out of host memory");
+    n->ctx = c->ctx;
+    ncclResult_t e = ncclCommSplit(c->nccl, color, key, &n->nccl, NULL);
+    if (e == ncclSuccess && !n->nccl) e = ncclInternalError; /* a color >= 0 always gets a communicator */
+    if (e == ncclSuccess) e = ncclCommUserRank(n->nccl, &n->rank);
+    if (e == ncclSuccess) e = ncclCommCount(n->nccl, &n->size);
+    if (e != ncclSuccess) {
+        cu_comm_destroy(n);
+        return cu_check_nccl_(e, "ncclCommSplit(world, color, key, &comm, NULL)", __FILE__, __LINE__);
+    }
+    *out = n;
+    return DP_OK;
+}
+
+dp_status cu_comm_p2p_group_(const cu_p2p *ops, int nops, int f64) {
+    ncclDataType_t t = f64 ? ncclFloat64 : ncclFloat32;
+    for (int i = 0; i < nops; i++)
+        CU_ARG(ops[i].n >= 0 && ops[i].peer >= 0 && ops[i].peer < ops[i].comm->size && ops[i].peer != ops[i].comm->rank,
+               "%s: bad peer %d or size %lld (rank %d of %d)", ops[i].kind == CU_COLL_SEND ? "send" : "recv", ops[i].peer,
+               (long long)ops[i].n, ops[i].comm->rank, ops[i].comm->size);
+    NCCL_CHECK(ncclGroupStart());
+    for (int i = 0; i < nops; i++) {
+        const cu_p2p *o = &ops[i];
+        ncclResult_t e = o->kind == CU_COLL_SEND ? ncclSend(o->buf, (size_t)o->n, t, o->peer, o->comm->nccl, cs(o->comm))
+                                                 : ncclRecv(o->buf, (size_t)o->n, t, o->peer, o->comm->nccl, cs(o->comm));
+        if (e != ncclSuccess) {
+            ncclGroupEnd();
+            return cu_check_nccl_(e, o->kind == CU_COLL_SEND ? "ncclSend (grouped)" : "ncclRecv (grouped)", __FILE__, __LINE__);
+        }
+    }
+    NCCL_CHECK(ncclGroupEnd());
     return DP_OK;
 }

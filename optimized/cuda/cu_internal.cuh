@@ -116,6 +116,20 @@ typedef enum {
     CU_COLL_RECV
 } cu_coll;
 dp_status cu_comm_coll_(cu_comm *c, cu_coll kind, void *out, const void *in, int64_t n, int f64, int peer);
+/* The communicator of the ranks of c that pass the same color (ncclCommSplit, collective
+ * over c: ranked by key, ties by the rank in c; color >= 0), on the same context. */
+dp_status cu_comm_split_(cu_comm **out, cu_comm *c, int color, int key);
+/* Point-to-point operations fused in one ncclGroupStart / ncclGroupEnd on the comm stream:
+ * NCCL's send and receive block the GPU until the peer's matching call runs, so a ring
+ * (every rank sends to r + 1 and receives from r - 1) progresses only when they are fused. */
+typedef struct {
+    cu_comm *comm;
+    cu_coll kind; /* CU_COLL_SEND or CU_COLL_RECV */
+    void *buf;
+    int64_t n;
+    int peer;
+} cu_p2p;
+dp_status cu_comm_p2p_group_(const cu_p2p *ops, int nops, int f64);
 
 /* explicit instantiation of a launcher for float and double */
 #define CU_INST2(decl) decl(float) decl(double)

@@ -22,6 +22,8 @@ struct cu_ctx {
     size_t ws_bytes;
     void *scratch[CU_NSCRATCH];
     size_t scratch_bytes[CU_NSCRATCH];
+    void (*note)(void *arg, int64_t delta); /* told the scratch slots' changes (cu_ctx_set_scratch_note_) */
+    void *note_arg;
 };
 
 struct cu_event {
@@ -147,6 +149,10 @@ void *cu_ctx_workspace_(cu_ctx *ctx, size_t *bytes) {
     return ctx->ws;
 }
 
+void cu_ctx_set_scratch_note_(cu_ctx *ctx, void (*fn)(void *arg, int64_t delta), void *arg) {
+    ctx->note = fn;
+    ctx->note_arg = arg;
+}
 dp_status cu_ctx_scratch_(cu_ctx *ctx, void **out, size_t bytes, int slot) {
     if (slot < 0 || slot >= CU_NSCRATCH) return dp_error(DP_ERR_INTERNAL, "scratch slot %d out of range", slot);
     if (bytes == 0) bytes = 16;
@@ -154,11 +160,13 @@ dp_status cu_ctx_scratch_(cu_ctx *ctx, void **out, size_t bytes, int slot) {
         if (ctx->scratch[slot]) {
             CU_CHECK(cudaStreamSynchronize(ctx->stream));
             CU_CHECK(cudaFree(ctx->scratch[slot]));
+            if (ctx->note) ctx->note(ctx->note_arg, -(int64_t)ctx->scratch_bytes[slot]);
             ctx->scratch[slot] = NULL;
             ctx->scratch_bytes[slot] = 0;
         }
         CU_CHECK(cudaMalloc(&ctx->scratch[slot], bytes));
         ctx->scratch_bytes[slot] = bytes;
+        if (ctx->note) ctx->note(ctx->note_arg, (int64_t)bytes);
     }
     *out = ctx->scratch[slot];
     return DP_OK;

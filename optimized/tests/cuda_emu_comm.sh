@@ -3,6 +3,11 @@
 # emulation (NCCL over MPI; docs/cuda.md "The emulation") and the regression tests of the
 # known multi-rank defects (docs/cuda.md "Known defects, fixed"):
 #   - every collective of the C API and of the operation table, exact, at 2 and 4 ranks;
+#     process groups (color rank % 2) at 1, 2, 3 and 4 ranks (3: groups of 2 and of 1):
+#     every collective on a group, the engine's ring of async recv + send, the byte counters;
+#   - the emulated NCCL's point-to-point semantics: recv then send to each other outside an
+#     NCCL group must not complete (a GPU hangs: the negative control of the backend's
+#     batching), fused in a group they complete;
 #   - NCCL id creation failing on rank 0 (CU_EMU_FAULT=ncclGetUniqueId): every rank fails
 #     with a message within the bound (before the fix rank 1 waited forever);
 #   - two ranks on one device (CU_EMU_DEVICES=1): every rank refuses with
@@ -28,6 +33,12 @@ run() { # name expect-rc env-assignments... -- mpirun args...
 for n in 2 4; do
   run "collectives-$n" 0 CU_EMU_THREADS=1 -- -n $n "$BIN" && pass "collectives and operation table on $n ranks"
 done
+run groups-3 0 CU_EMU_THREADS=1 -- -n 3 "$BIN" groups && pass "process groups on 3 ranks (groups of 2 and 1)"
+if run p2pcross 0 CU_EMU_THREADS=1 CU_EMU_WAIT_TIMEOUT=2 -- -n 2 "$BIN" p2pcross; then
+  if [ "$(grep -c 'ungrouped recv/send: cudaErrorLaunchTimeout' p2pcross.log)" = 2 ]; then
+    pass "emulated NCCL: ungrouped recv + send to each other hang (timed out on both ranks), grouped they complete"
+  else bad "p2pcross: the ungrouped exchange did not time out on both ranks"; cat p2pcross.log; fi
+fi
 if run idfail 0 CU_EMU_FAULT=ncclGetUniqueId -- -n 2 "$BIN" idfail; then
   if grep -q "rank 1: rank 0 could not create the NCCL unique id" idfail.log; then pass "NCCL id failure on rank 0 reaches rank 1"
   else bad "idfail: rank 1 did not name the cause"; cat idfail.log; fi

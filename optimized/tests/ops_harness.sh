@@ -4,7 +4,8 @@
 #  1. the host backend PASSes every operation of the registry at f64, f32, bf16 and fp16
 #     values, at 1 thread (determinism also checked at 3) and at 2 threads, and at 2 ranks
 #     under mpirun (collectives on 2 ranks); the run time is printed; where a `cuda` or
-#     `cuda-emu` backend can be created, the harness runs on it too (f32, f64: no FAIL);
+#     `cuda-emu` backend can be created, the harness runs on it too (f32, f64: no FAIL;
+#     cuda-emu also at 2 ranks under mpirun);
 #  2. an operation without a case FAILs (the test hook DPCERT_OPS_DROP_CASE hides one; the
 #     hook is inert without DPCERT_TEST_INJECT=1); bad usage exits 2;
 #  3. the support table of docs/engine.md and docs/cuda.md (between the markers
@@ -31,7 +32,8 @@ COLS="host cuda"
 [ -f "$PL/libdpcert_skeleton.so" ] && COLS="$COLS plugin:skeleton"
 live=$("$D" ops --support --markdown --backends "$(tr ' ' ',' <<< "$COLS")" 2>&1) || { bad "ops --support failed: $live"; exit 1; }
 # the cuda column: a backend that can be created (cuda, else cuda-emu), else the source's table
-cuda_src=$(awk '/opt_backend_cuda_create\(opt_backend \*be/ { on = 1 } on { print } on && /^}/ { exit }' "$R"/optimized/cuda/*.cu 2>/dev/null |
+# (opt_backend_cuda_create's assignments and those of the cb_*_ops functions it calls)
+cuda_src=$(awk '/opt_backend_cuda_create\(opt_backend \*be|^void cb_[a-z_]+_ops\(opt_backend_ops \*o\)/ { on = 1 } on { print } on && /^}/ { on = 0 }' "$R"/optimized/cuda/*.cu 2>/dev/null |
            grep -oE 'o->[a-z0-9_]+ = [A-Za-z_]' | grep -v '= NULL' | sed -E 's/o->([a-z0-9_]+) = .*/\1/' | sort -u)
 cuda_live=""
 if grep -q '^| `alloc` | [a-z-]* | ?' <<< "$live"; then
@@ -114,6 +116,13 @@ for b in cuda cuda-emu; do
       out=$(timeout 600 "$D" ops --backend $b --dtype $dt 2>&1); rc=$?
       [ $rc = 0 ] && pass "$b $dt: $(grep '^ops:' <<< "$out")" || bad "$b $dt: exit $rc: $(grep -E 'FAIL|ops:|rror' <<< "$out" | head -8)"
     done
+    # the collectives, process groups and counters over NCCL at 2 ranks (emulated: NCCL over MPI)
+    if [ "$b" = cuda-emu ] && command -v mpirun >/dev/null 2>&1; then
+      out=$(CU_EMU_THREADS=1 timeout 600 mpirun -n 2 "$D" ops --backend $b --dtype f64 2>&1); rc=$?
+      if [ $rc = 0 ] && grep -q "2 ranks" <<< "$out" && grep -q "$NOPS PASS, 0 FAIL" <<< "$out"; then
+        pass "$b f64 at 2 ranks under mpirun: every operation PASSes (collectives and groups on 2 ranks)"
+      else bad "$b f64 at 2 ranks: exit $rc: $(grep -E 'FAIL|ops:|rror' <<< "$out" | head -5)"; fi
+    fi
   else echo "NOTE  backend $b cannot be created here: not run"; fi
 done
 

@@ -12,6 +12,17 @@
 //   overfull  (with CU_EMU_DEVICES=1, two or more ranks) more ranks than devices on the
 //             node: every rank gets DP_ERR_NOT_SUPPORTED naming the cause, from
 //             cu_comm_local_device and from cu_comm_create, before any NCCL call;
+//   groups    (also part of the default mode) process groups of the backend: color
+//             rank % 2, key -rank; every collective on the group on exact integer data
+//             (allreduce sync and async, reduce-scatter, allgather, alltoall, broadcast
+//             from group rank 1, the engine's ring: async recv from r - 1 and async send
+//             to r + 1, then both waits, barrier), and comm_stats counting exactly the
+//             bytes of docs/engine.md "Byte counters" for each;
+//   p2pcross  the emulated NCCL's point-to-point semantics (nccl.h: blocking for the GPU):
+//             every rank issues ncclRecv from r - 1 then ncclSend to r + 1 on one stream;
+//             outside a group the stream wait must time out (CU_EMU_WAIT_TIMEOUT = 2: a
+//             hang on a GPU, the negative control of the backend's batching), fused in
+//             ncclGroupStart / ncclGroupEnd it must complete with the right data;
 //   timeout   rank 1 joins an allreduce 4 s late; with --collective-timeout 1 (the
 //             backend's set_collective_timeout) rank 0 must fail within [1, 4) s naming
 //             the collective, and the backend must be destroyed without hanging.
@@ -31,6 +42,8 @@ extern "C" {
 }
 #include "optimized/cuda/cu_api.h"
 #include "optimized/cuda/cu_internal.cuh"
+#include <cuda_runtime.h>
+#include <nccl.h>
 
 static int rank = 0, size = 1;
 
@@ -146,6 +159,170 @@ static void test_backend(void) {
     opt_backend_destroy(be);
 }
 
+/* upload v [n] as doubles, run fn, download into out */
+static void g_put(opt_backend *be, void *d, const double *v, int64_t n) { T_OK(be->ops.upload_f64(be->ctx, d, v, n)); }
+static void g_get(opt_backend *be, double *v, const void *d, int64_t n) { T_OK(be->ops.download_f64(be->ctx, v, d, n)); }
+static int g_eq(const double *a, const double *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) if (a[i] != b[i]) return 0;
+    return 1;
+}
+/* world rank of group rank q in the group of color c (key -rank: larger world ranks first) */
+static int g_world(int c, int q) {
+    for (int w = size - 1; w >= 0; w--)
+        if (w % 2 == c && q-- == 0) return w;
+    return -1;
+}
+static void test_groups(void) {
+    opt_backend_config cfg = {"cuda-emu", DP_F64, 1, size > 1};
+    opt_backend *be = NULL;
+    T_OK(opt_backend_create(&be, &cfg));
+    if (!be) return;
+    T_CHECK(be->ops.group_split && be->ops.group_free && be->ops.comm_stats, "groups and counters are supported");
+    if (!be->ops.group_split || !be->ops.comm_stats) { opt_backend_destroy(be); return; }
+    const int color = rank % 2;
+    opt_group *g = NULL;
+    T_OK(be->ops.group_split(be->ctx, &g, color, -rank));
+    if (!g) { opt_backend_destroy(be); return; }
+    int R = 0, me = 0;
+    for (int w = 0; w < size; w++) if (w % 2 == color) { R++; if (w > rank) me++; }
+    T_CHECK(g->size == R && g->rank == me && g->color == color, "rank %d: group rank %d of %d (expected %d of %d)", rank,
+            g->rank, g->size, me, R);
+    opt_comm_stats st;
+    T_OK(be->ops.comm_stats(be->ctx, &st, 1));
+    enum { N = 5 };
+    const uint64_t e = 8, nb = e * N;
+    double *x = (double *)calloc((size_t)(N * R), sizeof(double)), *y = (double *)calloc((size_t)(N * R), sizeof(double)),
+           *want = (double *)calloc((size_t)(N * R), sizeof(double));
+    void *dx = NULL, *dy = NULL;
+    T_OK(be->ops.alloc(be->ctx, &dx, (size_t)(N * R) * 8));
+    T_OK(be->ops.alloc(be->ctx, &dy, (size_t)(N * R) * 8));
+    /* allreduce (sync, then async + wait): sum over the group of world rank + 1 + i */
+    for (int async = 0; async < 2; async++) {
+        for (int i = 0; i < N; i++) { x[i] = rank + 1 + i; want[i] = 0; }
+        for (int q = 0; q < R; q++) for (int i = 0; i < N; i++) want[i] += g_world(color, q) + 1 + i;
+        g_put(be, dx, x, N);
+        opt_async *a = NULL;
+        T_OK(be->ops.allreduce_sum(be->ctx, g, dx, N, async ? &a : NULL));
+        T_OK(be->ops.wait(be->ctx, a));
+        g_get(be, y, dx, N);
+        T_CHECK(g_eq(y, want, N), "rank %d: group allreduce (%s)", rank, async ? "async" : "sync");
+    }
+    /* reduce-scatter: block q of rank w's input = 100 w + 10 q + i; my block summed */
+    for (int q = 0; q < R; q++) for (int i = 0; i < N; i++) x[q * N + i] = 100 * rank + 10 * q + i;
+    for (int i = 0; i < N; i++) { want[i] = 0; for (int q = 0; q < R; q++) want[i] += 100 * g_world(color, q) + 10 * me + i; }
+    g_put(be, dx, x, N * R);
+    T_OK(be->ops.reduce_scatter_sum(be->ctx, g, dy, dx, N, NULL));
+    g_get(be, y, dy, N);
+    T_CHECK(g_eq(y, want, N), "rank %d: group reduce-scatter", rank);
+    /* allgather: block q = group rank q's input (its world rank + i) */
+    for (int i = 0; i < N; i++) x[i] = 1000 * rank + i;
+    for (int q = 0; q < R; q++) for (int i = 0; i < N; i++) want[q * N + i] = 1000 * g_world(color, q) + i;
+    g_put(be, dx, x, N);
+    T_OK(be->ops.allgather(be->ctx, g, dy, dx, N, NULL));
+    g_get(be, y, dy, N * R);
+    T_CHECK(g_eq(y, want, N * R), "rank %d: group allgather", rank);
+    /* alltoall: block q of my send goes to group rank q; block q of recv is from group rank q */
+    for (int q = 0; q < R; q++) for (int i = 0; i < N; i++) {
+        x[q * N + i] = 1000 * rank + 10 * q + i;
+        want[q * N + i] = 1000 * g_world(color, q) + 10 * me + i;
+    }
+    g_put(be, dx, x, N * R);
+    T_OK(be->ops.alltoall(be->ctx, g, dy, dx, N, NULL));
+    g_get(be, y, dy, N * R);
+    T_CHECK(g_eq(y, want, N * R), "rank %d: group alltoall", rank);
+    /* broadcast from group rank R - 1 */
+    const int root = R - 1;
+    for (int i = 0; i < N; i++) { x[i] = 7 * rank + i; want[i] = 7 * g_world(color, root) + i; }
+    g_put(be, dx, x, N);
+    T_OK(be->ops.broadcast(be->ctx, g, dx, N, root, NULL));
+    g_get(be, y, dx, N);
+    T_CHECK(g_eq(y, want, N), "rank %d: group broadcast", rank);
+    /* the engine's ring (optimized/attn_cp_ring.c): async recv from r - 1, async send to r + 1, wait both */
+    if (R > 1) {
+        for (int i = 0; i < N; i++) { x[i] = 3 * rank + i; want[i] = 3 * g_world(color, (me + R - 1) % R) + i; }
+        g_put(be, dx, x, N);
+        opt_async *rq = NULL, *sq = NULL;
+        T_OK(be->ops.recv(be->ctx, g, dy, N, (me + R - 1) % R, 5, &rq));
+        T_OK(be->ops.send(be->ctx, g, dx, N, (me + 1) % R, 5, &sq));
+        T_OK(be->ops.wait(be->ctx, rq));
+        T_OK(be->ops.wait(be->ctx, sq));
+        g_get(be, y, dy, N);
+        T_CHECK(g_eq(y, want, N), "rank %d: ring on the group", rank);
+        /* a synchronous send joins the batch of an earlier asynchronous receive */
+        T_OK(be->ops.recv(be->ctx, g, dy, N, (me + R - 1) % R, 6, &rq));
+        T_OK(be->ops.send(be->ctx, g, dx, N, (me + 1) % R, 6, NULL));
+        T_OK(be->ops.wait(be->ctx, rq));
+        g_get(be, y, dy, N);
+        T_CHECK(g_eq(y, want, N), "rank %d: ring with a synchronous send", rank);
+    } else {
+        T_CHECK(be->ops.send(be->ctx, g, dx, N, 0, 5, NULL) == DP_ERR_INVALID, "send to itself in a one-rank group refused");
+    }
+    T_OK(be->ops.barrier(be->ctx, g));
+    /* the counters (docs/engine.md "Byte counters"), R ranks in the group */
+    T_OK(be->ops.comm_stats(be->ctx, &st, 0));
+    const uint64_t r1 = (uint64_t)(R - 1);
+    struct { opt_coll_kind k; uint64_t calls, sent, recv; } exp[] = {
+        {OPT_COLL_ALLREDUCE_SUM, 2, 2 * nb * r1, 2 * nb * r1},
+        {OPT_COLL_REDUCE_SCATTER_SUM, 1, nb * r1, nb * r1},
+        {OPT_COLL_ALLGATHER, 1, nb * r1, nb * r1},
+        {OPT_COLL_ALLTOALL, 1, nb * r1, nb * r1},
+        {OPT_COLL_BROADCAST, 1, me == root ? nb * r1 : 0, me == root ? 0 : nb},
+        {OPT_COLL_SEND, R > 1 ? 2u : 0u, R > 1 ? 2 * nb : 0, 0},
+        {OPT_COLL_RECV, R > 1 ? 2u : 0u, 0, R > 1 ? 2 * nb : 0},
+        {OPT_COLL_BARRIER, 1, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof exp / sizeof exp[0]; i++)
+        T_CHECK(st.calls[exp[i].k] == exp[i].calls && st.sent[exp[i].k] == exp[i].sent && st.recv[exp[i].k] == exp[i].recv,
+                "rank %d: %s: %llu calls, %llu sent, %llu received (expected %llu, %llu, %llu)", rank,
+                opt_coll_names[exp[i].k], (unsigned long long)st.calls[exp[i].k], (unsigned long long)st.sent[exp[i].k],
+                (unsigned long long)st.recv[exp[i].k], (unsigned long long)exp[i].calls, (unsigned long long)exp[i].sent,
+                (unsigned long long)exp[i].recv);
+    be->ops.free(be->ctx, dx);
+    be->ops.free(be->ctx, dy);
+    be->ops.group_free(be->ctx, g);
+    free(x); free(y); free(want);
+    opt_backend_destroy(be);
+}
+
+/* raw emulated NCCL: recv from r - 1, then send to r + 1, on one stream (grouped or not) */
+static void test_p2pcross(void) {
+    T_CHECK(cudaSetDevice(rank) == cudaSuccess, "rank %d: device %d (a device per rank)", rank, rank);
+    for (int grouped = 1; grouped >= 0; grouped--) {
+        ncclUniqueId id;
+        if (rank == 0) T_CHECK(ncclGetUniqueId(&id) == ncclSuccess, "id");
+        MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+        ncclComm_t c = NULL;
+        T_CHECK(ncclCommInitRank(&c, size, id, rank) == ncclSuccess, "ncclCommInitRank");
+        cudaStream_t s;
+        T_CHECK(cudaStreamCreate(&s) == cudaSuccess, "stream");
+        float h[4] = {(float)rank, 1, 2, 3}, r[4] = {0, 0, 0, 0};
+        float *dx = NULL, *dy = NULL;
+        cudaMalloc((void **)&dx, sizeof h);
+        cudaMalloc((void **)&dy, sizeof h);
+        cudaMemcpy(dx, h, sizeof h, cudaMemcpyHostToDevice);
+        if (grouped) T_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+        T_CHECK(ncclRecv(dy, 4, ncclFloat32, (rank + size - 1) % size, c, s) == ncclSuccess, "recv");
+        T_CHECK(ncclSend(dx, 4, ncclFloat32, (rank + 1) % size, c, s) == ncclSuccess, "send");
+        if (grouped) T_CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+        double t0 = now();
+        cudaError_t e = cudaStreamSynchronize(s);
+        if (grouped) {
+            cudaMemcpy(r, dy, sizeof r, cudaMemcpyDeviceToHost);
+            T_CHECK(e == cudaSuccess && r[0] == (float)((rank + size - 1) % size) && r[3] == 3.0f,
+                    "rank %d: grouped recv/send completes (%s, got %g)", rank, cudaGetErrorName(e), r[0]);
+            T_CHECK(ncclGroupEnd() == ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart is invalid usage");
+            cudaFree(dx); cudaFree(dy);
+            cudaStreamDestroy(s);
+            ncclCommDestroy(c);
+        } else { /* a hang on a GPU: the wait times out; the communicator is abandoned */
+            T_CHECK(e != cudaSuccess && now() - t0 >= 1.5, "rank %d: ungrouped recv then send must not complete (%s after "
+                    "%.1f s)", rank, cudaGetErrorName(e), now() - t0);
+            printf("rank %d: ungrouped recv/send: %s after %.1f s (as a GPU hangs)\n", rank, cudaGetErrorName(e), now() - t0);
+            ncclCommAbort(c);
+        }
+    }
+}
+
 static void test_idfail(void) {
     cu_ctx *ctx = NULL;
     cu_comm *c = NULL;
@@ -217,6 +394,11 @@ int main(int argc, char **argv) {
     if (!*mode) {
         test_api();
         test_backend();
+        test_groups();
+    } else if (strcmp(mode, "groups") == 0) {
+        test_groups();
+    } else if (strcmp(mode, "p2pcross") == 0 && size > 1) {
+        test_p2pcross();
     } else if (strcmp(mode, "idfail") == 0) {
         test_idfail();
     } else if (strcmp(mode, "overfull") == 0) {
@@ -224,7 +406,7 @@ int main(int argc, char **argv) {
     } else if (strcmp(mode, "timeout") == 0 && size == 2) {
         test_timeout();
     } else {
-        fprintf(stderr, "usage: [mpirun -n R] %s [idfail|overfull|timeout (2 ranks)]\n", argv[0]);
+        fprintf(stderr, "usage: [mpirun -n R] %s [groups|p2pcross (2+ ranks)|idfail|overfull|timeout (2 ranks)]\n", argv[0]);
         return 2;
     }
     int rc = t_finish();

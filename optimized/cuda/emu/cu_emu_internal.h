@@ -81,6 +81,8 @@ struct stream_obj;
 stream_obj *stream_of(cudaStream_t s);
 /* Adds op to the stream's pending work. */
 void stream_add(stream_obj *s, const pend &op);
+/* The stream's pending work (what a GPU would run before anything enqueued now). */
+std::deque<pend> stream_pending(stream_obj *s);
 /* Waits (polling, CU_EMU_WAIT_TIMEOUT) until the stream's pending work is complete. */
 cudaError_t stream_drain(stream_obj *s, const char *why);
 

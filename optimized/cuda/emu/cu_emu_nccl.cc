@@ -26,10 +26,38 @@ const int P2P_TAG = 0x6e63;
 struct mpi_op : cu_emu::pending_op {
     std::vector<MPI_Request> reqs;
     std::vector<char> staged; /* a copy of the send buffer when it overlaps the receive buffer */
+    uint64_t group = 0;       /* the ncclGroupStart/End section it was issued in (0: none) */
     bool test() override {
         int flag = 0;
         MPI_Testall((int)reqs.size(), reqs.data(), &flag, MPI_STATUSES_IGNORE);
         return flag != 0;
+    }
+};
+/* A send or receive: "blocking for the GPU" (nccl.h), so it starts only when the work its
+ * stream had before it is complete (stream order), except work of its own group section
+ * (fused: they progress together); a send outside a group completes only when the peer's
+ * receive has started (MPI_Issend: the rendezvous). Two ranks that each issue a receive and
+ * then a send to the other, outside a group, therefore wait for each other as on a GPU. */
+struct p2p_op : mpi_op {
+    std::deque<cu_emu::pend> before;
+    bool started = false, is_send = false;
+    void *buf = nullptr;
+    int n = 0, peer = 0;
+    MPI_Datatype mt = MPI_FLOAT;
+    MPI_Comm comm = MPI_COMM_NULL;
+    bool test() override {
+        if (!started) {
+            for (auto &p : before) {
+                if (!p->done && !p->abandoned) p->done = p->test();
+                if (!p->done && !p->abandoned) return false;
+            }
+            before.clear();
+            started = true;
+            if (!is_send) MPI_Irecv(buf, n, mt, peer, P2P_TAG, comm, &reqs[0]);
+            else if (group) MPI_Isend(buf, n, mt, peer, P2P_TAG, comm, &reqs[0]);
+            else MPI_Issend(buf, n, mt, peer, P2P_TAG, comm, &reqs[0]);
+        }
+        return mpi_op::test();
     }
 };
 } // namespace
@@ -184,8 +212,60 @@ ncclResult_t ncclCommUserRank(ncclComm_t c, int *r) {
     *r = c->rank;
     return ncclSuccess;
 }
-ncclResult_t ncclGroupStart(void) { return ncclSuccess; } /* every operation is non-blocking already */
-ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
+/* every operation is non-blocking already: a group only has to be well nested (per thread, as
+ * NCCL's group state) */
+static thread_local int group_depth = 0;
+static thread_local uint64_t group_id = 0, group_next = 0; /* the open section (0: none) */
+ncclResult_t ncclGroupStart(void) {
+    if (group_depth++ == 0) group_id = ++group_next;
+    return ncclSuccess;
+}
+ncclResult_t ncclGroupEnd(void) {
+    if (group_depth == 0) {
+        fprintf(stderr, "cu_emu: ncclGroupEnd without ncclGroupStart\n");
+        return ncclInvalidUsage;
+    }
+    if (--group_depth == 0) group_id = 0;
+    return ncclSuccess;
+}
+
+/* NCCL's ncclCommSplit: collective over the parent; the new communicator's MPI
+ * communicator is MPI_Comm_split of the parent's (same key order, ties by parent rank) */
+ncclResult_t ncclCommSplit(ncclComm_t c, int color, int key, ncclComm_t *out, ncclConfig_t *config) {
+    if (out) *out = NULL;
+    if (!c || c->magic != COMM_MAGIC || !out) {
+        fprintf(stderr, "cu_emu: ncclCommSplit: invalid or aborted communicator\n");
+        return ncclInvalidArgument;
+    }
+    if (config) {
+        fprintf(stderr, "cu_emu: ncclCommSplit: a configuration is not emulated (pass NULL: inherit the parent's)\n");
+        return ncclInvalidArgument;
+    }
+    if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+        fprintf(stderr, "cu_emu: ncclCommSplit: color %d must be >= 0 or NCCL_SPLIT_NOCOLOR\n", color);
+        return ncclInvalidArgument;
+    }
+    if (sticky()) return ncclUnhandledCudaError;
+    if (c->local) {
+        if (color != NCCL_SPLIT_NOCOLOR) *out = new ncclComm{COMM_MAGIC, 0, 1, true, MPI_COMM_NULL, {}, {}};
+        return ncclSuccess;
+    }
+    if (!mpi_ready()) return ncclInvalidUsage;
+    MPI_Comm nc = MPI_COMM_NULL;
+    if (MPI_Comm_split(c->comm, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &nc) != MPI_SUCCESS)
+        return ncclSystemError;
+    if (nc == MPI_COMM_NULL) return ncclSuccess;
+    int sz = 0, me = 0;
+    MPI_Comm_size(nc, &sz);
+    MPI_Comm_rank(nc, &me);
+    ncclComm *n = new ncclComm{COMM_MAGIC, me, sz, sz == 1, nc, {}, {}};
+    if (n->local) { /* one rank: no MPI from here on, as ncclCommInitRank's */
+        MPI_Comm_free(&nc);
+        n->comm = MPI_COMM_NULL;
+    }
+    *out = n;
+    return ncclSuccess;
+}
 
 namespace {
 /* checks common to every collective; sets *so and *mt */
@@ -222,6 +302,26 @@ ncclResult_t post(ncclComm_t c, stream_obj *so, const std::shared_ptr<mpi_op> &o
     if (c->ops.size() > 64) /* forget completed ones */
         for (auto it = c->ops.begin(); it != c->ops.end();) it = it->expired() ? c->ops.erase(it) : it + 1;
     return ncclSuccess;
+}
+/* a send or receive (p2p_op): after the stream's earlier work outside its own group section */
+ncclResult_t post_p2p(ncclComm_t c, stream_obj *so, bool is_send, void *buf, size_t n, MPI_Datatype mt, int peer,
+                      const char *what) {
+    auto o = std::make_shared<p2p_op>();
+    o->reqs.assign(1, MPI_REQUEST_NULL);
+    o->group = group_id;
+    o->is_send = is_send;
+    o->buf = buf;
+    o->n = (int)n;
+    o->mt = mt;
+    o->peer = peer;
+    o->comm = c->comm;
+    for (auto &p : stream_pending(so)) {
+        auto *m = dynamic_cast<mpi_op *>(p.get());
+        if (!(group_id && m && m->group == group_id)) o->before.push_back(p);
+    }
+    ncclResult_t r = post(c, so, o, what);
+    o->test(); /* starts now when nothing is before it */
+    return r;
 }
 /* the runtime view of device range [p, p + bytes) (p itself when empty) */
 bool alias_of(void **out, const void *p, size_t bytes, const char *what) {
@@ -311,10 +411,7 @@ ncclResult_t ncclSend(const void *buf, size_t n, ncclDataType_t t, int peer, ncc
         c->selfq.emplace_back((char *)a, (char *)a + n * esize(t));
         return ncclSuccess;
     }
-    auto o = std::make_shared<mpi_op>();
-    o->reqs.resize(1);
-    MPI_Isend(a, (int)n, mt, peer, P2P_TAG, c->comm, &o->reqs[0]);
-    return post(c, so, o, "ncclSend");
+    return post_p2p(c, so, true, a, n, mt, peer, "ncclSend");
 }
 ncclResult_t ncclRecv(void *buf, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
     stream_obj *so;
@@ -332,8 +429,5 @@ ncclResult_t ncclRecv(void *buf, size_t n, ncclDataType_t t, int peer, ncclComm_
         c->selfq.pop_front();
         return ncclSuccess;
     }
-    auto o = std::make_shared<mpi_op>();
-    o->reqs.resize(1);
-    MPI_Irecv(a, (int)n, mt, peer, P2P_TAG, c->comm, &o->reqs[0]);
-    return post(c, so, o, "ncclRecv");
+    return post_p2p(c, so, false, a, n, mt, peer, "ncclRecv");
 }

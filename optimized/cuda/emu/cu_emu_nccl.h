@@ -8,7 +8,19 @@
 // ncclGetUniqueId makes a random id; ncclCommInitRank(comm, n, id, rank) is collective over
 // MPI_COMM_WORLD (MPI_Comm_split by the id: rank order = NCCL rank), or local when n = 1;
 // like NCCL it fails (ncclInvalidUsage, "Duplicate GPU detected") when two ranks of one
-// node use the same device. Sums follow MPI's reduction order (as NCCL's, not the host
+// node use the same device. ncclCommSplit(comm, color, key, &new, config) is collective over
+// comm (MPI_Comm_split of its MPI communicator): same color = one communicator, ranked by
+// key, ties by the rank in comm; NCCL_SPLIT_NOCOLOR gives NULL; a negative color other
+// than that, or a config that is not NULL, is refused (ncclInvalidArgument; the backend
+// passes NULL: inherit the parent's configuration). ncclGroupStart / ncclGroupEnd nest and
+// are counted (an End without a Start is ncclInvalidUsage, as in NCCL). Collectives start
+// when called. ncclSend / ncclRecv are "blocking for the GPU" (nccl.h): each starts only
+// when the work its stream had before it is complete (the GPU's stream order), except the
+// work of its own ncclGroupStart/End section (fused: they progress together), and a send
+// outside a group completes only when the peer's receive has started (MPI_Issend). So two
+// ranks that each issue a receive and then a send to each other outside a group wait for
+// each other until the stream wait times out (CU_EMU_WAIT_TIMEOUT), as they would hang on
+// a GPU; fused in a group they complete. Sums follow MPI's reduction order (as NCCL's, not the host
 // backend's rank order). Types: f32, f64; operation: sum. CU_EMU_FAULT=ncclGetUniqueId
 // makes ncclGetUniqueId fail (tests of the callers' error paths).
 #ifndef CU_EMU_NCCL_H
@@ -40,11 +52,19 @@ typedef struct {
     char internal[NCCL_UNIQUE_ID_BYTES];
 } ncclUniqueId;
 typedef struct ncclComm *ncclComm_t;
+#define NCCL_SPLIT_NOCOLOR -1
+/* nccl.h's configuration; the emulation accepts only NULL (inherit the parent's) */
+typedef struct {
+    size_t size;
+    unsigned int magic, version;
+    int blocking;
+} ncclConfig_t;
 
 const char *ncclGetErrorString(ncclResult_t r);
 ncclResult_t ncclGetVersion(int *v);
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
 ncclResult_t ncclCommInitRank(ncclComm_t *c, int nranks, ncclUniqueId id, int rank);
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config);
 ncclResult_t ncclCommDestroy(ncclComm_t c);
 ncclResult_t ncclCommAbort(ncclComm_t c);
 ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *r);

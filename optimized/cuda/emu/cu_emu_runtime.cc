@@ -142,6 +142,7 @@ stream_obj *stream_of(cudaStream_t s) {
     return streams.count(o) && o->magic == STREAM_MAGIC ? o : NULL;
 }
 void stream_add(stream_obj *s, const pend &op) { s->q.push_back(op); }
+std::deque<pend> stream_pending(stream_obj *s) { return s->q; }
 
 /* test every pending op; drop the complete and abandoned ones; true when none is left */
 static bool stream_test(std::deque<pend> &q) {
