@@ -70,6 +70,7 @@ static const vec_spec g_specs[] = {
 #define CERT_QN 32.0        /* expected batch size declared by every step vector */
 #define CERT_SAMPLING_Q 0.1 /* sampling vectors: q */
 #define CERT_TRAJ_DPZO_N 256 /* DP-ZO trajectory vectors: directions per step (power against noise reused across steps) */
+#define CERT_TRAJ_DPZO_CDIRS 16 /* ... and the reference directions its C (a median over all K B examples) is taken over */
 #define CERT_TRAJ_EPOCH 10.0 /* trajectory vectors: steps per epoch (dataset_size = CERT_TRAJ_EPOCH qN) */
 #define CERT_AUTO_GAMMA 0.05 /* automatic clipping vectors: gamma (not the 0.01 a plain `automatic` parser default gives) */
 
@@ -344,12 +345,13 @@ static dp_status step_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed
  * K B generated ones, C the median norm (DP-SGD; DP-ZO: the median |loss difference|) over all
  * of them; `dataset_size` = CERT_TRAJ_EPOCH qN, so an epoch is 10 steps (a generator reseeded
  * each epoch repeats within K > 10 steps). A DP-SGD trajectory has a clipping style; a DP-ZO
- * one (no clipping style) has the metadata of a DP-ZO vector with CERT_TRAJ_DPZO_N directions. */
+ * one (no clipping style) has the metadata of a DP-ZO vector with CERT_TRAJ_DPZO_N directions
+ * (its C from CERT_TRAJ_DPZO_CDIRS directions: generating a vector stays cheap). */
 static dp_status traj_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed) {
     vec_spec big = *sp;
     big.b = sp->b * sp->nz;
     const int zo = sp->clipping[0] == '\0';
-    if (zo) big.nz = CERT_TRAJ_DPZO_N;
+    if (zo) big.nz = CERT_TRAJ_DPZO_CDIRS;
     dp_tensor_set all;
     dp_tset_init(&all);
     dp_status st = zo ? dpzo_vector(&all, &big, seed) : step_vector(&all, &big, seed);
@@ -375,6 +377,7 @@ static dp_status traj_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed
         else if (strcmp(k, "lr") != 0) st = dp_tset_set_meta(s, k, all.meta[i].value);
     }
     if (st == DP_OK) st = meta(s, "steps", "%.0f", (double)sp->nz);
+    if (st == DP_OK && zo) st = meta(s, "n_spsa", "%.0f", (double)CERT_TRAJ_DPZO_N);
     if (st == DP_OK) st = meta(s, "dataset_size", "%.0f", CERT_TRAJ_EPOCH * CERT_QN);
     dp_tset_free(&all);
     return st;
