@@ -105,6 +105,33 @@ static dp_status expect_add(expect_list *x, const char *prefix, const char *name
     return DP_OK;
 }
 
+/* docs/certification.md "Outputs of a DP-ZO vector", for batch size B; k >= 0: step k of a
+ * DP-ZO trajectory (names of cert_traj_out_name). */
+static dp_status expect_dpzo(expect_list *x, const dp_tensor_set *v, int64_t B, int k) {
+    double nd = 0;
+    if (!conf_meta_double(v, "n_spsa", &nd) || nd != floor(nd) || nd < 1 || nd > 256)
+        return dp_error(DP_ERR_FORMAT, "dpzo vector: n_spsa must be an integer in [1, 256]");
+    int64_t n = (int64_t)nd, sn[1] = {n}, snb[2] = {n, B};
+    char nm[240], tn[260];
+#define EXPECT_NAME(s) (k < 0 ? (s) : (cert_traj_out_name(tn, sizeof tn, k, (s)), tn))
+    for (size_t i = 0; i < v->n; i++) {
+        const dp_tensor *t = &v->items[i].t;
+        if (strncmp(v->items[i].name, "params.", 7) != 0) continue;
+        if (t->ndim + 1 > DP_MAX_DIMS) return dp_error(DP_ERR_FORMAT, "dpzo vector: %s has too many dimensions", v->items[i].name);
+        int64_t sz[DP_MAX_DIMS] = {n};
+        for (int d = 0; d < t->ndim; d++) sz[d + 1] = t->shape[d];
+        snprintf(nm, sizeof nm, "dpzo.z.%s", v->items[i].name + 7);
+        DP_TRY(expect_add(x, "", EXPECT_NAME(nm), 1, DP_CAND_FLOAT, t->ndim + 1, sz));
+    }
+    DP_TRY(expect_add(x, "", EXPECT_NAME("step.scalar"), 1, DP_CAND_FLOAT, 1, sn));
+    DP_TRY(expect_add(x, "", EXPECT_NAME("step.noise"), 0, DP_CAND_FLOAT, 1, sn));
+    DP_TRY(expect_add(x, "", EXPECT_NAME("per_sample.diff_clipped"), 0, DP_CAND_FLOAT, 2, snb));
+    DP_TRY(expect_add(x, "", EXPECT_NAME("per_sample.loss_plus"), 0, DP_CAND_FLOAT, 2, snb));
+    DP_TRY(expect_add(x, "", EXPECT_NAME("per_sample.loss_minus"), 0, DP_CAND_FLOAT, 2, snb));
+#undef EXPECT_NAME
+    return DP_OK;
+}
+
 /* docs/certification.md "Outputs". */
 static dp_status expectations(expect_list *x, const dp_tensor_set *v) {
     memset(x, 0, sizeof *x);
@@ -114,6 +141,21 @@ static dp_status expectations(expect_list *x, const dp_tensor_set *v) {
         if (!s || dp_tensor_numel(s) != 2) return dp_error(DP_ERR_FORMAT, "sampling vector without sampling.shape [2]");
         int64_t kn[2] = {(int64_t)dp_tensor_get(s, 0), (int64_t)dp_tensor_get(s, 1)};
         return expect_add(x, "", "sampling.mask", 1, DP_CAND_INT, 2, kn);
+    }
+    const char *alg = dp_tset_meta(v, "algorithm");
+    if (kind && strcmp(kind, "trajectory") == 0 && alg && strcmp(alg, "dpzo") == 0) { /* a DP-ZO trajectory */
+        int K = 0;
+        DP_TRY(cert_traj_steps(&K, v));
+        for (int k = 0; k < K; k++) {
+            char bn[48];
+            snprintf(bn, sizeof bn, "batch.%d.x", k);
+            const dp_tensor *bx = dp_tset_find(v, bn);
+            snprintf(bn, sizeof bn, "batch.%d.tokens", k);
+            const dp_tensor *bt = dp_tset_find(v, bn);
+            if (!bx && !bt) return dp_error(DP_ERR_FORMAT, "trajectory vector: step %d has no batch.%d.x or batch.%d.tokens", k, k, k);
+            DP_TRY(expect_dpzo(x, v, bx ? bx->shape[0] : bt->shape[0], k));
+        }
+        return DP_OK;
     }
     if (kind && strcmp(kind, "trajectory") == 0) { /* docs/certification.md "Trajectory vectors" */
         int K = 0;
@@ -136,26 +178,7 @@ static dp_status expectations(expect_list *x, const dp_tensor_set *v) {
     double lr = NAN;
     const char *opt = dp_tset_meta(v, "optimizer");
     int sgd = opt && strcmp(opt, "sgd") == 0 && conf_meta_double(v, "lr", &lr) && lr != 0; /* params_after may replace G */
-    if (kind && strcmp(kind, "dpzo") == 0) { /* docs/certification.md "Outputs of a DP-ZO vector" */
-        double nd = 0;
-        if (!conf_meta_double(v, "n_spsa", &nd) || nd != floor(nd) || nd < 1 || nd > 256)
-            return dp_error(DP_ERR_FORMAT, "dpzo vector: n_spsa must be an integer in [1, 256]");
-        int64_t n = (int64_t)nd, sn[1] = {n}, snb[2] = {n, B};
-        for (size_t i = 0; i < v->n; i++) {
-            const char *nm = v->items[i].name;
-            const dp_tensor *t = &v->items[i].t;
-            if (strncmp(nm, "params.", 7) != 0) continue;
-            if (t->ndim + 1 > DP_MAX_DIMS) return dp_error(DP_ERR_FORMAT, "dpzo vector: %s has too many dimensions", nm);
-            int64_t sz[DP_MAX_DIMS] = {n};
-            for (int d = 0; d < t->ndim; d++) sz[d + 1] = t->shape[d];
-            DP_TRY(expect_add(x, "dpzo.z.", nm + 7, 1, DP_CAND_FLOAT, t->ndim + 1, sz));
-        }
-        DP_TRY(expect_add(x, "", "step.scalar", 1, DP_CAND_FLOAT, 1, sn));
-        DP_TRY(expect_add(x, "", "step.noise", 0, DP_CAND_FLOAT, 1, sn));
-        DP_TRY(expect_add(x, "", "per_sample.diff_clipped", 0, DP_CAND_FLOAT, 2, snb));
-        DP_TRY(expect_add(x, "", "per_sample.loss_plus", 0, DP_CAND_FLOAT, 2, snb));
-        return expect_add(x, "", "per_sample.loss_minus", 0, DP_CAND_FLOAT, 2, snb);
-    }
+    if (kind && strcmp(kind, "dpzo") == 0) return expect_dpzo(x, v, B, -1);
     for (size_t i = 0; i < v->n; i++) {
         const char *nm = v->items[i].name;
         if (strncmp(nm, "params.", 7) != 0) continue;
@@ -448,6 +471,9 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
             st = dp_error(DP_ERR_FORMAT, "vector %s: vector_sha256 does not match its content (tampered?)", names[i]);
         if (st == DP_OK && kind && strcmp(kind, "sampling") == 0) st = cert_eval_sampling(r, bundle, names[i], &v, o);
         else if (st == DP_OK && kind && strcmp(kind, "dpzo") == 0) st = cert_eval_dpzo(r, &dz, bundle, names[i], &v, o);
+        else if (st == DP_OK && kind && strcmp(kind, "trajectory") == 0 && dp_tset_meta(&v, "algorithm") &&
+                 strcmp(dp_tset_meta(&v, "algorithm"), "dpzo") == 0)
+            st = cert_eval_traj_dpzo(r, &dz, bundle, names[i], &v, o);
         else if (st == DP_OK && kind && strcmp(kind, "trajectory") == 0) {
             nstep++;
             st = cert_eval_traj(r, &all, &rep, &fams, bundle, names[i], &v, o);
@@ -531,8 +557,9 @@ dp_status cert_noise_draws(int64_t *n, const char *dir) {
         snprintf(p, sizeof p, "%.3000s/%.1000s.safetensors", dir, names[i]);
         dp_tensor_set v;
         if ((st = dp_st_read(&v, p)) != DP_OK) break;
-        const char *k = dp_tset_meta(&v, "kind");
+        const char *k = dp_tset_meta(&v, "kind"), *alg = dp_tset_meta(&v, "algorithm");
         int steps = 1;
+        if (alg && strcmp(alg, "dpzo") == 0) k = NULL; /* a DP-ZO trajectory: no DP-SGD noise draws */
         if (k && strcmp(k, "trajectory") == 0 && (st = cert_traj_steps(&steps, &v)) != DP_OK) { dp_tset_free(&v); break; }
         for (size_t j = 0; k && (strcmp(k, "step") == 0 || strcmp(k, "trajectory") == 0) && j < v.n; j++)
             if (strncmp(v.items[j].name, "params.", 7) == 0) *n += steps * dp_tensor_numel(&v.items[j].t);

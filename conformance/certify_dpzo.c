@@ -75,8 +75,7 @@ void cert_dpzo_pools_free(cert_dpzo_pools *pl) {
 }
 
 /* The DP-ZO parameters of a vector's metadata. */
-typedef struct { double sigma, clip, phi, qn, den; int n; } dpzo_params;
-static dp_status dpzo_params_read(dpzo_params *q, const dp_tensor_set *v, const char *name) {
+static dp_status dpzo_params_read(cert_dpzo_params *q, const dp_tensor_set *v, const char *name) {
     double nd = 0;
     if (!conf_meta_double(v, "sigma", &q->sigma) || !conf_meta_double(v, "clip", &q->clip) ||
         !conf_meta_double(v, "phi", &q->phi) || !conf_meta_double(v, "expected_batch_size", &q->qn) ||
@@ -97,7 +96,7 @@ static dp_status dpzo_params_read(dpzo_params *q, const dp_tensor_set *v, const 
  * the noise / scalar pair — the candidate's noise with (S_ref + Z) / den when it exports its
  * noise (then the scalar is judged), else the residual and the candidate's own scalar. */
 static dp_status dpzo_export(dp_tensor_set *R, const dp_tensor_set *v, const dp_tensor_set *out, const ref_model *m,
-                             const cert_dpzo_ref *ref, double *const *z, const dpzo_params *q) {
+                             const cert_dpzo_ref *ref, double *const *z, const cert_dpzo_params *q) {
     dp_tset_init(R);
     dp_status st = DP_OK;
     char nm[200], buf[64];
@@ -158,7 +157,7 @@ static dp_status fresh(cert_result *r, char (*dig)[65], int64_t k, const uint8_t
 /* One repeat: directions pooled, reference under them, deterministic checks, residuals. */
 static dp_status eval_repeat(cert_result *r, cert_dpzo_pools *pl, double *zprev, double *wprev, int *have_prev,
                              char (*dz)[65], char (*ds)[65], int64_t k, const ref_model *m, const ref_dataset *d,
-                             const dp_tensor_set *v, const dp_tensor_set *out, const dpzo_params *q, const char *sc) {
+                             const dp_tensor_set *v, const dp_tensor_set *out, const cert_dpzo_params *q, const char *sc) {
     dp_dtype dt;
     const char *dts = dp_tset_meta(out, "dtype");
     if (!cert_parse_dtype(&dt, dts)) return cert_push(r, CERT_FAIL, "declared conventions", sc, "output metadata: dtype must be f64, f32 or bf16");
@@ -244,35 +243,51 @@ static dp_status eval_repeat(cert_result *r, cert_dpzo_pools *pl, double *zprev,
     return st;
 }
 
+void cert_dpzo_track_free(cert_dpzo_track *t) {
+    dp_free(t->z); dp_free(t->w); dp_free(t->dz); dp_free(t->ds);
+    ref_model_free(&t->m);
+    ref_dataset_free(&t->d);
+    memset(t, 0, sizeof *t);
+}
+
+dp_status cert_dpzo_track_init(cert_dpzo_track *t, const dp_tensor_set *v, const char *name, int64_t repeats) {
+    memset(t, 0, sizeof *t);
+    ref_model_config mc;
+    DP_TRY(dpzo_params_read(&t->q, v, name));
+    DP_TRY(cert_vector_model(&mc, v));
+    int64_t B = 0;
+    dp_status st = cert_vector_load(&t->m, &t->d, &B, &mc, v);
+    for (int p = 0; st == DP_OK && p < t->m.nparams; p++) t->nz += t->q.n * t->m.params[p].numel;
+    if (st == DP_OK) {
+        t->z = dp_malloc((size_t)(t->nz + 1) * sizeof *t->z);
+        t->w = dp_malloc((size_t)t->q.n * sizeof *t->w);
+        t->dz = dp_calloc((size_t)repeats, sizeof *t->dz);
+        t->ds = dp_calloc((size_t)repeats, sizeof *t->ds);
+        if (!t->z || !t->w || !t->dz || !t->ds) st = DP_ERR_NOMEM;
+    }
+    if (st != DP_OK) cert_dpzo_track_free(t);
+    return st;
+}
+
+dp_status cert_dpzo_track_repeat(cert_result *r, cert_dpzo_pools *pl, cert_dpzo_track *t, int64_t k,
+                                 const dp_tensor_set *v, const dp_tensor_set *out, const char *sc) {
+    return eval_repeat(r, pl, t->z, t->w, &t->valid, t->dz, t->ds, k, &t->m, &t->d, v, out, &t->q, sc);
+}
+
 dp_status cert_eval_dpzo(cert_result *r, cert_dpzo_pools *pl, const char *bundle, const char *name,
                          const dp_tensor_set *v, const cert_opts *o) {
-    dpzo_params q;
-    ref_model_config mc;
-    DP_TRY(dpzo_params_read(&q, v, name));
-    DP_TRY(cert_vector_model(&mc, v));
-    ref_model m;
-    ref_dataset d;
-    memset(&m, 0, sizeof m);
-    memset(&d, 0, sizeof d);
-    int64_t B = 0, tot = 0;
-    dp_status st = cert_vector_load(&m, &d, &B, &mc, v);
-    for (int p = 0; st == DP_OK && p < m.nparams; p++) tot += m.params[p].numel;
-    double *zprev = st == DP_OK ? dp_malloc((size_t)(tot * q.n + 1) * sizeof *zprev) : NULL;
-    double *wprev = st == DP_OK ? dp_malloc((size_t)q.n * sizeof *wprev) : NULL;
-    char (*dz)[65] = dp_calloc((size_t)o->repeats, sizeof *dz), (*ds)[65] = dp_calloc((size_t)o->repeats, sizeof *ds);
-    if (st == DP_OK && (!zprev || !wprev || !dz || !ds)) st = DP_ERR_NOMEM;
+    cert_dpzo_track t;
+    DP_TRY(cert_dpzo_track_init(&t, v, name, o->repeats));
     pl->vectors++;
-    int have_prev = 0;
+    dp_status st = DP_OK;
     for (int64_t k = 1; k <= o->repeats && st == DP_OK; k++) {
         char sc[160];
         dp_tensor_set out;
-        if (!cert_read_repeat(r, &st, &out, sc, sizeof sc, bundle, name, k, v)) { have_prev = 0; continue; }
-        st = eval_repeat(r, pl, zprev, wprev, &have_prev, dz, ds, k, &m, &d, v, &out, &q, sc);
+        if (!cert_read_repeat(r, &st, &out, sc, sizeof sc, bundle, name, k, v)) { t.valid = 0; continue; }
+        st = cert_dpzo_track_repeat(r, pl, &t, k, v, &out, sc);
         dp_tset_free(&out);
     }
-    dp_free(zprev); dp_free(wprev); dp_free(dz); dp_free(ds);
-    ref_model_free(&m);
-    ref_dataset_free(&d);
+    cert_dpzo_track_free(&t);
     return st;
 }
 

@@ -61,6 +61,9 @@ dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_
                          const cert_opts *o);
 /* Trajectory vectors (certify_traj.c). */
 dp_status cert_traj_steps(int *K, const dp_tensor_set *v);
+/* The name in a trajectory's output of step k's output nm (a step or DP-ZO vector's output
+ * name): "step.X" becomes "step.<k>.X", any other name N "step.<k>.N". */
+void cert_traj_out_name(char *buf, size_t len, int k, const char *nm);
 dp_status cert_eval_traj(cert_result *r, cert_pool *all, cert_pool *rep, cert_noise_fams *fams, const char *bundle,
                          const char *name, const dp_tensor_set *v, const cert_opts *o);
 dp_status cert_sampling_power(cert_result *r, const char *name, int64_t K, int64_t N, double q, double alpha);
@@ -104,6 +107,28 @@ typedef struct {
 } cert_dpzo_pools;
 dp_status cert_eval_dpzo(cert_result *r, cert_dpzo_pools *pl, const char *bundle, const char *name,
                          const dp_tensor_set *v, const cert_opts *o);
+/* One DP-ZO vector, or one step of a DP-ZO trajectory, followed across repeats: after each
+ * cert_dpzo_track_repeat, valid says whether z (the repeat's directions, parameter after
+ * parameter, each [n, numel]; nz elements) and w (its standardized scalar noise [n]) hold that
+ * repeat's values (readable and finite); the next repeat is paired with them. */
+typedef struct { double sigma, clip, phi, qn, den; int n; } cert_dpzo_params;
+typedef struct {
+    cert_dpzo_params q;
+    ref_model m;
+    ref_dataset d;
+    int64_t nz;
+    double *z, *w;
+    int valid;
+    char (*dz)[65], (*ds)[65]; /* digests of each repeat's directions and scalars (freshness) */
+} cert_dpzo_track;
+dp_status cert_dpzo_track_init(cert_dpzo_track *t, const dp_tensor_set *v, const char *name, int64_t repeats);
+dp_status cert_dpzo_track_repeat(cert_result *r, cert_dpzo_pools *pl, cert_dpzo_track *t, int64_t k,
+                                 const dp_tensor_set *v, const dp_tensor_set *out, const char *sc);
+void cert_dpzo_track_free(cert_dpzo_track *t);
+/* DP-ZO trajectory vectors (certify_traj.c): each step judged like a DP-ZO vector (pooled into
+ * pl), and the steps' directions and scalar noise tested against each other. */
+dp_status cert_eval_traj_dpzo(cert_result *r, cert_dpzo_pools *pl, const char *bundle, const char *name,
+                              const dp_tensor_set *v, const cert_opts *o);
 /* The pooled DP-ZO tests (nothing when no DP-ZO vector was evaluated). */
 dp_status cert_dpzo_finish(cert_result *r, const cert_dpzo_pools *pl, const cert_opts *o);
 void cert_dpzo_pools_free(cert_dpzo_pools *pl);

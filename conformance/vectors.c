@@ -23,7 +23,10 @@ enum { S_CI = 1, S_CERT = 2 };
  * the input), "llama" (the default tiny llama with T = 8). Sampling vectors: B = N, nz = K (the
  * steps), q of the define below: sized so that every sampling test's acceptance region is
  * non-vacuous and a rate 1.1 q is caught (docs/certification.md "Sampling"). DP-ZO vectors:
- * nz = n, the directions per step. Trajectory vectors: B per step, nz = K steps. */
+ * nz = n, the directions per step. Trajectory vectors: B per step, nz = K steps; a trajectory
+ * without a clipping style is a DP-ZO one (CERT_TRAJ_DPZO_N directions per step). Group
+ * clipping ("group"): one group per layer (weight and bias), each threshold the median of its
+ * group norms over the batch. New vectors go last: a vector's public seed is its row. */
 #define CERT_VECTORS(X)                                                                       \
     X("step-mlp-flat-abadi", S_CI | S_CERT, VK_STEP, "mlp", 32, "flat", "abadi", SP_NONE, 1.0, 0) \
     X("step-mlp-perlayer-abadi", S_CI | S_CERT, VK_STEP, "mlp", 32, "per-layer", "abadi", SP_NONE, 1.0, 0) \
@@ -41,7 +44,9 @@ enum { S_CI = 1, S_CERT = 2 };
     X("dpzo-mlp-nonfinite", S_CI | S_CERT, VK_DPZO, "mlp", 16, "", "", SP_NONFINITE, 0.8, 64)     \
     X("dpzo-llama", S_CERT, VK_DPZO, "llama", 4, "", "", SP_NONE, 1.0, 16)                       \
     X("sampling-ci", S_CI, VK_SAMPLING, "", 400, "", "", SP_NONE, 0, 250)                        \
-    X("sampling-certify", S_CERT, VK_SAMPLING, "", 800, "", "", SP_NONE, 0, 300)
+    X("sampling-certify", S_CERT, VK_SAMPLING, "", 800, "", "", SP_NONE, 0, 300)                \
+    X("step-mlp-group-abadi", S_CI | S_CERT, VK_STEP, "mlp", 32, "group", "abadi", SP_NONE, 1.0, 0) \
+    X("dpzo-traj-lin", S_CI | S_CERT, VK_TRAJ, "lin", 8, "", "", SP_NONE, 1.0, 12)
 
 typedef struct {
     const char *name;
@@ -64,6 +69,9 @@ static const vec_spec g_specs[] = {
 #define CERT_DPZO_PHI 1e-3  /* DP-ZO vectors: the perturbation scale phi */
 #define CERT_QN 32.0        /* expected batch size declared by every step vector */
 #define CERT_SAMPLING_Q 0.1 /* sampling vectors: q */
+#define CERT_TRAJ_DPZO_N 256 /* DP-ZO trajectory vectors: directions per step (power against noise reused across steps) */
+#define CERT_TRAJ_DPZO_CDIRS 16 /* ... and the reference directions its C (a median over all K B examples) is taken over */
+#define CERT_TRAJ_EPOCH 10.0 /* trajectory vectors: steps per epoch (dataset_size = CERT_TRAJ_EPOCH qN) */
 #define CERT_AUTO_GAMMA 0.05 /* automatic clipping vectors: gamma (not the 0.01 a plain `automatic` parser default gives) */
 
 static int cmp_double(const void *a, const void *b) {
@@ -229,6 +237,34 @@ static dp_status dpzo_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed
     return st;
 }
 
+/* Group clipping (docs/certification.md "Vectors"): metadata `groups`, the spec of
+ * docs/dpsgd.md "Clipping groups" with one group per layer of the mlp ("layers.i" =
+ * layers.i.weight and layers.i.bias). r == NULL: the draft (every threshold 1); else each
+ * threshold is the median of its group's finite norms over the batch (r's B examples), so
+ * about half of every group is clipped, with thresholds that differ from group to group. */
+static dp_status group_spec(dp_tensor_set *s, const ref_model_config *mc, const cert_vecref *r, int64_t B) {
+    char spec[DP_MAX_SPEC];
+    size_t len = 0;
+    const int L = mc->nhidden + 1;
+    if (mc->kind != REF_MLP) return dp_error(DP_ERR_INTERNAL, "group clipping vectors: mlp only");
+    double *nv = dp_malloc((size_t)(B > 0 ? B : 1) * sizeof *nv);
+    if (!nv) return DP_ERR_NOMEM;
+    for (int l = 0; l < L && len < sizeof spec; l++) {
+        double R = 1.0;
+        int64_t k = 0;
+        for (int64_t i = 0; r && l < r->G && i < B; i++)
+            if (isfinite(r->gnorm[i * r->G + l])) nv[k++] = r->gnorm[i * r->G + l];
+        if (k) {
+            qsort(nv, (size_t)k, sizeof *nv, cmp_double);
+            R = nv[k / 2];
+        }
+        len += (size_t)snprintf(spec + len, sizeof spec - len, "%slayers.%d=layers.%d.*:%.17g", l ? ";" : "", l, l, R);
+    }
+    dp_free(nv);
+    if (len >= sizeof spec) return dp_error(DP_ERR_INTERNAL, "group clipping spec too long");
+    return dp_tset_set_meta(s, "groups", spec);
+}
+
 /* The draft vector (clip not final), its reference norms, then the final clip and specials. */
 static dp_status step_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed) {
     ref_model_config mc;
@@ -242,6 +278,7 @@ static dp_status step_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed
     if (st == DP_OK) st = dp_tset_set_meta(s, "clip_fn", sp->clip_fn);
     if (st == DP_OK && strcmp(sp->clip_fn, "automatic") == 0) st = meta(s, "gamma", "%.15g", CERT_AUTO_GAMMA);
     if (st == DP_OK) st = meta(s, "clip", "%.17g", 1.0);
+    if (st == DP_OK && strcmp(sp->clipping, "group") == 0) st = group_spec(s, &mc, NULL, 0); /* draft thresholds */
     if (st == DP_OK) st = meta(s, "sigma", "%.17g", sp->sigma);
     if (st == DP_OK) st = meta(s, "expected_batch_size", "%.17g", CERT_QN);
     if (st == DP_OK) st = dp_tset_set_meta(s, "optimizer", "sgd"); /* params_after = params - lr G may replace G */
@@ -272,7 +309,9 @@ static dp_status step_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed
             }
         }
         dp_free(nv);
+        dp_status sg = strcmp(sp->clipping, "group") == 0 ? group_spec(s, &mc, &r, B) : DP_OK;
         cert_vecref_free(&r);
+        DP_TRY(sg);
         DP_TRY(meta(s, "clip", "%.17g", C));
     }
     /* groups and their thresholds, as the reference resolves them */
@@ -303,14 +342,19 @@ static dp_status step_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed
 
 /* A trajectory vector (docs/certification.md "Trajectory vectors"): K consecutive steps of one
  * training run at fixed parameters (optimizer none), batch k = examples k B .. (k + 1) B - 1 of
- * K B generated ones, C the median norm over all of them; `dataset_size` = 10 B, so an epoch is
- * 10 steps (a generator reseeded each epoch repeats within the K = 16 steps). */
+ * K B generated ones, C the median norm (DP-SGD; DP-ZO: the median |loss difference|) over all
+ * of them; `dataset_size` = CERT_TRAJ_EPOCH qN, so an epoch is 10 steps (a generator reseeded
+ * each epoch repeats within K > 10 steps). A DP-SGD trajectory has a clipping style; a DP-ZO
+ * one (no clipping style) has the metadata of a DP-ZO vector with CERT_TRAJ_DPZO_N directions
+ * (its C from CERT_TRAJ_DPZO_CDIRS directions: generating a vector stays cheap). */
 static dp_status traj_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed) {
     vec_spec big = *sp;
     big.b = sp->b * sp->nz;
+    const int zo = sp->clipping[0] == '\0';
+    if (zo) big.nz = CERT_TRAJ_DPZO_CDIRS;
     dp_tensor_set all;
     dp_tset_init(&all);
-    dp_status st = step_vector(&all, &big, seed);
+    dp_status st = zo ? dpzo_vector(&all, &big, seed) : step_vector(&all, &big, seed);
     for (size_t i = 0; i < all.n && st == DP_OK; i++) {
         const char *nm = all.items[i].name;
         const dp_tensor *t = &all.items[i].t;
@@ -333,7 +377,8 @@ static dp_status traj_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed
         else if (strcmp(k, "lr") != 0) st = dp_tset_set_meta(s, k, all.meta[i].value);
     }
     if (st == DP_OK) st = meta(s, "steps", "%.0f", (double)sp->nz);
-    if (st == DP_OK) st = meta(s, "dataset_size", "%.0f", 10.0 * (double)sp->b);
+    if (st == DP_OK && zo) st = meta(s, "n_spsa", "%.0f", (double)CERT_TRAJ_DPZO_N);
+    if (st == DP_OK) st = meta(s, "dataset_size", "%.0f", CERT_TRAJ_EPOCH * CERT_QN);
     dp_tset_free(&all);
     return st;
 }

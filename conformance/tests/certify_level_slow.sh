@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # conformance/tests/certify_level_slow.sh — the certify level's power claim end to end
 # (docs/certification.md "Levels"): `dpcert certify --suite certify` restricted with --filter
-# to the mlp DP-SGD step vectors (9 vectors, 15 610 noise draws per repeat; certify then
-# raises the repeats to 4, n = 62 440, so that the variance test's guaranteed power against
-# noise std 0.97 of the claim is >= 0.999 at alpha 1e-9: 0.99977). A planted candidate whose
+# to the mlp DP-SGD step vectors (10 vectors, 17 540 noise draws per repeat; certify then
+# raises the repeats to 4, n = 70 160, so that the variance test's guaranteed power against
+# noise std 0.97 of the claim is >= 0.999 at alpha 1e-9: 0.999992). A planted candidate whose
 # noise std is 0.97 of the claim must be FAILED by a noise check; the correct candidate must
 # not be FAILED (its filtered run is INCOMPLETE, by coverage only). About 30-60 s.
 # Skipped (77) without python3 + numpy (Debian: python3-numpy).
@@ -21,7 +21,7 @@ print("power lower bounds:", p)
 k = [v for k, v in p.items() if "0.97" in k]
 assert k and min(k) >= 0.999, "power against std 0.97 below 0.999"
 pooled = [c for c in r["checks"] if c["check"] == "noise variance" and c["scope"].startswith("all")]
-assert pooled and pooled[0]["status"] == "FAIL" and pooled[0]["n"] == 62440, pooled
+assert pooled and pooled[0]["status"] == "FAIL" and pooled[0]["n"] == 70160, pooled
 PYEOF
 run 1 "correct candidate, certify level" $D certify --candidate "$PY $CAND" --suite certify --filter "$F" --report good
 expect "^verdict: INCOMPLETE -- coverage" "correct candidate: INCOMPLETE only because of the filter"

@@ -12,7 +12,9 @@
 #   peers-venv-jax  jax[cpu], optax, jax-privacy 2.x
 #   peers-venv-tf   tensorflow-privacy 0.9.0 with tensorflow 2.15
 # PART: any of io certify accountants mia (default all). PEERS_RUNS=REGEX keeps the certify
-# runs whose name matches. Every run's verdict is compared with the expected one (below);
+# runs whose name matches. Every run serves its requests from one candidate process
+# (--candidate-mode persistent: the library's imports once per run, not once per call);
+# PEERS_MODE=one-call runs them the old way. Every run's verdict is compared with the expected one (below);
 # results: BUILD/peers/verdicts.tsv, the bundles under BUILD/peers/<run>/.
 set -u
 BUILD=${1:-build}; shift || true
@@ -62,8 +64,8 @@ fi
 FULL="--suite certify --scope dpsgd"
 KEY='^step-(mlp-flat-abadi|llama-flat-abadi|mlp-perlayer-abadi|mlp-empty|mlp-batch1)$'
 RUNS=(
-  "opacus-hooks@$TORCH@$AD/examples/opacus_candidate.py --mode hooks --nonfinite drop@$FULL@^verdict: CERTIFIED \(scope dpsgd\)"
-  "opacus-functorch@$TORCH@$AD/examples/opacus_candidate.py --mode functorch --nonfinite drop@$FULL@^verdict: CERTIFIED \(scope dpsgd\)"
+  "opacus-hooks@$TORCH@$AD/examples/opacus_candidate.py --mode hooks --nonfinite drop@$FULL@^verdict: INCOMPLETE \(scope dpsgd\) -- candidate output \[step-mlp-group-abadi r1\]: MISSING"
+  "opacus-functorch@$TORCH@$AD/examples/opacus_candidate.py --mode functorch --nonfinite drop@$FULL@^verdict: INCOMPLETE \(scope dpsgd\) -- candidate output \[step-mlp-group-abadi r1\]: MISSING"
   "jax-privacy@$JAX@$AD/examples/jax_privacy_candidate.py@$FULL@^verdict: INCOMPLETE \\(scope dpsgd\\) -- candidate output \\[step-(llama|mlp)-perlayer-abadi"
   "opacus-ghost@$TORCH@$AD/examples/opacus_candidate.py --mode ghost --nonfinite drop@--suite certify --filter $KEY@^verdict: INCOMPLETE@^INCOMPLETE candidate output \\[step-mlp-perlayer-abadi r1\\]: MISSING"
   "opacus-ew@$TORCH@$AD/examples/opacus_candidate.py --mode ew --nonfinite drop@--suite certify --filter $KEY@^verdict: INCOMPLETE@^INCOMPLETE candidate output \\[step-llama-flat-abadi r1\\]: MISSING"
@@ -77,16 +79,18 @@ RUNS=(
 if [[ " $PARTS " == *" certify "* ]]; then
   need_torch && need_jax && need_tf || exit 1
   # a PEERS_RUNS subset adds its rows to the table of the earlier runs
-  [ -n "${PEERS_RUNS:-}" ] && [ -f "$OUT/verdicts.tsv" ] || printf 'run\tverdict\tcandidate\n' > "$OUT/verdicts.tsv"
+  [ -n "${PEERS_RUNS:-}" ] && [ -f "$OUT/verdicts.tsv" ] || printf 'run\tverdict\tcandidate\tseconds\n' > "$OUT/verdicts.tsv"
   for r in "${RUNS[@]}"; do
     IFS='@' read -r name env cmd args expect also <<< "$r"
     [ -n "${PEERS_RUNS:-}" ] && ! [[ $name =~ $PEERS_RUNS ]] && continue
     [ "${PEERS_FULL:-0}" = 1 ] && args=$FULL
     rm -rf "${OUT:?}/$name"
+    t0=$(date +%s)
     # shellcheck disable=SC2086
-    "$D" certify --candidate "$env/bin/python $cmd" $args --timeout 900 --report "$OUT/$name" > "$OUT/$name.txt" 2>&1
+    "$D" certify --candidate "$env/bin/python $cmd" --candidate-mode "${PEERS_MODE:-persistent}" $args --timeout 900 \
+      --report "$OUT/$name" > "$OUT/$name.txt" 2>&1
     line=$(grep '^verdict:' "$OUT/$name.txt" | head -1)
-    printf '%s\t%s\t%s\n' "$name" "${line:-no verdict}" "$cmd" >> "$OUT/verdicts.tsv"
+    printf '%s\t%s\t%s\t%s\n' "$name" "${line:-no verdict}" "$cmd" "$(( $(date +%s) - t0 ))" >> "$OUT/verdicts.tsv"
     if [[ $line =~ $expect ]] && { [ -z "$also" ] || grep -Eq "$also" "$OUT/$name.txt"; }; then
       echo "peers: ok: $name: ${line:0:220}${also:+ (and /$also/)}"
     else echo "peers: FAIL: $name: expected /$expect/, got: ${line:-no verdict (see $OUT/$name.txt)}"; fail=1; fi

@@ -20,10 +20,13 @@ The same script serves both modes:
 
 Trajectory vectors (kind `trajectory`, K consecutive training steps of one run) are served
 here for every candidate: `run` writes the K step vectors (the trajectory's parameters and
-batch k, kind `step`) to a temporary folder, calls `handle` on them in order, in this one
-process, and writes the K private gradients as `step.<k>.private_grad.<name>` to OUT. A
-candidate whose randomness does not move on from step to step (noise drawn once and reused,
-a generator reseeded each epoch) shows it there.
+batch k, kind `step`, or kind `dpzo` when the trajectory's algorithm is `dpzo`) to a temporary
+folder, calls `handle` on them in order, in this one process, and writes step k's outputs to
+OUT under the trajectory's names: DP-SGD, the private gradients as
+`step.<k>.private_grad.<name>`; DP-ZO, every output, `step.X` as `step.<k>.X` and any other
+name N as `step.<k>.N` (`step.<k>.scalar`, `step.<k>.dpzo.z.<name>`, ...). A candidate whose
+randomness does not move on from step to step (noise drawn once and reused, a generator
+reseeded each epoch) shows it there.
 """
 import os
 import shutil
@@ -39,7 +42,8 @@ def _trajectory(handle, in_path, out_path):
     K = int(meta["steps"])
     params = {k: v for k, v in tensors.items() if k.startswith("params.")}
     base = {k: v for k, v in meta.items() if k not in ("steps", "vector_sha256")}
-    base["kind"] = "step"
+    zo = meta.get("algorithm") == "dpzo"
+    base["kind"] = "dpzo" if zo else "step"
     res, out_meta = {}, {}
     tmp = tempfile.mkdtemp(prefix="dpcert-trajectory-")
     try:
@@ -53,7 +57,9 @@ def _trajectory(handle, in_path, out_path):
             handle(sin, sout)
             o, om = load_file(sout)
             for n, v in o.items():
-                if n.startswith("step.private_grad."):
+                if zo:
+                    res[f"step.{k}." + (n[len("step."):] if n.startswith("step.") else n)] = v
+                elif n.startswith("step.private_grad."):
                     res[f"step.{k}.private_grad." + n[len("step.private_grad."):]] = v
             if k == 0:
                 out_meta = {x: om[x] for x in ("dtype", "clip_fn", "candidate") if x in om}

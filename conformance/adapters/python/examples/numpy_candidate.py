@@ -21,8 +21,11 @@ seed drawn once per process: noise and batches repeat), shuffle (fixed-size batc
 shuffled epoch), fixed-size (round(qN) examples without replacement each step), correlated
 (examples 2j and 2j+1 always together), fixed-sampling-seed (the same masks every run),
 wrong-q:F (rate F q), fixed-dirs (DP-ZO: the same directions every run), no-drop (DP-ZO: a
-non-finite loss difference counted as +C; no-noise and noise-scale:F also apply to DP-ZO
-scalars).
+non-finite loss difference counted as +C; no-noise, noise-scale:F, same-noise-steps and
+reseed-epoch also apply to DP-ZO: its scalar noise, its directions), group-thresh-total (group
+clipping: every group clipped at C_total instead of its own threshold R_m: the sensitivity is
+sqrt(groups) times the claim), group-noise-own-r (group clipping: each group's noise std
+sigma R_m instead of sigma C_total).
 """
 import argparse
 import os
@@ -106,6 +109,8 @@ def step(v, out, mutant, rng, params_after=False):
     cf = {}
     for g in groups:
         R, nr = th[g], gnorm[g]
+        if mutant == "group-thresh-total":  # every group clipped at C_total instead of its own R_m
+            R = v.c_total
         with np.errstate(all="ignore"):
             if fn == "automatic":
                 c = R / (nr + float(v.meta["gamma"]))
@@ -135,6 +140,8 @@ def step(v, out, mutant, rng, params_after=False):
     rng = STATE.step_rng(rng, v)
     for n in names:
         sc = 0.0 if (mutant == "no-noise-1d" and v.params[n].ndim == 1) else scale
+        if mutant == "group-noise-own-r":  # each group's noise sized by its own threshold: sigma R_m, not sigma C_total
+            sc = v.sigma * th[pg[n]]
         z = sc * STATE.normal(rng, n, v.params[n].shape, mutant)
         res[f"step.noise.{n}"] = z
         res[f"step.clipped_sum.{n}"] = sums[n]
@@ -163,6 +170,7 @@ def dpzo(v, out, mutant, rng):
     dropped), S_j + N(0, n sigma^2 C^2), divided by qN 2 phi."""
     losses = numpy_llama.per_example if v.meta.get("model") == "llama" else mlp_per_example
     n, phi, C, sigma, qn = int(v.num("n_spsa")), v.num("phi"), v.clip, v.sigma, v.expected_batch_size
+    rng = STATE.step_rng(rng, v)  # reseed-epoch: directions and noise repeat every epoch
     # directions: fresh (not secret); the fixed-dirs mutant reuses the same ones every run
     zrng = np.random.default_rng(777) if mutant == "fixed-dirs" else rng
     names = list(v.params.keys())
@@ -181,7 +189,7 @@ def dpzo(v, out, mutant, rng):
         scale = 0.0
     elif mutant.startswith("noise-scale:"):
         scale *= float(mutant.split(":", 1)[1])
-    Z = scale * rng.standard_normal(n)
+    Z = scale * STATE.normal(rng, "dpzo.noise", (n,), mutant)  # same-noise-steps: drawn once, reused
     res = {f"dpzo.z.{k}": z[k] for k in names}
     res["step.scalar"] = (S + Z) / ((qn * 2.0) * phi)
     res["step.noise"] = Z

@@ -20,7 +20,9 @@ abadi instead, which certify must reject in f64). Exported: the private gradient
 losses and, where Opacus exposes them (`p.summed_grad`, `p.grad_sample`: not in ghost mode),
 its clipped sums, the noise it added (qN G - S) and the per-example norms and factors as it
 forms them. Ghost clipping offers flat clipping only (make_private refuses per_layer): on
-per-layer vectors nothing but the losses is written (INCOMPLETE).
+per-layer vectors nothing but the losses is written (INCOMPLETE). Opacus's per-layer clipping
+is per parameter tensor: on a group-clipping vector whose groups hold several tensors
+(step-mlp-group-abadi) nothing but the losses is written either (INCOMPLETE).
 
 `--nonfinite library` (default): Opacus gets the batch as it is (a NaN example makes its clip
 factor NaN, optimizer.py's `.clamp(max=1.0)` keeps it, and every sum is NaN); `drop`: the
@@ -99,13 +101,19 @@ def step(v, out, a):
                          "per_layer); no private gradient written\n")
         write_output(out, res, meta)
         return
+    pg, th = v.groups()
+    if clipping == "per_layer" and len(set(pg.values())) != len(pg):
+        sys.stderr.write("opacus_candidate: Opacus's per-layer clipping clips each parameter tensor on its own "
+                         "(DPPerLayerOptimizer, one max_grad_norm per parameter); a clipping group of several tensors "
+                         "is not available; no private gradient written\n")
+        write_output(out, res, meta)
+        return
     kw = {"loss_reduction": "mean", "batch_first": True}
     if mode == "ghost":
         kw.update(max_grad_norm=v.clip, use_ghost_clipping=True)
     gsm = prepare_module(model, mode, **kw)
     params = [p for p in gsm.parameters() if p.requires_grad]
     names = [dpcert_name(n[len("_module."):] if n.startswith("_module.") else n) for n, _ in gsm.named_parameters()]
-    pg, th = v.groups()
     max_norm = v.clip if clipping == "flat" else [th[pg[n]] for n in names]
     opt = get_optimizer_class(clipping, False, mode)(torch.optim.SGD(params, lr=0.0), noise_multiplier=v.sigma,
                                                      max_grad_norm=max_norm, expected_batch_size=int(round(qn)),
