@@ -93,6 +93,10 @@ typedef struct cu_comm cu_comm;    /* NCCL communicator (see the NCCL section of
     /* f32 <-> bf16 conversion on the device (round to nearest even, as common/tensor.h). */                         \
     X_STATUS(cu_f32_to_bf16, (cu_ctx *ctx, uint16_t *out, const float *in, int64_t n))                               \
     X_STATUS(cu_bf16_to_f32, (cu_ctx *ctx, float *out, const uint16_t *in, int64_t n))                               \
+    /* The backend operation half_convert (optimized/backend.h, cu_prec.cu): f32 <-> bf16 / fp16,                   \
+     * half 0 bf16, 1 fp16; mode 0 round (f32 -> f32, in place allowed; counts host [2] += overflowed,               \
+     * underflowed, may be NULL), 1 encode (f32 -> 2-byte), 2 decode (2-byte -> f32). */                             \
+    X_STATUS(cu_half_convert, (cu_ctx *ctx, void *y, uint64_t *counts, const void *x, int half, int mode, int64_t n)) \
                                                                                                                      \
     /* ---------------- GEMMs (cuBLAS / cuBLASLt) ----------------                                                   \
      * C[M,N] = alpha * op(A) op(B) + beta * C, row-major, f32 accumulation.                                         \

@@ -115,6 +115,11 @@ static dp_status cb_download_f64(void *ctx, double *dst, const void *src, int64_
     return st;
 }
 
+static dp_status cb_half_convert(void *ctx, void *y, uint64_t *counts, const void *x, int half, int mode, int64_t n) {
+    if (CB(ctx)->f64) return dp_error(DP_ERR_INVALID, "cuda half_convert: needs an f32 backend");
+    return cu_half_convert(CB(ctx)->cu, y, counts, x, half, mode, n); /* cu_prec.cu */
+}
+
 /* ---------------- dense linear algebra ---------------- */
 /* gemm with K = 0 and beta != 0: C[i] = alpha * 0 + beta * C[i] (two roundings, as the host) */
 template <typename R> __global__ void k_gemm_k0(R *C, R alpha, R beta, int64_t n) {
@@ -918,6 +923,7 @@ extern "C" dp_status opt_backend_cuda_create(opt_backend *be, const opt_backend_
     opt_backend_ops *o = &be->ops;
     o->alloc = cb_alloc; o->free = cb_free; o->to_device = cb_to_device; o->to_host = cb_to_host;
     o->copy = cb_copy; o->zero = cb_zero; o->upload_f64 = cb_upload_f64; o->download_f64 = cb_download_f64;
+    o->half_convert = cb_half_convert;
     o->gemm = cb_gemm; o->add_bias = cb_add_bias; o->sum_rows = cb_sum_rows; o->axpby = cb_axpby; o->add = cb_add;
     o->div_scalar = cb_div_scalar;
     o->tanh_fwd = cb_tanh_fwd; o->tanh_bwd = cb_tanh_bwd; o->silu_fwd = cb_silu_fwd; o->silu_bwd = cb_silu_bwd;

@@ -1,6 +1,5 @@
 // optimized/cuda/cu_runtime.cu — devices, the context (streams, cuBLAS/cuBLASLt
-// handles, workspace, scratch), memory, events and dtype conversions.
-#include <cuda_bf16.h>
+// handles, workspace, scratch), memory and events (the dtype conversions: cu_prec.cu).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,28 +243,4 @@ extern "C" dp_status cu_compute_wait_comm(cu_ctx *ctx) {
     return DP_OK;
 }
 
-/* ---- conversions: grid-stride, one element per thread per iteration ---- */
-__global__ void cu_k_f32_to_bf16(uint16_t *out, const float *in, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        __nv_bfloat16 h = __float2bfloat16_rn(in[i]);
-        out[i] = *reinterpret_cast<uint16_t *>(&h);
-    }
-}
-__global__ void cu_k_bf16_to_f32(float *out, const uint16_t *in, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        out[i] = __uint_as_float((uint32_t)in[i] << 16);
-}
-extern "C" dp_status cu_f32_to_bf16(cu_ctx *ctx, uint16_t *out, const float *in, int64_t n) {
-    CU_ARG(n >= 0, "cu_f32_to_bf16: negative size %lld", (long long)n);
-    if (n == 0) return DP_OK;
-    cu_k_f32_to_bf16<<<cu_grid_1d(n, 1), CU_BLOCK, 0, ctx->stream>>>(out, in, n);
-    CU_CHECK_LAUNCH(cu_k_f32_to_bf16);
-    return DP_OK;
-}
-extern "C" dp_status cu_bf16_to_f32(cu_ctx *ctx, float *out, const uint16_t *in, int64_t n) {
-    CU_ARG(n >= 0, "cu_bf16_to_f32: negative size %lld", (long long)n);
-    if (n == 0) return DP_OK;
-    cu_k_bf16_to_f32<<<cu_grid_1d(n, 1), CU_BLOCK, 0, ctx->stream>>>(out, in, n);
-    CU_CHECK_LAUNCH(cu_k_bf16_to_f32);
-    return DP_OK;
-}
+/* the bf16 conversions of the API (cu_f32_to_bf16, cu_bf16_to_f32) are in cu_prec.cu */
