@@ -10,7 +10,8 @@
 #include "common/tensor.h"
 #include "optimized/backend.h"
 
-/* elements converted per download/upload: bounds the host scratch at 512 KiB (+128 KiB) */
+/* elements converted per block of the generic path (a backend without half_convert):
+ * bounds its host scratch at 2 x 256 KiB */
 #define OPT_PREC_BLOCK 65536
 
 #define OPT_PREC_NAME_(ID, name) name,

@@ -26,7 +26,10 @@
  *     no-op here);
  *   - the loss scale itself would multiply the cross-entropy row weights of the tape
  *     pass (opt_forward_backward), i.e. the output gradient of the loss.
- * Conversions go only through common/tensor.h (dp_f32_to_bf16 / dp_f32_to_f16 and back). */
+ * Conversions of backend memory go through the backend operation half_convert (host:
+ * common/tensor.h's dp_f32_to_bf16 / dp_f32_to_f16 and back; CUDA: cu_prec.cu's cvt.rn,
+ * the same bits), or, for a backend without it, through its memory operations and
+ * opt_half_convert_host; host values through opt_prec_encode / opt_prec_decode. */
 #ifndef OPT_PRECISION_H
 #define OPT_PRECISION_H
 
