@@ -98,8 +98,8 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
     DP_TRY(dp_parse_choice(&k, prk ? "--precision" : "--dtype", prk ? t->precision : t->dtype, opt_prec_names));
     const opt_prec prec = (opt_prec)k;
     bc->dtype = opt_prec_backend_dtype(prec);
-    /* the rounding points go through the backend's memory operations (every backend:
-     * host, cuda, cuda-emu, plugins; docs/precision.md section 8) */
+    /* half precision runs on every backend: its rounding points go through the backend's
+     * half_convert, or its memory operations (docs/precision.md sections 1 and 8) */
     if (t->seen_threads) DP_TRY(dp_check_range("--threads", (double)t->threads, 1, 1, 256, 1));
     bc->threads = t->seen_threads ? (int)t->threads : opt_default_threads();
     memset(o, 0, sizeof *o);
