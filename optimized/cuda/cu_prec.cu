@@ -6,8 +6,9 @@
 // f32 -> half is the device's cvt.rn (__float2bfloat16_rn / __float2half_rn: round to
 // nearest, ties to even, overflow to infinity, fp16 subnormals rounded the same way);
 // half -> f32 is exact. For every non-NaN f32 input these are the bits of common/tensor.h's
-// dp_f32_to_bf16 / dp_f32_to_f16 (the host backend's rounding); a NaN stays a NaN (the
-// device writes the canonical NaN 0x7fff, the host keeps the sign and payload bits).
+// dp_f32_to_bf16 / dp_f32_to_f16 (the host backend's rounding); a NaN stays a NaN, its
+// bits not specified (the emulation writes the canonical 0x7fff, the host keeps the sign
+// and payload bits).
 // Integer counters only (atomicAdd of per-thread counts): the counts are order-independent,
 // the values elementwise, so every output is deterministic.
 #include <cuda_bf16.h>
