@@ -14,7 +14,7 @@
 #
 # Sources are found by directory: every module's *.c goes into its static
 # library, every <module>/tests/test_*.c is a test program, <module>/tests/*.sh
-# a test script, <module>/bench/bench_*.c a benchmark, optimized/cuda/*.cu the
+# a test script, <module>/bench/bench_*.c a benchmark, optimized/cuda/*.cu and optimized/cuda/dev/*.cu the
 # CUDA backend. Dependencies are probed by ci/configure.sh (compile probes).
 
 SANITIZE ?= 0
@@ -54,7 +54,7 @@ endif
 
 # ---- CUDA (compiled whenever nvcc, cuBLAS and NCCL are present, GPU or not; ci/configure.sh
 # finds them; make CUDA=1 requires them, make CUDA=0 leaves CUDA out) ----
-CU_SRC := $(wildcard optimized/cuda/*.cu)
+CU_SRC := $(wildcard optimized/cuda/*.cu optimized/cuda/dev/*.cu)
 # (not in the sanitizer or coverage builds: no GPU runs them, and their tests are host-only)
 ifeq ($(HAVE_CUDA),1)
 ifneq ($(SANITIZE),1)

@@ -109,9 +109,11 @@ static dp_status pld_prepare(pldprep *pp, const acct_schedule *s, double tau_w) 
         const int ns = pp->nsd[dir];
         for (int j = 0; j < ns; j++) {
             const segdef *g = &pp->sd[dir][j];
-            if (acct_pld_discretise(&pm[j], NULL, &g->d, g->lo, g->hi, h0, 0, g->steps, (size_t)1 << 20, 0) != DP_OK) {
+            const dp_status e = acct_pld_discretise(&pm[j], NULL, &g->d, g->lo, g->hi, h0, 0, g->steps, (size_t)1 << 20, 0);
+            if (e != DP_OK) { /* out of memory stays out of memory (exit 3 naming it) */
                 for (int k = 0; k < j; k++) dp_free(pm[k].p);
-                return dp_error(DP_ERR_INTERNAL, "PLD: the pilot grid failed (h=%g)", h0);
+                return e == DP_ERR_NOMEM ? dp_error(DP_ERR_NOMEM, "PLD: out of memory on the pilot grid (h=%g)", h0)
+                                         : dp_error_context(e, "PLD: the pilot grid (h=%g)", h0);
             }
         }
         double fmin = 0, fmax = 0, ul, uh;
@@ -348,7 +350,8 @@ static void pld_eval_epsilon(pld_dirres dr[2], const pldstate *st, double delta)
 /* A composed loss beyond the doubles (sum of T times each step's largest loss above 1e300, e.g. pure
  * DP with epsilon0 1e308): no grid holds it. When every step's top atom (pure, Laplace) together has
  * P-mass above delta, the loss exceeds any double with probability > delta, so epsilon(delta) is
- * above every double: *inf = 1 (both bounds +inf). Otherwise NOT_SUPPORTED naming the range. */
+ * above every double: *inf = 1 (lower bound DBL_MAX, the largest double below it; upper bound
+ * +inf). Otherwise NOT_SUPPORTED naming the range. */
 static dp_status pld_beyond_double(int *inf, const pldprep *pp, double delta) {
     *inf = 0;
     for (int dir = 0; dir < 2; dir++) {
@@ -386,7 +389,8 @@ dp_status acct_pld_epsilon(acct_pld_result *r, const acct_schedule *s, double de
         e = pld_beyond_double(&inf, pp, delta);
         if (e == DP_OK && inf) { /* the composed loss leaves the doubles, and beyond them with mass > delta */
             memset(r, 0, sizeof *r);
-            r->lower = r->upper = r->lower_fp = r->upper_fp = INFINITY;
+            r->lower = r->lower_fp = DBL_MAX; /* a double not above epsilon(delta) */
+            r->upper = r->upper_fp = INFINITY;
             dp_free(pp);
             return DP_OK;
         }

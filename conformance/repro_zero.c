@@ -240,9 +240,9 @@ static dp_status dz_measured_comm(conf_repro *r) {
                   run[k].sent[q][CONF_COLL_allgather] == sent[k][OPT_COST_ALL_GATHER] &&
                   run[k].sent[q][CONF_COLL_allreduce_sum] == 0;
         got[k] = run[k].sent[1][CONF_COLL_reduce_scatter_sum] + run[k].sent[1][CONF_COLL_allgather];
-        /* the diagnostic gathers of the step's outputs (clipped sum, noise, private gradient; zero3
-         * also params_after) are the engine's, not ZeRO's: docs/zero.md section 5 */
-        essential[k] = got[k] - (stages[k] == 2 ? 3.0 * (double)pt.c : 4.0 * (double)pt.C) * 8;
+        /* the engine's own gathers without exports are not ZeRO's (docs/zero.md section 5): the
+         * private gradient's finiteness check (zero2 and zero3) and zero3's params_after */
+        essential[k] = got[k] - (stages[k] == 2 ? 1.0 * (double)pt.c : 2.0 * (double)pt.C) * 8;
         char claim[160], why[200];
         snprintf(claim, sizeof claim, "ZeRO%d bytes sent per step, N = 2 (reduce-scatter + all-gather, both ranks)",
                  stages[k]);

@@ -21,6 +21,7 @@
 #include "common/test.h"
 #include "optimized/cuda/cu_api.h"
 #include "optimized/cuda/cu_plan.h"
+#include "optimized/cuda/dev/cu_dev.h"
 
 typedef enum { OP_GEMM, OP_FUSED, OP_FLAT, OP_GHOSTBK, OP_NOISE, OP_COPY } op_kind;
 

@@ -8,8 +8,13 @@
  * cu_device_probe returns DP_ERR_NOT_SUPPORTED with "no CUDA device" and nothing
  * aborts.
  *
+ * What is here is what the engine's adapter (cu_backend.cu) and the tests call: the f32
+ * entry points run the engine's own kernels (one kernel per operation; the adapter calls
+ * the f32/f64 launchers of cu_internal.cuh). Development variants (bf16, tensor cores)
+ * are declared in dev/cu_dev.h.
+ *
  * Conventions: all matrices are row-major; device pointers are plain pointers
- * (float * for f32, uint16_t * for bf16 bit patterns, int32_t * for tokens);
+ * (float * for f32, int32_t * for tokens);
  * outputs first, inputs next, sizes last. Every kernel runs on the context's
  * compute stream; collectives run on its comm stream. Every kernel is
  * deterministic: no floating-point atomics, fixed reduction orders, so the same
@@ -90,15 +95,12 @@ typedef struct cu_comm cu_comm;    /* NCCL communicator (see the NCCL section of
     X_STATUS(cu_comm_wait_compute, (cu_ctx *ctx))                                                                    \
     X_STATUS(cu_compute_wait_comm, (cu_ctx *ctx))                                                                    \
                                                                                                                      \
-    /* f32 <-> bf16 conversion on the device (round to nearest even, as common/tensor.h). */                         \
-    X_STATUS(cu_f32_to_bf16, (cu_ctx *ctx, uint16_t *out, const float *in, int64_t n))                               \
-    X_STATUS(cu_bf16_to_f32, (cu_ctx *ctx, float *out, const uint16_t *in, int64_t n))                               \
     /* The backend operation half_convert (optimized/backend.h, cu_prec.cu): f32 <-> bf16 / fp16,                   \
      * half 0 bf16, 1 fp16; mode 0 round (f32 -> f32, in place allowed; counts host [2] += overflowed,               \
      * underflowed, may be NULL), 1 encode (f32 -> 2-byte), 2 decode (2-byte -> f32). */                             \
     X_STATUS(cu_half_convert, (cu_ctx *ctx, void *y, uint64_t *counts, const void *x, int half, int mode, int64_t n)) \
                                                                                                                      \
-    /* ---------------- GEMMs (cuBLAS / cuBLASLt) ----------------                                                   \
+    /* ---------------- GEMMs (cuBLAS; the bf16 GEMM: dev/cu_dev.h) ----------------                                 \
      * C[M,N] = alpha * op(A) op(B) + beta * C, row-major, f32 accumulation.                                         \
      * op(A) is A[M,K] (ta = 0) or A[K,M]^T (ta = 1); op(B) is B[K,N] or B[N,K]^T.                                   \
      * Strided-batched: batch matrices at A + i*sa, B + i*sb, C + i*sc (elements). */                                \
@@ -107,28 +109,23 @@ typedef struct cu_comm cu_comm;    /* NCCL communicator (see the NCCL section of
     X_STATUS(cu_gemm_f32_batched, (cu_ctx *ctx, float *C, const float *A, const float *B, int ta, int tb,            \
                                    float alpha, float beta, int M, int N, int K, int64_t sa, int64_t sb, int64_t sc, \
                                    int batch))                                                                       \
-    /* bf16 inputs, f32 output, f32 compute (cuBLASLt matmul). */                                                    \
-    X_STATUS(cu_gemm_bf16, (cu_ctx *ctx, float *C, const uint16_t *A, const uint16_t *B, int ta, int tb,             \
-                            float alpha, float beta, int M, int N, int K))                                           \
-    X_STATUS(cu_gemm_bf16_batched, (cu_ctx *ctx, float *C, const uint16_t *A, const uint16_t *B, int ta, int tb,     \
-                                    float alpha, float beta, int M, int N, int K, int64_t sa, int64_t sb,            \
-                                    int64_t sc, int batch))                                                          \
                                                                                                                      \
     /* ---------------- model operations (f32; shapes in the comments) ---------------- */                          \
                                                                                                                      \
     /* out[N,D] = table[tokens[n], :]; tokens are checked against V (DP_ERR_INVALID). */                             \
     X_STATUS(cu_embedding_fwd, (cu_ctx *ctx, float *out, const int32_t *tokens, const float *table, int N, int V,    \
                                 int D))                                                                              \
-    /* dtable[V,D] += sum over n with tokens[n] == v of dout[n,:], summed in increasing n                            \
-     * (deterministic: a counting sort of the tokens, then one thread per (v, d)). */                                \
-    X_STATUS(cu_embedding_bwd, (cu_ctx *ctx, float *dtable, const float *dout, const int32_t *tokens, int N, int V,  \
-                                int D))                                                                              \
+    /* Per-example tables: dtable[g, tokens[n], :] += dout[n, :], g = n / per ([ceil(N/per), V, D];                 \
+     * per = N: one table), n in increasing order within a group (one writer per element). */                      \
+    X_STATUS(cu_embedding_bwd, (cu_ctx *ctx, float *dtable, const float *dout, const int32_t *tokens, int N,         \
+                                int per, int V, int D))                                                              \
     /* y[N,D] = x * rstd * w, rstd[N] = 1 / sqrt(mean(x^2) + eps). */                                                \
     X_STATUS(cu_rmsnorm_fwd, (cu_ctx *ctx, float *y, float *rstd, const float *x, const float *w, float eps, int N,  \
                               int D))                                                                                \
-    /* dx[N,D] = (overwritten), dw[D] += sum_n dy * x * rstd (rows in order). */                                     \
-    X_STATUS(cu_rmsnorm_bwd, (cu_ctx *ctx, float *dx, float *dw, const float *dy, const float *x, const float *w,    \
-                              const float *rstd, int N, int D))                                                      \
+    /* dx[N,D] (may be NULL) overwritten; dg_rows[N,D] (may be NULL) = dy * x * rstd per row                        \
+     * (the gain gradient of each row; the caller sums the rows it needs). */                                      \
+    X_STATUS(cu_rmsnorm_bwd, (cu_ctx *ctx, float *dx, float *dg_rows, const float *dy, const float *x,              \
+                              const float *w, const float *rstd, int N, int D))                                      \
     /* Rotary embedding in place on x[B,T,H,hd]: the pair (x[2j], x[2j+1]) at position t is                          \
      * rotated by angle t * theta^(-2j/hd). inverse = 1 rotates by minus the angle (backward). */                    \
     X_STATUS(cu_rope, (cu_ctx *ctx, float *x, float theta, int inverse, int B, int T, int H, int hd))                \
@@ -144,31 +141,19 @@ typedef struct cu_comm cu_comm;    /* NCCL communicator (see the NCCL section of
     X_STATUS(cu_swiglu_fwd, (cu_ctx *ctx, float *h, const float *a, const float *b, int64_t n))                      \
     X_STATUS(cu_swiglu_bwd, (cu_ctx *ctx, float *da, float *db, const float *dh, const float *a, const float *b,     \
                              int64_t n))                                                                             \
-    /* loss[N] = logsumexp(logits[n,:]) - logits[n, target[n]]. Targets checked against V. */                        \
-    X_STATUS(cu_xent_fwd, (cu_ctx *ctx, float *loss, const float *logits, const int32_t *targets, int N, int V))     \
-    /* dlogits[N,V] = (softmax(logits[n]) - onehot(target[n])) * dloss[n]. */                                        \
+    /* loss[N] = w[n] (logsumexp(logits[n,:]) - logits[n, target[n]]); a target < 0 gives 0, a                    \
+     * target >= V is DP_ERR_INVALID naming the row. */                                                              \
+    X_STATUS(cu_xent_fwd, (cu_ctx *ctx, float *loss, const float *logits, const int32_t *targets, const float *w,    \
+                           int N, int V))                                                                            \
+    /* dlogits[N,V] = w[n] (softmax(logits[n]) - onehot(target[n])). */                                             \
     X_STATUS(cu_xent_bwd, (cu_ctx *ctx, float *dlogits, const float *logits, const int32_t *targets,                 \
-                           const float *dloss, int N, int V))                                                        \
+                           const float *w, int N, int V))                                                            \
                                                                                                                      \
     /* ---------------- DP kernels (docs/cuda.md) ---------------- */                                                \
-                                                                                                                     \
-    /* Clip factor used by every DP kernel: c = min(1, C / ||g||); ||g|| = 0 gives 1, a                              \
-     * non-finite norm gives 0 (the example is dropped, never propagated). */                                       \
                                                                                                                      \
     /* sq[b] = ||x[b, :]||^2 for x[nb, n] (f32), hierarchically: per-block sums written                              \
      * to partial[nb, nblk] (no atomics), then a fixed-order sum per row. */                                         \
     X_STATUS(cu_dp_rows_sqnorm, (cu_ctx *ctx, double *sq, const float *x, int64_t n, int nb))                        \
-                                                                                                                     \
-    /* (1) Fused per-layer DP weight gradient (FlashDP style), for one linear layer:                                 \
-     *   grad[p,d] += sum_b c_b g_b,  g_b = G_b^T A_b  (A[B,T,d], G[B,T,p] bf16),                                    \
-     *   c_b = min(1, C / ||g_b||_F); sqnorm[b] receives ||g_b||^2 (may be NULL).                                    \
-     * Examples are processed in chunks of `chunk` (0 = automatic, cu_plan.h): per chunk,                            \
-     * one strided-batched bf16 GEMM writes the chunk's per-example tiles into an f32                                \
-     * workspace, a hierarchical squared-norm reduction gives the norms, and one pass                                \
-     * accumulates the clipped chunk into grad. The whole batch's per-example gradients are                          \
-     * never stored: workspace = chunk * p * d floats. */                                                            \
-    X_STATUS(cu_dp_fused_wgrad_bf16, (cu_ctx *ctx, float *grad, double *sqnorm, const uint16_t *A,                   \
-                                      const uint16_t *G, double clip, int B, int T, int d, int p, int chunk))        \
                                                                                                                      \
     /* (2) Ghost norm, tiled: sq[b] = sum_{t,s} (a_t . a_s)(g_t . g_s) = ||G_b^T A_b||_F^2                           \
      * for A[B,T,d], G[B,T,p] (f32), without writing any T x T Gram matrix to global                                 \
@@ -177,22 +162,13 @@ typedef struct cu_comm cu_comm;    /* NCCL communicator (see the NCCL section of
     X_STATUS(cu_dp_ghost_sqnorm, (cu_ctx *ctx, double *sq, const float *A, const float *G, int accumulate, int B,    \
                                   int T, int d, int p))                                                              \
                                                                                                                      \
-    /* (2b) The same from bf16 A[B,T,d], G[B,T,p] on the tensor cores (WMMA 16x16x16, f32                            \
-     * accumulation): 64 x 64 Gram tiles in registers, only the upper triangle of tile pairs;                        \
-     * partials O(B * tiles). */                                                                                     \
-    X_STATUS(cu_dp_ghost_sqnorm_bf16, (cu_ctx *ctx, double *sq, const uint16_t *A, const uint16_t *G,                \
-                                       int accumulate, int B, int T, int d, int p))                                  \
-                                                                                                                     \
-    /* (3) Book-keeping: per-example clip factors from the summed squared norms                                      \
-     * c[b] = min(1, C / sqrt(sq[b])); then one GEMM per layer with the output-gradient                              \
-     * rows scaled: grad[p,d] += (diag(c) G)^T A with K = B*T (Gs[B*T,p] is scratch). */                             \
+    /* (3) Book-keeping: per-example clip factors from the summed squared norms with the                             \
+     * engine's abadi function, c[b] = n > C ? C / n : 1 (n = sqrt(sq[b]); NaN gives 1, +inf 0,                      \
+     * as the host backend); then one GEMM per layer with the output-gradient rows scaled:                           \
+     * grad[p,d] += (diag(c) G)^T A with K = B*T (Gs[B*T,p] is scratch). */                                          \
     X_STATUS(cu_dp_clip_factors, (cu_ctx *ctx, float *c, const double *sq, double clip, int B))                      \
     X_STATUS(cu_dp_bk_wgrad, (cu_ctx *ctx, float *grad, float *Gs, const float *A, const float *G, const float *c,   \
                               int B, int T, int d, int p))                                                           \
-    /* bf16 variant: Gs is bf16 scratch [B*T, p]; the product runs in cuBLASLt, f32 accumulation. */                 \
-    X_STATUS(cu_dp_bk_wgrad_bf16, (cu_ctx *ctx, float *grad, uint16_t *Gs, const uint16_t *A, const uint16_t *G,     \
-                                   const float *c, int B, int T, int d, int p))                                      \
-                                                                                                                     \
     /* (4) Philox Gaussian noise, element by element as the CPU streams define it                                    \
      * (docs/cuda.md, cu_noise.h): z_i = dp_stream_gaussian(key, DP_PURPOSE_NOISE,                                   \
      * step, lane, offset + i) in double, and                                                                        \
@@ -224,16 +200,7 @@ typedef struct cu_comm cu_comm;    /* NCCL communicator (see the NCCL section of
     X_VALUE(int, cu_comm_size, (const cu_comm *c), 0)                                                                \
     /* The rank's device to pass to cu_ctx_create (before a context exists). */                                      \
     X_STATUS(cu_comm_local_device, (int *device))                                                                    \
-    X_STATUS(cu_comm_allreduce_sum_f32, (cu_comm *c, float *buf, int64_t n))                                         \
-    /* out[n] = sum over ranks of in[rank * n .. rank * n + n) (in has size * n floats). */                          \
-    X_STATUS(cu_comm_reduce_scatter_sum_f32, (cu_comm *c, float *out, const float *in, int64_t n))                   \
-    X_STATUS(cu_comm_allgather_f32, (cu_comm *c, float *out, const float *in, int64_t n))                            \
-    /* block j of in [size * n] goes to rank j; block i of out is rank i's block j = my rank */                      \
-    X_STATUS(cu_comm_alltoall_f32, (cu_comm *c, float *out, const float *in, int64_t n))                             \
-    X_STATUS(cu_comm_broadcast_f32, (cu_comm *c, float *buf, int64_t n, int root))                                   \
-    /* point to point (NCCL matches sends and receives in issue order per peer; no tags) */                          \
-    X_STATUS(cu_comm_send_f32, (cu_comm *c, const float *buf, int64_t n, int peer))                                  \
-    X_STATUS(cu_comm_recv_f32, (cu_comm *c, float *buf, int64_t n, int peer))                                        \
+    /* Waits for the comm stream (the collectives of the backend adapter: cu_internal.cuh cu_comm_coll_). */         \
     X_STATUS(cu_comm_sync, (cu_comm *c))
 
 /* ---------------- the prototypes, generated ---------------- */

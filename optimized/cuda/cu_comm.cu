@@ -1,7 +1,8 @@
 // optimized/cuda/cu_comm.cu — NCCL communicator: rank and world size from MPI when
 // launched by mpirun, otherwise a single GPU (rank 0 of 1). Collectives run on the
 // context's comm stream so a reduce-scatter can overlap the backward pass on the
-// compute stream (order them with cu_comm_wait_compute / cu_compute_wait_comm).
+// compute stream (order them with cu_comm_wait_compute / cu_compute_wait_comm). The
+// collectives themselves: cu_comm_coll_ (cu_internal.cuh), f32 or f64.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
@@ -159,58 +160,13 @@ extern "C" int cu_comm_size(const cu_comm *c) { return c->size; }
 
 static cudaStream_t cs(cu_comm *c) { return (cudaStream_t)cu_ctx_comm_stream(c->ctx); }
 
-extern "C" dp_status cu_comm_allreduce_sum_f32(cu_comm *c, float *buf, int64_t n) {
-    CU_ARG(n >= 0, "cu_comm_allreduce_sum_f32: negative size");
-    NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, ncclFloat32, ncclSum, c->nccl, cs(c)));
-    return DP_OK;
-}
-extern "C" dp_status cu_comm_reduce_scatter_sum_f32(cu_comm *c, float *out, const float *in, int64_t n) {
-    CU_ARG(n >= 0, "cu_comm_reduce_scatter_sum_f32: negative size");
-    NCCL_CHECK(ncclReduceScatter(in, out, (size_t)n, ncclFloat32, ncclSum, c->nccl, cs(c)));
-    return DP_OK;
-}
-extern "C" dp_status cu_comm_allgather_f32(cu_comm *c, float *out, const float *in, int64_t n) {
-    CU_ARG(n >= 0, "cu_comm_allgather_f32: negative size");
-    NCCL_CHECK(ncclAllGather(in, out, (size_t)n, ncclFloat32, c->nccl, cs(c)));
-    return DP_OK;
-}
-extern "C" dp_status cu_comm_alltoall_f32(cu_comm *c, float *out, const float *in, int64_t n) {
-    CU_ARG(n >= 0, "cu_comm_alltoall_f32: negative size");
-    NCCL_CHECK(ncclGroupStart());
-    for (int r = 0; r < c->size; r++) {
-        ncclResult_t e = ncclSend(in + (int64_t)r * n, (size_t)n, ncclFloat32, r, c->nccl, cs(c));
-        if (e == ncclSuccess) e = ncclRecv(out + (int64_t)r * n, (size_t)n, ncclFloat32, r, c->nccl, cs(c));
-        if (e != ncclSuccess) {
-            ncclGroupEnd();
-            return cu_check_nccl_(e, "ncclSend/ncclRecv (alltoall)", __FILE__, __LINE__);
-        }
-    }
-    NCCL_CHECK(ncclGroupEnd());
-    return DP_OK;
-}
-extern "C" dp_status cu_comm_broadcast_f32(cu_comm *c, float *buf, int64_t n, int root) {
-    CU_ARG(n >= 0 && root >= 0 && root < c->size, "cu_comm_broadcast_f32: bad size %lld or root %d", (long long)n, root);
-    NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)n, ncclFloat32, root, c->nccl, cs(c)));
-    return DP_OK;
-}
-extern "C" dp_status cu_comm_send_f32(cu_comm *c, const float *buf, int64_t n, int peer) {
-    CU_ARG(n >= 0 && peer >= 0 && peer < c->size && peer != c->rank, "cu_comm_send_f32: bad peer %d (rank %d of %d)", peer,
-           c->rank, c->size);
-    NCCL_CHECK(ncclSend(buf, (size_t)n, ncclFloat32, peer, c->nccl, cs(c)));
-    return DP_OK;
-}
-extern "C" dp_status cu_comm_recv_f32(cu_comm *c, float *buf, int64_t n, int peer) {
-    CU_ARG(n >= 0 && peer >= 0 && peer < c->size && peer != c->rank, "cu_comm_recv_f32: bad peer %d (rank %d of %d)", peer,
-           c->rank, c->size);
-    NCCL_CHECK(ncclRecv(buf, (size_t)n, ncclFloat32, peer, c->nccl, cs(c)));
-    return DP_OK;
-}
 extern "C" dp_status cu_comm_sync(cu_comm *c) {
     CU_CHECK(cudaStreamSynchronize(cs(c)));
     return DP_OK;
 }
 
-/* Element-type-generic form used by the backend adapter (f32 or f64). */
+/* The collectives (f32 or f64) of the backend adapter and of the tests: one NCCL call (a
+ * grouped send/recv per peer for alltoall) on the comm stream. */
 dp_status cu_comm_coll_(cu_comm *c, cu_coll kind, void *out, const void *in, int64_t n, int f64, int peer) {
     CU_ARG(n >= 0, "NCCL collective: negative size");
     ncclDataType_t t = f64 ? ncclFloat64 : ncclFloat32;

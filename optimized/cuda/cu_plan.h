@@ -1,5 +1,5 @@
 /* optimized/cuda/cu_plan.h — launch-configuration and tiling arithmetic of the CUDA
- * kernels, plus the clip factor, in plain functions compiled for both host and
+ * kernels, in plain functions compiled for both host and
  * device (__host__ __device__ under nvcc, static inline in C). Host tests
  * (optimized/tests/test_cuda_host.c) check this arithmetic without a GPU, and the
  * .cu files use exactly the same functions. See docs/cuda.md. */
@@ -72,16 +72,6 @@ CU_HD int cu_fused_chunk(int64_t ws_bytes, int B, int64_t p, int64_t d) {
     if (c < 1) c = 1;
     if (c > B) c = B;
     return (int)c;
-}
-
-/* The clip factor: min(1, C / ||g||) from the squared norm, in double.
- * sq = 0 gives 1; a non-finite or negative squared norm gives 0 (the example is
- * dropped rather than propagating NaN). */
-CU_HD double cu_clip_factor(double sq, double clip) {
-    if (!(sq >= 0.0) || sq > 1.7976931348623157e308) return 0.0;
-    double nrm = sqrt(sq);
-    if (nrm <= clip) return 1.0;
-    return clip / nrm;
 }
 
 /* Noise kernel: thread u handles Philox block (offset/2 + u) and the elements of it that

@@ -1,7 +1,7 @@
 // optimized/cuda/cu_prec.cu — mixed precision on the device (docs/precision.md section 1,
-// docs/cuda.md "Mixed precision"): the one conversion between f32 and the half types,
+// docs/cuda.md "The backend adapter"): the one conversion between f32 and the half types,
 // bf16 and fp16, that the engine's rounding points use through the backend operation
-// half_convert, and the C API's bf16 conversions (cu_f32_to_bf16, cu_bf16_to_f32).
+// half_convert (the development C API's cu_f32_to_bf16 / cu_bf16_to_f32, dev/, call it too).
 //
 // f32 -> half is the device's cvt.rn (__float2bfloat16_rn / __float2half_rn: round to
 // nearest, ties to even, overflow to infinity, fp16 subnormals rounded the same way);
@@ -21,11 +21,9 @@ extern "C" {
 }
 #include "optimized/cuda/cu_api.h"
 #include "optimized/cuda/cu_check.h"
+#include "optimized/cuda/cu_internal.cuh"
 #include "optimized/cuda/cu_plan.h"
 
-/* the scratch slot of the rounding counters (the error flag's slot of cu_backend.cu: both are
- * zeroed, written by one kernel and read back before the next operation) */
-#define CU_PREC_SLOT 7
 
 template <int FP16> __device__ __forceinline__ uint16_t cu_half_bits(float x) {
     if (FP16) return __half_as_ushort(__float2half_rn(x));
@@ -36,14 +34,12 @@ template <int FP16> __device__ __forceinline__ float cu_half_value(uint16_t h) {
     return __bfloat162float(__ushort_as_bfloat16(h));
 }
 
-#define CU_PREC_FOR(n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-
 /* y[i] = round_h(x[i]) (in place allowed); cnt (may be NULL): [0] += overflowed (finite ->
  * inf), [1] += underflowed (nonzero -> |y| below the smallest normal `tiny`) */
 template <int FP16>
 __global__ void cu_k_half_round(float *y, unsigned long long *cnt, const float *x, float tiny, int64_t n) {
     unsigned long long over = 0, under = 0;
-    CU_PREC_FOR(n) {
+    CU_FOR_I(n) {
         const float v = x[i], r = cu_half_value<FP16>(cu_half_bits<FP16>(v));
         over += isfinite(v) && isinf(r);
         under += v != 0.0f && fabsf(r) < tiny;
@@ -53,10 +49,10 @@ __global__ void cu_k_half_round(float *y, unsigned long long *cnt, const float *
     if (cnt && under) atomicAdd(&cnt[1], under);
 }
 template <int FP16> __global__ void cu_k_half_encode(uint16_t *y, const float *x, int64_t n) {
-    CU_PREC_FOR(n) y[i] = cu_half_bits<FP16>(x[i]);
+    CU_FOR_I(n) y[i] = cu_half_bits<FP16>(x[i]);
 }
 template <int FP16> __global__ void cu_k_half_decode(float *y, const uint16_t *x, int64_t n) {
-    CU_PREC_FOR(n) y[i] = cu_half_value<FP16>(x[i]);
+    CU_FOR_I(n) y[i] = cu_half_value<FP16>(x[i]);
 }
 
 template <int FP16>
@@ -86,7 +82,7 @@ extern "C" dp_status cu_half_convert(cu_ctx *ctx, void *y, uint64_t *counts, con
     unsigned long long *cnt = NULL;
     if (counts && mode == OPT_HALF_ROUND) {
         void *p;
-        DP_TRY(cu_ctx_scratch_(ctx, &p, 2 * sizeof(unsigned long long), CU_PREC_SLOT));
+        DP_TRY(cu_ctx_scratch_(ctx, &p, 2 * sizeof(unsigned long long), CU_SLOT_COUNTS));
         cnt = (unsigned long long *)p;
         CU_CHECK(cudaMemsetAsync(cnt, 0, 2 * sizeof(unsigned long long), cu_ctx_stream_(ctx)));
     }
@@ -99,12 +95,4 @@ extern "C" dp_status cu_half_convert(cu_ctx *ctx, void *y, uint64_t *counts, con
         counts[1] += h[1];
     }
     return DP_OK;
-}
-
-/* the C API's bf16 conversions (cu_api.h) */
-extern "C" dp_status cu_f32_to_bf16(cu_ctx *ctx, uint16_t *out, const float *in, int64_t n) {
-    return cu_half_convert(ctx, out, NULL, in, OPT_HALF_BF16, OPT_HALF_ENCODE, n);
-}
-extern "C" dp_status cu_bf16_to_f32(cu_ctx *ctx, float *out, const uint16_t *in, int64_t n) {
-    return cu_half_convert(ctx, out, NULL, in, OPT_HALF_BF16, OPT_HALF_DECODE, n);
 }

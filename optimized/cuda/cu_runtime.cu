@@ -1,5 +1,5 @@
 // optimized/cuda/cu_runtime.cu — devices, the context (streams, cuBLAS/cuBLASLt
-// handles, workspace, scratch), memory and events (the dtype conversions: cu_prec.cu).
+// handles, workspace, scratch), memory, events.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,5 +242,3 @@ extern "C" dp_status cu_compute_wait_comm(cu_ctx *ctx) {
     CU_CHECK(cudaStreamWaitEvent(ctx->stream, ctx->ev_comm, 0));
     return DP_OK;
 }
-
-/* the bf16 conversions of the API (cu_f32_to_bf16, cu_bf16_to_f32) are in cu_prec.cu */

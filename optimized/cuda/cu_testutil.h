@@ -72,4 +72,61 @@ static inline void cu_test_fill_bf16(uint16_t *h, float *x, size_t n, uint64_t s
     }
 }
 
+
+/* The engine's abadi clip factor in double (optimized/host/host_kern.h, cu_dp.cu): n > C ? C/n : 1. */
+static inline double cu_test_clip(double sq, double C) {
+    double n = sqrt(sq);
+    return n > C ? C / n : 1.0;
+}
+
+/* Elements of C[batch][M,N] = op(A) op(B) (row-major, op by ta/tb) farther than g * sum |terms|
+ * from the double reference. */
+static inline int cu_test_gemm_bad(const float *C, const float *A, const float *B, int ta, int tb, int M, int N, int K,
+                                   int batch, double g) {
+    size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+    int bad = 0;
+    for (int b = 0; b < batch; b++)
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                double s = 0, sa = 0;
+                for (int k = 0; k < K; k++) {
+                    double av = ta ? A[b * na + (size_t)k * M + m] : A[b * na + (size_t)m * K + k];
+                    double bv = tb ? B[b * nb + (size_t)n * K + k] : B[b * nb + (size_t)k * N + n];
+                    s += av * bv;
+                    sa += fabs(av * bv);
+                }
+                double got = C[b * nc + (size_t)m * N + n];
+                if (!(fabs(got - s) <= g * sa)) bad++;
+            }
+    return bad;
+}
+
+/* Reference per-example gradients g_b = G_b^T A_b [p, d] in double and the bound E_b
+ * of the f32 (tensor-core, 2u) GEMM error per element: gamma_T(2u) sum_t |G||A|. */
+typedef struct { double *g, *e, sq, esq; } cu_test_ex;
+static inline void cu_test_ref_examples(cu_test_ex *ex, const float *A, const float *G, int B, int T, int d, int p, double uacc) {
+    double gT = cu_gamma(T, uacc);
+    for (int b = 0; b < B; b++) {
+        ex[b].g = (double *)calloc((size_t)p * d, sizeof(double));
+        ex[b].e = (double *)calloc((size_t)p * d, sizeof(double));
+        ex[b].sq = 0;
+        double e2 = 0;
+        for (int i = 0; i < p; i++)
+            for (int j = 0; j < d; j++) {
+                double s = 0, sa = 0;
+                for (int t = 0; t < T; t++) {
+                    double v = (double)G[((size_t)b * T + t) * p + i] * A[((size_t)b * T + t) * d + j];
+                    s += v;
+                    sa += fabs(v);
+                }
+                ex[b].g[(size_t)i * d + j] = s;
+                ex[b].e[(size_t)i * d + j] = gT * sa;
+                ex[b].sq += s * s;
+                e2 += gT * sa * gT * sa;
+            }
+        ex[b].esq = sqrt(e2);
+    }
+}
+
+
 #endif

@@ -2,7 +2,7 @@
 # optimized/tests/cuda_emu_san.sh — the CUDA kernels on the emulation under AddressSanitizer
 # (+UBSan) and ThreadSanitizer, standing in for compute-sanitizer's memcheck and racecheck
 # (docs/cuda.md "The emulation"): every emulated test program (the GPU tests
-# test_cuda_gpu_{kernels,dp,backend}.c and the emulation's own test_cuda_emu_*.cu) built in
+# test_cuda_gpu_{kernels,dp,dev,backend}.c and the emulation's own test_cuda_emu_*.cu) built in
 # $DPCERT_BUILD/emu-asan and $DPCERT_BUILD/emu-tsan must pass with no sanitizer report (ASan
 # aborts on its first report; TSan makes the program exit 66). Their negative controls
 # (a removed barrier must be a TSan race, an off-by-one grid an ASan report) are in

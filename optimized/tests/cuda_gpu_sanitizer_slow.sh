@@ -9,7 +9,7 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep
 fi
 [ -x "$CS" ] || { echo "SKIP: compute-sanitizer not found"; exit 77; }
 rc=0
-for t in optimized_test_cuda_gpu_dp optimized_test_cuda_gpu_kernels; do
+for t in optimized_test_cuda_gpu_dp optimized_test_cuda_gpu_dev optimized_test_cuda_gpu_kernels; do
   bin="$DPCERT_BUILD/tests/$t"
   [ -x "$bin" ] || { echo "FAIL: $bin not built"; rc=1; continue; }
   for tool in memcheck racecheck; do

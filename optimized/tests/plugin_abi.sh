@@ -18,6 +18,8 @@
 set -u
 D=${DPCERT:?}
 R=${DPCERT_ROOT:?}
+# the current ABI version (the last line of abi_versions.txt); the VERSION variant claims the next
+ABI=$(awk '!/^#/ && NF == 2 {v = $1} END {print v}' "$R/optimized/plugin/abi_versions.txt")
 CC=${CC:-cc}
 command -v "$CC" >/dev/null 2>&1 || { echo "SKIP: no C compiler ($CC)"; exit 77; }
 "$D" ops --help >/dev/null 2>&1 || { echo "SKIP: this dpcert has no 'ops' command"; exit 77; }
@@ -43,16 +45,12 @@ mkneg() { # a copy of the generator's inputs under neg/
   cp "$G" "$R/optimized/plugin/abi_versions.txt" neg/optimized/plugin/
   cp "$R/common/status.h" neg/common/
 }
-# the current version (the header's) and the variant's (one more)
-AV=$(sed -nE 's/^#define DPCERT_BACKEND_ABI_VERSION ([0-9]+)u?$/\1/p' "$R/optimized/plugin/dpcert_backend.h")
-[ -n "$AV" ] || bad "no DPCERT_BACKEND_ABI_VERSION in optimized/plugin/dpcert_backend.h"
-AV1=$((${AV:-0} + 1))
 mkneg
 sed 's|^\(    X(SET_COLLECTIVE_TIMEOUT, .*\)$|\1\n    X(NEW_OP, new_op, dp_status, (void *ctx, void *y, int64_t n)) \\|' "$R/optimized/backend.h" > neg/optimized/backend.h
 if cmp -s neg/optimized/backend.h "$R/optimized/backend.h"; then bad "negative control: could not add an operation to a copy of backend.h"
 else
   run neg/optimized/plugin/gen_abi.sh header
-  expect 1 "Add the line '$AV1 [0-9]+' to optimized/plugin/abi_versions.txt" "a new operation without a new ABI version is refused by the generator"
+  expect 1 "Add the line '$((ABI + 1)) [0-9]+' to optimized/plugin/abi_versions.txt" "a new operation without a new ABI version is refused by the generator"
 fi
 mkneg
 sed 's|^\(    X(SET_COLLECTIVE_TIMEOUT, .*\)$|\1\n    X(NEW_OP, new_op, dp_status, (void *ctx, opt_secret_thing *y)) \\|' "$R/optimized/backend.h" > neg/optimized/backend.h
@@ -102,10 +100,10 @@ done
 "$CC" -DVARIANT=V_NONE -Dfree=dpcert_no_such_free "${VF[@]}" -o UNDEF.so || bad "variant UNDEF does not build"
 TR=(train dpsgd --model mlp --dataset-size 64 --q 0.125 --steps 1 --clip 1 --sigma 1 --seed 1 --noise-key 2)
 run "$D" ops --backend plugin:./NONE.so;      expect 0 "3 PASS" "positive control: the skeleton through the variant build passes"
-run "$D" ops --backend plugin:./VERSION.so;   expect 2 "built for plugin ABI version $AV1; this dpcert implements version $AV" "wrong ABI version refused"
-run "$D" "${TR[@]}" --backend plugin:./VERSION.so; expect 2 "ABI version $AV1" "wrong ABI version refused by train"
-run "$D" conform --suite ci --backend plugin:./VERSION.so; expect 2 "ABI version $AV1" "wrong ABI version refused by conform before any case"
-run "$D" ops --backend plugin:./LAYOUT.so;    expect 2 "layout [0-9]+; this dpcert implements version $AV layout" "wrong table layout refused"
+run "$D" ops --backend plugin:./VERSION.so;   expect 2 "built for plugin ABI version $((ABI + 1)); this dpcert implements version $ABI" "wrong ABI version refused"
+run "$D" "${TR[@]}" --backend plugin:./VERSION.so; expect 2 "ABI version $((ABI + 1))" "wrong ABI version refused by train"
+run "$D" conform --suite ci --backend plugin:./VERSION.so; expect 2 "ABI version $((ABI + 1))" "wrong ABI version refused by conform before any case"
+run "$D" ops --backend plugin:./LAYOUT.so;    expect 2 "layout [0-9]+; this dpcert implements version $ABI layout" "wrong table layout refused"
 run "$D" ops --backend plugin:./MISSING.so;   expect 2 "missing entry point\(s\) dpcert_backend_create" "missing entry point refused"
 run "$D" ops --backend plugin:./UNDEF.so;     expect 2 "undefined symbol: dpcert_no_such_free" "undefined symbol refused"
 run "$D" ops --backend plugin:./LIE.so;       expect 2 "declares operations its table leaves NULL: clip_factors" "declared but NULL operation refused"

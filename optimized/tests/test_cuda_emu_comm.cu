@@ -2,7 +2,7 @@
 // on the emulation's NCCL (over MPI), and the regression tests of its known defects
 // (docs/cuda.md "Known defects, fixed"). Run alone (one rank) by ci/run-tests.sh, and under
 // mpirun by optimized/tests/cuda_emu_comm.sh, which gives the mode:
-//   (none)    every collective of the C API (cu_comm_*: allreduce, reduce-scatter, allgather,
+//   (none)    every collective of the communicator (cu_comm_coll_: allreduce, reduce-scatter, allgather,
 //             alltoall, broadcast, send/recv around a ring) and of the backend's operation
 //             table (async allreduce + wait, allgatherv_bytes, barrier) on integer data:
 //             exact results on every rank;
@@ -30,6 +30,7 @@ extern "C" {
 #include "optimized/backend.h"
 }
 #include "optimized/cuda/cu_api.h"
+#include "optimized/cuda/cu_internal.cuh"
 
 static int rank = 0, size = 1;
 
@@ -66,29 +67,29 @@ static void test_api(void) {
     for (int64_t i = 0; i < n * size; i++) h[i] = (float)(100 * rank + i);
     float *d = up(ctx, h, n * size), *o = up(ctx, h, n * size);
     T_OK(cu_comm_wait_compute(ctx));
-    T_OK(cu_comm_allreduce_sum_f32(c, d, n * size));
+    T_OK(cu_comm_coll_(c, CU_COLL_ALLREDUCE, d, d, n * size, 0, 0));
     T_OK(cu_comm_sync(c));
     T_OK(cu_d2h(ctx, r, d, sizeof(float) * n * size));
     for (int64_t i = 0; i < n * size; i++) want[i] = (float)(100 * (size * (size - 1) / 2) + size * i);
     T_CHECK(diff(r, want, n * size) == 0, "allreduce");
     T_OK(cu_h2d(ctx, d, h, sizeof(float) * n * size));
-    T_OK(cu_comm_reduce_scatter_sum_f32(c, o, d, n));
+    T_OK(cu_comm_coll_(c, CU_COLL_REDUCE_SCATTER, o, d, n, 0, 0));
     T_OK(cu_comm_sync(c));
     T_OK(cu_d2h(ctx, r, o, sizeof(float) * n));
     T_CHECK(diff(r, want + rank * n, n) == 0, "reduce_scatter: this rank's block of the sum");
-    T_OK(cu_comm_allgather_f32(c, o, d, n));
+    T_OK(cu_comm_coll_(c, CU_COLL_ALLGATHER, o, d, n, 0, 0));
     T_OK(cu_comm_sync(c));
     T_OK(cu_d2h(ctx, r, o, sizeof(float) * n * size));
     for (int q = 0; q < size; q++)
         for (int64_t i = 0; i < n; i++) want[q * n + i] = (float)(100 * q + i);
     T_CHECK(diff(r, want, n * size) == 0, "allgather: rank order");
-    T_OK(cu_comm_alltoall_f32(c, o, d, n));
+    T_OK(cu_comm_coll_(c, CU_COLL_ALLTOALL, o, d, n, 0, 0));
     T_OK(cu_comm_sync(c));
     T_OK(cu_d2h(ctx, r, o, sizeof(float) * n * size));
     for (int q = 0; q < size; q++)
         for (int64_t i = 0; i < n; i++) want[q * n + i] = (float)(100 * q + rank * n + i);
     T_CHECK(diff(r, want, n * size) == 0, "alltoall: block i of recv is rank i's block for me");
-    T_OK(cu_comm_broadcast_f32(c, d, n, size - 1));
+    T_OK(cu_comm_coll_(c, CU_COLL_BROADCAST, d, d, n, 0, size - 1));
     T_OK(cu_comm_sync(c));
     T_OK(cu_d2h(ctx, r, d, sizeof(float) * n));
     for (int64_t i = 0; i < n; i++) want[i] = (float)(100 * (size - 1) + i);
@@ -97,11 +98,11 @@ static void test_api(void) {
         int next = (rank + 1) % size, prev = (rank + size - 1) % size;
         T_OK(cu_h2d(ctx, d, h, sizeof(float) * n));
         if (rank % 2 == 0) {
-            T_OK(cu_comm_send_f32(c, d, n, next));
-            T_OK(cu_comm_recv_f32(c, o, n, prev));
+            T_OK(cu_comm_coll_(c, CU_COLL_SEND, NULL, d, n, 0, next));
+            T_OK(cu_comm_coll_(c, CU_COLL_RECV, o, NULL, n, 0, prev));
         } else {
-            T_OK(cu_comm_recv_f32(c, o, n, prev));
-            T_OK(cu_comm_send_f32(c, d, n, next));
+            T_OK(cu_comm_coll_(c, CU_COLL_RECV, o, NULL, n, 0, prev));
+            T_OK(cu_comm_coll_(c, CU_COLL_SEND, NULL, d, n, 0, next));
         }
         T_OK(cu_comm_sync(c));
         T_OK(cu_d2h(ctx, r, o, sizeof(float) * n));

@@ -98,14 +98,15 @@ static int check_grid(cu_ctx *ctx, bool broken) {
 }
 
 /* ---------------- drop ---------------- */
-/* the production kernel (optimized/cuda/cu_dp.cu) */
-__global__ void k_clip_accumulate(float *grad, const float *ws, const float *c, int bc, int64_t n);
+/* the production kernel (optimized/cuda/cu_dp.cu: the fused clipping's accumulation, the
+ * only clipped-accumulation kernel of the fused paths) */
+template <typename R> __global__ void k_chunk_accum(R *dW, const R *ws, const R *cs, int64_t nb, int64_t n);
 /* the same before the fix: every example multiplied by its factor, also a dropped one */
-__global__ void k_clip_accumulate_unfixed(float *grad, const float *ws, const float *c, int bc, int64_t n) {
+__global__ void k_chunk_accum_unfixed(float *dW, const float *ws, const float *cs, int64_t nb, int64_t n) {
     for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n; j += (int64_t)gridDim.x * blockDim.x) {
-        float s = 0.0f;
-        for (int b = 0; b < bc; b++) s += __ldg(&c[b]) * ws[(int64_t)b * n + j];
-        grad[j] += s;
+        float acc = dW[j];
+        for (int64_t b = 0; b < nb; b++) acc = __fadd_rn(acc, __fmul_rn(cs[b], ws[b * n + j]));
+        dW[j] = acc;
     }
 }
 
@@ -122,12 +123,12 @@ static int check_drop(cu_ctx *ctx, bool broken) {
     float *dws = (float *)cu_test_up(ctx, ws, sizeof ws), *dc = (float *)cu_test_up(ctx, c, sizeof c),
           *dg = (float *)cu_test_up(ctx, grad, sizeof grad);
     cudaStream_t s = (cudaStream_t)cu_ctx_stream(ctx);
-    if (broken) k_clip_accumulate_unfixed<<<cu_grid_1d(n, 4), CU_BLOCK, 0, s>>>(dg, dws, dc, bc, n);
-    else k_clip_accumulate<<<cu_grid_1d(n, 4), CU_BLOCK, 0, s>>>(dg, dws, dc, bc, n);
+    if (broken) k_chunk_accum_unfixed<<<cu_grid_1d(n, 1), CU_BLOCK, 0, s>>>(dg, dws, dc, bc, n);
+    else k_chunk_accum<float><<<cu_grid_1d(n, 1), CU_BLOCK, 0, s>>>(dg, dws, dc, bc, n);
     T_OK(cu_d2h(ctx, out, dg, sizeof out));
     int bad = 0;
     for (int64_t j = 0; j < n; j++) { /* the dropped example contributes nothing */
-        float ref = 1.0f + (0.0f + 0.5f * ws[j] + 0.25f * ws[2 * n + j]);
+        float ref = (1.0f + 0.5f * ws[j]) + 0.25f * ws[2 * n + j]; /* exact: small integers and halves */
         bad += !(out[j] == ref);
     }
     T_CHECK(bad == 0, "drop: %d of %lld elements differ from the sum without the dropped example (NaN: 0 * inf)",
