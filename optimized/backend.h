@@ -71,6 +71,13 @@ typedef struct {
     uint64_t recv[OPT_COLL_COUNT];  /* bytes this rank received from other ranks */
 } opt_comm_stats;
 
+/* half_convert's half types and modes (the operation's comment below) */
+#define OPT_HALF_BF16 0
+#define OPT_HALF_FP16 1
+#define OPT_HALF_ROUND 0
+#define OPT_HALF_ENCODE 1
+#define OPT_HALF_DECODE 2
+
 /* The operation list, declared once (docs/engine.md "The operation registry"):
  * X(ID, name, return type, (parameters)). It generates the table struct
  * opt_backend_ops, the ids OPT_OP_<ID>, the names (opt_op_name) and the support query
@@ -89,6 +96,17 @@ typedef struct {
     /* host f64 <-> device dtype conversions (n elements) */ \
     X(UPLOAD_F64, upload_f64, dp_status, (void *ctx, void *dst, const double *src_host, int64_t n)) \
     X(DOWNLOAD_F64, download_f64, dp_status, (void *ctx, double *dst_host, const void *src, int64_t n)) \
+    /* Half conversions of mixed precision (docs/precision.md section 1), an F32 backend \
+     * only (F64: an invalid-argument error). half: 0 bf16, 1 fp16; round to \
+     * nearest, ties to even, overflow to +-inf, fp16 subnormals rounded the same way, as \
+     * common/tensor.h (a NaN stays a NaN; its payload is not specified). mode: \
+     *   0 round:  y[i] = the f32 value of x[i] rounded to the half type   x, y f32 [n] \
+     *             (in place allowed); counts (host, may be NULL) [0] += the elements \
+     *             that overflowed (finite x, infinite y), [1] += the ones that \
+     *             underflowed (x != 0, |y| below the half type's smallest normal); \
+     *   1 encode: y[i] = the 2-byte half bits of x[i]             x f32 [n], y 2-byte [n]; \
+     *   2 decode: y[i] = the f32 value of the half bits x[i] (exact) x 2-byte, y f32. */ \
+    X(HALF_CONVERT, half_convert, dp_status, (void *ctx, void *y, uint64_t *counts, const void *x, int half, int mode, int64_t n)) \
  \
     /* ---------------- dense linear algebra ---------------- */ \
     /* Strided-batched GEMM, b < batch: \

@@ -26,7 +26,10 @@
  *     no-op here);
  *   - the loss scale itself would multiply the cross-entropy row weights of the tape
  *     pass (opt_forward_backward), i.e. the output gradient of the loss.
- * Conversions go only through common/tensor.h (dp_f32_to_bf16 / dp_f32_to_f16 and back). */
+ * Conversions of backend memory go through the backend operation half_convert (host:
+ * common/tensor.h's dp_f32_to_bf16 / dp_f32_to_f16 and back; CUDA: cu_prec.cu's cvt.rn,
+ * the same bits), or, for a backend without it, through its memory operations and
+ * opt_half_convert_host; host values through opt_prec_encode / opt_prec_decode. */
 #ifndef OPT_PRECISION_H
 #define OPT_PRECISION_H
 
@@ -69,14 +72,22 @@ float opt_prec_round_value(opt_prec p, float x);
  * (exact): common/tensor.h's conversions for bf16 / fp16. */
 uint16_t opt_prec_encode(opt_prec p, float x);
 float opt_prec_decode(opt_prec p, uint16_t h);
-/* Device conversions (the backend's f32 <-> 2-byte half elements), n elements, through
- * host blocks: dst_half = encode(src_f32); dst_f32 = decode(src_half). */
+/* Device conversions (the backend's f32 <-> 2-byte half elements), n elements, by the
+ * backend's half_convert (else host blocks): dst_half = encode(src_f32); dst_f32 =
+ * decode(src_half). */
 dp_status opt_prec_to_half(opt_backend *be, opt_prec p, void *dst_half, const void *src_f32, int64_t n);
 dp_status opt_prec_from_half(opt_backend *be, opt_prec p, void *dst_f32, const void *src_half, int64_t n);
 
+/* The half conversion of the backend operation half_convert (optimized/backend.h: half
+ * OPT_HALF_BF16/FP16, mode OPT_HALF_ROUND/ENCODE/DECODE, counts [2] may be NULL) on host
+ * memory, through common/tensor.h: the host backend's half_convert and the generic path of
+ * a backend without one (DP_ERR_INVALID for a bad half type, mode or size). */
+dp_status opt_half_convert_host(void *y, uint64_t *counts, const void *x, int half, int mode, int64_t n);
+
 /* x[0..n) (device, the backend's f32) rounded in place to the half type p (no-op for
- * f64/f32); cnt (may be NULL) accumulates the counts. Through download/upload, so any
- * backend gives the same bits at this point. */
+ * f64/f32); cnt (may be NULL) accumulates the counts. Through the backend's half_convert (the same
+ * bits on every backend: round to nearest even), or, where it has none, through its
+ * memory operations and opt_half_convert_host. */
 dp_status opt_prec_round_dev(opt_backend *be, opt_prec p, void *x, int64_t n, opt_prec_count *cnt);
 
 /* The seam where an unscale by the loss scale happens (docs/precision.md "Loss-scaling

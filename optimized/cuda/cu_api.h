@@ -95,6 +95,11 @@ typedef struct cu_comm cu_comm;    /* NCCL communicator (see the NCCL section of
     X_STATUS(cu_comm_wait_compute, (cu_ctx *ctx))                                                                    \
     X_STATUS(cu_compute_wait_comm, (cu_ctx *ctx))                                                                    \
                                                                                                                      \
+    /* The backend operation half_convert (optimized/backend.h, cu_prec.cu): f32 <-> bf16 / fp16,                   \
+     * half 0 bf16, 1 fp16; mode 0 round (f32 -> f32, in place allowed; counts host [2] += overflowed,               \
+     * underflowed, may be NULL), 1 encode (f32 -> 2-byte), 2 decode (2-byte -> f32). */                             \
+    X_STATUS(cu_half_convert, (cu_ctx *ctx, void *y, uint64_t *counts, const void *x, int half, int mode, int64_t n)) \
+                                                                                                                     \
     /* ---------------- GEMMs (cuBLAS; the bf16 GEMM: dev/cu_dev.h) ----------------                                 \
      * C[M,N] = alpha * op(A) op(B) + beta * C, row-major, f32 accumulation.                                         \
      * op(A) is A[M,K] (ta = 0) or A[K,M]^T (ta = 1); op(B) is B[K,N] or B[N,K]^T.                                   \

@@ -93,6 +93,11 @@ static dp_status cb_download_f64(void *ctx, double *dst, const void *src, int64_
     return st;
 }
 
+static dp_status cb_half_convert(void *ctx, void *y, uint64_t *counts, const void *x, int half, int mode, int64_t n) {
+    if (CB(ctx)->f64) return dp_error(DP_ERR_INVALID, "cuda half_convert: needs an f32 backend");
+    return cu_half_convert(CB(ctx)->cu, y, counts, x, half, mode, n); /* cu_prec.cu */
+}
+
 /* ---------------- dense linear algebra and pointwise (cu_gemm.cu, cu_pointwise.cu) ---------------- */
 static dp_status cb_gemm(void *ctx, void *C, const void *A, const void *B, int ta, int tb, int64_t M, int64_t N,
                          int64_t K, double alpha, double beta, int64_t batch, int64_t sA, int64_t sB, int64_t sC) {
@@ -380,6 +385,7 @@ extern "C" dp_status opt_backend_cuda_create(opt_backend *be, const opt_backend_
     opt_backend_ops *o = &be->ops;
     o->alloc = cb_alloc; o->free = cb_free; o->to_device = cb_to_device; o->to_host = cb_to_host;
     o->copy = cb_copy; o->zero = cb_zero; o->upload_f64 = cb_upload_f64; o->download_f64 = cb_download_f64;
+    o->half_convert = cb_half_convert;
     o->gemm = cb_gemm; o->add_bias = cb_add_bias; o->sum_rows = cb_sum_rows; o->axpby = cb_axpby; o->add = cb_add;
     o->div_scalar = cb_div_scalar;
     o->tanh_fwd = cb_tanh_fwd; o->tanh_bwd = cb_tanh_bwd; o->silu_fwd = cb_silu_fwd; o->silu_bwd = cb_silu_bwd;

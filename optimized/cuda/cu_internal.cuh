@@ -20,6 +20,7 @@ enum {
     CU_SLOT_C = 3,       /* clip factors */
     CU_SLOT_TMP = 4,     /* attention's dpre, book-keeping's scaled G */
     CU_SLOT_SYNC = 5,    /* grid-barrier counters of the single-pass fused kernel */
+    CU_SLOT_COUNTS = 6,  /* half_convert's rounding counters (cu_prec.cu) */
     CU_SLOT_FLAG = 7     /* the integer error flag of index checks */
 };
 

@@ -25,6 +25,7 @@
 #include "optimized/backend.h"
 #include "optimized/ledger.h"
 #include "optimized/opt_poll.h"
+#include "optimized/precision.h"
 #include "optimized/host/host_gemm.h"
 #include "optimized/host/host_pool.h"
 
@@ -188,6 +189,12 @@ static dp_status host_copy(void *ctx, void *dst, const void *src, size_t nbytes)
 static dp_status host_zero(void *ctx, void *dst, size_t nbytes) {
     if (nbytes) memset(dst, 0, nbytes);
     return DP_OK;
+}
+
+/* half_convert: the conversion of optimized/precision.c on the host memory (common/tensor.h) */
+static dp_status host_half_convert(void *ctx, void *y, uint64_t *counts, const void *x, int half, int mode, int64_t n) {
+    if (((host_ctx *)ctx)->dtype != DP_F32) return dp_error(DP_ERR_INVALID, "half_convert: needs an f32 backend");
+    return opt_half_convert_host(y, counts, x, half, mode, n);
 }
 
 /* ---- collectives ----
@@ -549,6 +556,7 @@ HOST_ANY_DTYPE_(to_device, host_identity_xfer)
 HOST_ANY_DTYPE_(to_host, host_identity_xfer)
 HOST_ANY_DTYPE_(copy, host_copy)
 HOST_ANY_DTYPE_(zero, host_zero)
+HOST_ANY_DTYPE_(half_convert, host_half_convert)
 HOST_ANY_DTYPE_(allreduce_sum, host_allreduce)
 HOST_ANY_DTYPE_(reduce_scatter_sum, host_reduce_scatter)
 HOST_ANY_DTYPE_(allgather, host_allgather)

@@ -13,6 +13,9 @@
  *     the last bits, so there the differing elements are counted and printed, and the
  *     bounds are those of `dpcert ops --backend cuda` (docs/tolerances.md "Ring attention
  *     on CUDA");
+ *   - half_convert (mixed precision): rounding in place with its overflow / underflow
+ *     counts, encoding and decoding, bf16 and fp16, bit-identical to the host backend on
+ *     values over the whole f32 range and the rounding boundaries (f64: refused by both);
  *   - single-rank collectives are copies / no-ops.
  * Exits 77 without a GPU (built against the CPU emulation as optimized_test_cuda_emu_backend,
  * where it asks for --backend cuda-emu). */
@@ -167,6 +170,50 @@ static void test_exact_ops(void) {
     drop(G, dy);
     T_CHECK(nbitdiff(yh, yn, n) > n / 2, "negative control: another lane differs");
     free(a); free(b); free(y); free(yh); free(yg); free(yn);
+}
+
+/* half_convert on both backends (f32 only; an f64 backend refuses): the rounding points of
+ * mixed precision are bit for bit the host's (docs/precision.md section 8). */
+static void test_half_convert(void) {
+    if (H->dtype != DP_F32) {
+        void *d = put(G, (const float[]){1.0f}, 1);
+        T_CHECK(G->ops.half_convert(G->ctx, d, NULL, d, OPT_HALF_BF16, OPT_HALF_ROUND, 1) == DP_ERR_INVALID,
+                "half_convert on an f64 cuda backend is refused");
+        drop(G, d);
+        return;
+    }
+    const int64_t n = 4099;
+    float *x = malloc(n * 4), *r[2] = {malloc(n * 4), malloc(n * 4)};
+    uint16_t *e[2] = {malloc(n * 2), malloc(n * 2)};
+    cu_test_fill(x, n, seed, 50, 1.0);
+    static const float edge[] = {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -7e4f, 1.00390625f, 1.01171875f, 3.4e38f,
+                                 0x1p-25f, 0x1.8p-25f, 0x1p-14f, 0x1p-126f, 0x1p-149f, 1e-40f};
+    for (int64_t i = 0; i < n; i++) x[i] = i < 15 ? edge[i] : x[i] * ldexpf(1.0f, (int)(i % 200) - 100);
+    opt_backend *bs[2] = {H, G};
+    for (int half = 0; half < 2; half++) {
+        uint64_t c[2][2] = {{0, 0}, {0, 0}};
+        for (int k = 0; k < 2; k++) {
+            opt_backend *be = bs[k];
+            void *d = put(be, x, n), *h = NULL;
+            T_OK(be->ops.alloc(be->ctx, &h, (size_t)n * 2));
+            T_OK(be->ops.half_convert(be->ctx, h, NULL, d, half, OPT_HALF_ENCODE, n));
+            T_OK(be->ops.to_host(be->ctx, e[k], h, (size_t)n * 2));
+            T_OK(be->ops.half_convert(be->ctx, d, c[k], d, half, OPT_HALF_ROUND, n)); /* in place */
+            get(be, r[k], d, n);
+            T_OK(be->ops.half_convert(be->ctx, d, NULL, h, half, OPT_HALF_DECODE, n));
+            float *dec = malloc(n * 4);
+            get(be, dec, d, n);
+            T_CHECK(memcmp(dec, r[k], (size_t)n * 4) == 0, "%s %s: decode(encode(x)) is round(x)", be->name, half ? "fp16" : "bf16");
+            free(dec);
+            drop(be, d); drop(be, h);
+        }
+        T_CHECK(memcmp(e[0], e[1], (size_t)n * 2) == 0, "%s encode: bit-identical to the host", half ? "fp16" : "bf16");
+        T_CHECK(memcmp(r[0], r[1], (size_t)n * 4) == 0, "%s round: bit-identical to the host", half ? "fp16" : "bf16");
+        T_CHECK(c[0][0] == c[1][0] && c[0][1] == c[1][1] && c[0][0] > 0 && c[0][1] > 0,
+                "%s counts: host %llu/%llu, %s %llu/%llu (both nonzero)", half ? "fp16" : "bf16", (unsigned long long)c[0][0],
+                (unsigned long long)c[0][1], G->name, (unsigned long long)c[1][0], (unsigned long long)c[1][1]);
+    }
+    free(x); free(r[0]); free(r[1]); free(e[0]); free(e[1]);
 }
 
 /* Clip factors of non-finite and edge squared norms: the adapter must give exactly the
@@ -383,6 +430,7 @@ static void run_dtype(dp_dtype dt) {
     T_CHECK(G->comm.size == 1 && G->comm.rank == 0 && G->dtype == dt, "single rank, dtype");
     T_CHECK(strcmp(G->name, CU_TEST_BACKEND) == 0, "the backend says what it is: %s", G->name);
     test_exact_ops();
+    test_half_convert();
     test_nonfinite_factors();
     test_bounded_ops();
     test_ring_ops();

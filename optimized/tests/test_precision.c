@@ -2,7 +2,10 @@
  *   - the half rounding (opt_prec_round_value) is exactly common/tensor.h's conversion
  *     there and back, at the range edges (fp16 65504 / 65520, subnormals, zero, bf16
  *     FLT_MAX), and opt_prec_round_dev on the host backend gives the same bits and the
- *     overflow / underflow counts of the loss-scaling seam; f32/f64 leave bits alone;
+ *     overflow / underflow counts of the loss-scaling seam, through the backend's
+ *     half_convert and through the generic path of a backend without it (half_convert
+ *     NULL: to_host, the host conversion, to_device), and so do the encode / decode
+ *     round trips of opt_prec_to_half / opt_prec_from_half; f32/f64 leave bits alone;
  *   - a bf16 and an fp16 DP-SGD run (mlp and llama, grad-sample and fused, replicated and
  *     zero1/zero3 at one rank): after every step each parameter (decoded from the 2-byte
  *     half tensors through the parameter fetch) is a half value,
@@ -51,9 +54,15 @@ static void check_values(void) {
     double h[32], back[32];
     for (int i = 0; i < n; i++) h[i] = (double)xs[i];
     void *dev = NULL;
+    void *dh = NULL;
     T_OK(OPT_CALL(be, alloc, &dev, sizeof(float) * (size_t)n));
-    for (int pr = 0; pr < OPT_PREC_COUNT; pr++) {
+    T_OK(OPT_CALL(be, alloc, &dh, sizeof(uint16_t) * (size_t)n));
+    T_CHECK(be->ops.half_convert != NULL, "the host backend fills half_convert");
+    const opt_backend_ops saved = be->ops;
+    for (int pg = 0; pg < 2 * OPT_PREC_COUNT; pg++) {
+        const int pr = pg / 2, generic = pg % 2;
         if (pr == OPT_PREC_F64) continue;
+        be->ops.half_convert = generic ? NULL : saved.half_convert; /* generic: the path of a backend without it */
         opt_prec p = (opt_prec)pr;
         opt_prec_count cnt = {0};
         T_OK(OPT_CALL(be, upload_f64, dev, h, n));
@@ -62,8 +71,8 @@ static void check_values(void) {
         uint64_t over = 0, under = 0;
         for (int i = 0; i < n; i++) {
             float want = opt_prec_round_value(p, xs[i]);
-            T_CHECK(memcmp(&(float){(float)back[i]}, &want, sizeof want) == 0, "%s device rounding of %g: %g, want %g",
-                    opt_prec_names[p], (double)xs[i], back[i], (double)want);
+            T_CHECK(memcmp(&(float){(float)back[i]}, &want, sizeof want) == 0, "%s device rounding (%s) of %g: %g, want %g",
+                    opt_prec_names[p], generic ? "generic" : "half_convert", (double)xs[i], back[i], (double)want);
             over += isinf(want) && isfinite(xs[i]);
             under += xs[i] != 0 && fabsf(want) < (p == OPT_PREC_FP16 ? 0x1p-14f : FLT_MIN);
         }
@@ -74,10 +83,26 @@ static void check_values(void) {
                     (unsigned long long)under);
             T_CHECK(over >= (p == OPT_PREC_FP16 ? 4u : 2u) && under >= 1, "%s: the edge values overflow (%llu) and "
                     "underflow (%llu)", opt_prec_names[p], (unsigned long long)over, (unsigned long long)under);
+            /* encode the original values into 2-byte elements, decode them: the same bits */
+            uint16_t bits[32];
+            T_OK(OPT_CALL(be, upload_f64, dev, h, n));
+            T_OK(opt_prec_to_half(be, p, dh, dev, n));
+            T_OK(OPT_CALL(be, to_host, bits, dh, sizeof(uint16_t) * (size_t)n));
+            T_OK(OPT_CALL(be, zero, dev, sizeof(float) * (size_t)n));
+            T_OK(opt_prec_from_half(be, p, dev, dh, n));
+            T_OK(OPT_CALL(be, download_f64, back, dev, n));
+            for (int i = 0; i < n; i++) {
+                float want = opt_prec_round_value(p, xs[i]);
+                T_CHECK(bits[i] == opt_prec_encode(p, xs[i]) && memcmp(&(float){(float)back[i]}, &want, sizeof want) == 0,
+                        "%s encode/decode (%s) of %g: bits %04x, value %g", opt_prec_names[p], generic ? "generic" : "half_convert",
+                        (double)xs[i], bits[i], back[i]);
+            }
         } else
             T_CHECK(cnt.elements == 0, "f32: nothing rounded");
     }
+    be->ops = saved;
     OPT_CALL(be, free, dev);
+    OPT_CALL(be, free, dh);
     opt_backend_destroy(be);
     /* an f64 backend cannot hold half values for the engine */
     bc.dtype = DP_F64;

@@ -1,12 +1,15 @@
 // optimized/cuda/dev/cu_dev_bf16.cu — development variants (not used by the engine yet;
 // docs/cuda.md "Development variants"): the bf16-input GEMM through cuBLASLt (f32 output
 // and accumulation, plain and strided-batched, with the cublasGemmEx fallback) and the
-// f32 <-> bf16 conversions on the device. Promoted into optimized/cuda/ when the engine
+// f32 <-> bf16 conversions of the C API (over the engine's kernel, cu_prec.cu). Promoted into optimized/cuda/ when the engine
 // uses them (a bf16 path through the engine).
 #include <cuda_bf16.h>
 #include <stdint.h>
 #include <string.h>
 
+extern "C" {
+#include "optimized/backend.h"
+}
 #include "optimized/cuda/cu_api.h"
 #include "optimized/cuda/cu_check.h"
 #include "optimized/cuda/cu_plan.h"
@@ -108,28 +111,10 @@ extern "C" dp_status cu_gemm_bf16(cu_ctx *ctx, float *C, const uint16_t *A, cons
     return cu_gemm_bf16_batched(ctx, C, A, B, ta, tb, alpha, beta, M, N, K, 0, 0, 0, 1);
 }
 
-/* ---- conversions: grid-stride, one element per thread per iteration ---- */
-__global__ void cu_k_f32_to_bf16(uint16_t *out, const float *in, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        __nv_bfloat16 h = __float2bfloat16_rn(in[i]);
-        out[i] = *reinterpret_cast<uint16_t *>(&h);
-    }
-}
-__global__ void cu_k_bf16_to_f32(float *out, const uint16_t *in, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        out[i] = __uint_as_float((uint32_t)in[i] << 16);
-}
+/* ---- conversions: the engine's kernel (cu_prec.cu, the backend's half_convert) ---- */
 extern "C" dp_status cu_f32_to_bf16(cu_ctx *ctx, uint16_t *out, const float *in, int64_t n) {
-    CU_ARG(n >= 0, "cu_f32_to_bf16: negative size %lld", (long long)n);
-    if (n == 0) return DP_OK;
-    cu_k_f32_to_bf16<<<cu_grid_1d(n, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(out, in, n);
-    CU_CHECK_LAUNCH(cu_k_f32_to_bf16);
-    return DP_OK;
+    return cu_half_convert(ctx, out, NULL, in, OPT_HALF_BF16, OPT_HALF_ENCODE, n);
 }
 extern "C" dp_status cu_bf16_to_f32(cu_ctx *ctx, float *out, const uint16_t *in, int64_t n) {
-    CU_ARG(n >= 0, "cu_bf16_to_f32: negative size %lld", (long long)n);
-    if (n == 0) return DP_OK;
-    cu_k_bf16_to_f32<<<cu_grid_1d(n, 1), CU_BLOCK, 0, cu_ctx_stream_(ctx)>>>(out, in, n);
-    CU_CHECK_LAUNCH(cu_k_bf16_to_f32);
-    return DP_OK;
+    return cu_half_convert(ctx, out, NULL, in, OPT_HALF_BF16, OPT_HALF_DECODE, n);
 }
