@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/rng.h"
+#include "common/alloc.h"
 #include "common/tensor.h"
 #include "optimized/cuda/cu_api.h"
 
@@ -107,8 +108,8 @@ typedef struct { double *g, *e, sq, esq; } cu_test_ex;
 static inline void cu_test_ref_examples(cu_test_ex *ex, const float *A, const float *G, int B, int T, int d, int p, double uacc) {
     double gT = cu_gamma(T, uacc);
     for (int b = 0; b < B; b++) {
-        ex[b].g = (double *)calloc((size_t)p * d, sizeof(double));
-        ex[b].e = (double *)calloc((size_t)p * d, sizeof(double));
+        ex[b].g = (double *)dp_calloc((size_t)p * d, sizeof(double));
+        ex[b].e = (double *)dp_calloc((size_t)p * d, sizeof(double));
         ex[b].sq = 0;
         double e2 = 0;
         for (int i = 0; i < p; i++)
