@@ -1,6 +1,6 @@
 /* accountant/acct_cmd.c — `dpcert account`, `dpcert audit-accounting FILE`,
  * the rows of `dpcert reproduce dpzo-tables` (acct_reproduce_dpzo; the command and its
- * target registry are conformance/cmd_reproduce.c). Exit codes: 0 ok, 1 a claim is under-reported
+ * target registry are conformance/reproduce/cmd_reproduce.c). Exit codes: 0 ok, 1 a claim is under-reported
  * (or a paper row is), 2 bad usage or input, 3 internal error. */
 #include <ctype.h>
 #include <jansson.h>

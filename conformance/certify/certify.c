@@ -1,0 +1,567 @@
+/* conformance/certify/certify.c — the two phases of `dpcert certify` (docs/certification.md):
+ * run (the candidate on every vector, R times, outputs kept in the bundle) and evaluate
+ * (every check recomputed from the stored vectors and outputs; `verify-report` calls only
+ * this phase). */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/fsutil.h"
+#include "common/alloc.h"
+#include "common/hash.h"
+#include "common/safetensors.h"
+#include "conformance/certify/certify.h"
+#include "conformance/certify/certify_int.h"
+#include "common/candidate.h"
+
+const char *cert_verdict_name(int v) { return v == CERT_PASS ? "CERTIFIED" : v == CERT_FAIL ? "FAILED" : "INCOMPLETE"; }
+
+void cert_suite_defaults(cert_opts *o) {
+    if (o->suite == CERT_SUITE_CI) {
+        if (!(o->alpha > 0)) o->alpha = 1e-6;
+        if (o->repeats <= 0) o->repeats = 2;
+    } else {
+        if (!(o->alpha > 0)) o->alpha = 1e-9;
+        if (o->repeats <= 0) o->repeats = 4; /* raised by cert_run/evaluate's power requirement */
+    }
+    if (!(o->timeout_s > 0)) o->timeout_s = 120;
+}
+
+void cert_result_init(cert_result *r) { memset(r, 0, sizeof *r); }
+void cert_result_free(cert_result *r) { dp_free(r->items); cert_figs_free(&r->figs); memset(r, 0, sizeof *r); }
+dp_status cert_result_push(cert_result *r, const cert_check *k) {
+    DP_TRY(DP_GROW(r->items, r->cap, r->n + 1, 64, "checks"));
+    r->items[r->n++] = *k;
+    if (k->status > r->verdict) {
+        r->verdict = k->status;
+        snprintf(r->first, sizeof r->first, "%.80s [%.120s]: %.319s", k->name, k->scope, k->msg);
+    }
+    return DP_OK;
+}
+
+/* ---- the bundle's files ---- */
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+dp_status cert_list_vector_files(char ***names, size_t *n, const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return dp_error(DP_ERR_IO, "cannot open %s", dir);
+    char **v = NULL;
+    size_t k = 0, cap = 0;
+    struct dirent *e;
+    dp_status st = DP_OK;
+    while ((e = readdir(d)) && st == DP_OK) {
+        size_t l = strlen(e->d_name);
+        if (l < 13 || strcmp(e->d_name + l - 12, ".safetensors") != 0 || e->d_name[0] == '.') continue;
+        if ((st = DP_GROW(v, cap, k + 1, 16, "vector list")) != DP_OK) break;
+        if (!(v[k] = dp_strndup(e->d_name, l - 12))) st = dp_error(DP_ERR_NOMEM, "out of memory");
+        else k++;
+    }
+    closedir(d);
+    if (k) qsort(v, k, sizeof *v, cmp_str);
+    *names = v;
+    *n = k;
+    return st;
+}
+static dp_status list_vectors(char ***names, size_t *n, const char *bundle) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/vectors", bundle);
+    return cert_list_vector_files(names, n, dir);
+}
+static void free_names(char **v, size_t n) {
+    for (size_t i = 0; i < n; i++) dp_free(v[i]);
+    dp_free(v);
+}
+
+/* The expected outputs of a vector (names point into the vector set; freed by the caller). */
+typedef struct { dp_cand_expect *e; size_t n; char **owned; size_t nowned; } expect_list;
+static void expect_free(expect_list *x) {
+    for (size_t i = 0; i < x->nowned; i++) dp_free(x->owned[i]);
+    dp_free(x->owned);
+    dp_free(x->e);
+    memset(x, 0, sizeof *x);
+}
+static dp_status expect_add(expect_list *x, const char *prefix, const char *name, int req, dp_cand_kind k, int ndim,
+                            const int64_t *shape) {
+    dp_cand_expect *p = dp_realloc(x->e, (x->n + 1) * sizeof *p);
+    char **o = dp_realloc(x->owned, (x->nowned + 1) * sizeof *o);
+    if (p) x->e = p;
+    if (o) x->owned = o;
+    if (!p || !o) return dp_error(DP_ERR_NOMEM, "out of memory");
+    size_t l = strlen(prefix) + strlen(name) + 1;
+    char *s = dp_malloc(l);
+    if (!s) return dp_error(DP_ERR_NOMEM, "out of memory");
+    snprintf(s, l, "%s%s", prefix, name);
+    x->owned[x->nowned++] = s;
+    dp_cand_expect *e = &x->e[x->n++];
+    memset(e, 0, sizeof *e);
+    e->name = s;
+    e->required = req;
+    e->kind = k;
+    e->ndim = ndim;
+    for (int d = 0; d < ndim && d < DP_MAX_DIMS; d++) e->shape[d] = shape[d];
+    return DP_OK;
+}
+
+/* docs/certification.md "Outputs". */
+static dp_status expectations(expect_list *x, const dp_tensor_set *v) {
+    memset(x, 0, sizeof *x);
+    const char *kind = dp_tset_meta(v, "kind");
+    if (kind && strcmp(kind, "sampling") == 0) {
+        const dp_tensor *s = dp_tset_find(v, "sampling.shape");
+        if (!s || dp_tensor_numel(s) != 2) return dp_error(DP_ERR_FORMAT, "sampling vector without sampling.shape [2]");
+        int64_t kn[2] = {(int64_t)dp_tensor_get(s, 0), (int64_t)dp_tensor_get(s, 1)};
+        return expect_add(x, "", "sampling.mask", 1, DP_CAND_INT, 2, kn);
+    }
+    if (kind && strcmp(kind, "trajectory") == 0) { /* docs/certification.md "Trajectory vectors" */
+        int K = 0;
+        DP_TRY(cert_traj_steps(&K, v));
+        for (int k = 0; k < K; k++)
+            for (size_t i = 0; i < v->n; i++) {
+                const char *nm = v->items[i].name;
+                if (strncmp(nm, "params.", 7) != 0) continue;
+                char pre[48];
+                snprintf(pre, sizeof pre, "step.%d.private_grad.", k);
+                DP_TRY(expect_add(x, pre, nm + 7, 1, DP_CAND_FLOAT, v->items[i].t.ndim, v->items[i].t.shape));
+            }
+        return DP_OK;
+    }
+    int64_t B = -1;
+    const dp_tensor *bx = dp_tset_find(v, "batch.x"), *bt = dp_tset_find(v, "batch.tokens");
+    B = bx ? bx->shape[0] : bt ? bt->shape[0] : -1;
+    if (B < 0) return dp_error(DP_ERR_FORMAT, "step vector without batch.x or batch.tokens");
+    int64_t sb[1] = {B};
+    double lr = NAN;
+    const char *opt = dp_tset_meta(v, "optimizer");
+    int sgd = opt && strcmp(opt, "sgd") == 0 && conf_meta_double(v, "lr", &lr) && lr != 0; /* params_after may replace G */
+    if (kind && strcmp(kind, "dpzo") == 0) { /* docs/certification.md "Outputs of a DP-ZO vector" */
+        double nd = 0;
+        if (!conf_meta_double(v, "n_spsa", &nd) || nd != floor(nd) || nd < 1 || nd > 256)
+            return dp_error(DP_ERR_FORMAT, "dpzo vector: n_spsa must be an integer in [1, 256]");
+        int64_t n = (int64_t)nd, sn[1] = {n}, snb[2] = {n, B};
+        for (size_t i = 0; i < v->n; i++) {
+            const char *nm = v->items[i].name;
+            const dp_tensor *t = &v->items[i].t;
+            if (strncmp(nm, "params.", 7) != 0) continue;
+            if (t->ndim + 1 > DP_MAX_DIMS) return dp_error(DP_ERR_FORMAT, "dpzo vector: %s has too many dimensions", nm);
+            int64_t sz[DP_MAX_DIMS] = {n};
+            for (int d = 0; d < t->ndim; d++) sz[d + 1] = t->shape[d];
+            DP_TRY(expect_add(x, "dpzo.z.", nm + 7, 1, DP_CAND_FLOAT, t->ndim + 1, sz));
+        }
+        DP_TRY(expect_add(x, "", "step.scalar", 1, DP_CAND_FLOAT, 1, sn));
+        DP_TRY(expect_add(x, "", "step.noise", 0, DP_CAND_FLOAT, 1, sn));
+        DP_TRY(expect_add(x, "", "per_sample.diff_clipped", 0, DP_CAND_FLOAT, 2, snb));
+        DP_TRY(expect_add(x, "", "per_sample.loss_plus", 0, DP_CAND_FLOAT, 2, snb));
+        return expect_add(x, "", "per_sample.loss_minus", 0, DP_CAND_FLOAT, 2, snb);
+    }
+    for (size_t i = 0; i < v->n; i++) {
+        const char *nm = v->items[i].name;
+        if (strncmp(nm, "params.", 7) != 0) continue;
+        const dp_tensor *t = &v->items[i].t;
+        DP_TRY(expect_add(x, "step.private_grad.", nm + 7, !sgd, DP_CAND_FLOAT, t->ndim, t->shape));
+        if (sgd) DP_TRY(expect_add(x, "params_after.", nm + 7, 0, DP_CAND_FLOAT, t->ndim, t->shape));
+        DP_TRY(expect_add(x, "step.clipped_sum.", nm + 7, 0, DP_CAND_FLOAT, t->ndim, t->shape));
+        DP_TRY(expect_add(x, "step.noise.", nm + 7, 0, DP_CAND_FLOAT, t->ndim, t->shape));
+    }
+    DP_TRY(expect_add(x, "", "per_sample.norm*", 0, DP_CAND_FLOAT, 1, sb));
+    DP_TRY(expect_add(x, "", "per_sample.clip_factor*", 0, DP_CAND_FLOAT, 1, sb));
+    DP_TRY(expect_add(x, "", "per_sample.loss", 0, DP_CAND_FLOAT, 1, sb));
+    return DP_OK;
+}
+
+static void out_path(char *p, size_t len, const char *bundle, const char *vec, int64_t r, const char *ext) {
+    snprintf(p, len, "%s/outputs/%s.r%lld.%s", bundle, vec, (long long)r, ext);
+}
+
+dp_status cert_read_output(dp_cand_result *res, dp_tensor_set *out, const char *bundle, const char *name, int64_t r,
+                           const dp_tensor_set *v) {
+    memset(res, 0, sizeof *res);
+    dp_tset_init(out);
+    char op[4096], sp[4096];
+    out_path(op, sizeof op, bundle, name, r, "safetensors");
+    out_path(sp, sizeof sp, bundle, name, r, "status");
+    struct stat sb;
+    if (lstat(sp, &sb) == 0) { /* a recorded run failure */
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        DP_TRY(dp_read_file(&buf, &len, sp));
+        char w[24] = "";
+        sscanf((const char *)buf, "%23s", w);
+        res->outcome = dp_cand_outcome_parse(w);
+        size_t skip = strlen(w) + 1 < len ? strlen(w) + 1 : len;
+        snprintf(res->msg, sizeof res->msg, "%.*s", (int)(len - skip), (const char *)buf + skip);
+        size_t l = strlen(res->msg);
+        if (l && res->msg[l - 1] == '\n') res->msg[l - 1] = '\0';
+        dp_free(buf);
+        return DP_OK;
+    }
+    if (lstat(op, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        res->outcome = DP_CAND_MISSING;
+        snprintf(res->msg, sizeof res->msg, "output %.400s absent from the bundle", op);
+        return DP_OK;
+    }
+    dp_status st = dp_st_read(out, op);
+    if (st == DP_ERR_NOMEM || st == DP_ERR_SYSIO) return st; /* the system failed, not the candidate: exit 3 */
+    if (st != DP_OK) {
+        dp_tset_init(out);
+        res->outcome = DP_CAND_BAD_OUTPUT;
+        snprintf(res->msg, sizeof res->msg, "candidate output is not a valid safetensors file: %s", dp_last_error());
+        return DP_OK;
+    }
+    expect_list ex;
+    DP_TRY(expectations(&ex, v));
+    dp_candidate_validate(res, out, ex.e, ex.n);
+    expect_free(&ex);
+    return DP_OK;
+}
+
+/* The candidate never gets the bundle's vector: a read-only copy in a scratch folder, whose
+ * SHA-256 is checked after every call (a candidate that overwrites its IN is FAILED with
+ * outcome INPUT_MODIFIED, and the next call gets a fresh copy). */
+static dp_status stage_input(char *hex, const char *src, const char *dst) {
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    DP_TRY(dp_read_file(&buf, &len, src));
+    dp_status st = dp_sha256_buf_hex(hex, buf, len);
+    chmod(dst, 0600); /* an earlier copy (made read-only) is replaced */
+    if (st == DP_OK) st = dp_write_file_atomic("--report", dst, buf, len);
+    if (st == DP_OK) chmod(dst, 0444);
+    dp_free(buf);
+    return st;
+}
+
+static void scratch_remove(const char *dir, char **names, size_t nv) {
+    for (size_t i = 0; i < nv; i++) {
+        char p[4300];
+        snprintf(p, sizeof p, "%s/%s.safetensors", dir, names[i]);
+        remove(p);
+    }
+    rmdir(dir);
+}
+
+dp_status cert_run(const char *bundle, const cert_opts *o, int verbose) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/outputs", bundle);
+    DP_TRY(dp_mkdir_p("--report", dir));
+    char **names = NULL;
+    size_t nv = 0;
+    DP_TRY(list_vectors(&names, &nv, bundle));
+    const char *td = getenv("TMPDIR");
+    char scratch[4096], logfmt[4200];
+    snprintf(scratch, sizeof scratch, "%s/dpcert-in-XXXXXX", td && td[0] ? td : "/tmp");
+    if (!mkdtemp(scratch)) { free_names(names, nv); return dp_error(DP_ERR_IO, "cannot create %s", scratch); }
+    snprintf(logfmt, sizeof logfmt, "%.4000s/outputs/candidate.p%%d.log", bundle);
+    dp_cand_opts co;
+    dp_cand_opts_default(&co);
+    co.timeout_s = o->timeout_s;
+    const double deadline = o->run_timeout_s > 0 ? dp_proc_now() + o->run_timeout_s : 0;
+    dp_cand_session sess;
+    dp_cand_session_init(&sess, o->candidate, &co, logfmt, deadline);
+    dp_status st = DP_OK;
+    for (size_t i = 0; i < nv && st == DP_OK; i++) {
+        char vp[4096], ip[4300], hex[65], hex2[65];
+        snprintf(vp, sizeof vp, "%s/vectors/%s.safetensors", bundle, names[i]);
+        snprintf(ip, sizeof ip, "%s/%s.safetensors", scratch, names[i]);
+        dp_tensor_set v;
+        if ((st = dp_st_read(&v, vp)) != DP_OK) break;
+        expect_list ex;
+        st = expectations(&ex, &v);
+        dp_tset_free(&v);
+        if (st == DP_OK) st = stage_input(hex, vp, ip);
+        for (int64_t r = 1; r <= o->repeats && st == DP_OK; r++) {
+            char op[4096], sp[4096], lp[4096];
+            out_path(op, sizeof op, bundle, names[i], r, "safetensors");
+            out_path(sp, sizeof sp, bundle, names[i], r, "status");
+            out_path(lp, sizeof lp, bundle, names[i], r, "log");
+            dp_cand_result cr;
+            dp_tensor_set out;
+            if (o->persistent) {
+                st = dp_cand_session_run(&sess, &cr, &out, ip, op, ex.e, ex.n);
+            } else {
+                double left = deadline > 0 ? deadline - dp_proc_now() : co.timeout_s;
+                co.log_path = lp;
+                co.timeout_s = left < o->timeout_s ? left : o->timeout_s;
+                if (co.timeout_s > 0) {
+                    st = dp_candidate_run(&cr, &out, o->candidate, ip, op, ex.e, ex.n, &co);
+                } else {
+                    memset(&cr, 0, sizeof cr);
+                    dp_tset_init(&out);
+                    cr.outcome = DP_CAND_TIMEOUT;
+                    snprintf(cr.msg, sizeof cr.msg, "not run: the whole-run time limit of %.0f s was reached", o->run_timeout_s);
+                }
+            }
+            dp_tset_free(&out);
+            if (st != DP_OK) break;
+            if (cr.outcome == DP_CAND_INTERRUPTED) {
+                st = dp_error(DP_ERR_IO, "interrupted");
+                break;
+            }
+            if ((st = dp_sha256_file_hex(hex2, ip)) != DP_OK) { /* removed: as modified */
+                hex2[0] = '\0';
+                st = DP_OK;
+            }
+            if (strcmp(hex, hex2) != 0) {
+                cr.outcome = DP_CAND_INPUT_MODIFIED;
+                snprintf(cr.msg, sizeof cr.msg, "the candidate modified its input %s.safetensors (SHA-256 %.12s... before, "
+                         "%.12s... after): a candidate must not write to IN", names[i], hex, hex2[0] ? hex2 : "(gone)");
+                if ((st = stage_input(hex, vp, ip)) != DP_OK) break;
+            }
+            /* outcomes the stored output cannot show again are recorded beside it */
+            if (cr.outcome == DP_CAND_EXIT || cr.outcome == DP_CAND_TIMEOUT || cr.outcome == DP_CAND_NO_OUTPUT ||
+                cr.outcome == DP_CAND_PROTOCOL || cr.outcome == DP_CAND_INPUT_MODIFIED) {
+                remove(op);
+                char line[700];
+                int len = snprintf(line, sizeof line, "%s %s\n", dp_cand_outcome_name(cr.outcome), cr.msg);
+                st = dp_write_file_atomic("--report", sp, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);
+            } else {
+                remove(sp);
+            }
+            if (verbose)
+                fprintf(stderr, "  %s r%lld: %s%s%s (%.2f s)\n", names[i], (long long)r, dp_cand_outcome_name(cr.outcome),
+                        cr.msg[0] ? ": " : "", cr.msg, cr.proc.wall_s);
+        }
+        expect_free(&ex);
+    }
+    dp_cand_session_close(&sess);
+    scratch_remove(scratch, names, nv);
+    free_names(names, nv);
+    return st;
+}
+
+/* ---- evaluation ---- */
+dp_status cert_push_normal(cert_result *r, cert_check *var, const cert_pool *p, const char *label, const char *scope,
+                           double alpha) {
+    cert_check k;
+    if (p->n == 0) {
+        memset(&k, 0, sizeof k);
+        snprintf(k.name, sizeof k.name, "%s", label ? label : "noise");
+        snprintf(k.scope, sizeof k.scope, "%s", scope);
+        k.status = CERT_INCOMPLETE;
+        snprintf(k.msg, sizeof k.msg, "no %s could be read: not tested", label ? "output" : "private gradient");
+        return cert_result_push(r, &k);
+    }
+    static const char *const suffix[3] = {"variance", "mean", "normality (Kolmogorov-Smirnov)"};
+    for (int j = 0; j < 3; j++) {
+        if (j == 0) cert_test_variance(&k, p->z, p->n, alpha);
+        else if (j == 1) cert_test_mean(&k, p->z, p->n, alpha);
+        else cert_test_ks(&k, p->z, p->n, alpha);
+        if (j == 0 && var) *var = k;
+        if (label) snprintf(k.name, sizeof k.name, "%s %s", label, suffix[j]);
+        snprintf(k.scope, sizeof k.scope, "%s", scope);
+        DP_TRY(cert_result_push(r, &k));
+    }
+    return DP_OK;
+}
+
+dp_status cert_push_products(cert_result *r, const cert_pool *p, const char *name, const char *scope, double alpha) {
+    cert_check k;
+    cert_test_products(&k, p->pa, p->pb, p->np, alpha);
+    snprintf(k.name, sizeof k.name, "%s", name);
+    snprintf(k.scope, sizeof k.scope, "%s", scope);
+    if (p->np == 0) {
+        k.status = CERT_INCOMPLETE;
+        snprintf(k.msg, sizeof k.msg, "no pairs (needs >= 2 repeats / vectors / directions)");
+    }
+    return cert_result_push(r, &k);
+}
+
+/* Every acceptance region must be able to reject on the sides its check relies on: a lower
+ * bound at or below the least value the statistic can take (a negative bound for a count) makes
+ * the check pass by construction (docs/certification.md "Acceptance regions"). */
+static dp_status push_regions(cert_result *r) {
+    size_t tested = 0, n = r->n;
+    for (size_t i = 0; i < n; i++) {
+        const cert_check *k = &r->items[i];
+        if (k->status == CERT_INCOMPLETE || !(k->lo != 0 || k->hi != 0)) continue;
+        tested++;
+        int bad = k->vacuous & (k->need ? k->need : CERT_NEED_LO | CERT_NEED_HI);
+        if (!bad) continue;
+        char sc[160], m[320];
+        snprintf(sc, sizeof sc, "%.60s [%.90s]", k->name, k->scope);
+        snprintf(m, sizeof m, "the acceptance region [%.4g, %.4g] cannot reject on its %s side: the check has no power there "
+                 "(more draws or steps are needed)", k->lo, k->hi, bad & CERT_NEED_LO ? "lower" : "upper");
+        return cert_push(r, CERT_INCOMPLETE, "acceptance regions", sc, m);
+    }
+    char m[200];
+    snprintf(m, sizeof m, "%zu acceptance regions, none vacuous on a side its check relies on", tested);
+    return cert_push(r, CERT_PASS, "acceptance regions", "every statistical check", m);
+}
+
+/* When every call failed the same way before writing any output (the same outcome, the same
+ * message or the same end of its log), the candidate could not start: say so first, with the
+ * reason, rather than leave one FAIL per vector to be read (docs/certification.md "Run
+ * outcomes"). */
+static dp_status push_start_failure(cert_result *r, const char *bundle, char **names, size_t nv, const cert_opts *o) {
+    char first[600] = "", sp[4096];
+    size_t calls = 0;
+    for (size_t i = 0; i < nv; i++)
+        for (int64_t k = 1; k <= o->repeats; k++) {
+            out_path(sp, sizeof sp, bundle, names[i], k, "status");
+            char *buf = NULL;
+            size_t len = 0;
+            if (dp_read_file_max(&buf, &len, "status", sp, 4096) != DP_OK) return DP_OK; /* a call that did not fail */
+            char line[600];
+            snprintf(line, sizeof line, "%.*s", (int)len, buf);
+            dp_free(buf);
+            line[strcspn(line, "\n")] = '\0';
+            if ((strncmp(line, "EXIT ", 5) != 0 && strncmp(line, "NO_OUTPUT ", 10) != 0 && strncmp(line, "PROTOCOL ", 9) != 0) ||
+                strstr(line, "during request") || strstr(line, "candidate replied ERROR") || strstr(line, "wrong reply"))
+                return DP_OK; /* a persistent candidate that was ready: it started */
+            const char *tl = strstr(line, "; its output ends:"), *tf = strstr(first, "; its output ends:");
+            if (!calls) snprintf(first, sizeof first, "%s", line);
+            else if (strcmp(first, line) != 0 && !(tl && tf && strcmp(tl, tf) == 0))
+                return DP_OK;
+            calls++;
+        }
+    if (!calls) return DP_OK;
+    char m[320];
+    snprintf(m, sizeof m, "every call (%zu) failed the same way before writing any output: the candidate could not start "
+             "(an environment problem? interpreter, modules, path): %.150s", calls, first);
+    return cert_push(r, CERT_FAIL, "candidate start", "every vector and repeat", m);
+}
+
+dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) {
+    char **names = NULL;
+    size_t nv = 0;
+    DP_TRY(list_vectors(&names, &nv, bundle));
+    dp_status st0 = push_start_failure(r, bundle, names, nv, o);
+    if (st0 != DP_OK) { free_names(names, nv); return st0; }
+    cert_pool all = {0}, coord = {0}, rep = {0}, across = {0};
+    cert_noise_fams fams;
+    memset(&fams, 0, sizeof fams);
+    cert_dpzo_pools dz;
+    memset(&dz, 0, sizeof dz);
+    size_t nstep = 0;
+    double **prev = NULL;
+    int64_t prevn = 0;
+    dp_status st = DP_OK;
+    if (nv == 0) st = dp_error(DP_ERR_FORMAT, "no vectors in %s/vectors", bundle);
+    for (size_t i = 0; i < nv && st == DP_OK; i++) {
+        char vp[4096], hex[65];
+        snprintf(vp, sizeof vp, "%s/vectors/%s.safetensors", bundle, names[i]);
+        dp_tensor_set v;
+        if ((st = dp_st_read(&v, vp)) != DP_OK) break;
+        const char *decl = dp_tset_meta(&v, "vector_sha256"), *kind = dp_tset_meta(&v, "kind");
+        if ((st = cert_vector_digest(hex, &v)) == DP_OK && (!decl || strcmp(decl, hex) != 0))
+            st = dp_error(DP_ERR_FORMAT, "vector %s: vector_sha256 does not match its content (tampered?)", names[i]);
+        if (st == DP_OK && kind && strcmp(kind, "sampling") == 0) st = cert_eval_sampling(r, bundle, names[i], &v, o);
+        else if (st == DP_OK && kind && strcmp(kind, "dpzo") == 0) st = cert_eval_dpzo(r, &dz, bundle, names[i], &v, o);
+        else if (st == DP_OK && kind && strcmp(kind, "trajectory") == 0) {
+            nstep++;
+            st = cert_eval_traj(r, &all, &rep, &fams, bundle, names[i], &v, o);
+        }
+        else if (st == DP_OK) {
+            double **zs = NULL;
+            int64_t zn = 0;
+            nstep++;
+            st = cert_eval_step(r, &all, &coord, &rep, &fams, &zs, &zn, bundle, names[i], &v, o);
+            /* independence across steps (vectors): repeat k of this vector against repeat k of the previous */
+            for (int64_t k = 0; st == DP_OK && zs && prev && k < o->repeats; k++)
+                for (int64_t e = 0; e < zn && e < prevn && zs[k] && prev[k] && st == DP_OK; e++)
+                    st = cert_pair_push(&across, zs[k][e], prev[k][e]);
+            if (prev) { for (int64_t k = 0; k < o->repeats; k++) dp_free(prev[k]); dp_free(prev); }
+            prev = zs;
+            prevn = zn;
+        }
+        dp_tset_free(&v);
+    }
+    if (prev) { for (int64_t k = 0; k < o->repeats; k++) dp_free(prev[k]); dp_free(prev); }
+    if (st == DP_OK && (nstep > 0 || !dz.vectors)) {
+        cert_check k;
+        k.n = 0;
+        st = cert_push_normal(r, &k, &all, NULL, "all step vectors and repeats", o->alpha);
+        if (k.n > 0) {
+            r->noise_n = all.n;
+            cert_figs_residuals(&r->figs, all.z, all.n);
+            r->sigma_eff_ratio = sqrt(k.statistic);
+            /* 1 - 1e-3 interval for the std ratio: invert the variance test's region at 1e-3 */
+            cert_std_ratio_interval(&r->ratio_lo, &r->ratio_hi, k.statistic, all.n, 1e-3);
+        }
+        if (st == DP_OK && nstep > 0) st = cert_fams_finish(r, &fams, o->alpha);
+        const char *what[3] = {"noise independence across coordinates", "noise independence across repeats",
+                               "noise independence across steps"};
+        cert_pool *pp[3] = {&coord, &rep, &across};
+        for (int j = 0; j < 3 && st == DP_OK; j++) st = cert_push_products(r, pp[j], what[j], "all step vectors", o->alpha);
+    }
+    /* the implied epsilons, once, for every report and printout */
+    if (st == DP_OK) st = cert_implied_epsilon(&r->eps_claimed, 1.0);
+    r->eps_supported = NAN;
+    if (st == DP_OK && r->noise_n) st = cert_implied_epsilon(&r->eps_supported, r->ratio_lo);
+    if (st == DP_OK) st = cert_dpzo_finish(r, &dz, o);
+    r->dpzo_eps_supported = NAN;
+    if (st == DP_OK && r->dpzo_n) st = cert_implied_epsilon(&r->dpzo_eps_supported, r->dpzo_lo);
+    if (st == DP_OK) st = push_regions(r);
+    if (st == DP_OK && o->filter) { /* a partial run certifies nothing (last: the first reason stays the real one) */
+        cert_check k;
+        memset(&k, 0, sizeof k);
+        k.status = CERT_INCOMPLETE;
+        snprintf(k.name, sizeof k.name, "coverage");
+        snprintf(k.scope, sizeof k.scope, "%zu vectors", nv);
+        snprintf(k.msg, sizeof k.msg, "vectors filtered by '%.200s': not every vector of the suite was run", o->filter);
+        st = cert_result_push(r, &k);
+    }
+    if (st == DP_OK && o->scope && strcmp(o->scope, "all") != 0) { /* what the verdict covers, in every report */
+        cert_check k;
+        memset(&k, 0, sizeof k);
+        k.status = CERT_PASS;
+        snprintf(k.name, sizeof k.name, "scope");
+        snprintf(k.scope, sizeof k.scope, "%zu vectors", nv);
+        snprintf(k.msg, sizeof k.msg, "--scope %s: the verdict covers %s only", o->scope,
+                 strcmp(o->scope, "dpsgd") == 0 ? "DP-SGD (step and sampling vectors), not DP-ZO"
+                                                : "DP-ZO (dpzo vectors), not DP-SGD");
+        st = cert_result_push(r, &k);
+    }
+    cert_pool_free(&all); cert_pool_free(&coord); cert_pool_free(&rep); cert_pool_free(&across);
+    cert_fams_free(&fams);
+    cert_dpzo_pools_free(&dz);
+    free_names(names, nv);
+    return st;
+}
+
+dp_status cert_noise_draws(int64_t *n, const char *dir) {
+    *n = 0;
+    char **names = NULL;
+    size_t nv = 0;
+    dp_status st = DP_OK;
+    DP_TRY(cert_list_vector_files(&names, &nv, dir));
+    for (size_t i = 0; i < nv && st == DP_OK; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%.3000s/%.1000s.safetensors", dir, names[i]);
+        dp_tensor_set v;
+        if ((st = dp_st_read(&v, p)) != DP_OK) break;
+        const char *k = dp_tset_meta(&v, "kind");
+        int steps = 1;
+        if (k && strcmp(k, "trajectory") == 0 && (st = cert_traj_steps(&steps, &v)) != DP_OK) { dp_tset_free(&v); break; }
+        for (size_t j = 0; k && (strcmp(k, "step") == 0 || strcmp(k, "trajectory") == 0) && j < v.n; j++)
+            if (strncmp(v.items[j].name, "params.", 7) == 0) *n += steps * dp_tensor_numel(&v.items[j].t);
+        dp_tset_free(&v);
+    }
+    for (size_t i = 0; i < nv; i++) dp_free(names[i]);
+    dp_free(names);
+    return st;
+}
+
+double cert_suite_power_std(cert_suite s) {
+    return s == CERT_SUITE_CERTIFY ? CERT_CERTIFY_STD : s == CERT_SUITE_STRICT ? CERT_STRICT_STD : 0;
+}
+
+int64_t cert_repeats_needed(int64_t per_repeat, double alpha, double std) {
+    if (per_repeat <= 0) return 2; /* no DP-SGD step vector (a filtered run): no noise power claim to meet */
+    int64_t need = 1;
+    while (need < 1000 && cert_power_variance(per_repeat * need, alpha, std) < CERT_CERTIFY_POWER) need++;
+    return need < 2 ? 2 : need;
+}
+
+int cert_scope_has(const char *scope, const char *name) {
+    if (!scope || strcmp(scope, "all") == 0) return 1;
+    const int zo = strncmp(name, "dpzo-", 5) == 0;
+    return strcmp(scope, "dpzo") == 0 ? zo : !zo;
+}
+
+dp_status cert_scope_check(const char *s) {
+    if (s && strcmp(s, "all") != 0 && strcmp(s, "dpsgd") != 0 && strcmp(s, "dpzo") != 0)
+        return dp_error(DP_ERR_USAGE, "--scope: unknown scope '%s' (all, dpsgd or dpzo)", s);
+    return DP_OK;
+}

@@ -1,0 +1,110 @@
+/* conformance/certify/certify_int.h — internals shared by certify.c and certify_eval.c. */
+#ifndef CONF_CERTIFY_INT_H
+#define CONF_CERTIFY_INT_H
+#include <stdlib.h>
+
+#include "common/candidate.h"
+#include "common/alloc.h"
+#include "conformance/certify/certify.h"
+
+/* Pooled standardized residuals z and pairs (a, b) for the independence tests. */
+typedef struct {
+    double *z; int64_t n, cap;
+    double *pa, *pb; int64_t np, pcap;
+} cert_pool;
+
+static inline dp_status cert_pool_push(cert_pool *p, double x) {
+    if (p->n == p->cap) {
+        int64_t nc = p->cap ? 2 * p->cap : 4096;
+        double *q = dp_realloc(p->z, (size_t)nc * sizeof *q);
+        if (!q) return dp_error(DP_ERR_NOMEM, "out of memory (residuals)");
+        p->z = q;
+        p->cap = nc;
+    }
+    p->z[p->n++] = x;
+    return DP_OK;
+}
+static inline dp_status cert_pair_push(cert_pool *p, double a, double b) {
+    if (p->np == p->pcap) {
+        int64_t nc = p->pcap ? 2 * p->pcap : 4096;
+        double *x = dp_realloc(p->pa, (size_t)nc * sizeof *x);
+        if (!x) return dp_error(DP_ERR_NOMEM, "out of memory (pairs)");
+        p->pa = x;
+        double *y = dp_realloc(p->pb, (size_t)nc * sizeof *y);
+        if (!y) return dp_error(DP_ERR_NOMEM, "out of memory (pairs)");
+        p->pb = y;
+        p->pcap = nc;
+    }
+    p->pa[p->np] = a;
+    p->pb[p->np++] = b;
+    return DP_OK;
+}
+static inline void cert_pool_free(cert_pool *p) { dp_free(p->z); dp_free(p->pa); dp_free(p->pb); }
+
+/* The noise variance families of certify_noise.c: sums of squares by tensor, clipping group
+ * and parameter class; each family's tests share one alpha. */
+typedef struct { char scope[200]; double ss; int64_t n; } cert_fam_item;
+typedef struct { cert_fam_item *items; size_t n, cap; } cert_fam;
+typedef struct { cert_fam tensor, group, pclass; } cert_noise_fams;
+dp_status cert_fam_add(cert_fam *f, const char *scope, double ss, int64_t n);
+/* Adds one step's standardized residuals z (all parameters in canonical order) of vector vec. */
+dp_status cert_fams_add_step(cert_noise_fams *f, const char *vec, const ref_model *m, const dp_clip_groups *g,
+                             const double *z);
+dp_status cert_fams_finish(cert_result *r, const cert_noise_fams *f, double alpha);
+void cert_fams_free(cert_noise_fams *f);
+
+/* One step vector: deterministic checks per output, residuals pooled into `all`, coordinate
+ * pairs into `coord`, repeat pairs into `rep`; *zs[k] = the standardized residuals of
+ * repeat k (NULL when unreadable), *zn their count (for the across-steps pairs). */
+dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_pool *rep, cert_noise_fams *fams,
+                         double ***zs, int64_t *zn, const char *bundle, const char *name, const dp_tensor_set *v,
+                         const cert_opts *o);
+/* Trajectory vectors (certify_traj.c). */
+dp_status cert_traj_steps(int *K, const dp_tensor_set *v);
+dp_status cert_eval_traj(cert_result *r, cert_pool *all, cert_pool *rep, cert_noise_fams *fams, const char *bundle,
+                         const char *name, const dp_tensor_set *v, const cert_opts *o);
+dp_status cert_sampling_power(cert_result *r, const char *name, int64_t K, int64_t N, double q, double alpha);
+dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *name, const dp_tensor_set *v,
+                             const cert_opts *o);
+/* Reads output `r` of vector `name` from the bundle: the stored status line, or the file
+ * validated against the vector's expectations. res->outcome OK: *out holds it. */
+dp_status cert_read_output(dp_cand_result *res, dp_tensor_set *out, const char *bundle, const char *name, int64_t r,
+                           const dp_tensor_set *v);
+
+/* Shared by the evaluators (certify_eval.c). */
+dp_status cert_push(cert_result *r, int status, const char *name, const char *scope, const char *msg);
+/* Repeat k's output of vector `name`: 1 with *out holding it when the run produced a valid
+ * output; 0 when it did not (the failure is recorded as a check; *st carries errors). */
+int cert_read_repeat(cert_result *r, dp_status *st, dp_tensor_set *out, char *sc, size_t sclen, const char *bundle,
+                     const char *name, int64_t k, const dp_tensor_set *v);
+/* Adds a declared convention to r->conventions (clip_fn NULL: DP-ZO, dtype only). */
+void cert_note_convention(cert_result *r, const char *vec, const char *clip_fn, const char *dtype);
+/* Output metadata dtype (NULL: f64) -> *dt; 0 when not f64, f32 or bf16. */
+int cert_parse_dtype(dp_dtype *dt, const char *s);
+/* The candidate's outputs against the reference export R under compare's derived bounds at
+ * dtype dt; what the candidate does not export is copied from R and not judged. Pushes one
+ * "deterministic" FAIL per failing tensor, or one PASS. */
+dp_status cert_compare_outputs(cert_result *r, const dp_tensor_set *R, const dp_tensor_set *out, dp_dtype dt,
+                               const char *scope);
+/* The pooled tests of "iid N(0, 1)" (certify.c): variance (*var receives it when var != NULL),
+ * mean, normality; label != NULL renames them "<label> variance|mean|normality (KS)". An
+ * empty pool gives one INCOMPLETE check. */
+dp_status cert_push_normal(cert_result *r, cert_check *var, const cert_pool *p, const char *label, const char *scope,
+                           double alpha);
+/* The product test of the pool's pairs as check `name`; no pairs: INCOMPLETE. */
+dp_status cert_push_products(cert_result *r, const cert_pool *p, const char *name, const char *scope, double alpha);
+
+/* DP-ZO (certify_dpzo.c): directions (dir: all z; dcoord: coordinate pairs within a
+ * direction; dpair: direction 2a against 2a+1; drep: repeat k against k-1) and the
+ * standardized noise of the released scalars (noise; ncoord: scalar 2a against 2a+1; nrep:
+ * repeat k against k-1), pooled over the DP-ZO vectors. */
+typedef struct {
+    int vectors;
+    cert_pool dir, dcoord, dpair, drep, noise, ncoord, nrep;
+} cert_dpzo_pools;
+dp_status cert_eval_dpzo(cert_result *r, cert_dpzo_pools *pl, const char *bundle, const char *name,
+                         const dp_tensor_set *v, const cert_opts *o);
+/* The pooled DP-ZO tests (nothing when no DP-ZO vector was evaluated). */
+dp_status cert_dpzo_finish(cert_result *r, const cert_dpzo_pools *pl, const cert_opts *o);
+void cert_dpzo_pools_free(cert_dpzo_pools *pl);
+#endif

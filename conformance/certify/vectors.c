@@ -1,0 +1,374 @@
+/* conformance/certify/vectors.c — the test vectors of `dpcert vectors` and `dpcert certify`
+ * (docs/certification.md "Vectors"): one safetensors file per vector holding the model
+ * (params.<name>), the batch, and the declared configuration in __metadata__, with a
+ * vector_sha256. Everything is derived from public seeds: nothing secret is in a vector. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/fsutil.h"
+#include "common/alloc.h"
+#include "common/hash.h"
+#include "common/safetensors.h"
+#include "conformance/certify/certify.h"
+#include "reference/dpzo.h"
+
+enum { SP_NONE = 0, SP_ADVERSARIAL, SP_NONFINITE, SP_NEAR, SP_CONFIDENT };
+enum { VK_STEP = 0, VK_SAMPLING, VK_DPZO, VK_TRAJ };
+enum { S_CI = 1, S_CERT = 2 };
+
+/* X(name, suites, kind, model, B, clipping, clip_fn, special, sigma, nz) — model: "mlp" (in 16,
+ * hidden 32,32, classes 10), "lin" (the mlp without hidden layers: gradient norm linear in
+ * the input), "llama" (the default tiny llama with T = 8). Sampling vectors: B = N, nz = K (the
+ * steps), q of the define below: sized so that every sampling test's acceptance region is
+ * non-vacuous and a rate 1.1 q is caught (docs/certification.md "Sampling"). DP-ZO vectors:
+ * nz = n, the directions per step. Trajectory vectors: B per step, nz = K steps. */
+#define CERT_VECTORS(X)                                                                       \
+    X("step-mlp-flat-abadi", S_CI | S_CERT, VK_STEP, "mlp", 32, "flat", "abadi", SP_NONE, 1.0, 0) \
+    X("step-mlp-perlayer-abadi", S_CI | S_CERT, VK_STEP, "mlp", 32, "per-layer", "abadi", SP_NONE, 1.0, 0) \
+    X("step-mlp-flat-automatic", S_CI | S_CERT, VK_STEP, "mlp", 32, "flat", "automatic", SP_NONE, 0.8, 0) \
+    X("step-mlp-batch1", S_CI | S_CERT, VK_STEP, "mlp", 1, "flat", "abadi", SP_NONE, 1.0, 0)     \
+    X("step-mlp-empty", S_CI | S_CERT, VK_STEP, "mlp", 0, "flat", "abadi", SP_NONE, 1.0, 0)      \
+    X("step-lin-adversarial", S_CI | S_CERT, VK_STEP, "lin", 16, "flat", "abadi", SP_ADVERSARIAL, 1.0, 0) \
+    X("step-mlp-nonfinite", S_CI | S_CERT, VK_STEP, "mlp", 16, "flat", "abadi", SP_NONFINITE, 1.0, 0) \
+    X("step-mlp-near-threshold", S_CI | S_CERT, VK_STEP, "mlp", 16, "flat", "abadi", SP_NEAR, 1.0, 0) \
+    X("step-mlp-confident", S_CI | S_CERT, VK_STEP, "mlp", 24, "flat", "abadi", SP_CONFIDENT, 1.2, 0) \
+    X("step-llama-flat-abadi", S_CERT, VK_STEP, "llama", 8, "flat", "abadi", SP_NONE, 1.0, 0)  \
+    X("step-llama-perlayer-abadi", S_CERT, VK_STEP, "llama", 8, "per-layer", "abadi", SP_NONE, 1.0, 0) \
+    X("traj-mlp", S_CI | S_CERT, VK_TRAJ, "mlp", 32, "flat", "abadi", SP_NONE, 1.0, 16)         \
+    X("dpzo-mlp", S_CI | S_CERT, VK_DPZO, "mlp", 32, "", "", SP_NONE, 1.0, 256)                 \
+    X("dpzo-mlp-nonfinite", S_CI | S_CERT, VK_DPZO, "mlp", 16, "", "", SP_NONFINITE, 0.8, 64)     \
+    X("dpzo-llama", S_CERT, VK_DPZO, "llama", 4, "", "", SP_NONE, 1.0, 16)                       \
+    X("sampling-ci", S_CI, VK_SAMPLING, "", 400, "", "", SP_NONE, 0, 250)                        \
+    X("sampling-certify", S_CERT, VK_SAMPLING, "", 800, "", "", SP_NONE, 0, 300)
+
+typedef struct {
+    const char *name;
+    int suites, kind;
+    const char *model;
+    int64_t b;
+    const char *clipping, *clip_fn;
+    int special;
+    double sigma;
+    int nz;
+} vec_spec;
+
+static const vec_spec g_specs[] = {
+#define X(n, s, k, m, b, cl, fn, sp, sg, nz) {n, s, k, m, b, cl, fn, sp, sg, nz},
+    CERT_VECTORS(X)
+#undef X
+};
+
+#define CERT_LR 0.5          /* step vectors: the SGD learning rate (params_after) */
+#define CERT_DPZO_PHI 1e-3  /* DP-ZO vectors: the perturbation scale phi */
+#define CERT_QN 32.0        /* expected batch size declared by every step vector */
+#define CERT_SAMPLING_Q 0.1 /* sampling vectors: q */
+#define CERT_AUTO_GAMMA 0.05 /* automatic clipping vectors: gamma (not the 0.01 a plain `automatic` parser default gives) */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+dp_status cert_suite_parse(cert_suite *s, const char *what, const char *name) {
+    if (name && strcmp(name, "ci") == 0) { *s = CERT_SUITE_CI; return DP_OK; }
+    if (name && strcmp(name, "certify") == 0) { *s = CERT_SUITE_CERTIFY; return DP_OK; }
+    if (name && strcmp(name, "strict") == 0) { *s = CERT_SUITE_STRICT; return DP_OK; }
+    return dp_error(DP_ERR_INVALID, "%s must be ci, certify or strict, got '%s'", what, name ? name : "");
+}
+const char *cert_suite_name(cert_suite s) { return s == CERT_SUITE_CI ? "ci" : s == CERT_SUITE_CERTIFY ? "certify" : "strict"; }
+
+static dp_status meta(dp_tensor_set *s, const char *k, const char *fmt, double v) {
+    char b[64];
+    snprintf(b, sizeof b, fmt, v);
+    return dp_tset_set_meta(s, k, b);
+}
+
+dp_status cert_vector_digest(char hex[65], const dp_tensor_set *v) {
+    dp_tensor_set c;
+    dp_tset_init(&c);
+    dp_status st = DP_OK;
+    for (size_t i = 0; i < v->n && st == DP_OK; i++) st = dp_tset_add(&c, v->items[i].name, &v->items[i].t);
+    for (size_t i = 0; i < v->nmeta && st == DP_OK; i++)
+        if (strcmp(v->meta[i].key, "vector_sha256") != 0) st = dp_tset_set_meta(&c, v->meta[i].key, v->meta[i].value);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (st == DP_OK) st = dp_st_serialize(&buf, &len, &c);
+    if (st == DP_OK) st = dp_sha256_buf_hex(hex, buf, len);
+    dp_free(buf);
+    dp_tset_free(&c);
+    return st;
+}
+
+static dp_status finish_write(dp_tensor_set *s, const char *dir, const char *name) {
+    char hex[65], path[4096];
+    DP_TRY(cert_vector_digest(hex, s));
+    DP_TRY(dp_tset_set_meta(s, "vector_sha256", hex));
+    snprintf(path, sizeof path, "%s/%s.safetensors", dir, name);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    DP_TRY(dp_st_serialize(&buf, &len, s));
+    dp_status st = dp_write_file_atomic("--out", path, buf, len);
+    dp_free(buf);
+    return st;
+}
+
+static dp_status sampling_vector(dp_tensor_set *s, const vec_spec *sp) {
+    int64_t shp[1] = {2}, kn[2] = {sp->nz, sp->b};
+    DP_TRY(dp_tset_add_raw(s, "sampling.shape", DP_I64, kn, 1, shp));
+    DP_TRY(dp_tset_set_meta(s, "kind", "sampling"));
+    DP_TRY(meta(s, "dataset_size", "%.0f", (double)sp->b));
+    DP_TRY(meta(s, "q", "%.17g", CERT_SAMPLING_Q));
+    DP_TRY(meta(s, "steps", "%.0f", (double)sp->nz));
+    return DP_OK;
+}
+
+/* Model config metadata (the keys cert_vector_config reads). */
+static dp_status model_meta(dp_tensor_set *s, const ref_model_config *mc) {
+    if (mc->kind == REF_MLP) {
+        char h[128] = "";
+        size_t k = 0;
+        for (int i = 0; i < mc->nhidden; i++) k += (size_t)snprintf(h + k, sizeof h - k, "%s%d", i ? "," : "", mc->hidden[i]);
+        DP_TRY(dp_tset_set_meta(s, "model", "mlp"));
+        DP_TRY(meta(s, "in", "%.0f", mc->in));
+        DP_TRY(dp_tset_set_meta(s, "hidden", h));
+        return meta(s, "classes", "%.0f", mc->classes);
+    }
+    DP_TRY(dp_tset_set_meta(s, "model", "llama"));
+    const char *k[] = {"vocab", "dim", "layers", "heads", "ffn", "seq", "tied"};
+    const int v[] = {mc->vocab, mc->dim, mc->layers, mc->heads, mc->ffn, mc->seq, mc->tied};
+    for (int i = 0; i < 7; i++) DP_TRY(meta(s, k[i], "%.0f", v[i]));
+    DP_TRY(meta(s, "rope_theta", "%.17g", mc->rope_theta));
+    return meta(s, "norm_eps", "%.17g", mc->norm_eps);
+}
+
+/* The model (params.*) and the batch of a step or DP-ZO vector, from the public seed. */
+static dp_status model_and_batch(dp_tensor_set *s, ref_model_config *mcp, const vec_spec *sp, uint64_t seed) {
+    ref_model_config mc;
+    ref_config_default(&mc, strcmp(sp->model, "llama") == 0 ? REF_LLAMA : REF_MLP);
+    if (strcmp(sp->model, "lin") == 0) mc.nhidden = 0;
+    if (mc.kind == REF_LLAMA) mc.seq = 8;
+    ref_model m;
+    ref_dataset d;
+    DP_TRY(ref_model_init(&m, &mc, (dp_seed){seed}));
+    dp_status st = ref_dataset_generate(&d, &mc, sp->b > 0 ? sp->b : 1, (dp_seed){seed});
+    if (st != DP_OK) { ref_model_free(&m); return st; }
+    if (mc.kind == REF_MLP) { /* spread the norms: a larger output layer */
+        ref_param *wo = &m.params[2 * mc.nhidden];
+        for (int64_t e = 0; e < wo->numel; e++) wo->data[e] *= 20;
+        if (sp->special == SP_CONFIDENT) {
+            m.params[2 * mc.nhidden + 1].data[0] = 16; /* class 0 confident: losses ~ 1e-6 */
+            for (int64_t i = 0; i < d.n; i += 3) d.y[i] = 0;
+        }
+        if (sp->special == SP_NONFINITE) d.x[3 * d.in] = NAN; /* example 3: a non-finite loss */
+    }
+    for (int p = 0; p < m.nparams && st == DP_OK; p++) {
+        char nm[160];
+        snprintf(nm, sizeof nm, "params.%s", m.params[p].name);
+        st = dp_tset_add_f64(s, nm, m.params[p].data, m.params[p].ndim, m.params[p].shape);
+    }
+    int64_t B = sp->b;
+    if (st == DP_OK && mc.kind == REF_MLP) {
+        int64_t xs[2] = {B, mc.in}, ys[1] = {B};
+        st = dp_tset_add_f64(s, "batch.x", d.x, 2, xs);
+        if (st == DP_OK) st = dp_tset_add_raw(s, "batch.y", DP_I32, d.y, 1, ys);
+    } else if (st == DP_OK) {
+        int64_t ts[2] = {B, mc.seq};
+        st = dp_tset_add_raw(s, "batch.tokens", DP_I32, d.tokens, 2, ts);
+    }
+    ref_model_free(&m);
+    ref_dataset_free(&d);
+    *mcp = mc;
+    return st;
+}
+
+/* A DP-ZO vector (docs/certification.md "DP-ZO vectors"): C is the median |loss difference|
+ * of the reference's own directions (ref_dpzo_direction, public seed), so about half of the
+ * differences are clipped. */
+static dp_status dpzo_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed) {
+    ref_model_config mc;
+    DP_TRY(model_and_batch(s, &mc, sp, seed));
+    DP_TRY(dp_tset_set_meta(s, "format", CERT_VECTOR_FORMAT));
+    DP_TRY(dp_tset_set_meta(s, "kind", "dpzo"));
+    DP_TRY(dp_tset_set_meta(s, "algorithm", "dpzo"));
+    DP_TRY(model_meta(s, &mc));
+    DP_TRY(meta(s, "sigma", "%.17g", sp->sigma));
+    DP_TRY(meta(s, "phi", "%.17g", CERT_DPZO_PHI));
+    DP_TRY(meta(s, "n_spsa", "%.0f", (double)sp->nz));
+    DP_TRY(dp_tset_set_meta(s, "noise", "gaussian"));
+    DP_TRY(meta(s, "expected_batch_size", "%.17g", CERT_QN));
+    ref_model m;
+    ref_dataset d;
+    memset(&m, 0, sizeof m);
+    memset(&d, 0, sizeof d);
+    int64_t B = 0;
+    double **z = NULL, C = 1.0;
+    cert_dpzo_ref r = {0};
+    dp_status st = cert_vector_load(&m, &d, &B, &mc, s);
+    if (st == DP_OK && !(z = dp_calloc((size_t)m.nparams, sizeof *z))) st = DP_ERR_NOMEM;
+    for (int p = 0; st == DP_OK && p < m.nparams; p++) {
+        int64_t ne = m.params[p].numel;
+        if (!(z[p] = dp_malloc((size_t)(sp->nz * ne) * sizeof **z))) st = DP_ERR_NOMEM;
+        for (int j = 0; j < sp->nz && st == DP_OK; j++) st = ref_dpzo_direction(z[p] + j * ne, (dp_seed){seed}, 1, p, j, ne);
+    }
+    if (st == DP_OK) st = cert_dpzo_reference(&r, &m, &d, z, sp->nz, CERT_DPZO_PHI, INFINITY);
+    int64_t k = 0;
+    for (int64_t i = 0; st == DP_OK && i < (int64_t)sp->nz * B; i++) /* |d| of the kept pairs */
+        if (isfinite(r.lp[i] - r.lm[i])) r.dc[k++] = fabs(r.lp[i] - r.lm[i]);
+    if (st == DP_OK && k) {
+        qsort(r.dc, (size_t)k, sizeof *r.dc, cmp_double);
+        C = r.dc[k / 2];
+    }
+    cert_dpzo_ref_free(&r);
+    for (int p = 0; z && p < m.nparams; p++) dp_free(z[p]);
+    dp_free(z);
+    ref_model_free(&m);
+    ref_dataset_free(&d);
+    if (st == DP_OK) st = meta(s, "clip", "%.17g", C);
+    return st;
+}
+
+/* The draft vector (clip not final), its reference norms, then the final clip and specials. */
+static dp_status step_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed) {
+    ref_model_config mc;
+    int64_t B = sp->b;
+    dp_status st = model_and_batch(s, &mc, sp, seed);
+    if (st == DP_OK) st = dp_tset_set_meta(s, "format", CERT_VECTOR_FORMAT);
+    if (st == DP_OK) st = dp_tset_set_meta(s, "kind", "step");
+    if (st == DP_OK) st = dp_tset_set_meta(s, "algorithm", "dpsgd");
+    if (st == DP_OK) st = model_meta(s, &mc);
+    if (st == DP_OK) st = dp_tset_set_meta(s, "clipping", sp->clipping);
+    if (st == DP_OK) st = dp_tset_set_meta(s, "clip_fn", sp->clip_fn);
+    if (st == DP_OK && strcmp(sp->clip_fn, "automatic") == 0) st = meta(s, "gamma", "%.15g", CERT_AUTO_GAMMA);
+    if (st == DP_OK) st = meta(s, "clip", "%.17g", 1.0);
+    if (st == DP_OK) st = meta(s, "sigma", "%.17g", sp->sigma);
+    if (st == DP_OK) st = meta(s, "expected_batch_size", "%.17g", CERT_QN);
+    if (st == DP_OK) st = dp_tset_set_meta(s, "optimizer", "sgd"); /* params_after = params - lr G may replace G */
+    if (st == DP_OK) st = meta(s, "lr", "%.17g", CERT_LR);
+    if (st != DP_OK) return st;
+    /* C from the reference norms: the median finite norm (half the batch clipped), or just
+       above example 0's norm (near-threshold); the adversarial example is scaled to 1e6 C. */
+    cert_vecref r;
+    conf_clip_conv abadi = {0, 0};
+    if (B > 0) {
+        DP_TRY(cert_vecref_compute(&r, s, &abadi));
+        double *nv = dp_malloc((size_t)B * sizeof *nv);
+        int64_t k = 0;
+        if (!nv) { cert_vecref_free(&r); return DP_ERR_NOMEM; }
+        for (int64_t i = 0; i < B; i++)
+            if (isfinite(r.norm[i])) nv[k++] = r.norm[i];
+        double C = 1.0;
+        if (k) {
+            for (int64_t i = 1; i < k; i++) /* insertion sort: B is small */
+                for (int64_t j = i; j > 0 && nv[j - 1] > nv[j]; j--) { double t = nv[j]; nv[j] = nv[j - 1]; nv[j - 1] = t; }
+            C = nv[k / 2];
+            if (sp->special == SP_NEAR) C = r.norm[0] * (1 + ldexp(1.0, -40));
+            if (sp->special == SP_ADVERSARIAL) {
+                dp_tensor *x = NULL;
+                for (size_t i = 0; i < s->n; i++)
+                    if (strcmp(s->items[i].name, "batch.x") == 0) x = &s->items[i].t;
+                for (int64_t j = 0; x && j < mc.in; j++) ((double *)x->data)[j] *= 1e6 * C / r.norm[0];
+            }
+        }
+        dp_free(nv);
+        cert_vecref_free(&r);
+        DP_TRY(meta(s, "clip", "%.17g", C));
+    }
+    /* groups and their thresholds, as the reference resolves them */
+    ref_model_config mc2;
+    ref_dpsgd_config c;
+    double qn;
+    DP_TRY(cert_vector_config(&mc2, &c, &qn, s));
+    ref_model m2;
+    DP_TRY(ref_model_init(&m2, &mc2, (dp_seed){seed}));
+    ref_clip_groups g;
+    st = ref_clip_groups_make(&g, &c, &m2);
+    if (st == DP_OK) {
+        char buf[4096];
+        size_t len = 0;
+        for (int k = 0; k < g.ngroups && len < sizeof buf; k++)
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s:%.17g", k ? ";" : "", g.name[k], g.thresh[k]);
+        st = dp_tset_set_meta(s, "group_thresholds", buf);
+        len = 0;
+        for (int p = 0; p < m2.nparams && len < sizeof buf && st == DP_OK; p++)
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s:%s", p ? ";" : "", m2.params[p].name, g.name[g.group_of[p]]);
+        if (st == DP_OK) st = dp_tset_set_meta(s, "param_groups", buf);
+        if (st == DP_OK) st = meta(s, "c_total", "%.17g", g.c_total);
+        ref_clip_groups_free(&g);
+    }
+    ref_model_free(&m2);
+    return st;
+}
+
+/* A trajectory vector (docs/certification.md "Trajectory vectors"): K consecutive steps of one
+ * training run at fixed parameters (optimizer none), batch k = examples k B .. (k + 1) B - 1 of
+ * K B generated ones, C the median norm over all of them; `dataset_size` = 10 B, so an epoch is
+ * 10 steps (a generator reseeded each epoch repeats within the K = 16 steps). */
+static dp_status traj_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed) {
+    vec_spec big = *sp;
+    big.b = sp->b * sp->nz;
+    dp_tensor_set all;
+    dp_tset_init(&all);
+    dp_status st = step_vector(&all, &big, seed);
+    for (size_t i = 0; i < all.n && st == DP_OK; i++) {
+        const char *nm = all.items[i].name;
+        const dp_tensor *t = &all.items[i].t;
+        if (strncmp(nm, "params.", 7) == 0) { st = dp_tset_add(s, nm, t); continue; }
+        if (strncmp(nm, "batch.", 6) != 0) continue;
+        size_t row = dp_tensor_nbytes(t) / (size_t)(t->shape[0] ? t->shape[0] : 1);
+        for (int k = 0; k < sp->nz && st == DP_OK; k++) { /* rows k B .. (k + 1) B - 1 */
+            char bn[64];
+            snprintf(bn, sizeof bn, "batch.%d.%s", k, nm + 6);
+            int64_t shp[DP_MAX_DIMS];
+            for (int d = 0; d < t->ndim; d++) shp[d] = t->shape[d];
+            shp[0] = sp->b;
+            st = dp_tset_add_raw(s, bn, t->dtype, (const uint8_t *)t->data + (size_t)k * (size_t)sp->b * row, t->ndim, shp);
+        }
+    }
+    for (size_t i = 0; i < all.nmeta && st == DP_OK; i++) {
+        const char *k = all.meta[i].key;
+        if (strcmp(k, "kind") == 0) st = dp_tset_set_meta(s, "kind", "trajectory");
+        else if (strcmp(k, "optimizer") == 0) st = dp_tset_set_meta(s, "optimizer", "none");
+        else if (strcmp(k, "lr") != 0) st = dp_tset_set_meta(s, k, all.meta[i].value);
+    }
+    if (st == DP_OK) st = meta(s, "steps", "%.0f", (double)sp->nz);
+    if (st == DP_OK) st = meta(s, "dataset_size", "%.0f", 10.0 * (double)sp->b);
+    dp_tset_free(&all);
+    return st;
+}
+
+dp_status cert_vectors_write(const char *dir, cert_suite suite, char ***names, size_t *n) {
+    DP_TRY(dp_mkdir_p("--out", dir));
+    int mask = suite == CERT_SUITE_CI ? S_CI : S_CERT;
+    size_t cnt = 0, ns = sizeof g_specs / sizeof g_specs[0];
+    char **v = names ? dp_calloc(ns, sizeof *v) : NULL;
+    if (names && !v) return DP_ERR_NOMEM;
+    dp_status st = DP_OK;
+    for (size_t i = 0; i < ns && st == DP_OK; i++) {
+        const vec_spec *sp = &g_specs[i];
+        if (!(sp->suites & mask)) continue;
+        dp_tensor_set s;
+        dp_tset_init(&s);
+        if (sp->kind == VK_SAMPLING) {
+            st = dp_tset_set_meta(&s, "format", CERT_VECTOR_FORMAT);
+            if (st == DP_OK) st = sampling_vector(&s, sp);
+        } else {
+            st = sp->kind == VK_DPZO ? dpzo_vector(&s, sp, 1300 + i)
+               : sp->kind == VK_TRAJ ? traj_vector(&s, sp, 1300 + i) : step_vector(&s, sp, 1300 + i);
+        }
+        if (st == DP_OK) st = dp_tset_set_meta(&s, "name", sp->name);
+        if (st == DP_OK) st = finish_write(&s, dir, sp->name);
+        dp_tset_free(&s);
+        if (st == DP_OK && v) {
+            size_t l = strlen(sp->name) + 13;
+            v[cnt] = dp_malloc(l);
+            if (!v[cnt]) st = DP_ERR_NOMEM;
+            else snprintf(v[cnt], l, "%s.safetensors", sp->name);
+        }
+        if (st == DP_OK) cnt++;
+        else st = dp_error_context(st, "vector %s", sp->name);
+    }
+    if (names) { *names = v; *n = cnt; }
+    return st;
+}
