@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "common/status.h"
 #include "common/tensor.h"
 #include "conformance/certify/certify_figs.h"
@@ -195,6 +197,8 @@ void cert_result_init(cert_result *r);
 void cert_result_free(cert_result *r);
 dp_status cert_result_push(cert_result *r, const cert_check *k);
 const char *cert_verdict_name(int v); /* "CERTIFIED", "INCOMPLETE", "FAILED" */
+/* The "checks" array of report.json (result.c). */
+json_t *cert_checks_json(const cert_result *r);
 
 /* Run phase: for each vector in BUNDLE/vectors and each repeat, run the candidate into
  * BUNDLE/outputs/<vector>.r<k>.safetensors (kept); failures become records in

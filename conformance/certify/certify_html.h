@@ -15,7 +15,5 @@
 json_t *cert_plots_json(const cert_result *r);
 /* BUNDLE/report.html (atomic): verdict first, the noise summary, the plots, every check. */
 dp_status cert_report_html(const char *bundle, const cert_result *r, const cert_opts *o, const json_t *plots);
-/* The "checks" array of report.json (certify_report.c). */
-json_t *cert_checks_json(const cert_result *r);
 
 #endif

@@ -1,4 +1,5 @@
-/* conformance/certify/certify_int.h — internals shared by certify.c and certify_eval.c. */
+/* conformance/certify/certify_int.h — internals of certification shared by its files: the
+ * bottom (result.c), the evaluators and the driver (certify.c). */
 #ifndef CONF_CERTIFY_INT_H
 #define CONF_CERTIFY_INT_H
 #include <stdlib.h>
@@ -59,13 +60,21 @@ void cert_fams_free(cert_noise_fams *f);
 dp_status cert_eval_step(cert_result *r, cert_pool *all, cert_pool *coord, cert_pool *rep, cert_noise_fams *fams,
                          double ***zs, int64_t *zn, const char *bundle, const char *name, const dp_tensor_set *v,
                          const cert_opts *o);
-/* Trajectory vectors (certify_traj.c). */
+/* The step count of a trajectory vector (metadata "steps", an integer in [2, 256]; vecref.c). */
 dp_status cert_traj_steps(int *K, const dp_tensor_set *v);
+/* Trajectory vectors (certify_traj.c). */
 dp_status cert_eval_traj(cert_result *r, cert_pool *all, cert_pool *rep, cert_noise_fams *fams, const char *bundle,
                          const char *name, const dp_tensor_set *v, const cert_opts *o);
 dp_status cert_sampling_power(cert_result *r, const char *name, int64_t K, int64_t N, double q, double alpha);
 dp_status cert_eval_sampling(cert_result *r, const char *bundle, const char *name, const dp_tensor_set *v,
                              const cert_opts *o);
+/* The expected outputs of a vector (docs/certification.md "Outputs"; names point into the
+ * vector set; freed with cert_expect_free) (result.c). */
+typedef struct { dp_cand_expect *e; size_t n; char **owned; size_t nowned; } cert_expect_list;
+dp_status cert_expectations(cert_expect_list *x, const dp_tensor_set *v);
+void cert_expect_free(cert_expect_list *x);
+/* BUNDLE/outputs/VEC.rR.EXT: where repeat r of vector vec keeps its output, status or log. */
+void cert_out_path(char *p, size_t len, const char *bundle, const char *vec, int64_t r, const char *ext);
 /* Reads output `r` of vector `name` from the bundle: the stored status line, or the file
  * validated against the vector's expectations. res->outcome OK: *out holds it. */
 dp_status cert_read_output(dp_cand_result *res, dp_tensor_set *out, const char *bundle, const char *name, int64_t r,
@@ -86,7 +95,7 @@ int cert_parse_dtype(dp_dtype *dt, const char *s);
  * "deterministic" FAIL per failing tensor, or one PASS. */
 dp_status cert_compare_outputs(cert_result *r, const dp_tensor_set *R, const dp_tensor_set *out, dp_dtype dt,
                                const char *scope);
-/* The pooled tests of "iid N(0, 1)" (certify.c): variance (*var receives it when var != NULL),
+/* The pooled tests of "iid N(0, 1)" (result.c): variance (*var receives it when var != NULL),
  * mean, normality; label != NULL renames them "<label> variance|mean|normality (KS)". An
  * empty pool gives one INCOMPLETE check. */
 dp_status cert_push_normal(cert_result *r, cert_check *var, const cert_pool *p, const char *label, const char *scope,

@@ -96,25 +96,6 @@ dp_status cert_report_files(json_t **out, const char *bundle) {
     return st;
 }
 
-json_t *cert_checks_json(const cert_result *r);
-json_t *cert_checks_json(const cert_result *r) {
-    json_t *a = json_array();
-    for (size_t i = 0; i < r->n; i++) {
-        const cert_check *k = &r->items[i];
-        json_t *c = json_object();
-        json_object_set_new(c, "check", json_string(k->name));
-        json_object_set_new(c, "scope", json_string(k->scope));
-        json_object_set_new(c, "status", json_string(cert_status_name(k->status)));
-        json_object_set_new(c, "statistic", num_or_null(k->statistic));
-        json_object_set_new(c, "accept_lo", num_or_null(k->lo));
-        json_object_set_new(c, "accept_hi", num_or_null(k->hi));
-        json_object_set_new(c, "alpha", json_real(k->alpha));
-        json_object_set_new(c, "n", json_integer(k->n));
-        json_object_set_new(c, "message", json_string(k->msg));
-        json_array_append_new(a, c);
-    }
-    return a;
-}
 
 static double alpha_sum(const cert_result *r) {
     double s = 0;

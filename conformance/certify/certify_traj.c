@@ -34,14 +34,6 @@ static dp_status step_view(dp_tensor_set *w, const dp_tensor_set *v, int k) {
     return st;
 }
 
-dp_status cert_traj_steps(int *K, const dp_tensor_set *v) {
-    double k = 0;
-    if (!conf_meta_double(v, "steps", &k) || k != floor(k) || k < 2 || k > 256)
-        return dp_error(DP_ERR_FORMAT, "trajectory vector: steps must be an integer in [2, 256]");
-    *K = (int)k;
-    return DP_OK;
-}
-
 dp_status cert_eval_traj(cert_result *r, cert_pool *all, cert_pool *rep, cert_noise_fams *fams, const char *bundle,
                          const char *name, const dp_tensor_set *v, const cert_opts *o) {
     int K = 0;

@@ -1,15 +1,19 @@
-/* conformance/certify/vecref.c — the reference of a step vector: the model and batch it holds, per
+/* conformance/certify/vecref.c — the vector format and its reference, the bottom of
+ * certification with result.c (docs/certification.md): suite names, a vector's digest and
+ * step count, the model and batch a vector holds, and the reference of a step vector: per
  * example loss, gradient (ref_example_grad), group norms (ref_norms_double), clip factors
  * under a convention, and clipped sums (Neumaier, ascending example order), exactly as
- * reference/dpsgd.c computes a step, minus the sampling and the noise (docs/certification.md). */
+ * reference/dpsgd.c computes a step, minus the sampling and the noise. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/hash.h"
 #include "common/safetensors.h"
 #include "common/alloc.h"
 #include "conformance/certify/certify.h"
+#include "conformance/certify/certify_int.h"
 
 static dp_status need_d(const dp_tensor_set *v, const char *key, double *x) {
     if (!conf_meta_double(v, key, x)) return dp_error(DP_ERR_FORMAT, "vector metadata '%s' missing or not a finite number", key);
@@ -240,4 +244,37 @@ dp_status cert_vecref_export(dp_tensor_set *s, const cert_vecref *r, const dp_te
     if (st == DP_OK) st = dp_tset_set_meta(s, "step", buf);
     if (st != DP_OK) dp_tset_free(s);
     return st;
+}
+
+dp_status cert_suite_parse(cert_suite *s, const char *what, const char *name) {
+    if (name && strcmp(name, "ci") == 0) { *s = CERT_SUITE_CI; return DP_OK; }
+    if (name && strcmp(name, "certify") == 0) { *s = CERT_SUITE_CERTIFY; return DP_OK; }
+    if (name && strcmp(name, "strict") == 0) { *s = CERT_SUITE_STRICT; return DP_OK; }
+    return dp_error(DP_ERR_INVALID, "%s must be ci, certify or strict, got '%s'", what, name ? name : "");
+}
+
+const char *cert_suite_name(cert_suite s) { return s == CERT_SUITE_CI ? "ci" : s == CERT_SUITE_CERTIFY ? "certify" : "strict"; }
+
+dp_status cert_vector_digest(char hex[65], const dp_tensor_set *v) {
+    dp_tensor_set c;
+    dp_tset_init(&c);
+    dp_status st = DP_OK;
+    for (size_t i = 0; i < v->n && st == DP_OK; i++) st = dp_tset_add(&c, v->items[i].name, &v->items[i].t);
+    for (size_t i = 0; i < v->nmeta && st == DP_OK; i++)
+        if (strcmp(v->meta[i].key, "vector_sha256") != 0) st = dp_tset_set_meta(&c, v->meta[i].key, v->meta[i].value);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (st == DP_OK) st = dp_st_serialize(&buf, &len, &c);
+    if (st == DP_OK) st = dp_sha256_buf_hex(hex, buf, len);
+    dp_free(buf);
+    dp_tset_free(&c);
+    return st;
+}
+
+dp_status cert_traj_steps(int *K, const dp_tensor_set *v) {
+    double k = 0;
+    if (!conf_meta_double(v, "steps", &k) || k != floor(k) || k < 2 || k > 256)
+        return dp_error(DP_ERR_FORMAT, "trajectory vector: steps must be an integer in [2, 256]");
+    *K = (int)k;
+    return DP_OK;
 }

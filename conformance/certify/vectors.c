@@ -71,34 +71,10 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-dp_status cert_suite_parse(cert_suite *s, const char *what, const char *name) {
-    if (name && strcmp(name, "ci") == 0) { *s = CERT_SUITE_CI; return DP_OK; }
-    if (name && strcmp(name, "certify") == 0) { *s = CERT_SUITE_CERTIFY; return DP_OK; }
-    if (name && strcmp(name, "strict") == 0) { *s = CERT_SUITE_STRICT; return DP_OK; }
-    return dp_error(DP_ERR_INVALID, "%s must be ci, certify or strict, got '%s'", what, name ? name : "");
-}
-const char *cert_suite_name(cert_suite s) { return s == CERT_SUITE_CI ? "ci" : s == CERT_SUITE_CERTIFY ? "certify" : "strict"; }
-
 static dp_status meta(dp_tensor_set *s, const char *k, const char *fmt, double v) {
     char b[64];
     snprintf(b, sizeof b, fmt, v);
     return dp_tset_set_meta(s, k, b);
-}
-
-dp_status cert_vector_digest(char hex[65], const dp_tensor_set *v) {
-    dp_tensor_set c;
-    dp_tset_init(&c);
-    dp_status st = DP_OK;
-    for (size_t i = 0; i < v->n && st == DP_OK; i++) st = dp_tset_add(&c, v->items[i].name, &v->items[i].t);
-    for (size_t i = 0; i < v->nmeta && st == DP_OK; i++)
-        if (strcmp(v->meta[i].key, "vector_sha256") != 0) st = dp_tset_set_meta(&c, v->meta[i].key, v->meta[i].value);
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    if (st == DP_OK) st = dp_st_serialize(&buf, &len, &c);
-    if (st == DP_OK) st = dp_sha256_buf_hex(hex, buf, len);
-    dp_free(buf);
-    dp_tset_free(&c);
-    return st;
 }
 
 static dp_status finish_write(dp_tensor_set *s, const char *dir, const char *name) {
