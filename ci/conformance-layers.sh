@@ -11,6 +11,8 @@
 #   call     an object of A (DIR-of-build/obj/conformance/A/*.o) has an undefined symbol
 #            that an object of B defines (functions and data: a table is an arrow too).
 # Edges between the files of conformance/certify/: the call edges between its objects.
+# The one file allowed at the top of conformance/ is commands.c, the module's command table
+# (above every product; nothing calls it but main).
 # A circle among the subfolders (include or call graph) or among certify's files is
 # printed with tsort's loop and fails. Without --build (or when the build has no objects
 # of conformance/) only the include graph is checked and the call check is reported as
@@ -38,7 +40,7 @@ for d in "$CONF"/*/; do
     [[ $p =~ $NOTPRODUCT ]] || products+=("$p")
 done
 [ ${#products[@]} -gt 0 ] || { echo "conformance-layers: no product subfolders in $CONF"; exit 77; }
-stray=$(find "$CONF" -maxdepth 1 -type f \( -name '*.c' -o -name '*.h' \) | sort)
+stray=$(find "$CONF" -maxdepth 1 -type f \( -name '*.c' -o -name '*.h' \) ! -name commands.c | sort)
 if [ -n "$stray" ]; then
     echo "conformance-layers: files at the top of conformance/ (each belongs to a product subfolder):"
     echo "$stray"
