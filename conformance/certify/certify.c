@@ -235,14 +235,11 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
     DP_TRY(list_vectors(&names, &nv, bundle));
     dp_status st0 = push_start_failure(r, bundle, names, nv, o);
     if (st0 != DP_OK) { free_names(names, nv); return st0; }
-    cert_pool all = {0}, coord = {0}, rep = {0}, across = {0};
-    cert_noise_fams fams;
-    memset(&fams, 0, sizeof fams);
-    cert_dpzo_pools dz;
-    memset(&dz, 0, sizeof dz);
-    size_t nstep = 0;
-    double **prev = NULL;
-    int64_t prevn = 0;
+    cert_eval_ctx c;
+    memset(&c, 0, sizeof c);
+    c.r = r;
+    c.bundle = bundle;
+    c.o = o;
     dp_status st = DP_OK;
     if (nv == 0) st = dp_error(DP_ERR_FORMAT, "no vectors in %s/vectors", bundle);
     for (size_t i = 0; i < nv && st == DP_OK; i++) {
@@ -250,55 +247,15 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
         snprintf(vp, sizeof vp, "%s/vectors/%s.safetensors", bundle, names[i]);
         dp_tensor_set v;
         if ((st = dp_st_read(&v, vp)) != DP_OK) break;
-        const char *decl = dp_tset_meta(&v, "vector_sha256"), *kind = dp_tset_meta(&v, "kind");
+        const char *decl = dp_tset_meta(&v, "vector_sha256");
         if ((st = cert_vector_digest(hex, &v)) == DP_OK && (!decl || strcmp(decl, hex) != 0))
             st = dp_error(DP_ERR_FORMAT, "vector %s: vector_sha256 does not match its content (tampered?)", names[i]);
-        if (st == DP_OK && kind && strcmp(kind, "sampling") == 0) st = cert_eval_sampling(r, bundle, names[i], &v, o);
-        else if (st == DP_OK && kind && strcmp(kind, "dpzo") == 0) st = cert_eval_dpzo(r, &dz, bundle, names[i], &v, o);
-        else if (st == DP_OK && kind && strcmp(kind, "trajectory") == 0) {
-            nstep++;
-            st = cert_eval_traj(r, &all, &rep, &fams, bundle, names[i], &v, o);
-        }
-        else if (st == DP_OK) {
-            double **zs = NULL;
-            int64_t zn = 0;
-            nstep++;
-            st = cert_eval_step(r, &all, &coord, &rep, &fams, &zs, &zn, bundle, names[i], &v, o);
-            /* independence across steps (vectors): repeat k of this vector against repeat k of the previous */
-            for (int64_t k = 0; st == DP_OK && zs && prev && k < o->repeats; k++)
-                for (int64_t e = 0; e < zn && e < prevn && zs[k] && prev[k] && st == DP_OK; e++)
-                    st = cert_pair_push(&across, zs[k][e], prev[k][e]);
-            if (prev) { for (int64_t k = 0; k < o->repeats; k++) dp_free(prev[k]); dp_free(prev); }
-            prev = zs;
-            prevn = zn;
-        }
+        if (st == DP_OK) st = cert_vector_kind_of(dp_tset_meta(&v, "kind"))->eval(&c, names[i], &v);
         dp_tset_free(&v);
     }
-    if (prev) { for (int64_t k = 0; k < o->repeats; k++) dp_free(prev[k]); dp_free(prev); }
-    if (st == DP_OK && (nstep > 0 || !dz.vectors)) {
-        cert_check k;
-        k.n = 0;
-        st = cert_push_normal(r, &k, &all, NULL, "all step vectors and repeats", o->alpha);
-        if (k.n > 0) {
-            r->noise_n = all.n;
-            cert_figs_residuals(&r->figs, all.z, all.n);
-            r->sigma_eff_ratio = sqrt(k.statistic);
-            /* 1 - 1e-3 interval for the std ratio: invert the variance test's region at 1e-3 */
-            cert_std_ratio_interval(&r->ratio_lo, &r->ratio_hi, k.statistic, all.n, 1e-3);
-        }
-        if (st == DP_OK && nstep > 0) st = cert_fams_finish(r, &fams, o->alpha);
-        const char *what[3] = {"noise independence across coordinates", "noise independence across repeats",
-                               "noise independence across steps"};
-        cert_pool *pp[3] = {&coord, &rep, &across};
-        for (int j = 0; j < 3 && st == DP_OK; j++) st = cert_push_products(r, pp[j], what[j], "all step vectors", o->alpha);
-    }
-    /* the implied epsilons, once, for every report and printout */
-    if (st == DP_OK) st = cert_implied_epsilon(&r->eps_claimed, 1.0);
-    r->eps_supported = NAN;
-    if (st == DP_OK && r->noise_n) st = cert_implied_epsilon(&r->eps_supported, r->ratio_lo);
-    if (st == DP_OK) st = cert_dpzo_finish(r, &dz, o);
-    r->dpzo_eps_supported = NAN;
-    if (st == DP_OK && r->dpzo_n) st = cert_implied_epsilon(&r->dpzo_eps_supported, r->dpzo_lo);
+    /* each kind's pooled tests, in the order of the kinds (kinds.c) */
+    for (int k = 0; k < CERT_VK_COUNT; k++)
+        if (cert_vector_kinds[k].finish) st = cert_vector_kinds[k].finish(&c, st);
     if (st == DP_OK) st = push_regions(r);
     if (st == DP_OK && o->filter) { /* a partial run certifies nothing (last: the first reason stays the real one) */
         cert_check k;
@@ -320,9 +277,7 @@ dp_status cert_evaluate(cert_result *r, const char *bundle, const cert_opts *o) 
                                                 : "DP-ZO (dpzo vectors), not DP-SGD");
         st = cert_result_push(r, &k);
     }
-    cert_pool_free(&all); cert_pool_free(&coord); cert_pool_free(&rep); cert_pool_free(&across);
-    cert_fams_free(&fams);
-    cert_dpzo_pools_free(&dz);
+    cert_eval_ctx_free(&c);
     free_names(names, nv);
     return st;
 }

@@ -116,4 +116,70 @@ dp_status cert_eval_dpzo(cert_result *r, cert_dpzo_pools *pl, const char *bundle
 /* The pooled DP-ZO tests (nothing when no DP-ZO vector was evaluated). */
 dp_status cert_dpzo_finish(cert_result *r, const cert_dpzo_pools *pl, const cert_opts *o);
 void cert_dpzo_pools_free(cert_dpzo_pools *pl);
+/* ---- vectors and their kinds ----
+ * A vector of the suites (vectors.c, X-list CERT_VECTORS): its kind (an index of
+ * CERT_VECTOR_KINDS), the suites it belongs to (CERT_S_* bits), model, batch size B,
+ * clipping, clip_fn, special batch (SP_* of vectors.c), sigma and nz (kind-dependent). */
+enum { CERT_S_CI = 1, CERT_S_CERT = 2 };
+typedef struct {
+    const char *name;
+    int suites, kind;
+    const char *model;
+    int64_t b;
+    const char *clipping, *clip_fn;
+    int special;
+    double sigma;
+    int nz;
+} cert_vec_spec;
+/* The vectors of every suite, in writing order (a vector's seed is 1300 + its index). */
+const cert_vec_spec *cert_vec_specs(size_t *n);
+/* Sets "name", adds vector_sha256 and writes DIR/NAME.safetensors atomically. */
+dp_status cert_vector_finish_write(dp_tensor_set *s, const char *dir, const char *name);
+
+/* What one evaluation keeps across vectors (certify.c creates it, the kinds fill it). */
+typedef struct {
+    cert_result *r;
+    const char *bundle;
+    const cert_opts *o;
+    cert_pool all, coord, rep, across; /* step and trajectory residuals; pairs across coordinates, repeats, steps */
+    cert_noise_fams fams;              /* per tensor / group / parameter class sums of squares */
+    cert_dpzo_pools dz;                /* the DP-ZO vectors' pools */
+    size_t nstep;                      /* step and trajectory vectors evaluated */
+    double **prev;                     /* the previous step vector's residuals per repeat (across steps) */
+    int64_t prevn;
+} cert_eval_ctx;
+void cert_eval_ctx_free(cert_eval_ctx *c);
+
+/* The vector kinds (docs/certification.md "Vectors"), one line each: id, the metadata "kind",
+ * the writer (vectors.c), the evaluator of one vector and the finisher that pushes the pooled
+ * tests after every vector (NULL: none), called in this order with the status so far (kinds.c). */
+#define CERT_VECTOR_KINDS(X)                                                                      \
+    X(STEP, "step", cert_write_step, cert_kind_step_eval, cert_kind_step_finish)                  \
+    X(SAMPLING, "sampling", cert_write_sampling, cert_kind_sampling_eval, NULL)                   \
+    X(DPZO, "dpzo", cert_write_dpzo, cert_kind_dpzo_eval, cert_kind_dpzo_finish)                  \
+    X(TRAJ, "trajectory", cert_write_traj, cert_kind_traj_eval, NULL)
+typedef enum {
+#define CERT_VK_ID_(id, name, w, e, f) CERT_VK_##id,
+    CERT_VECTOR_KINDS(CERT_VK_ID_)
+#undef CERT_VK_ID_
+    CERT_VK_COUNT
+} cert_vk;
+typedef struct {
+    const char *kind; /* metadata "kind" */
+    dp_status (*write)(dp_tensor_set *s, const cert_vec_spec *sp, uint64_t seed);
+    dp_status (*eval)(cert_eval_ctx *c, const char *name, const dp_tensor_set *v);
+    dp_status (*finish)(cert_eval_ctx *c, dp_status st);
+} cert_vector_kind;
+extern const cert_vector_kind cert_vector_kinds[CERT_VK_COUNT];
+/* The kind of a vector from its metadata "kind"; a vector without one, or of a kind not in
+ * the list, is evaluated as a step vector (its digest was checked: it is the suite's). */
+const cert_vector_kind *cert_vector_kind_of(const char *kind);
+#define CERT_VK_DECL_(id, name, w, e, f)                                                          \
+    dp_status w(dp_tensor_set *s, const cert_vec_spec *sp, uint64_t seed);                        \
+    dp_status e(cert_eval_ctx *c, const char *vname, const dp_tensor_set *v);
+CERT_VECTOR_KINDS(CERT_VK_DECL_)
+#undef CERT_VK_DECL_
+dp_status cert_kind_step_finish(cert_eval_ctx *c, dp_status st);
+dp_status cert_kind_dpzo_finish(cert_eval_ctx *c, dp_status st);
+
 #endif

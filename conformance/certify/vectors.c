@@ -12,11 +12,10 @@
 #include "common/hash.h"
 #include "common/safetensors.h"
 #include "conformance/certify/certify.h"
+#include "conformance/certify/certify_int.h"
 #include "reference/dpzo.h"
 
 enum { SP_NONE = 0, SP_ADVERSARIAL, SP_NONFINITE, SP_NEAR, SP_CONFIDENT };
-enum { VK_STEP = 0, VK_SAMPLING, VK_DPZO, VK_TRAJ };
-enum { S_CI = 1, S_CERT = 2 };
 
 /* X(name, suites, kind, model, B, clipping, clip_fn, special, sigma, nz) — model: "mlp" (in 16,
  * hidden 32,32, classes 10), "lin" (the mlp without hidden layers: gradient norm linear in
@@ -25,36 +24,25 @@ enum { S_CI = 1, S_CERT = 2 };
  * non-vacuous and a rate 1.1 q is caught (docs/certification.md "Sampling"). DP-ZO vectors:
  * nz = n, the directions per step. Trajectory vectors: B per step, nz = K steps. */
 #define CERT_VECTORS(X)                                                                       \
-    X("step-mlp-flat-abadi", S_CI | S_CERT, VK_STEP, "mlp", 32, "flat", "abadi", SP_NONE, 1.0, 0) \
-    X("step-mlp-perlayer-abadi", S_CI | S_CERT, VK_STEP, "mlp", 32, "per-layer", "abadi", SP_NONE, 1.0, 0) \
-    X("step-mlp-flat-automatic", S_CI | S_CERT, VK_STEP, "mlp", 32, "flat", "automatic", SP_NONE, 0.8, 0) \
-    X("step-mlp-batch1", S_CI | S_CERT, VK_STEP, "mlp", 1, "flat", "abadi", SP_NONE, 1.0, 0)     \
-    X("step-mlp-empty", S_CI | S_CERT, VK_STEP, "mlp", 0, "flat", "abadi", SP_NONE, 1.0, 0)      \
-    X("step-lin-adversarial", S_CI | S_CERT, VK_STEP, "lin", 16, "flat", "abadi", SP_ADVERSARIAL, 1.0, 0) \
-    X("step-mlp-nonfinite", S_CI | S_CERT, VK_STEP, "mlp", 16, "flat", "abadi", SP_NONFINITE, 1.0, 0) \
-    X("step-mlp-near-threshold", S_CI | S_CERT, VK_STEP, "mlp", 16, "flat", "abadi", SP_NEAR, 1.0, 0) \
-    X("step-mlp-confident", S_CI | S_CERT, VK_STEP, "mlp", 24, "flat", "abadi", SP_CONFIDENT, 1.2, 0) \
-    X("step-llama-flat-abadi", S_CERT, VK_STEP, "llama", 8, "flat", "abadi", SP_NONE, 1.0, 0)  \
-    X("step-llama-perlayer-abadi", S_CERT, VK_STEP, "llama", 8, "per-layer", "abadi", SP_NONE, 1.0, 0) \
-    X("traj-mlp", S_CI | S_CERT, VK_TRAJ, "mlp", 32, "flat", "abadi", SP_NONE, 1.0, 16)         \
-    X("dpzo-mlp", S_CI | S_CERT, VK_DPZO, "mlp", 32, "", "", SP_NONE, 1.0, 256)                 \
-    X("dpzo-mlp-nonfinite", S_CI | S_CERT, VK_DPZO, "mlp", 16, "", "", SP_NONFINITE, 0.8, 64)     \
-    X("dpzo-llama", S_CERT, VK_DPZO, "llama", 4, "", "", SP_NONE, 1.0, 16)                       \
-    X("sampling-ci", S_CI, VK_SAMPLING, "", 400, "", "", SP_NONE, 0, 250)                        \
-    X("sampling-certify", S_CERT, VK_SAMPLING, "", 800, "", "", SP_NONE, 0, 300)
+    X("step-mlp-flat-abadi", CERT_S_CI | CERT_S_CERT, CERT_VK_STEP, "mlp", 32, "flat", "abadi", SP_NONE, 1.0, 0) \
+    X("step-mlp-perlayer-abadi", CERT_S_CI | CERT_S_CERT, CERT_VK_STEP, "mlp", 32, "per-layer", "abadi", SP_NONE, 1.0, 0) \
+    X("step-mlp-flat-automatic", CERT_S_CI | CERT_S_CERT, CERT_VK_STEP, "mlp", 32, "flat", "automatic", SP_NONE, 0.8, 0) \
+    X("step-mlp-batch1", CERT_S_CI | CERT_S_CERT, CERT_VK_STEP, "mlp", 1, "flat", "abadi", SP_NONE, 1.0, 0)     \
+    X("step-mlp-empty", CERT_S_CI | CERT_S_CERT, CERT_VK_STEP, "mlp", 0, "flat", "abadi", SP_NONE, 1.0, 0)      \
+    X("step-lin-adversarial", CERT_S_CI | CERT_S_CERT, CERT_VK_STEP, "lin", 16, "flat", "abadi", SP_ADVERSARIAL, 1.0, 0) \
+    X("step-mlp-nonfinite", CERT_S_CI | CERT_S_CERT, CERT_VK_STEP, "mlp", 16, "flat", "abadi", SP_NONFINITE, 1.0, 0) \
+    X("step-mlp-near-threshold", CERT_S_CI | CERT_S_CERT, CERT_VK_STEP, "mlp", 16, "flat", "abadi", SP_NEAR, 1.0, 0) \
+    X("step-mlp-confident", CERT_S_CI | CERT_S_CERT, CERT_VK_STEP, "mlp", 24, "flat", "abadi", SP_CONFIDENT, 1.2, 0) \
+    X("step-llama-flat-abadi", CERT_S_CERT, CERT_VK_STEP, "llama", 8, "flat", "abadi", SP_NONE, 1.0, 0)  \
+    X("step-llama-perlayer-abadi", CERT_S_CERT, CERT_VK_STEP, "llama", 8, "per-layer", "abadi", SP_NONE, 1.0, 0) \
+    X("traj-mlp", CERT_S_CI | CERT_S_CERT, CERT_VK_TRAJ, "mlp", 32, "flat", "abadi", SP_NONE, 1.0, 16)         \
+    X("dpzo-mlp", CERT_S_CI | CERT_S_CERT, CERT_VK_DPZO, "mlp", 32, "", "", SP_NONE, 1.0, 256)                 \
+    X("dpzo-mlp-nonfinite", CERT_S_CI | CERT_S_CERT, CERT_VK_DPZO, "mlp", 16, "", "", SP_NONFINITE, 0.8, 64)     \
+    X("dpzo-llama", CERT_S_CERT, CERT_VK_DPZO, "llama", 4, "", "", SP_NONE, 1.0, 16)                       \
+    X("sampling-ci", CERT_S_CI, CERT_VK_SAMPLING, "", 400, "", "", SP_NONE, 0, 250)                        \
+    X("sampling-certify", CERT_S_CERT, CERT_VK_SAMPLING, "", 800, "", "", SP_NONE, 0, 300)
 
-typedef struct {
-    const char *name;
-    int suites, kind;
-    const char *model;
-    int64_t b;
-    const char *clipping, *clip_fn;
-    int special;
-    double sigma;
-    int nz;
-} vec_spec;
-
-static const vec_spec g_specs[] = {
+static const cert_vec_spec g_specs[] = {
 #define X(n, s, k, m, b, cl, fn, sp, sg, nz) {n, s, k, m, b, cl, fn, sp, sg, nz},
     CERT_VECTORS(X)
 #undef X
@@ -77,7 +65,7 @@ static dp_status meta(dp_tensor_set *s, const char *k, const char *fmt, double v
     return dp_tset_set_meta(s, k, b);
 }
 
-static dp_status finish_write(dp_tensor_set *s, const char *dir, const char *name) {
+dp_status cert_vector_finish_write(dp_tensor_set *s, const char *dir, const char *name) {
     char hex[65], path[4096];
     DP_TRY(cert_vector_digest(hex, s));
     DP_TRY(dp_tset_set_meta(s, "vector_sha256", hex));
@@ -90,7 +78,7 @@ static dp_status finish_write(dp_tensor_set *s, const char *dir, const char *nam
     return st;
 }
 
-static dp_status sampling_vector(dp_tensor_set *s, const vec_spec *sp) {
+static dp_status sampling_vector(dp_tensor_set *s, const cert_vec_spec *sp) {
     int64_t shp[1] = {2}, kn[2] = {sp->nz, sp->b};
     DP_TRY(dp_tset_add_raw(s, "sampling.shape", DP_I64, kn, 1, shp));
     DP_TRY(dp_tset_set_meta(s, "kind", "sampling"));
@@ -120,7 +108,7 @@ static dp_status model_meta(dp_tensor_set *s, const ref_model_config *mc) {
 }
 
 /* The model (params.*) and the batch of a step or DP-ZO vector, from the public seed. */
-static dp_status model_and_batch(dp_tensor_set *s, ref_model_config *mcp, const vec_spec *sp, uint64_t seed) {
+static dp_status model_and_batch(dp_tensor_set *s, ref_model_config *mcp, const cert_vec_spec *sp, uint64_t seed) {
     ref_model_config mc;
     ref_config_default(&mc, strcmp(sp->model, "llama") == 0 ? REF_LLAMA : REF_MLP);
     if (strcmp(sp->model, "lin") == 0) mc.nhidden = 0;
@@ -162,7 +150,7 @@ static dp_status model_and_batch(dp_tensor_set *s, ref_model_config *mcp, const 
 /* A DP-ZO vector (docs/certification.md "DP-ZO vectors"): C is the median |loss difference|
  * of the reference's own directions (ref_dpzo_direction, public seed), so about half of the
  * differences are clipped. */
-static dp_status dpzo_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed) {
+dp_status cert_write_dpzo(dp_tensor_set *s, const cert_vec_spec *sp, uint64_t seed) {
     ref_model_config mc;
     DP_TRY(model_and_batch(s, &mc, sp, seed));
     DP_TRY(dp_tset_set_meta(s, "format", CERT_VECTOR_FORMAT));
@@ -206,7 +194,7 @@ static dp_status dpzo_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed
 }
 
 /* The draft vector (clip not final), its reference norms, then the final clip and specials. */
-static dp_status step_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed) {
+dp_status cert_write_step(dp_tensor_set *s, const cert_vec_spec *sp, uint64_t seed) {
     ref_model_config mc;
     int64_t B = sp->b;
     dp_status st = model_and_batch(s, &mc, sp, seed);
@@ -281,12 +269,12 @@ static dp_status step_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed
  * training run at fixed parameters (optimizer none), batch k = examples k B .. (k + 1) B - 1 of
  * K B generated ones, C the median norm over all of them; `dataset_size` = 10 B, so an epoch is
  * 10 steps (a generator reseeded each epoch repeats within the K = 16 steps). */
-static dp_status traj_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed) {
-    vec_spec big = *sp;
+dp_status cert_write_traj(dp_tensor_set *s, const cert_vec_spec *sp, uint64_t seed) {
+    cert_vec_spec big = *sp;
     big.b = sp->b * sp->nz;
     dp_tensor_set all;
     dp_tset_init(&all);
-    dp_status st = step_vector(&all, &big, seed);
+    dp_status st = cert_write_step(&all, &big, seed);
     for (size_t i = 0; i < all.n && st == DP_OK; i++) {
         const char *nm = all.items[i].name;
         const dp_tensor *t = &all.items[i].t;
@@ -314,37 +302,14 @@ static dp_status traj_vector(dp_tensor_set *s, const vec_spec *sp, uint64_t seed
     return st;
 }
 
-dp_status cert_vectors_write(const char *dir, cert_suite suite, char ***names, size_t *n) {
-    DP_TRY(dp_mkdir_p("--out", dir));
-    int mask = suite == CERT_SUITE_CI ? S_CI : S_CERT;
-    size_t cnt = 0, ns = sizeof g_specs / sizeof g_specs[0];
-    char **v = names ? dp_calloc(ns, sizeof *v) : NULL;
-    if (names && !v) return DP_ERR_NOMEM;
-    dp_status st = DP_OK;
-    for (size_t i = 0; i < ns && st == DP_OK; i++) {
-        const vec_spec *sp = &g_specs[i];
-        if (!(sp->suites & mask)) continue;
-        dp_tensor_set s;
-        dp_tset_init(&s);
-        if (sp->kind == VK_SAMPLING) {
-            st = dp_tset_set_meta(&s, "format", CERT_VECTOR_FORMAT);
-            if (st == DP_OK) st = sampling_vector(&s, sp);
-        } else {
-            st = sp->kind == VK_DPZO ? dpzo_vector(&s, sp, 1300 + i)
-               : sp->kind == VK_TRAJ ? traj_vector(&s, sp, 1300 + i) : step_vector(&s, sp, 1300 + i);
-        }
-        if (st == DP_OK) st = dp_tset_set_meta(&s, "name", sp->name);
-        if (st == DP_OK) st = finish_write(&s, dir, sp->name);
-        dp_tset_free(&s);
-        if (st == DP_OK && v) {
-            size_t l = strlen(sp->name) + 13;
-            v[cnt] = dp_malloc(l);
-            if (!v[cnt]) st = DP_ERR_NOMEM;
-            else snprintf(v[cnt], l, "%s.safetensors", sp->name);
-        }
-        if (st == DP_OK) cnt++;
-        else st = dp_error_context(st, "vector %s", sp->name);
-    }
-    if (names) { *names = v; *n = cnt; }
-    return st;
+/* A sampling vector: the format first (the other kinds set it in model_and_batch). */
+dp_status cert_write_sampling(dp_tensor_set *s, const cert_vec_spec *sp, uint64_t seed) {
+    (void)seed; /* nothing drawn: the vector holds the sampling's shape, N, q and K */
+    DP_TRY(dp_tset_set_meta(s, "format", CERT_VECTOR_FORMAT));
+    return sampling_vector(s, sp);
+}
+
+const cert_vec_spec *cert_vec_specs(size_t *n) {
+    *n = sizeof g_specs / sizeof g_specs[0];
+    return g_specs;
 }
