@@ -61,54 +61,6 @@ typedef struct {
 static const repro_target TARGETS[] = {REPRO_TARGETS(REPRO_ENTRY_)};
 #define N_TARGETS (sizeof TARGETS / sizeof TARGETS[0])
 
-/* ------------------------------------------------------- accounting target ---- */
-/* The accountant's rows (accountant/acct_cmd.c) with their outcome; the rows carry their
- * kind (Table 8: the paper's pure-DP composition formula re-evaluated, arithmetic; the
- * others: our accountants against the paper's epsilon, independent). */
-dp_status repro_dpzo_tables(repro_ctx *r) {
-    if (acct_reproduce_dpzo(r->root, r->txt) < 0) return DP_ERR_INTERNAL;
-    json_object_del(r->root, "rows_not_reproduced"); /* the summary counts (repro_finish) */
-    size_t i;
-    json_t *o;
-    json_array_foreach(json_object_get(r->root, "rows"), i, o) {
-        const char *v2 = json_string_value(json_object_get(o, "paper_pure_prv_verdict"));
-        if (v2 && strcmp(v2, "differs") == 0) { /* Table 9's PRV column counts as a difference of its row */
-            json_object_set_new(o, "verdict", json_string("differs"));
-            json_object_set_new(o, "reason", json_string("the paper's pure-DP PRV column is not our randomized-"
-                                                         "response composition rounded up"));
-        }
-        if (strcmp(json_string_value(json_object_get(o, "verdict")), "UNDER-REPORTED") == 0)
-            json_object_set_new(o, "reason", json_string("our certified lower bound on epsilon exceeds the paper's "
-                                                         "epsilon"));
-    }
-    /* epsilon versus steps (RDP, the orders grid of the table) for the sigmas of Tables 12/13 */
-    json_t *p = dp_html_plot_new(json_object_get(r->root, "plots"), "line",
-                              "DP-ZO Gaussian, q = 0.016, delta = 1e-5: epsilon vs steps (RDP)", "steps",
-                              "epsilon", 10, 10);
-    const double sig[3] = {30.9, 16.4, 4.8};
-    double orders[ACCT_MAX_ORDERS];
-    size_t no = acct_orders_grid(orders, ACCT_GRID_DPACCOUNTING);
-    for (int k = 0; k < 3; k++) {
-        double xs[9], ys[9];
-        for (int j = 0; j < 9; j++) {
-            acct_schedule s = {.n = 1};
-            xs[j] = round(100 * pow(10, j * 3.0 / 8)); /* 100 .. 100 000 */
-            s.seg[0] = (acct_segment){ACCT_GAUSSIAN, 16.0 / 1000, sig[k], (int64_t)xs[j]};
-            if (acct_rdp_epsilon(&ys[j], NULL, &s, orders, no, 1e-5, ACCT_CONV_BALLE) != DP_OK) return DP_ERR_INTERNAL;
-        }
-        char name[32];
-        snprintf(name, sizeof name, "sigma = %g", sig[k]);
-        dp_html_plot_series(p, name, xs, ys, 9, 0);
-    }
-    DP_TRY(repro_dpzo_memory_plot(r));
-    repro_caveat(r, "Table 11 row: |D| = 1000 and delta = 1e-5 assumed as in Tables 12 and 13 (Table 11 does "
-                         "not print them)");
-    repro_caveat(r, "Table 8 (delta = 0) is the paper's own composition T log(1 + q (e^(1/sigma) - 1)) "
-                         "re-evaluated (kind arithmetic); Tables 9, 11-14 are our accountants against the paper's "
-                         "epsilon (kind independent)");
-    return DP_OK;
-}
-
 /* ------------------------------------------------------------------ command ---- */
 static int list_targets(int json) {
     json_t *a = json_array();

@@ -133,7 +133,7 @@ int repro_gpt2_linears(opt_cost_linear *out, int size);
 dp_status repro_dpzo_memory_plot(repro_ctx *r);
 
 /* ---- the targets: each returns DP_OK having filled r, or an error status with dp_error set ---- */
-dp_status repro_dpzo_tables(repro_ctx *r);        /* cmd_reproduce.c (accountant/acct_cmd.c rows) */
+dp_status repro_dpzo_tables(repro_ctx *r);        /* repro_dpzo.c */
 dp_status repro_longshield_table2(repro_ctx *r);  /* repro_memory.c */
 dp_status repro_longshield_memory(repro_ctx *r);  /* repro_memory.c */
 dp_status repro_dp_zero_memory(repro_ctx *r);     /* repro_zero.c */

@@ -386,6 +386,25 @@ static void test_dpzo(void) {
                 "row %zu: PLD [%g, %g] vs RDP %g", i, num(o, "ours_pld_lower"), num(o, "ours_pld_upper"), num(o, "ours_rdp"));
     }
     T_CHECK(n8 == 5, "5 Table 8 rows");
+    /* every row's verdict, kind and bounds (these checks were the accountant's second
+     * `reproduce` command's, removed: issue 26 item 4) */
+    json_t *rows = json_object_get(j, "rows");
+    T_CHECK(json_array_size(rows) == 18, "18 rows (Table 11 added): %zu", json_array_size(rows));
+    for (size_t k = 0; k < json_array_size(rows); k++) {
+        json_t *r = json_array_get(rows, k);
+        const char *v = str(r, "verdict"), *want_v = k == 4 ? "UNDER-REPORTED" : "CONSISTENT";
+        T_CHECK(v && strcmp(v, want_v) == 0, "row %zu: %s (want %s)", k + 1, v ? v : "?", want_v);
+        /* Table 8 (rows 1-5, delta = 0) re-evaluates the paper's own formula; the rest are our accountants */
+        const char *kind = str(r, "kind");
+        T_CHECK(kind && strcmp(kind, k < 5 ? "arithmetic" : "independent") == 0, "row %zu kind %s", k + 1, kind ? kind : "?");
+        const char *v2 = json_string_value(json_object_get(r, "paper_pure_prv_verdict"));
+        if (v2) T_CHECK(strncmp(v2, "matches", 7) == 0, "row %zu PRV column: %s", k + 1, v2);
+        /* the papers' epsilons are the targets their tight accountant met: ours within 2 % below */
+        if (json_is_number(json_object_get(r, "ours_pld_upper"))) {
+            const double up = num(r, "ours_pld_upper"), claim = num(r, "paper_epsilon");
+            T_CHECK(up <= claim && up >= 0.98 * claim, "row %zu: PLD upper %g vs paper %g", k + 1, up, claim);
+        }
+    }
     T_CHECK(json_array_size(json_object_get(j, "plots")) == 2, "epsilon and DP-ZO memory plots");
     json_decref(j);
 }
