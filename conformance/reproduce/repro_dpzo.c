@@ -11,7 +11,7 @@
 #include "common/html.h"
 #include "conformance/reproduce/repro.h"
 
-static json_t *jnum(double x) { return isfinite(x) ? json_real(x) : json_string(isnan(x) ? "nan" : x > 0 ? "inf" : "-inf"); }
+#define jnum acct_json_num
 
 /* The paper's rows: table, mechanism, |D|, batch, steps, sigma (Gaussian) or b (Laplace),
  * delta, the paper's epsilon and (Table 9) its pure-DP PRV column. */
