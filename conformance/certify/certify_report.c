@@ -24,7 +24,6 @@
 #include "conformance/certify/certify_html.h"
 #include "common/version.h"
 
-static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
 /* "files": the SHA-256 of every entry of the bundle, every directory walked (docs/certification.md
  * §4: no file may be unlisted), keyed by its path relative to the bundle ("vectors/NAME",
@@ -225,16 +224,16 @@ dp_status cert_report_write(const char *bundle, const cert_result *r, const cert
     json_object_set_new(root, "declared_conventions", json_string(r->conventions));
     json_t *nz = json_object();
     json_object_set_new(nz, "draws", json_integer(r->noise_n));
-    json_object_set_new(nz, "std_ratio", num_or_null(r->sigma_eff_ratio));
-    json_object_set_new(nz, "std_ratio_lo_999", num_or_null(r->ratio_lo));
-    json_object_set_new(nz, "std_ratio_hi_999", num_or_null(r->ratio_hi));
+    json_object_set_new(nz, "std_ratio", conf_json_num(r->sigma_eff_ratio));
+    json_object_set_new(nz, "std_ratio_lo_999", conf_json_num(r->ratio_lo));
+    json_object_set_new(nz, "std_ratio_hi_999", conf_json_num(r->ratio_hi));
     json_t *im = json_object();
     json_object_set_new(im, "reference_run", json_string("Poisson q 0.01, 1000 steps, delta 1e-5, RDP (Balle et al. conversion)"));
     json_object_set_new(im, "claimed_noise_multiplier", json_real(1.0));
-    json_object_set_new(im, "epsilon_claimed", num_or_null(r->eps_claimed));
-    json_object_set_new(im, "effective_noise_multiplier", num_or_null(r->noise_n ? r->sigma_eff_ratio : NAN));
-    json_object_set_new(im, "effective_noise_multiplier_lo_999", num_or_null(r->noise_n ? r->ratio_lo : NAN));
-    json_object_set_new(im, "epsilon_supported", num_or_null(r->noise_n ? r->eps_supported : NAN));
+    json_object_set_new(im, "epsilon_claimed", conf_json_num(r->eps_claimed));
+    json_object_set_new(im, "effective_noise_multiplier", conf_json_num(r->noise_n ? r->sigma_eff_ratio : NAN));
+    json_object_set_new(im, "effective_noise_multiplier_lo_999", conf_json_num(r->noise_n ? r->ratio_lo : NAN));
+    json_object_set_new(im, "epsilon_supported", conf_json_num(r->noise_n ? r->eps_supported : NAN));
     json_object_set_new(nz, "implied", im);
     json_object_set_new(root, "noise", nz);
     json_t *pw = json_object();
@@ -267,10 +266,10 @@ dp_status cert_report_write(const char *bundle, const cert_result *r, const cert
     if (r->dpzo_n) {
         json_t *dz = json_object();
         json_object_set_new(dz, "draws", json_integer(r->dpzo_n));
-        json_object_set_new(dz, "std_ratio", num_or_null(r->dpzo_ratio));
-        json_object_set_new(dz, "std_ratio_lo_999", num_or_null(r->dpzo_lo));
-        json_object_set_new(dz, "std_ratio_hi_999", num_or_null(r->dpzo_hi));
-        json_object_set_new(dz, "epsilon_supported", num_or_null(r->dpzo_eps_supported));
+        json_object_set_new(dz, "std_ratio", conf_json_num(r->dpzo_ratio));
+        json_object_set_new(dz, "std_ratio_lo_999", conf_json_num(r->dpzo_lo));
+        json_object_set_new(dz, "std_ratio_hi_999", conf_json_num(r->dpzo_hi));
+        json_object_set_new(dz, "epsilon_supported", conf_json_num(r->dpzo_eps_supported));
         json_object_set_new(root, "dpzo_noise", dz);
     }
     json_object_set_new(root, "checks", cert_checks_json(r));

@@ -17,8 +17,6 @@
 #include "conformance/certify/certify.h"
 #include "conformance/certify/certify_int.h"
 
-/* JSON has no infinity: statistics that are not finite are written as null. */
-static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
 const char *cert_verdict_name(int v) { return v == CERT_PASS ? "CERTIFIED" : v == CERT_FAIL ? "FAILED" : "INCOMPLETE"; }
 
@@ -222,9 +220,9 @@ json_t *cert_checks_json(const cert_result *r) {
         json_object_set_new(c, "check", json_string(k->name));
         json_object_set_new(c, "scope", json_string(k->scope));
         json_object_set_new(c, "status", json_string(cert_status_name(k->status)));
-        json_object_set_new(c, "statistic", num_or_null(k->statistic));
-        json_object_set_new(c, "accept_lo", num_or_null(k->lo));
-        json_object_set_new(c, "accept_hi", num_or_null(k->hi));
+        json_object_set_new(c, "statistic", conf_json_num(k->statistic));
+        json_object_set_new(c, "accept_lo", conf_json_num(k->lo));
+        json_object_set_new(c, "accept_hi", conf_json_num(k->hi));
         json_object_set_new(c, "alpha", json_real(k->alpha));
         json_object_set_new(c, "n", json_integer(k->n));
         json_object_set_new(c, "message", json_string(k->msg));

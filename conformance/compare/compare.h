@@ -155,5 +155,7 @@ void conf_stat_poisson(conf_stat_result *r, int64_t total, int64_t trials, doubl
 /* The JSON form of a comparison (report.json's "tensors" of a case, `compare --json`;
  * compare_json.c). */
 json_t *conf_cmp_json(const conf_cmp_result *r);
+/* A JSON number, or null where it is not finite (JSON has no infinity). */
+json_t *conf_json_num(double v);
 
 #endif

@@ -9,8 +9,6 @@
 #include "common/fsutil.h"
 #include "conformance/conform/conform.h"
 
-/* JSON has no infinity: budgets that are not finite are written as null. */
-static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
 dp_status conf_report_json(const char *path, const char *suite, const conf_case_result *r, size_t n) {
     json_t *root = json_object(), *cases = json_array();
@@ -21,15 +19,15 @@ dp_status conf_report_json(const char *path, const char *suite, const conf_case_
         json_object_set_new(c, "case", json_string(r[i].name));
         if (r[i].backend[0]) json_object_set_new(c, "backend", json_string(r[i].backend));
         json_object_set_new(c, "status", json_string(conf_status_name(r[i].status)));
-        json_object_set_new(c, "fraction", r[i].cmp.ncompared ? num_or_null(r[i].worst_frac) : json_null());
+        json_object_set_new(c, "fraction", r[i].cmp.ncompared ? conf_json_num(r[i].worst_frac) : json_null());
         json_object_set_new(c, "seconds", json_real(r[i].seconds));
         json_object_set_new(c, "detail", json_string(r[i].detail));
         if (r[i].is_stat) {
             json_t *s = json_object();
             json_object_set_new(s, "name", json_string(r[i].stat.name));
-            json_object_set_new(s, "statistic", num_or_null(r[i].stat.statistic));
-            json_object_set_new(s, "accept_lo", num_or_null(r[i].stat.lo));
-            json_object_set_new(s, "accept_hi", num_or_null(r[i].stat.hi));
+            json_object_set_new(s, "statistic", conf_json_num(r[i].stat.statistic));
+            json_object_set_new(s, "accept_lo", conf_json_num(r[i].stat.lo));
+            json_object_set_new(s, "accept_hi", conf_json_num(r[i].stat.hi));
             json_object_set_new(s, "false_reject_bound", json_real(r[i].stat.alpha));
             json_object_set_new(s, "message", json_string(r[i].stat.msg));
             json_object_set_new(c, "statistical", s);
