@@ -20,6 +20,125 @@
 
 #define CMD "conform"
 
+/* One run of the selection: a case (index) at a rank count. */
+typedef struct { size_t ci; int64_t r; } conf_run_sel;
+
+/* The (case, ranks) runs of the selection: the cases matching `re` (NULL: all), each at its
+ * rank counts; --ranks (rsel) replaces the case's list when the case allows any rank count,
+ * else keeps only the listed rank counts the case has (docs/conformance.md). */
+static dp_status select_runs(conf_run_sel **out, size_t *nout, const conf_case *cs, size_t ncs, const regex_t *re,
+                             const int64_t *rsel, size_t nrsel) {
+    size_t nrun = 0, cap = 0;
+    conf_run_sel *runs = NULL;
+    dp_status st = DP_OK;
+    for (size_t i = 0; i < ncs && st == DP_OK; i++) {
+        if (re && regexec(re, cs[i].name, 0, NULL, 0) != 0) continue;
+        int force = nrsel && cs[i].any_ranks;
+        size_t nk = force ? nrsel : cs[i].nranks;
+        for (size_t k = 0; k < nk; k++) {
+            int64_t r = force ? rsel[k] : cs[i].ranks[k];
+            int ok = !nrsel || force;
+            for (size_t j = 0; !ok && j < nrsel; j++) ok |= rsel[j] == r;
+            if (!ok) continue;
+            if ((st = DP_GROW(runs, cap, nrun + 1, 32, "runs")) != DP_OK) break;
+            runs[nrun].ci = i;
+            runs[nrun++].r = r;
+        }
+    }
+    *out = runs;
+    *nout = nrun;
+    return st;
+}
+
+/* The progress line of run i of n: status, the budget used (a compared case), time, why. */
+static void print_run(size_t i, size_t n, const conf_case_result *res, const conf_case *c) {
+    char fr[32], prog[64];
+    if (res->status == CONF_SKIPPED || res->status == CONF_NOT_SUPPORTED || res->is_stat || c->expect_fail ||
+        res->cmp.ncompared == 0)
+        snprintf(fr, sizeof fr, "-");
+    else if (isfinite(res->worst_frac)) snprintf(fr, sizeof fr, "%.3g%%", 100 * res->worst_frac);
+    else snprintf(fr, sizeof fr, "inf");
+    snprintf(prog, sizeof prog, "[%zu/%zu]", i + 1, n);
+    printf("%-8s %-52s %-13s %12s %8.2f", prog, res->name, conf_status_name(res->status), fr, res->seconds);
+    if (res->status != CONF_PASS || c->expect_fail || res->is_stat) printf("  %s", res->detail);
+    printf("\n");
+    fflush(stdout);
+}
+
+/* The summary line and the exit code: 1 a FAIL (or NOT_SUPPORTED under --require-all), 77 nothing
+ * compared (never a pass by omission), else 0. */
+static int run_verdict(const size_t counts[5], size_t nrun, double total, int require_all) {
+    printf("%zu runs: %zu PASS, %zu MARGINAL, %zu FAIL, %zu NOT_SUPPORTED, %zu SKIPPED (%.1f s)\n", nrun,
+           counts[CONF_PASS], counts[CONF_MARGINAL], counts[CONF_FAIL], counts[CONF_NOT_SUPPORTED], counts[CONF_SKIPPED],
+           total);
+    int rc = counts[CONF_FAIL] ? 1 : 0;
+    if (require_all && counts[CONF_NOT_SUPPORTED]) {
+        fprintf(stderr, "dpcert conform: %zu runs NOT_SUPPORTED and --require-all is given\n", counts[CONF_NOT_SUPPORTED]);
+        rc = 1;
+    } else if (!rc && counts[CONF_PASS] + counts[CONF_MARGINAL] == 0) {
+        /* never a pass by omission: nothing was compared (backend unavailable, every run skipped) */
+        fprintf(stderr, "dpcert conform: no run was compared (%zu NOT_SUPPORTED, %zu SKIPPED): exit 77 (skipped)\n",
+                counts[CONF_NOT_SUPPORTED], counts[CONF_SKIPPED]);
+        rc = 77;
+    }
+    return rc;
+}
+
+/* report.json, junit.xml, report.md and report.html of the run in dir. */
+static dp_status write_reports(const char *dir, const char *suite, const conf_case_result *res, size_t nrun) {
+    char p[4200];
+    dp_status st;
+    snprintf(p, sizeof p, "%s/report.json", dir);
+    if ((st = conf_report_json(p, suite, res, nrun)) == DP_OK) {
+        snprintf(p, sizeof p, "%s/junit.xml", dir);
+        if ((st = conf_report_junit(p, suite, res, nrun)) == DP_OK) {
+            snprintf(p, sizeof p, "%s/report.md", dir);
+            st = conf_report_md(p, suite, res, nrun);
+        }
+    }
+    if (st == DP_OK && snprintf(p, sizeof p, "%s/report.html", dir) > 0) st = conf_report_html(p, suite, res, nrun);
+    if (st == DP_OK) printf("reports: %s/report.json, %s/junit.xml, %s/report.md\n", dir, dir, dir);
+    return st;
+}
+
+/* The binary the runs use: --dpcert (an executable) or this one (/proc/self/exe into exe). */
+static dp_status resolve_binary(char *exe, size_t len, const char **dpcert) {
+    if (!*dpcert) {
+        ssize_t l = readlink("/proc/self/exe", exe, len - 1);
+        if (l <= 0) return dp_error(DP_ERR_INTERNAL, "cannot resolve /proc/self/exe; pass --dpcert PATH");
+        exe[l] = '\0';
+        *dpcert = exe;
+    } else if (access(*dpcert, X_OK) != 0) {
+        return dp_error(DP_ERR_IO, "--dpcert: '%s' is not an executable", *dpcert);
+    }
+    return DP_OK;
+}
+
+/* The exports' directory into tmpl: --work (created) or a fresh temporary one. */
+static dp_status make_workdir(char *tmpl, size_t len, const char *work) {
+    if (work) {
+        snprintf(tmpl, len, "%s", work);
+        return dp_mkdir_p("--work", work);
+    }
+    const char *t = getenv("TMPDIR");
+    snprintf(tmpl, len, "%s/dpcert-conform-XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(tmpl)) return dp_error(DP_ERR_IO, "cannot create a temporary directory %s", tmpl);
+    return DP_OK;
+}
+
+/* A plugin backend: the declaration every case is judged under (docs/plugin-abi.md). */
+static void print_plugin_decl(const char *backend) {
+    if (strncmp(backend, "plugin:", 7) != 0) return;
+    opt_backend_decl decl;
+    if (opt_plugin_probe(backend + 7, &decl) != DP_OK) return;
+    for (int dt = DP_F64; dt <= DP_F32; dt++) {
+        if (!(decl.caps.dtypes & DPCERT_DTYPE_BIT(dt))) continue;
+        char txt[4600];
+        opt_decl_text(txt, sizeof txt, &decl, (dp_dtype)dt);
+        printf("declaration: %s\n", txt);
+    }
+}
+
 int dp_cmd_conform(int argc, char **argv) {
     const char *suite = NULL, *backend = "host", *ranks_s = NULL, *filter = NULL, *report = NULL, *dpcert = NULL,
                *cases = NULL, *work = NULL;
@@ -73,17 +192,9 @@ int dp_cmd_conform(int argc, char **argv) {
     if (filter && regcomp(&re, filter, REG_EXTENDED | REG_NOSUB) != 0)
         return dp_cli_fail(CMD, dp_error(DP_ERR_USAGE, "--filter: invalid regular expression '%s'", filter));
     char exe[4096];
-    if (!dpcert) {
-        ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (l <= 0) {
-            if (filter) regfree(&re);
-            return dp_cli_fail(CMD, dp_error(DP_ERR_INTERNAL, "cannot resolve /proc/self/exe; pass --dpcert PATH"));
-        }
-        exe[l] = '\0';
-        dpcert = exe;
-    } else if (access(dpcert, X_OK) != 0) {
+    if ((st = resolve_binary(exe, sizeof exe, &dpcert)) != DP_OK) {
         if (filter) regfree(&re);
-        return dp_cli_fail(CMD, dp_error(DP_ERR_IO, "--dpcert: '%s' is not an executable", dpcert));
+        return dp_cli_fail(CMD, st);
     }
     char casedir[4096];
     if (cases) snprintf(casedir, sizeof casedir, "%s", cases);
@@ -95,24 +206,9 @@ int dp_cmd_conform(int argc, char **argv) {
         return dp_cli_fail(CMD, st);
     }
     /* (case, ranks) runs */
-    size_t nrun = 0, cap = 0;
-    struct run { size_t ci; int64_t r; } *runs = NULL;
-    for (size_t i = 0; i < ncs; i++) {
-        if (filter && regexec(&re, cs[i].name, 0, NULL, 0) != 0) continue;
-        /* --ranks: replaces the case's list when the case allows any rank count, else
-           keeps only the listed rank counts the case has (docs/conformance.md) */
-        int force = nrsel && cs[i].any_ranks;
-        size_t nk = force ? nrsel : cs[i].nranks;
-        for (size_t k = 0; k < nk; k++) {
-            int64_t r = force ? rsel[k] : cs[i].ranks[k];
-            int ok = !nrsel || force;
-            for (size_t j = 0; !ok && j < nrsel; j++) ok |= rsel[j] == r;
-            if (!ok) continue;
-            if ((st = DP_GROW(runs, cap, nrun + 1, 32, "runs")) != DP_OK) break;
-            runs[nrun].ci = i;
-            runs[nrun++].r = r;
-        }
-    }
+    size_t nrun = 0;
+    conf_run_sel *runs = NULL;
+    st = select_runs(&runs, &nrun, cs, ncs, filter ? &re : NULL, rsel, nrsel);
     if (filter) regfree(&re);
     int rc = 0;
     conf_case_result *res = NULL;
@@ -125,16 +221,7 @@ int dp_cmd_conform(int argc, char **argv) {
     if (st == DP_OK && report) {
         st = dp_mkdir_p("--report", report);
     }
-    if (st == DP_OK) {
-        if (work) {
-            snprintf(tmpl, sizeof tmpl, "%s", work);
-            st = dp_mkdir_p("--work", work);
-        } else {
-            const char *t = getenv("TMPDIR");
-            snprintf(tmpl, sizeof tmpl, "%s/dpcert-conform-XXXXXX", t && *t ? t : "/tmp");
-            if (!mkdtemp(tmpl)) st = dp_error(DP_ERR_IO, "cannot create a temporary directory %s", tmpl);
-        }
-    }
+    if (st == DP_OK) st = make_workdir(tmpl, sizeof tmpl, work);
     if (st == DP_OK && !(res = dp_calloc(nrun, sizeof *res))) st = DP_ERR_NOMEM;
     if (st != DP_OK) goto out;
     /* mpirun as root in containers (as ci/run-tests.sh sets it) */
@@ -144,16 +231,7 @@ int dp_cmd_conform(int argc, char **argv) {
     if ((st = dp_proc_install_signal_forwarding()) != DP_OK) goto out;
     conf_run_opts ro = {dpcert, backend, casedir, tmpl, keep, 0};
     printf("dpcert conform: suite %s, backend %s, %zu runs (%s)\n", suite, backend, nrun, casedir);
-    if (strncmp(backend, "plugin:", 7) == 0) { /* the declaration every case is judged under (docs/plugin-abi.md) */
-        opt_backend_decl decl;
-        if (opt_plugin_probe(backend + 7, &decl) == DP_OK)
-            for (int dt = DP_F64; dt <= DP_F32; dt++) {
-                if (!(decl.caps.dtypes & DPCERT_DTYPE_BIT(dt))) continue;
-                char txt[4600];
-                opt_decl_text(txt, sizeof txt, &decl, (dp_dtype)dt);
-                printf("declaration: %s\n", txt);
-            }
-    }
+    print_plugin_decl(backend);
     printf("%-8s %-52s %-13s %12s %8s\n", "", "case", "status", "budget used", "time(s)");
     fflush(stdout);
     size_t counts[5] = {0};
@@ -171,17 +249,7 @@ int dp_cmd_conform(int argc, char **argv) {
         }
         counts[res[i].status]++;
         total += res[i].seconds;
-        char fr[32], prog[64];
-        if (res[i].status == CONF_SKIPPED || res[i].status == CONF_NOT_SUPPORTED || res[i].is_stat || c->expect_fail ||
-            res[i].cmp.ncompared == 0)
-            snprintf(fr, sizeof fr, "-");
-        else if (isfinite(res[i].worst_frac)) snprintf(fr, sizeof fr, "%.3g%%", 100 * res[i].worst_frac);
-        else snprintf(fr, sizeof fr, "inf");
-        snprintf(prog, sizeof prog, "[%zu/%zu]", i + 1, nrun);
-        printf("%-8s %-52s %-13s %12s %8.2f", prog, res[i].name, conf_status_name(res[i].status), fr, res[i].seconds);
-        if (res[i].status != CONF_PASS || c->expect_fail || res[i].is_stat) printf("  %s", res[i].detail);
-        printf("\n");
-        fflush(stdout);
+        print_run(i, nrun, &res[i], c);
     }
     if (dp_proc_interrupted()) { /* the children's groups got the signal and were waited for */
         int sig = dp_proc_interrupted();
@@ -191,32 +259,8 @@ int dp_cmd_conform(int argc, char **argv) {
         rc = 128 + sig;
         goto out;
     }
-    printf("%zu runs: %zu PASS, %zu MARGINAL, %zu FAIL, %zu NOT_SUPPORTED, %zu SKIPPED (%.1f s)\n", nrun,
-           counts[CONF_PASS], counts[CONF_MARGINAL], counts[CONF_FAIL], counts[CONF_NOT_SUPPORTED], counts[CONF_SKIPPED],
-           total);
-    rc = counts[CONF_FAIL] ? 1 : 0;
-    if (require_all && counts[CONF_NOT_SUPPORTED]) {
-        fprintf(stderr, "dpcert conform: %zu runs NOT_SUPPORTED and --require-all is given\n", counts[CONF_NOT_SUPPORTED]);
-        rc = 1;
-    } else if (!rc && counts[CONF_PASS] + counts[CONF_MARGINAL] == 0) {
-        /* never a pass by omission: nothing was compared (backend unavailable, every run skipped) */
-        fprintf(stderr, "dpcert conform: no run was compared (%zu NOT_SUPPORTED, %zu SKIPPED): exit 77 (skipped)\n",
-                counts[CONF_NOT_SUPPORTED], counts[CONF_SKIPPED]);
-        rc = 77;
-    }
-    if (report) {
-        char p[4200];
-        snprintf(p, sizeof p, "%s/report.json", report);
-        if ((st = conf_report_json(p, suite, res, nrun)) == DP_OK) {
-            snprintf(p, sizeof p, "%s/junit.xml", report);
-            if ((st = conf_report_junit(p, suite, res, nrun)) == DP_OK) {
-                snprintf(p, sizeof p, "%s/report.md", report);
-                st = conf_report_md(p, suite, res, nrun);
-            }
-        }
-        if (st == DP_OK && snprintf(p, sizeof p, "%s/report.html", report) > 0) st = conf_report_html(p, suite, res, nrun);
-        if (st == DP_OK) printf("reports: %s/report.json, %s/junit.xml, %s/report.md\n", report, report, report);
-    }
+    rc = run_verdict(counts, nrun, total, require_all);
+    if (report) st = write_reports(report, suite, res, nrun);
     if (!work && !keep) conf_rm_rf(tmpl);
     else if (keep) printf("exports and logs kept in %s\n", tmpl);
 out:
