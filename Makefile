@@ -96,7 +96,7 @@ $$(BUILD)/lib/libdp$(1).a: $$($(1)_OBJ) $(if $(filter optimized,$(1)),$$(CU_OBJ)
 endef
 $(foreach m,$(MODULES),$(eval $(call MODULE_LIB,$(m))))
 
-# The subcommands are weak references in common/main.c, and a weak reference does not
+# The modules' command tables are weak references in common/main.c (common/cmd.h), and a weak reference does not
 # pull an object out of an archive, so the binary links every module library whole.
 # Link order (dependents first). A module's tests link its own library and those below it.
 LIBS_common := common
