@@ -124,6 +124,8 @@ dp_status conf_case_load(conf_case *c, const char *path) {
     dp_free(buf);
     return st;
 }
+/* Over 150 lines (one reason): every key of the case schema checked in one pass, in the order of
+ * docs/conformance.md, so that an unknown or ill-typed key is refused where it is read. */
 
 dp_status conf_case_parse(conf_case *c, const char *buf, size_t len, const char *path) {
     memset(c, 0, sizeof *c);

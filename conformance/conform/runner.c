@@ -247,6 +247,26 @@ int conf_clip_mix_check(char *msg, size_t len, const char *dir) {
     return mixed;
 }
 
+/* The candidate's command: [mpirun -n R (R > 1)] DPCERT train ALGO --impl optimized --backend B
+ * [--strategy S --noise-mode M] --dtype D ARGS CAND_ARGS --export DIR (rs: R in decimal). */
+static void cand_argv(argvec *ca, const conf_case *c, int64_t ranks, const char *rs, const conf_run_opts *o,
+                      const char *canddir) {
+    if (ranks > 1) {
+        av_push(ca, "mpirun"); av_push(ca, "-n"); av_push(ca, rs);
+    }
+    av_push(ca, o->dpcert); av_push(ca, "train"); av_push(ca, c->algorithm);
+    av_push(ca, "--impl"); av_push(ca, "optimized");
+    av_push(ca, "--backend"); av_push(ca, o->backend);
+    if (strcmp(c->algorithm, "dpsgd") == 0) {
+        av_push(ca, "--strategy"); av_push(ca, c->strategy);
+        av_push(ca, "--noise-mode"); av_push(ca, c->noise_mode);
+    }
+    av_push(ca, "--dtype"); av_push(ca, c->dtype);
+    for (size_t i = 0; i < c->nargs; i++) av_push(ca, c->args[i]);
+    for (size_t i = 0; i < c->ncand; i++) av_push(ca, c->cand_args[i]);
+    av_push(ca, "--export"); av_push(ca, canddir);
+}
+
 dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks, const conf_run_opts *o) {
     memset(res, 0, sizeof *res);
     conf_cmp_result_init(&res->cmp);
@@ -297,20 +317,7 @@ dp_status conf_run_case(conf_case_result *res, const conf_case *c, int64_t ranks
         goto finish;
     }
     /* candidate */
-    if (ranks > 1) {
-        av_push(&ca, "mpirun"); av_push(&ca, "-n"); av_push(&ca, rs);
-    }
-    av_push(&ca, o->dpcert); av_push(&ca, "train"); av_push(&ca, c->algorithm);
-    av_push(&ca, "--impl"); av_push(&ca, "optimized");
-    av_push(&ca, "--backend"); av_push(&ca, o->backend);
-    if (strcmp(c->algorithm, "dpsgd") == 0) {
-        av_push(&ca, "--strategy"); av_push(&ca, c->strategy);
-        av_push(&ca, "--noise-mode"); av_push(&ca, c->noise_mode);
-    }
-    av_push(&ca, "--dtype"); av_push(&ca, c->dtype);
-    for (size_t i = 0; i < c->nargs; i++) av_push(&ca, c->args[i]);
-    for (size_t i = 0; i < c->ncand; i++) av_push(&ca, c->cand_args[i]);
-    av_push(&ca, "--export"); av_push(&ca, canddir);
+    cand_argv(&ca, c, ranks, rs, o, canddir);
     if (!ca.v) { st = dp_error(DP_ERR_NOMEM, "out of memory"); goto finish; }
     {
         int rc = run_proc(ca.v, candlog, CONF_CASE_TIMEOUT_S, c->expect_fail);
