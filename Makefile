@@ -96,7 +96,7 @@ $$(BUILD)/lib/libdp$(1).a: $$($(1)_OBJ) $(if $(filter optimized,$(1)),$$(CU_OBJ)
 endef
 $(foreach m,$(MODULES),$(eval $(call MODULE_LIB,$(m))))
 
-# The subcommands are weak references in common/main.c, and a weak reference does not
+# The modules' command tables are weak references in common/main.c (common/cmd.h), and a weak reference does not
 # pull an object out of an archive, so the binary links every module library whole.
 # Link order (dependents first). A module's tests link its own library and those below it.
 LIBS_common := common
@@ -364,7 +364,7 @@ FUZZ_LIB_SRC := common/alloc.c common/status.c common/tensor.c common/safetensor
 # FUZZ_LIB_SRC) and prebuilt module libraries linked for what the parser only names (FUZZ_AR_name).
 FUZZ_CC_fuzz_claims := $(common_SRC) $(accountant_SRC)
 FUZZ_CC_fuzz_dpzo_log := $(common_SRC) $(reference_SRC)
-FUZZ_CC_fuzz_cases := $(common_SRC) conformance/cases.c
+FUZZ_CC_fuzz_cases := $(common_SRC) conformance/conform/cases.c
 FUZZ_AR_fuzz_cases := $(call libfiles,optimized reference)
 fuzz: $(FUZZ_BIN)
 .SECONDEXPANSION:

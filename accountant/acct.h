@@ -163,11 +163,9 @@ dp_status acct_calibrate(double *param, double *eps_at, const acct_schedule *s, 
 dp_status acct_epsilon_by(double *eps, const acct_schedule *s, acct_kind kind, double delta, const double *orders,
                           size_t n_orders);
 
-/* The rows of `dpcert reproduce dpzo-tables` (DP-ZO paper Tables 8, 9, 11-14) into `root`
- * ("source", "rows" with a "verdict" each, "rows_not_reproduced"); the text table to `txt`
- * unless NULL. Returns the number of rows not reproduced, or -1 (dp_error set). */
+/* The accountant's JSON number: a real, or the strings "nan", "inf", "-inf" (acct_cmd.c). */
 struct json_t;
-int acct_reproduce_dpzo(struct json_t *root, FILE *txt);
+struct json_t *acct_json_num(double x);
 /* Parse a claims file image (CSV or JSON, docs §8) as `audit-accounting` does, without judging
  * the claims: *nclaims rows, *ninvalid of them INVALID. The fuzz target's and corpus replay's entry. */
 dp_status acct_claims_parse(int *nclaims, int *ninvalid, const char *buf, size_t len, const char *name);

@@ -495,6 +495,8 @@ static dp_status pldfft_get(acct_pldfft *w, size_t N) {
     w->cur = slot;
     return DP_OK;
 }
+/* Over 150 lines (one reason): the composition by FFT with its error terms accumulated beside
+ * each operation (docs/accounting.md section 4), kept together so that no term is lost. */
 
 dp_status acct_pld_compose(acct_composed *out, acct_pldfft *fw, const acct_steppmf *s, int ns, double h,
                            double tau_w, size_t max_points, double lam_lo, double lam_hi) {

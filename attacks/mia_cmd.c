@@ -112,6 +112,7 @@ int dp_cmd_mia(int argc, char **argv) {
     if (rc != 2 && dp_proc_interrupted()) return 128 + dp_proc_interrupted();
     return rc;
 }
+/* Over 150 lines (one reason): one table of options and their cross-checks in one place. */
 
 static int mia_main(int argc, char **argv) {
     mia_config c;

@@ -158,6 +158,8 @@ typedef struct {
     double *hin, *a, *r1, *q, *k, *v, *p, *y, *h1, *m, *r2, *gt, *up, *act;
 } llama_cache;
 
+/* Over 150 lines (one reason): the reference's forward and backward of one example in one
+ * textbook loop order, read against docs/models.md line by line. */
 /* Parameter pointer layout: P[0] tok_emb [V, D]; layer l at 1 + 9 l:
  * attn_norm [D], wq, wk, wv, wo [D, D], mlp_norm [D], w_gate, w_up [F, D], w_down [D, F];
  * P[1 + 9 L] final_norm [D]; P[2 + 9 L] lm_head [V, D] when untied. */

@@ -19,6 +19,9 @@ expect_rc() {
 "$D" --help >help.txt; check "--help exits 0" [ $? = 0 ]
 check "--help lists rng and inspect" grep -q '^  rng ' help.txt
 check "--help lists inspect" grep -q '^  inspect ' help.txt
+# the command tables (common/cmd.h): one per module, no name twice (a second one would be shadowed)
+check "--help lists every command once" test -z "$(sed -n 's/^  \([a-z][a-z-]*\) .*/\1/p' help.txt | sort | uniq -d)"
+check "--help lists a command of every module's table" bash -c 'for c in version rng reference train conform certify account mia; do grep -q "^  $c " help.txt || exit 1; done'
 "$D" version >ver.txt; check "version exits 0" [ $? = 0 ]
 check "version prints version and git revision" grep -Eq '^dpcert [0-9]+\.[0-9]+\.[0-9]+ \(git [0-9a-f]+|unknown' ver.txt
 check "version prints the backends" grep -q '^backends: host' ver.txt

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "common/fuzz/fuzz.h"
-#include "conformance/conf.h"
+#include "conformance/conform/conform.h"
 
 static int fuzz_check_case(const uint8_t *data, size_t size) {
     conf_case c;

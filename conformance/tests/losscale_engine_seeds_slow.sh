@@ -3,7 +3,7 @@
 # correct loss-scaled pipeline (--loss-scale static:1024, steps 1-2-3-4*-5-6) at fp16 and
 # bf16 on 100 seeds without a false alarm, against the f64 reference
 # (docs/precision.md "The losscale check"). The check's PASS decision uses the derived
-# tolerances of conformance/compare.c: a correct run within them is never rejected, so the
+# tolerances of conformance/compare/compare.c: a correct run within them is never rejected, so the
 # false-alarm probability is 0 by the derivation (not a statistical test). Power: on every
 # tenth seed the injected over-shrink (ls-unscale-after-clip) must FAIL with its diagnosis.
 set -u

@@ -8,13 +8,13 @@
  * backend's all-reduce at 8 bytes and 1 MiB (the link: latency per algorithm step and
  * bandwidth), runs one warm-up step and PT_STEPS timed steps between barriers and prints
  * "RESULT compute_s collectives_s latency_s bandwidth_Bps". The parent calibrates the per-operation
- * costs (conf_plan_calibrate, in process, right before the run), projects the same layout with the
+ * costs (plan_calibrate, in process, right before the run), projects the same layout with the
  * measured link (one core per rank) and compares the compute: |projected / measured - 1| <= the
  * stated bound. Negative control: the projection without the per-example work (a model that
  * forgot the DP terms) must miss the measurement by more than the bound for a grad-sample
  * configuration whose per-example work is a large share of the step. */
-#ifndef CONF_PLAN_TIME_H
-#define CONF_PLAN_TIME_H
+#ifndef PLAN_TIME_H
+#define PLAN_TIME_H
 
 #include <math.h>
 #include <mpi.h>
@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "common/test.h"
-#include "conformance/plan.h"
+#include "conformance/plan/plan.h"
 #include "optimized/dpsgd.h"
 
 #define PT_STEPS 7
@@ -194,7 +194,7 @@ static int pt_measure(double *comp, double *comm, double *lat, double *bw, const
 /* the projection of c on R ranks with the link measured by the worker: *t the compute, *tc the
  * collectives; dp_terms 0: the negative control without the per-example work */
 static dp_status pt_project(double *t, double *tc, const pt_cfg *c, int R, double lat, double bw, int dp_terms) {
-    conf_plan_job job;
+    plan_job job;
     memset(&job, 0, sizeof job);
     job.model = (opt_cost_llama){"llama", c->V, c->D, c->L, c->H, c->H, c->F, 0};
     job.batch = c->B;
@@ -204,20 +204,20 @@ static dp_status pt_project(double *t, double *tc, const pt_cfg *c, int R, doubl
     job.elem_bytes = c->f32 ? 4 : 8;
     job.n_states = 2;
     job.dp = 1;
-    conf_plan_layout lay = {R, 1, 0, 0};
+    plan_layout lay = {R, 1, 0, 0};
     for (int z = 0; z < 4; z++)
         if (strcmp(c->sharding, (const char *[]){"replicated", "zero1", "zero2", "zero3"}[z]) == 0) lay.zero = z;
-    conf_plan_device dev;
-    conf_plan_device_builtin(&dev, "host");
-    conf_plan_result r;
-    DP_TRY(conf_plan_project(&r, &job, &lay, &dev, CONF_PLAN_ENGINE)); /* its memory: the working set */
-    DP_TRY(conf_plan_calibrate(&dev, &job, conf_plan_chunk(job.batch, R, job.micro_batches), r.mem_total));
+    plan_device dev;
+    plan_device_builtin(&dev, "host");
+    plan_result r;
+    DP_TRY(plan_project(&r, &job, &lay, &dev, PLAN_ENGINE)); /* its memory: the working set */
+    DP_TRY(plan_calibrate(&dev, &job, plan_chunk(job.batch, R, job.micro_batches), r.mem_total));
     if (R > 1) { dev.intra.bw = bw; dev.intra.lat = lat; }
     dev.cores = 0; /* CPU seconds: one core per rank */
-    DP_TRY(conf_plan_project(&r, &job, &lay, &dev, CONF_PLAN_ENGINE));
+    DP_TRY(plan_project(&r, &job, &lay, &dev, PLAN_ENGINE));
     *t = r.t_compute;
     *tc = r.t_exposed;
-    if (!dp_terms) *t -= r.t_op[CONF_OP_BGEMM] + r.t_op[CONF_OP_PEELEM] + r.t_op[CONF_OP_GHOST] + r.t_op[CONF_OP_NOISE];
+    if (!dp_terms) *t -= r.t_op[PLAN_OP_BGEMM] + r.t_op[PLAN_OP_PEELEM] + r.t_op[PLAN_OP_GHOST] + r.t_op[PLAN_OP_NOISE];
     return DP_OK;
 }
 

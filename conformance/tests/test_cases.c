@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common/test.h"
-#include "conformance/conf.h"
+#include "conformance/conform/conform.h"
 
 static const char *write_case(const char *body) {
     static char path[] = "test_cases_tmp.json";

@@ -1,5 +1,5 @@
 /* conformance/tests/test_certify_stats.c — the statistical tests of `dpcert certify`
- * (conformance/certify_stats.c, docs/certification.md "Statistical tests"):
+ * (conformance/certify/certify_stats.c, docs/certification.md "Statistical tests"):
  *  - false-reject probability: each test run 400 times at alpha = 0.05 on null samples
  *    (iid N(0,1) / Binomial) rejects at most 20 + 4 sd = 37 times (its bound is conservative);
  *  - power at the `ci` level (n = the ci suite's noise draws at 2 repeats, alpha 1e-6):
@@ -19,7 +19,7 @@
 #include "common/rng.h"
 #include "common/safetensors.h"
 #include "common/test.h"
-#include "conformance/certify.h"
+#include "conformance/certify/certify.h"
 
 static dp_stream g_st;
 static uint64_t g_k;

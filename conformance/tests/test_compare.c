@@ -13,8 +13,9 @@
 #include "common/rng.h"
 #include "common/safetensors.h"
 #include "common/test.h"
-#include "conformance/compare_int.h"
-#include "conformance/conf.h"
+#include "conformance/compare/compare_int.h"
+#include "conformance/compare/compare.h"
+#include "conformance/conform/conform.h"
 
 #define B 6
 #define NW 12 /* w [3, 4] */

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "common/test.h"
-#include "conformance/conf.h"
+#include "conformance/compare/compare.h"
 #include "reference/dpsgd.h"
 
 enum { NB = 100 };

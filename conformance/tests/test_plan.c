@@ -2,7 +2,7 @@
  *   1. bad input exits 2 naming the option; --help; a huge model is projected without allocating
  *      (peak RSS of the command stays small);
  *   2. memory and bytes EXACT against the engine: `[mpirun -n R] dpcert train dpsgd ...
- *      --memory-report` (conformance/repro_measure.c) at 1, 2 and 4 ranks, every ZeRO stage and
+ *      --memory-report` (conformance/reproduce/repro_measure.c) at 1, 2 and 4 ranks, every ZeRO stage and
  *      strategy, f64 and f32, tied and untied, micro-batches; every rank's ledger peak of every tag
  *      equals the projection's term and the bytes sent per collective kind equal steps x the
  *      projection's; under --cp 2 (and 2 x 2) the bytes of every collective kind. Negative controls:
@@ -24,8 +24,8 @@
 
 #include "common/proc.h"
 #include "common/test.h"
-#include "conformance/plan.h"
-#include "conformance/repro.h"
+#include "conformance/plan/plan.h"
+#include "conformance/reproduce/repro.h"
 
 static const char *dpcert;
 
@@ -99,7 +99,7 @@ typedef struct {
 
 static const char *const STAGES[4] = {"replicated", "zero1", "zero2", "zero3"};
 
-static void job_of(conf_plan_job *j, conf_plan_layout *l, const ex_cfg *c) {
+static void job_of(plan_job *j, plan_layout *l, const ex_cfg *c) {
     memset(j, 0, sizeof *j);
     j->model = (opt_cost_llama){"llama", 13, 8, 2, 2, 2, 12, c->tied};
     if (c->cp > 1) j->model = (opt_cost_llama){"llama", 16, 8, 1, 2, 2, 12, 0};
@@ -110,30 +110,30 @@ static void job_of(conf_plan_job *j, conf_plan_layout *l, const ex_cfg *c) {
     j->elem_bytes = c->f32 ? 4 : 8;
     j->n_states = 2;
     j->dp = 1;
-    *l = (conf_plan_layout){c->dp, c->cp, c->zero, c->cp_output};
+    *l = (plan_layout){c->dp, c->cp, c->zero, c->cp_output};
 }
 
 /* mismatching terms of rank r's report against the projection (report: print them) */
-static int compare(const conf_repro_run *run, int r, const conf_plan_result *p, int steps, int cp, int report,
+static int compare(const repro_run *run, int r, const plan_result *p, int steps, int cp, int report,
                    const char *what) {
-    static const int tagmap[CONF_PLAN_N_MEMS] = {CONF_TAG_params, CONF_TAG_grads, CONF_TAG_optimizer_state,
-                                                  CONF_TAG_master_weights, CONF_TAG_activations, CONF_TAG_per_example,
-                                                  CONF_TAG_workspace, CONF_TAG_comm_buffers, CONF_TAG_gathered_params};
+    static const int tagmap[PLAN_N_MEMS] = {REPRO_TAG_params, REPRO_TAG_grads, REPRO_TAG_optimizer_state,
+                                                  REPRO_TAG_master_weights, REPRO_TAG_activations, REPRO_TAG_per_example,
+                                                  REPRO_TAG_workspace, REPRO_TAG_comm_buffers, REPRO_TAG_gathered_params};
     int bad = 0;
-    for (int m = 0; cp == 1 && m < CONF_PLAN_N_MEMS; m++)
+    for (int m = 0; cp == 1 && m < PLAN_N_MEMS; m++)
         if (run->peak[r][tagmap[m]] != p->mem[m]) {
             bad++;
-            if (report) T_CHECK(0, "%s rank %d: %s peak %.0f, plan %.0f", what, r, conf_plan_mem_names[m],
+            if (report) T_CHECK(0, "%s rank %d: %s peak %.0f, plan %.0f", what, r, plan_mem_names[m],
                                 run->peak[r][tagmap[m]], p->mem[m]);
         }
-    static const int collmap[CONF_PLAN_N_COLLS] = {CONF_COLL_allreduce_sum, CONF_COLL_reduce_scatter_sum,
-                                                    CONF_COLL_allgather, CONF_COLL_alltoall, CONF_COLL_send};
-    for (int k = 0; k < CONF_PLAN_N_COLLS; k++) {
-        if (k == CONF_COLL_allreduce_sum && cp > 1) continue; /* per-example losses and norms: not in the plan */
+    static const int collmap[PLAN_N_COLLS] = {REPRO_COLL_allreduce_sum, REPRO_COLL_reduce_scatter_sum,
+                                                    REPRO_COLL_allgather, REPRO_COLL_alltoall, REPRO_COLL_send};
+    for (int k = 0; k < PLAN_N_COLLS; k++) {
+        if (k == REPRO_COLL_allreduce_sum && cp > 1) continue; /* per-example losses and norms: not in the plan */
         const double want = steps * (p->sent_dp[k] + p->sent_cp[k]);
         if (run->sent[r][collmap[k]] != want) {
             bad++;
-            if (report) T_CHECK(0, "%s rank %d: %s sent %.0f, plan %.0f", what, r, conf_plan_coll_names[k],
+            if (report) T_CHECK(0, "%s rank %d: %s sent %.0f, plan %.0f", what, r, plan_coll_names[k],
                                 run->sent[r][collmap[k]], want);
         }
     }
@@ -153,13 +153,13 @@ static void test_exact(void) {
         {"cp 2 output", 2, 0, 0, 0, 1, 2, 1, 4, "grad-sample", 1},
         {"dp 2 x cp 2 zero2 input", 4, 2, 0, 0, 2, 2, 1, 4, "grad-sample", 0},
     };
-    conf_repro rp = {NULL, NULL, dpcert};
+    repro_ctx rp = {NULL, NULL, dpcert};
     const int steps = 2;
     int ran = 0;
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
         const ex_cfg *c = &cfgs[i];
-        conf_plan_job job;
-        conf_plan_layout lay;
+        plan_job job;
+        plan_layout lay;
         job_of(&job, &lay, c);
         char args[768];
         snprintf(args, sizeof args,
@@ -169,16 +169,16 @@ static void test_exact(void) {
                  (long long)job.model.vocab, (long long)job.model.layers, (long long)job.seq, c->tied ? " --tied" : "",
                  (long long)c->B, steps, c->f32 ? "f32" : "f64", STAGES[c->zero], c->strategy, (long long)c->k,
                  c->cp > 1 ? (c->dp > 1 ? " --dp 2 --cp 2" : " --cp 2") : "", c->cp_output ? " --cp-pattern output" : "");
-        conf_repro_run run;
-        dp_status st = conf_repro_train(&run, &rp, c->R, args);
+        repro_run run;
+        dp_status st = repro_train(&run, &rp, c->R, args);
         T_CHECK(st == DP_OK, "%s: %s", c->what, dp_last_error());
         if (st != DP_OK) continue;
         if (run.missing[0]) { printf("# not run (%s): %s\n", run.missing, c->what); continue; }
         ran++;
-        conf_plan_device dev;
-        conf_plan_device_builtin(&dev, "h100"); /* the device does not enter memory or bytes */
-        conf_plan_result p;
-        T_OK(conf_plan_project(&p, &job, &lay, &dev, CONF_PLAN_ENGINE));
+        plan_device dev;
+        plan_device_builtin(&dev, "h100"); /* the device does not enter memory or bytes */
+        plan_result p;
+        T_OK(plan_project(&p, &job, &lay, &dev, PLAN_ENGINE));
         T_CHECK(p.supported, "%s: the plan refuses a layout the engine runs: %s", c->what, p.why);
         const int r = c->cp > 1 ? 1 : c->R - 1; /* the last rank (CP: CP rank 1 of DP rank 0) */
         int bad = compare(&run, r, &p, steps, (int)c->cp, 1, c->what);
@@ -188,20 +188,20 @@ static void test_exact(void) {
                p.sent_dp[0] + p.sent_dp[1] + p.sent_dp[2] + p.sent_cp[1] + p.sent_cp[2] + p.sent_cp[3],
                bad ? "DIFFERS" : "equal");
         /* negative controls: one example more, another stage, one rank fewer */
-        conf_plan_job j2 = job;
-        conf_plan_layout l2 = lay;
+        plan_job j2 = job;
+        plan_layout l2 = lay;
         j2.batch += c->R;
-        conf_plan_result q;
-        T_OK(conf_plan_project(&q, &j2, &l2, &dev, CONF_PLAN_ENGINE));
+        plan_result q;
+        T_OK(plan_project(&q, &j2, &l2, &dev, PLAN_ENGINE));
         if (c->cp == 1) T_CHECK(compare(&run, r, &q, steps, 1, 0, c->what) > 0, "%s: B + R matched", c->what);
         if (c->R > 1 && c->cp == 1) {
             l2 = lay;
             l2.zero = (lay.zero + 1) % 4;
-            T_OK(conf_plan_project(&q, &job, &l2, &dev, CONF_PLAN_ENGINE));
+            T_OK(plan_project(&q, &job, &l2, &dev, PLAN_ENGINE));
             T_CHECK(!q.supported || compare(&run, r, &q, steps, 1, 0, c->what) > 0, "%s: stage %d matched", c->what, l2.zero);
             l2 = lay;
             l2.dp = lay.dp - 1;
-            T_OK(conf_plan_project(&q, &job, &l2, &dev, CONF_PLAN_ENGINE));
+            T_OK(plan_project(&q, &job, &l2, &dev, PLAN_ENGINE));
             T_CHECK(!q.supported || compare(&run, r, &q, steps, 1, 0, c->what) > 0, "%s: one rank fewer matched", c->what);
         }
     }
@@ -209,11 +209,11 @@ static void test_exact(void) {
 }
 
 /* ----------------------------------------------------- 3. the papers' layouts ---- */
-typedef struct { conf_plan_layout lay; conf_plan_job job; conf_plan_result r; } pcand;
+typedef struct { plan_layout lay; plan_job job; plan_result r; } pcand;
 
 /* every layout of R devices (dp x cp, stages, the given strategies, checkpointing or not) */
-static int layouts(pcand *out, int cap, const conf_plan_job *base, int64_t R, int64_t mbs, const opt_cost_strategy *st,
-                   int ns, int ckpt_both, const conf_plan_device *dev, int max_cp, int force_stage0) {
+static int layouts(pcand *out, int cap, const plan_job *base, int64_t R, int64_t mbs, const opt_cost_strategy *st,
+                   int ns, int ckpt_both, const plan_device *dev, int max_cp, int force_stage0) {
     int n = 0;
     for (int64_t M = 1; M <= R && M <= max_cp; M++) {
         if (R % M) continue;
@@ -225,12 +225,12 @@ static int layouts(pcand *out, int cap, const conf_plan_job *base, int64_t R, in
                     x->job = *base;
                     x->job.strategy = st[s];
                     x->job.checkpoint = ckpt_both ? ck : base->checkpoint;
-                    x->lay = (conf_plan_layout){R / M, M, z, 0};
+                    x->lay = (plan_layout){R / M, M, z, 0};
                     const int64_t share = (base->batch + x->lay.dp - 1) / x->lay.dp;
                     x->job.micro_batches = (share + mbs - 1) / mbs;
-                    conf_plan_layout l = x->lay;
+                    plan_layout l = x->lay;
                     if (force_stage0) l.zero = 0;
-                    if (conf_plan_project(&x->r, &x->job, &l, dev, CONF_PLAN_FRAMEWORK) != DP_OK) { dp_clear_error(); continue; }
+                    if (plan_project(&x->r, &x->job, &l, dev, PLAN_FRAMEWORK) != DP_OK) { dp_clear_error(); continue; }
                     n++;
                 }
     }
@@ -245,8 +245,8 @@ static const pcand *best(const pcand *c, int n) {
 }
 
 /* a private job of the framework profile: bf16 + f32 AdamW */
-static conf_plan_job fw_job(const opt_cost_llama *m, int64_t batch, int64_t seq, int checkpoint) {
-    conf_plan_job j;
+static plan_job fw_job(const opt_cost_llama *m, int64_t batch, int64_t seq, int checkpoint) {
+    plan_job j;
     memset(&j, 0, sizeof j);
     j.model = *m;
     j.batch = batch;
@@ -260,13 +260,13 @@ static conf_plan_job fw_job(const opt_cost_llama *m, int64_t batch, int64_t seq,
 }
 
 static void test_papers(void) {
-    conf_plan_device h100, a100;
-    conf_plan_device_builtin(&h100, "h100");
-    conf_plan_device_builtin(&a100, "a100");
+    plan_device h100, a100;
+    plan_device_builtin(&h100, "h100");
+    plan_device_builtin(&a100, "a100");
     h100.devices_per_node = a100.devices_per_node = 8;
     static pcand c[512];
     /* LongShield §4 (Tables 2-5): Llama 3.1 8B, 4 x H100 80 GB, micro-batch 1 per GPU */
-    conf_plan_job j = fw_job(&OPT_COST_LLAMA31_8B, 4, 16384, 0);
+    plan_job j = fw_job(&OPT_COST_LLAMA31_8B, 4, 16384, 0);
     const opt_cost_strategy ls[2] = {OPT_COST_BOOK_KEEPING, OPT_COST_GRAD_SAMPLE};
     int n = layouts(c, 512, &j, 4, 1, ls, 2, 0, &h100, 4, 0);
     int fit_cp = 0, fit_other = 0, zero_dp_fits = 0;

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "common/test.h"
-#include "conformance/conf.h"
+#include "conformance/conform/conform.h"
 
 /* Minimal well-formedness check of an XML document (no DTD, no CDATA, no comments
  * needed). Returns NULL if well-formed, else a static message. */

@@ -10,7 +10,7 @@
 
 #include "common/safetensors.h"
 #include "common/test.h"
-#include "conformance/html.h"
+#include "conformance/conform/conform.h"
 
 static char *slurp(const char *path) {
     uint8_t *b = NULL;

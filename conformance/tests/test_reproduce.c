@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "common/test.h"
-#include "conformance/html.h"
-#include "conformance/repro.h"
+#include "conformance/conform/conform.h"
+#include "conformance/reproduce/repro.h"
 
 int dp_cmd_reproduce(int argc, char **argv);
 static const char *dpcert;
@@ -387,6 +387,25 @@ static void test_dpzo(void) {
                 "row %zu: PLD [%g, %g] vs RDP %g", i, num(o, "ours_pld_lower"), num(o, "ours_pld_upper"), num(o, "ours_rdp"));
     }
     T_CHECK(n8 == 5, "5 Table 8 rows");
+    /* every row's verdict, kind and bounds (these checks were the accountant's second
+     * `reproduce` command's, removed: issue 26 item 4) */
+    json_t *rows = json_object_get(j, "rows");
+    T_CHECK(json_array_size(rows) == 18, "18 rows (Table 11 added): %zu", json_array_size(rows));
+    for (size_t k = 0; k < json_array_size(rows); k++) {
+        json_t *r = json_array_get(rows, k);
+        const char *v = str(r, "verdict"), *want_v = k == 4 ? "UNDER-REPORTED" : "CONSISTENT";
+        T_CHECK(v && strcmp(v, want_v) == 0, "row %zu: %s (want %s)", k + 1, v ? v : "?", want_v);
+        /* Table 8 (rows 1-5, delta = 0) re-evaluates the paper's own formula; the rest are our accountants */
+        const char *kind = str(r, "kind");
+        T_CHECK(kind && strcmp(kind, k < 5 ? "arithmetic" : "independent") == 0, "row %zu kind %s", k + 1, kind ? kind : "?");
+        const char *v2 = json_string_value(json_object_get(r, "paper_pure_prv_verdict"));
+        if (v2) T_CHECK(strncmp(v2, "matches", 7) == 0, "row %zu PRV column: %s", k + 1, v2);
+        /* the papers' epsilons are the targets their tight accountant met: ours within 2 % below */
+        if (json_is_number(json_object_get(r, "ours_pld_upper"))) {
+            const double up = num(r, "ours_pld_upper"), claim = num(r, "paper_epsilon");
+            T_CHECK(up <= claim && up >= 0.98 * claim, "row %zu: PLD upper %g vs paper %g", k + 1, up, claim);
+        }
+    }
     T_CHECK(json_array_size(json_object_get(j, "plots")) == 2, "epsilon and DP-ZO memory plots");
     json_decref(j);
 }
@@ -405,36 +424,36 @@ static void test_rule(void) {
         json_t *root = json_object();
         json_object_set_new(root, "rows", json_array());
         json_object_set_new(root, "caveats", json_array());
-        conf_repro r = {root, NULL, NULL};
+        repro_ctx r = {root, NULL, NULL};
         for (int q = 0; c[k].kinds[q]; q++) {
-            conf_repro_kind kd;
-            T_CHECK(conf_repro_kind_parse(&kd, c[k].kinds[q]), "kind %s", c[k].kinds[q]);
-            conf_repro_row(&r, kd, c[k].verdicts[q], "a reason given for the test");
+            repro_kind kd;
+            T_CHECK(repro_kind_parse(&kd, c[k].kinds[q]), "kind %s", c[k].kinds[q]);
+            repro_row(&r, kd, c[k].verdicts[q], "a reason given for the test");
         }
-        conf_repro_verdict v;
-        T_OK(conf_repro_finish(&v, root));
-        T_CHECK(!strcmp(conf_repro_verdict_name(v), c[k].want) && !strcmp(str(root, "verdict"), c[k].want), "case %zu: %s",
-                k, conf_repro_verdict_name(v));
+        repro_verdict v;
+        T_OK(repro_finish(&v, root));
+        T_CHECK(!strcmp(repro_verdict_name(v), c[k].want) && !strcmp(str(root, "verdict"), c[k].want), "case %zu: %s",
+                k, repro_verdict_name(v));
         json_decref(root);
     }
     /* refused: a not-in-paper row with a paper value, a differing row without a reason, no kind */
     for (int k = 0; k < 3; k++) {
         json_t *root = json_object();
         json_object_set_new(root, "rows", json_array());
-        conf_repro r = {root, NULL, NULL};
-        json_t *o = conf_repro_row(&r, k == 0 ? CONF_KIND_NOT_IN_PAPER : CONF_KIND_INDEPENDENT, k == 1 ? "differs" : "match",
+        repro_ctx r = {root, NULL, NULL};
+        json_t *o = repro_row(&r, k == 0 ? REPRO_KIND_NOT_IN_PAPER : REPRO_KIND_INDEPENDENT, k == 1 ? "differs" : "match",
                                    NULL);
         if (k == 0) json_object_set_new(o, "paper_T", json_string("4096"));
         if (k == 2) json_object_del(o, "kind");
-        conf_repro_verdict v;
-        T_CHECK(conf_repro_finish(&v, root) == DP_ERR_INTERNAL, "refusal %d accepted", k);
+        repro_verdict v;
+        T_CHECK(repro_finish(&v, root) == DP_ERR_INTERNAL, "refusal %d accepted", k);
         dp_clear_error();
         json_decref(root);
     }
     /* the rounding checks: 2.73 / 2.48 is 1.10, never the printed 1.18; 17.9 / 9.70 may be 1.84 */
-    T_CHECK(!conf_repro_ratio_consistent(2.73, 0.01, 2.48, 0.01, 1.18, 0.01), "1.18 accepted");
-    T_CHECK(conf_repro_ratio_consistent(17.9, 0.1, 9.70, 0.01, 1.84, 0.01), "1.84 refused");
-    T_CHECK(conf_repro_rounds_to(7.642, 7.6, 0.1) && !conf_repro_rounds_to(7.66, 7.6, 0.1), "rounds_to");
+    T_CHECK(!repro_ratio_consistent(2.73, 0.01, 2.48, 0.01, 1.18, 0.01), "1.18 accepted");
+    T_CHECK(repro_ratio_consistent(17.9, 0.1, 9.70, 0.01, 1.84, 0.01), "1.84 refused");
+    T_CHECK(repro_rounds_to(7.642, 7.6, 0.1) && !repro_rounds_to(7.66, 7.6, 0.1), "rounds_to");
 }
 
 /* the conform page: PASS only when every run passed; FAIL wins; NOT_SUPPORTED/SKIPPED make it INCOMPLETE */

@@ -8,7 +8,7 @@
 
 #include "common/rng.h"
 #include "common/test.h"
-#include "conformance/conf.h"
+#include "conformance/conform/conform.h"
 
 static void write_file(const char *path, const char *text) {
     FILE *f = fopen(path, "w");

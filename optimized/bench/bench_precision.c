@@ -20,7 +20,10 @@
  * C 1, sigma 1, lr 1e-3, round robin as above. Its half parameters live in the forward's
  * f32 containers and its f32 master on the host (not in the ledger), so its ledger peak
  * is the f32 run's; the perturbation rounding and the A/Y rounding points cost time.
- * Reproduce: make -j2 && build/bench/optimized_bench_precision */
+ * Rows on the harness (common/bench.h, docs/benchmarks.md): STRATEGY/PREC, the f32 row of each
+ * group its baseline; the ledger's peaks of the model states, activations and workspace follow
+ * each group as "# peaks" lines.
+ * Reproduce: make -j2 && build/bench/optimized_bench_precision -w 1 -n 5 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,24 +32,27 @@
 #include "optimized/dpsgd.h"
 #include "optimized/dpzo.h"
 #include "optimized/ledger.h"
-#include "optimized/bench/bench_util.h"
+#include "common/bench.h"
 
-enum { NPREC = 3, WARM = 1, REPS = 5 };
+enum { NPREC = 3, MAX_ITERS = 1000 };
+static int WARM = 1, REPS = 5; /* -w, -n */
 
-/* The medians of the timed steps and the ledger peaks of each precision, as rows (ratios to
- * precs[0] = f32). */
-static void print_rows(const char *what, const opt_prec *precs, double t[NPREC][REPS], opt_backend *const *be) {
-    double med[NPREC];
+/* The rows of one group (ratios to precs[0] = f32, its baseline) and their ledger peaks by tag. */
+static void print_rows(const char *what, const opt_prec *precs, double t[NPREC][MAX_ITERS], opt_backend *const *be) {
+    dp_bench_stats st[NPREC];
     opt_mem_report r[NPREC];
     for (int i = 0; i < NPREC; i++) {
-        qsort(t[i], REPS, sizeof(double), opt_bench_cmp_double);
-        med[i] = t[i][REPS / 2];
+        dp_bench_stats_of(&st[i], t[i], REPS);
         opt_mem_get(&r[i], be[i]);
     }
+    for (int i = 0; i < NPREC; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s/%s", what, opt_prec_names[precs[i]]);
+        dp_bench_row(name, &st[i], st[0].median, i == 0, -1, (double)r[i].peak_total);
+    }
     for (int i = 0; i < NPREC; i++)
-        printf("%-13s %-5s %11.4f %8.3f %16llu %8.3f %17llu %8.3f %14llu %8.3f %12llu\n", what, opt_prec_names[precs[i]],
-               med[i], med[i] / med[0], (unsigned long long)r[i].peak_total,
-               (double)r[i].peak_total / (double)r[0].peak_total, (unsigned long long)r[i].peak_model_states,
+        printf("# peaks %s/%s: model states %llu B (%.3f of f32), activations %llu B (%.3f), workspace %llu B\n", what,
+               opt_prec_names[precs[i]], (unsigned long long)r[i].peak_model_states,
                (double)r[i].peak_model_states / (double)r[0].peak_model_states,
                (unsigned long long)r[i].peak[OPT_MEM_ACTIVATIONS],
                r[0].peak[OPT_MEM_ACTIVATIONS] ? (double)r[i].peak[OPT_MEM_ACTIVATIONS] / (double)r[0].peak[OPT_MEM_ACTIVATIONS] : 0.0,
@@ -60,7 +66,7 @@ static int bench_dpzo(const opt_prec *precs, const dp_model *m, const dp_dataset
     opt_backend *be[NPREC] = {0};
     opt_dpzo s[NPREC];
     memset(s, 0, sizeof s);
-    double t[NPREC][REPS];
+    static double t[NPREC][MAX_ITERS];
     dp_dpzo_step_out out;
     memset(&out, 0, sizeof out);
     dp_status st = dp_dpzo_step_out_alloc(&out, hp.n_data, hp.n_spsa);
@@ -72,9 +78,9 @@ static int bench_dpzo(const opt_prec *precs, const dp_model *m, const dp_dataset
     }
     for (int64_t k = 1; st == DP_OK && k <= WARM + REPS; k++)
         for (int i = 0; st == DP_OK && i < NPREC; i++) {
-            double t0 = opt_bench_now();
+            double t0 = dp_bench_now();
             st = opt_dpzo_step(&out, &s[i], d, k, 0);
-            if (k > WARM) t[i][k - WARM - 1] = opt_bench_now() - t0;
+            if (k > WARM) t[i][k - WARM - 1] = dp_bench_now() - t0;
         }
     int rc = st == DP_OK ? 0 : 3;
     if (rc) fprintf(stderr, "bench_precision (dpzo): %s\n", dp_last_error());
@@ -87,7 +93,17 @@ static int bench_dpzo(const opt_prec *precs, const dp_model *m, const dp_dataset
     return rc;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    dp_bench_opts bo;
+    int help = 0;
+    if (dp_bench_parse(&bo, &help, argc, argv, 1, 5, "") != DP_OK) {
+        fprintf(stderr, "bench_precision: %s\n", dp_last_error());
+        return 2;
+    }
+    if (help) return 0;
+    if (bo.iters > MAX_ITERS || bo.npos) { fprintf(stderr, "bench_precision: -n at most %d, no arguments\n", MAX_ITERS); return 2; }
+    WARM = bo.warmup;
+    REPS = bo.iters;
     static const opt_prec precs[NPREC] = {OPT_PREC_F32, OPT_PREC_BF16, OPT_PREC_FP16};
     static const opt_strategy strats[] = {OPT_STRAT_GRAD_SAMPLE, OPT_STRAT_BOOK_KEEPING};
     dp_model_config mc;
@@ -103,17 +119,16 @@ int main(void) {
         fprintf(stderr, "bench_precision: %s\n", dp_last_error());
         return 3;
     }
-    printf("llama V%d D%d L%d T%d, P = %lld, %lld examples, q = %g, AdamW, 1 thread; %d warm-up + %d timed steps per "
-           "precision, round robin\n", mc.vocab, mc.dim, mc.layers, mc.seq, (long long)m.total, (long long)c.n, c.q, WARM,
-           REPS);
-    printf("%-13s %-5s %11s %8s %16s %8s %17s %8s %14s %8s %12s\n", "strategy", "prec", "median s", "vs f32",
-           "peak total B", "vs f32", "peak model st. B", "vs f32", "peak activ. B", "vs f32", "peak wksp B");
+    char what[200];
+    snprintf(what, sizeof what, "one step per precision (f32, bf16, fp16 in turn), llama V%d D%d L%d T%d, P = %lld, "
+             "%lld examples, q = %g, AdamW", mc.vocab, mc.dim, mc.layers, mc.seq, (long long)m.total, (long long)c.n, c.q);
+    dp_bench_header("bench_precision", what, "host", "f32|bf16|fp16", 1, 1, &bo);
     int rc = 0;
     for (size_t si = 0; si < sizeof strats / sizeof strats[0] && rc == 0; si++) {
         opt_backend *be[NPREC] = {0};
         opt_dpsgd s[NPREC];
         memset(s, 0, sizeof s);
-        double t[NPREC][REPS];
+        static double t[NPREC][MAX_ITERS];
         dp_dpsgd_step_out out;
         memset(&out, 0, sizeof out);
         dp_status st = DP_OK;
@@ -125,9 +140,9 @@ int main(void) {
         }
         for (int64_t k = 1; st == DP_OK && k <= WARM + REPS; k++)
             for (int i = 0; st == DP_OK && i < NPREC; i++) {
-                double t0 = opt_bench_now();
+                double t0 = dp_bench_now();
                 st = opt_dpsgd_step(&out, &s[i], &d, k);
-                if (k > WARM) t[i][k - WARM - 1] = opt_bench_now() - t0;
+                if (k > WARM) t[i][k - WARM - 1] = dp_bench_now() - t0;
             }
         if (st != DP_OK) { fprintf(stderr, "bench_precision: %s\n", dp_last_error()); rc = 3; }
         else print_rows(opt_strategy_names[strats[si]], precs, t, be);
@@ -138,9 +153,9 @@ int main(void) {
         }
     }
     if (rc == 0) rc = bench_dpzo(precs, &m, &d, c.n);
-    printf("host: half parameters and half tape (linear inputs, output gradients) but f32 master weights on top; the "
+    printf("# host: half parameters and half tape (linear inputs, output gradients) but f32 master weights on top; the "
            "rounding, stash and decoding passes cost time, not saved: docs/precision.md \"Memory\"\n");
-    printf("reproduce: make -j2 && build/bench/optimized_bench_precision\n");
+    dp_bench_reproduce(argv[0], &bo);
     dp_model_free(&m);
     dp_dataset_free(&d);
     return rc;
