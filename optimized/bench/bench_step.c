@@ -31,6 +31,7 @@
 #include "optimized/opt_mem.h"
 #include "optimized/host/host_gemm.h"
 #include "optimized/bench/bench_util.h"
+#include "optimized/bench/bench_nondp.h"
 
 static double cpu_now(void) {
     struct timespec ts;
@@ -51,25 +52,6 @@ static double rss_now_mb(void) {
         if (strncmp(line, "VmRSS:", 6) == 0) kb = atof(line + 6);
     if (f) fclose(f);
     return kb / 1024.0;
-}
-
-/* one non-private step: forward/backward, summed gradients, SGD */
-static dp_status nondp_step(opt_model *om, const dp_dataset *d, const int64_t *idx, int64_t B, void **g, void *ones) {
-    opt_backend *be = om->be;
-    opt_tape tp;
-    DP_TRY(opt_forward_backward(&tp, om, d, idx, B));
-    dp_status st = DP_OK;
-    for (int p = 0; p < om->np && st == DP_OK; p++) {
-        st = be->ops.zero(be->ctx, g[p], opt_backend_esize(be) * (size_t)om->numel[p]);
-        if (st == DP_OK && om->src[p] != OPT_SRC_DIRECT)
-            st = OPT_CALL(be, bk_gemm, g[p], tp.A[p], tp.G[p], ones, B, tp.T, tp.din[p], tp.dout[p]);
-        if (st == DP_OK && om->src[p] != OPT_SRC_LINEAR)
-            st = OPT_CALL(be, clip_accum, g[p], tp.direct[p], ones, B, om->numel[p]);
-        if (st == DP_OK) st = OPT_CALL(be, sgd_momentum, om->w[p], g[p] /* buf: reused */, g[p], 0.1, 0.0, 0.0, 1,
-                                       om->numel[p]);
-    }
-    opt_tape_free(&tp);
-    return st;
 }
 
 /* "enable" into the perf control fifo (if any) after the warm-up */
@@ -156,7 +138,7 @@ int main(int argc, char **argv) {
                 for (int r = 0; r < warm + reps && st == DP_OK; r++) {
                     if (r == warm) perf_enable(perf_ctl);
                     double t0 = opt_bench_now(), c0 = cpu_now();
-                    st = nondp_step(&om, &d, idx, B, g, ones);
+                    st = opt_bench_nondp_step(&om, &d, idx, B, g, ones);
                     t[r] = opt_bench_now() - t0;
                     cpu[r] = cpu_now() - c0;
                 }
