@@ -292,7 +292,7 @@ all: $(EMU_BENCH)
 
 CUDA_EMU_PLUGIN := $(BUILD)/libdpcert_cuda_emu.so
 $(CUDA_EMU_PLUGIN): $(emu_CU_OBJ) $(emu_RT_OBJ)
-	$(Q_LD)$(CXX) -shared $(EMU_OPT_emu) -o $@ $^ $(MPI_LIBS) -lm -lpthread -ldl
+	$(Q_LD)$(CXX) -shared -Wl,-Bsymbolic $(EMU_OPT_emu) -o $@ $^ $(MPI_LIBS) -lm -lpthread -ldl
 all: $(CUDA_EMU_PLUGIN)
 
 $(DPCERT): common/main.c $(DPCERT_LIBS) | $(CONFIG)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/rng.h"
 #include "common/tensor.h"
 #include "optimized/cuda/cu_api.h"
@@ -101,8 +102,8 @@ typedef struct { double *g, *e, sq, esq; } cu_test_ex;
 static inline void cu_test_ref_examples(cu_test_ex *ex, const float *A, const float *G, int B, int T, int d, int p, double uacc) {
     double gT = cu_gamma(T, uacc);
     for (int b = 0; b < B; b++) {
-        ex[b].g = (double *)calloc((size_t)p * d, sizeof(double));
-        ex[b].e = (double *)calloc((size_t)p * d, sizeof(double));
+        ex[b].g = (double *)dp_calloc((size_t)p * d, sizeof(double));
+        ex[b].e = (double *)dp_calloc((size_t)p * d, sizeof(double));
         ex[b].sq = 0;
         double e2 = 0;
         for (int i = 0; i < p; i++)
@@ -119,6 +120,12 @@ static inline void cu_test_ref_examples(cu_test_ex *ex, const float *A, const fl
                 e2 += gT * sa * gT * sa;
             }
         ex[b].esq = sqrt(e2);
+    }
+}
+static inline void cu_test_ex_free(cu_test_ex *ex, int B) {
+    for (int b = 0; b < B; b++) {
+        dp_free(ex[b].g);
+        dp_free(ex[b].e);
     }
 }
 

@@ -99,7 +99,7 @@ static void test_fused(cu_ctx *ctx) {
     T_CHECK(cu_dp_fused_wgrad_bf16(ctx, dgrad, dsq, dA, dG, NAN, B, T, d, p, 0) == DP_ERR_INVALID, "NaN clip: %s",
             dp_last_error());
     cu_free(dA); cu_free(dG); cu_free(dgrad); cu_free(dsq);
-    for (int b = 0; b < B; b++) { free(ex[b].g); free(ex[b].e); }
+    cu_test_ex_free(ex, B);
     free(A); free(G); free(Ah); free(Gh); free(g0); free(g1); free(g2);
 }
 
@@ -137,7 +137,7 @@ static void test_fused_dropped(cu_ctx *ctx) {
     int bad = count_bad(g1, g0, kept, C, B - 1, n);
     T_CHECK(bad == 0, "dropped example: %d elements differ from the clipped sum of the other examples", bad);
     cu_free(dA); cu_free(dG); cu_free(dgrad); cu_free(dsq);
-    for (int b = 0; b < B; b++) { free(ex[b].g); free(ex[b].e); }
+    cu_test_ex_free(ex, B);
     free(A); free(G); free(Ah); free(Gh); free(g0); free(g1);
 }
 

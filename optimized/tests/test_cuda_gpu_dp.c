@@ -98,7 +98,7 @@ static void test_ghost_bk(cu_ctx *ctx) {
         }
     T_CHECK(bad == 0, "bk f32: %d elements beyond gamma_{BT+2} bound", bad);
     cu_free(dA); cu_free(dG); cu_free(dgrad); cu_free(dsq); cu_free(dc); cu_free(dGs);
-    for (int b = 0; b < B; b++) { free(ex[b].g); free(ex[b].e); }
+    cu_test_ex_free(ex, B);
     free(A); free(G); free(g0); free(g1);
 }
 

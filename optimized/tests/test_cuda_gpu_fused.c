@@ -102,7 +102,7 @@ static void one_case(opt_backend *S, opt_backend *K, cu_ctx *ctx, const fcase *k
         badn += !(fabs(c[b] - rc) <= ctol) + !(fabs(ck[b] - rc) <= ctol);
     }
     T_CHECK(badn == 0, "%s: %d squared norms / factors beyond the bound (single and chunked)", name, badn);
-    for (int b = 0; b < B; b++) { free(rex[b].g); free(rex[b].e); }
+    cu_test_ex_free(rex, B);
     free(A); free(G); free(w0f); free(Ad); free(Gd); free(w0); free(ws); free(ws2); free(wk);
 }
 
