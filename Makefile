@@ -124,7 +124,8 @@ endif
 # ---- tests and benches ----
 TEST_SRC := $(wildcard $(MODULES:%=%/tests/test_*.c))
 TEST_BIN := $(foreach s,$(TEST_SRC),$(BUILD)/tests/$(firstword $(subst /, ,$(s)))_$(basename $(notdir $(s))))
-BENCH_SRC := $(wildcard $(MODULES:%=%/bench/bench_*.c))
+# (bench_gpu_step loads the CUDA backend as a plugin, as dpcert does: its own rule below)
+BENCH_SRC := $(filter-out optimized/bench/bench_gpu_step.c,$(wildcard $(MODULES:%=%/bench/bench_*.c)))
 BENCH_BIN := $(foreach s,$(BENCH_SRC),$(BUILD)/bench/$(firstword $(subst /, ,$(s)))_$(basename $(notdir $(s))))
 
 define TEST_RULE
@@ -305,6 +306,12 @@ all: $(CUDA_EMU_PLUGIN)
 
 $(DPCERT): common/main.c $(DPCERT_LIBS) | $(CONFIG)
 	$(Q_LD)$(CC) $(CFLAGS_BASE) $< -o $@ -rdynamic -Wl,--whole-archive $(DPCERT_LIBS) -Wl,--no-whole-archive $(LDFLAGS_SAN) $(LDLIBS_BASE) -ldl
+# G4's benchmark (docs/gpu-results.md) links like dpcert, so that --backend cuda and cuda-emu load
+# their plugins (DPCERT_CUDA_PLUGIN / DPCERT_CUDA_EMU_PLUGIN when not next to the binary)
+$(BUILD)/bench/optimized_bench_gpu_step: optimized/bench/bench_gpu_step.c $(DPCERT_LIBS) | $(CONFIG)
+	@mkdir -p $(@D)
+	$(Q_LD)$(CC) $(CFLAGS_BASE) $< -o $@ -rdynamic -Wl,--whole-archive $(DPCERT_LIBS) -Wl,--no-whole-archive $(LDFLAGS_SAN) $(LDLIBS_BASE) -ldl
+all: $(BUILD)/bench/optimized_bench_gpu_step
 
 # The sanitizer build runs only the fast subset (ci/run-tests.sh --fast).
 TEST_FLAGS := $(if $(filter 1,$(SANITIZE)),--fast,)

@@ -255,7 +255,7 @@ st_sanitizer() { # compute-sanitizer memcheck and racecheck on the DP kernel and
   [ -x "$cs" ] || { echo "NA: compute-sanitizer not found on this machine"; return 3; }
   have_gpu || { echo "SKIP: no GPU"; return 77; }
   local t tool r rc=0 out
-  for t in optimized_test_cuda_gpu_dp optimized_test_cuda_gpu_backend; do
+  for t in optimized_test_cuda_gpu_dp optimized_test_cuda_gpu_fused optimized_test_cuda_gpu_backend; do
     [ -x "$B/tests/$t" ] || { echo "FAIL: $t not in the bundle"; rc=1; continue; }
     for tool in memcheck racecheck; do
       echo "--- compute-sanitizer --tool $tool $t"
@@ -273,6 +273,7 @@ st_sanitizer() { # compute-sanitizer memcheck and racecheck on the DP kernel and
 st_bench() { # G1-G3 ratios (CUDA events); MODE quick or full
   local b n=0 r rc=0
   for b in "$B"/bench/*; do
+    case $b in *gpu_step*) continue ;; esac # G4: its own step (st_g4)
     n=$((n+1))
     if [ "$1" = quick ]; then "$b" --quick; else "$b" --iters 20; fi; r=$?
     [ $r = 77 ] && { echo "SKIP: $(basename "$b"): no GPU"; return 77; }
@@ -280,6 +281,18 @@ st_bench() { # G1-G3 ratios (CUDA events); MODE quick or full
   done
   [ $n -gt 0 ] || { echo "FAIL: no GPU benchmark in the bundle"; return 1; }
   return $rc
+}
+
+st_g4() { # G4: the engine's whole DP step / its non-DP step on the device (bench_gpu_step), side by side
+  local g; g=$(ls "$B"/bench/*gpu_step* 2>/dev/null | head -n 1)
+  [ -n "$g" ] || { echo "FAIL: no bench/*gpu_step* program in the bundle"; return 1; }
+  # the G4 shape (D 1024, L 8, H 16, F 2816, T 1024, B 8, V 32000), f32 (the CUDA backend has no
+  # bf16 path yet), 3 warm-ups and up to 20 timed steps per configuration within 100 s in all;
+  # without a GPU it stops at the device probe (exit 77: SKIP)
+  DPCERT_CUDA_PLUGIN="$B/bin/libdpcert_cuda.so" "$g" --backend cuda --dtype f32 --budget 100 >"$OUT/logs/g4-results.txt" 2>&1
+  local r=$?
+  cat "$OUT/logs/g4-results.txt"
+  return $r
 }
 
 st_peers() { # G4 end to end and the PyTorch/Opacus peers on the same GPU (ci/peers/gpu_step.sh)
@@ -315,7 +328,7 @@ run() {
   export DPCERT_ROOT=$ROOT DPCERT="$B/bin/dpcert" DPCERT_BUILD="$B"
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   export B OUT DRY ROOT BASE_RE CUDA_RE
-  export -f have_gpu st_env st_gpu_tests st_ops st_conform st_sanitizer st_bench st_peers
+  export -f have_gpu st_env st_gpu_tests st_ops st_conform st_sanitizer st_bench st_g4 st_peers
 
   step env 30 st_env
   cp "$OUT/logs/env.log" "$OUT/env.txt"
@@ -327,9 +340,10 @@ run() {
   step conform 240 st_conform
   step sanitizer 150 st_sanitizer
   step bench-quick 60 st_bench quick
+  step g4 130 st_g4
   step peers 150 st_peers
   step bench-full 150 st_bench full
-  grep -h '' "$OUT/logs/bench-quick.log" "$OUT/logs/bench-full.log" >"$OUT/bench.txt" 2>/dev/null || true
+  grep -h '' "$OUT/logs/bench-quick.log" "$OUT/logs/g4.log" "$OUT/logs/bench-full.log" >"$OUT/bench.txt" 2>/dev/null || true
   [ -f "$OUT/conform-cuda.txt" ] || echo "(conform did not run)" >"$OUT/conform-cuda.txt"
 
   local nfail=0 line

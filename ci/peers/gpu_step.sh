@@ -3,8 +3,8 @@
 # ci/gpu-bundle.sh run; docs/gpu-results.md "G4 and the peers"). One llama configuration
 # (issue 25: D=1024, L=8, H=16, F=2816, T=1024, batch 8, V=32000, bf16), timed with CUDA
 # events, median of 20 steps after 3 warm-up steps, each configuration in its own process:
-#   dpcert: BUNDLE/bench/*gpu_step* (the engine's DP step per strategy and its non-DP step on
-#           the same batch, peak device memory) when the bundle has it;
+#   dpcert: the RESULT lines of the bundle's g4 step (LOGDIR/g4-results.txt: bench_gpu_step, the
+#           engine's DP step per configuration and its non-DP step on the same batch, f32);
 #   PyTorch non-DP bf16, Opacus hooks and Opacus ghost clipping bf16 (ci/peers/llama_peers.py
 #           --device cuda; Opacus from the wheel the bundle carries).
 # Prints every RESULT line and the ratios G4 asks for that its inputs allow; a configuration
@@ -18,12 +18,13 @@ CFG="--dim 1024 --layers 8 --heads 16 --ffn 2816 --seq 1024 --batch 8 --vocab 32
 rc=0
 res=$L/peers-results.txt
 : >"$res"
-g4=$(ls "$B"/bench/*gpu_step* 2>/dev/null | head -n 1)
-if [ -n "$g4" ]; then
-  echo "--- dpcert: $g4 $CFG --dtype bf16"
-  timeout 120 "$g4" $CFG --dtype bf16 2>&1 | tee -a "$res" || { echo "FAIL: $g4 exited nonzero"; rc=1; }
+# dpcert's side: the RESULT lines of the bundle's g4 step (ci/gpu-bundle.sh st_g4, the same
+# shape, f32), measured just before in the same call; not measured a second time here
+if grep -q '^RESULT' "$L/g4-results.txt" 2>/dev/null; then
+  echo "--- dpcert: the g4 step's results ($L/g4-results.txt)"
+  grep '^RESULT' "$L/g4-results.txt" | tee -a "$res"
 else
-  echo "NOTE: G4 (dpcert's end-to-end DP step / its non-DP step) not measured: the bundle has no bench/*gpu_step* program"
+  echo "NOTE: G4 (dpcert's end-to-end DP step / its non-DP step): no RESULT from the g4 step (see its log)"
 fi
 SITE=${TMPDIR:-/tmp}/dpcert-peers-site
 if ls "$B"/wheels/*.whl >/dev/null 2>&1; then

@@ -24,10 +24,12 @@ for f in summary.txt steps.log logs.tar.gz conform-cuda.txt bench.txt env.txt; d
   check "dry run wrote $f" test -f "$W/out/$f"
 done
 check "no more than 8 result files" test "$(find "$W/out" -type f | wc -l)" -le 8
-for s in env gpu-tests ops conform sanitizer bench-quick peers bench-full; do
+for s in env gpu-tests ops conform sanitizer bench-quick g4 peers bench-full; do
   check "summary has step $s (PASS/SKIP/NA)" grep -Eq "^$s +(PASS|SKIP|NA) " "$W/out/summary.txt"
 done
 check "conform step reached the device probe" grep -q 'reached the device probe' "$W/out/summary.txt"
+check "the bundle carries G4's benchmark" bash -c "ls '$W/bundle'/bench/*gpu_step* >/dev/null"
+check "g4 step loaded the CUDA plugin and stopped at the device probe" grep -Eq '^g4 +SKIP .*(no CUDA device|SKIP: backend cuda)' "$W/out/summary.txt"
 # negative control: a carried library missing
 rm -f "$W/bundle/lib/libmpfr.so.6"
 bash "$DPCERT_ROOT/ci/gpu-bundle.sh" run "$W/bundle" "$W/out2" --dry-run >run2.log 2>&1; rc=$?

@@ -31,6 +31,7 @@
 #include "optimized/opt_mem.h"
 #include "optimized/host/host_gemm.h"
 #include "optimized/bench/bench_util.h"
+#include "optimized/bench/bench_nondp.h"
 
 static double cpu_now(void) {
     struct timespec ts;
@@ -51,25 +52,6 @@ static double rss_now_mb(void) {
         if (strncmp(line, "VmRSS:", 6) == 0) kb = atof(line + 6);
     if (f) fclose(f);
     return kb / 1024.0;
-}
-
-/* one non-private step: forward/backward, summed gradients, SGD */
-static dp_status nondp_step(opt_model *om, const dp_dataset *d, const int64_t *idx, int64_t B, void **g, void *ones) {
-    opt_backend *be = om->be;
-    opt_tape tp;
-    DP_TRY(opt_forward_backward(&tp, om, d, idx, B));
-    dp_status st = DP_OK;
-    for (int p = 0; p < om->np && st == DP_OK; p++) {
-        st = be->ops.zero(be->ctx, g[p], opt_backend_esize(be) * (size_t)om->numel[p]);
-        if (st == DP_OK && om->src[p] != OPT_SRC_DIRECT)
-            st = OPT_CALL(be, bk_gemm, g[p], tp.A[p], tp.G[p], ones, B, tp.T, tp.din[p], tp.dout[p]);
-        if (st == DP_OK && om->src[p] != OPT_SRC_LINEAR)
-            st = OPT_CALL(be, clip_accum, g[p], tp.direct[p], ones, B, om->numel[p]);
-        if (st == DP_OK) st = OPT_CALL(be, sgd_momentum, om->w[p], g[p] /* buf: reused */, g[p], 0.1, 0.0, 0.0, 1,
-                                       om->numel[p]);
-    }
-    opt_tape_free(&tp);
-    return st;
 }
 
 /* "enable" into the perf control fifo (if any) after the warm-up */
@@ -143,27 +125,16 @@ int main(int argc, char **argv) {
                 opt_dpsgd_free(&s);
             }
         } else {
-            opt_model om;
-            if ((st = opt_model_create(&om, be, &m)) == DP_OK) {
-                int64_t *idx = malloc(sizeof(int64_t) * (size_t)B);
-                double *h1 = malloc(sizeof(double) * (size_t)B);
-                void **g = calloc((size_t)om.np, sizeof(void *)), *ones = NULL;
-                for (int64_t i = 0; i < B; i++) { idx[i] = i; h1[i] = 1.0; }
-                for (int p = 0; p < om.np && st == DP_OK; p++)
-                    st = opt_mem_alloc(be, &g[p], opt_backend_esize(be) * (size_t)om.numel[p], OPT_MEM_GRADS);
-                if (st == DP_OK) st = opt_mem_alloc(be, &ones, opt_backend_esize(be) * (size_t)B, OPT_MEM_WORKSPACE);
-                if (st == DP_OK) st = be->ops.upload_f64(be->ctx, ones, h1, B);
+            opt_bench_nondp nd;
+            if ((st = opt_bench_nondp_init(&nd, be, &m, B)) == DP_OK) {
                 for (int r = 0; r < warm + reps && st == DP_OK; r++) {
                     if (r == warm) perf_enable(perf_ctl);
                     double t0 = opt_bench_now(), c0 = cpu_now();
-                    st = nondp_step(&om, &d, idx, B, g, ones);
+                    st = opt_bench_nondp_run(&nd, &d);
                     t[r] = opt_bench_now() - t0;
                     cpu[r] = cpu_now() - c0;
                 }
-                for (int p = 0; p < om.np; p++) opt_mem_free(be, g[p]);
-                opt_mem_free(be, ones);
-                free(g); free(idx); free(h1);
-                opt_model_free(&om);
+                opt_bench_nondp_free(&nd);
             }
         }
         if (st != DP_OK) { fprintf(stderr, "bench_step: %s: %s\n", name, dp_last_error()); rc = 3; continue; }

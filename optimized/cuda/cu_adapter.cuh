@@ -24,6 +24,7 @@ typedef struct {
     size_t es;     /* element size */
     double timeout; /* collective timeout, seconds */
     int aborted;    /* a collective timed out: the communicators were aborted */
+    int fused_single; /* fused_clip_accum: the single pass where the layer fits (DPCERT_CUDA_FUSED) */
     opt_comm_stats stats;  /* byte counters (docs/engine.md "Byte counters") */
     struct cb_coll *coll;  /* pending point-to-point batch, live groups */
     int ws_noted;          /* the cuBLAS workspace is in the ledger (cu_ledger.cu) */

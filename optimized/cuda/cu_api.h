@@ -169,6 +169,11 @@ typedef struct cu_comm cu_comm;    /* NCCL communicator (see the NCCL section of
     X_STATUS(cu_dp_clip_factors, (cu_ctx *ctx, float *c, const double *sq, double clip, int B))                      \
     X_STATUS(cu_dp_bk_wgrad, (cu_ctx *ctx, float *grad, float *Gs, const float *A, const float *G, const float *c,   \
                               int B, int T, int d, int p))                                                           \
+    /* (1b) The single-pass fused per-layer clipping (the engine's fused_clip_accum where the layer                  \
+     * fits; docs/cuda.md "(1b) Single pass"): *nblk = the CTAs of its cooperative launch for a                      \
+     * p x d layer on this device (one per 32 x 32 tile of dW, at most the resident ones), 0 when                    \
+     * the layer does not fit (then fused_clip_accum takes the chunked path). */                                     \
+    X_STATUS(cu_dp_fused_single_ctas, (cu_ctx *ctx, int *nblk, int64_t d, int64_t p))                                \
     /* (4) Philox Gaussian noise, element by element as the CPU streams define it                                    \
      * (docs/cuda.md, cu_noise.h): z_i = dp_stream_gaussian(key, DP_PURPOSE_NOISE,                                   \
      * step, lane, offset + i) in double, and                                                                        \

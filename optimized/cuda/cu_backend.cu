@@ -266,12 +266,19 @@ static dp_status cb_bk_gemm(void *ctx, void *dW, const void *A, const void *G, c
     return BY_DTYPE(cu_bk_wgrad_t<R>(CU, (R *)dW, (R *)Gs, (const R *)A, (const R *)G, (const R *)c, (int)B, (int)T, (int)d,
                                      (int)p));
 }
-/* The fused path in the engine's dtype: per chunk one strided-batched GEMM of per-example
- * blocks, their hierarchical norms, then the factors and the clipped accumulation
- * (cu_fused_chunk_t). sq_acc != NULL: norms only (fused_sqnorm). */
+/* The fused path in the engine's dtype. fused_clip_accum: the single pass (cu_fused.cu: one
+ * cooperative launch, no per-example block in device memory) when the layer fits and
+ * DPCERT_CUDA_FUSED is not "chunked"; otherwise, and for fused_sqnorm (sq_acc != NULL: norms
+ * only), the chunked path: per chunk one strided-batched GEMM of per-example blocks, their
+ * hierarchical norms, then the factors and the clipped accumulation (cu_fused_chunk_t). */
 template <typename R>
 static dp_status fused_t(void *ctx, R *dW, R *sq_out, R *c_out, const R *A, const R *G, const R *extra, double C,
                          opt_clip_fn fn, double gamma, int64_t B, int64_t T, int64_t d, int64_t p, R *sq_acc) {
+    if (!sq_acc && CB(ctx)->fused_single) {
+        int used = 0;
+        DP_TRY(cu_fused_single_t<R>(CU, &used, dW, sq_out, c_out, A, G, extra, C, fn == OPT_CLIP_AUTOMATIC, gamma, B, T, d, p));
+        if (used) return DP_OK;
+    }
     int64_t n = p * d;
     /* the same byte budget for f32 and f64 blocks (cu_fused_chunk counts 4-byte elements) */
     int bc = cu_fused_chunk(CU_FUSED_WS_BYTES * 4 / (int64_t)sizeof(R), (int)B, p, d);
@@ -355,6 +362,12 @@ extern "C" dp_status opt_backend_cuda_create(opt_backend *be, const opt_backend_
     c->f64 = cfg->dtype == DP_F64;
     c->es = c->f64 ? 8 : 4;
     c->timeout = OPT_COLLECTIVE_TIMEOUT_DEFAULT;
+    const char *fm = getenv("DPCERT_CUDA_FUSED"); /* docs/cuda.md "(1b) Single pass" */
+    if (fm && *fm && strcmp(fm, "single") && strcmp(fm, "chunked")) {
+        dp_free(c);
+        return dp_error(DP_ERR_USAGE, "DPCERT_CUDA_FUSED must be 'single' or 'chunked' (got '%s')", fm);
+    }
+    c->fused_single = !(fm && strcmp(fm, "chunked") == 0);
     int device = 0;
     dp_status st = DP_OK;
     if (cfg->use_mpi) {

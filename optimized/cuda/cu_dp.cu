@@ -70,15 +70,10 @@ template <typename R> dp_status cu_add_sq_t(cu_ctx *ctx, R *sq, const double *sq
     return DP_OK;
 }
 
-/* ---------------- clip factors (the host backend's clip functions, optimized/host/host_kern.h) ---------------- */
-template <typename R> __device__ __forceinline__ R cb_clipfn(double sq, double C, int automatic, double gamma) {
-    double n = sqrt(sq);
-    if (automatic) return (R)(C / (n + gamma));
-    return (R)(n > C ? C / n : 1.0);
-}
+/* ---------------- clip factors (cu_clipfn: the host backend's clip functions) ---------------- */
 template <typename R, typename S>
 __global__ void k_clip_factors_fn(R *c, const S *sq, double C, int automatic, double gamma, int64_t B) {
-    CU_FOR_I(B) c[i] = cb_clipfn<R>((double)sq[i], C, automatic, gamma);
+    CU_FOR_I(B) c[i] = cu_clipfn<R>((double)sq[i], C, automatic, gamma);
 }
 template <typename R, typename S>
 dp_status cu_clip_factors_t(cu_ctx *ctx, R *c, const S *sq, double C, int automatic, double gamma, int64_t B) {
@@ -111,7 +106,7 @@ __global__ void k_chunk_factors(R *cs, R *sq_out, R *c_out, const double *sqd, c
     CU_FOR_I(nb) {
         R sq = (R)sqd[i];
         if (extra) sq = rn_add(sq, extra[i]);
-        R c = cb_clipfn<R>((double)sq, C, automatic, gamma);
+        R c = cu_clipfn<R>((double)sq, C, automatic, gamma);
         cs[i] = c;
         if (sq_out) sq_out[i] = sq;
         if (c_out) c_out[i] = c;

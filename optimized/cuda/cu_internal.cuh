@@ -99,6 +99,17 @@ template <typename R>
 dp_status cu_fused_chunk_t(cu_ctx *ctx, R *dW, R *sq_out, R *c_out, const double *sqd, const R *ws, const R *extra,
                            double C, int automatic, double gamma, int64_t nb, int64_t n);
 
+/* ---- cu_fused.cu: the single-pass fused per-layer clipping (cu_fused.cuh) ---- */
+/* *nblk = the CTAs of the single pass for a p x d layer on this device (one per 32 x 32 tile,
+ * at most the resident ones), 0 when it does not fit */
+template <typename R> dp_status cu_fused_single_ctas(cu_ctx *ctx, int *nblk, int64_t d, int64_t p);
+/* dW += sum_b c_b G_b^T A_b with c_b = clipfn((R)||g_b||^2 (+ extra[b])), sq_out / c_out when
+ * asked, in one cooperative launch; *used = the CTAs it ran on, 0 (nothing done) when the
+ * layer does not fit (then the caller takes the chunked path) */
+template <typename R>
+dp_status cu_fused_single_t(cu_ctx *ctx, int *used, R *dW, R *sq_out, R *c_out, const R *A, const R *G, const R *extra,
+                            double C, int automatic, double gamma, int64_t B, int64_t T, int64_t d, int64_t p);
+
 /* ---- cu_noise.cu ---- */
 template <typename R>
 dp_status cu_noise_add_t(cu_ctx *ctx, R *x, uint64_t key, uint32_t step, uint32_t lane, uint64_t offset, double std, int64_t n);

@@ -66,4 +66,12 @@ __device__ __forceinline__ double rn_sub(double a, double b) { return __dsub_rn(
 __device__ __forceinline__ float rn_div(float a, float b) { return __fdiv_rn(a, b); }
 __device__ __forceinline__ double rn_div(double a, double b) { return __ddiv_rn(a, b); }
 
+/* The host backend's clip functions (optimized/host/host_kern.h), n = sqrt(sq) in double,
+ * rounded once to R: abadi n > C ? C / n : 1 (NaN gives 1, +inf 0), automatic C / (n + gamma). */
+template <typename R> __device__ __forceinline__ R cu_clipfn(double sq, double C, int automatic, double gamma) {
+    double n = sqrt(sq);
+    if (automatic) return (R)(C / (n + gamma));
+    return (R)(n > C ? C / n : 1.0);
+}
+
 #endif

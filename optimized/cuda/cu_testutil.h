@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/rng.h"
 #include "common/alloc.h"
 #include "common/tensor.h"
@@ -74,12 +75,6 @@ static inline void cu_test_fill_bf16(uint16_t *h, float *x, size_t n, uint64_t s
 }
 
 
-/* The engine's abadi clip factor in double (optimized/host/host_kern.h, cu_dp.cu): n > C ? C/n : 1. */
-static inline double cu_test_clip(double sq, double C) {
-    double n = sqrt(sq);
-    return n > C ? C / n : 1.0;
-}
-
 /* Elements of C[batch][M,N] = op(A) op(B) (row-major, op by ta/tb) farther than g * sum |terms|
  * from the double reference. */
 static inline int cu_test_gemm_bad(const float *C, const float *A, const float *B, int ta, int tb, int M, int N, int K,
@@ -128,6 +123,51 @@ static inline void cu_test_ref_examples(cu_test_ex *ex, const float *A, const fl
         ex[b].esq = sqrt(e2);
     }
 }
+static inline void cu_test_ex_free(cu_test_ex *ex, int B) {
+    for (int b = 0; b < B; b++) {
+        dp_free(ex[b].g);
+        dp_free(ex[b].e);
+    }
+}
 
+
+
+/* The clip functions in double: abadi n > C ? C/n : 1, automatic C / (n + gamma); an
+ * infinite squared norm gives 0 (the example is dropped). */
+static inline double cu_test_clipfn(double sq, double C, int automatic, double gamma) {
+    double n = sqrt(sq);
+    if (automatic) return C / (n + gamma);
+    return n > C ? C / n : 1.0;
+}
+
+/* Elements of grad[n] outside the bound of docs/cuda.md for grad0 + sum_b c_b g_b, c_b the
+ * clip factor of the exact squared norm ex[b].sq + extra[b] (extra may be NULL):
+ *   |grad - ref| <= sum_b (c_b E_b + |dc_b| |g_b| + 2u c_b |g_b|) + gamma_{B+1}(u) (|grad0| + sum_b c_b |g_b|),
+ * E_b the GEMM bound of cu_test_ref_examples, dc_b the factor's first-order change under a
+ * norm error delta_b = ||E_b|| + (2u + gamma_{n+2}(2^-53)) ||g_b|| (the device sums the n
+ * squares in double; abadi: c delta / (n - delta) when n + delta > C;
+ * automatic: c delta / (n - delta + gamma)); u the unit roundoff of the accumulation. The
+ * reference is computed in double: its own error (the same bound at u = 2^-53) is added. */
+static inline int cu_test_clipped_bad(const double *grad, const double *grad0, const cu_test_ex *ex, const double *extra,
+                                      double C, int automatic, double gamma, int B, int64_t n, double u) {
+    int bad = 0;
+    for (int64_t j = 0; j < n; j++) {
+        double r = grad0[j], tol = 0, mag = fabs(grad0[j]);
+        for (int b = 0; b < B; b++) {
+            double sq = ex[b].sq + (extra ? extra[b] : 0.0), nrm = sqrt(sq), c = cu_test_clipfn(sq, C, automatic, gamma);
+            double delta = ex[b].esq + (2 * u + cu_gamma((double)n + 2, 0x1p-53)) * nrm, dc = 0;
+            if (automatic) dc = c * delta / fmax(nrm - delta + gamma, 1e-300);
+            else if (nrm + delta > C) dc = c * delta / fmax(nrm - delta, 1e-300);
+            if (!(c > 0)) continue; /* dropped */
+            r += c * ex[b].g[j];
+            tol += c * ex[b].e[j] + dc * fabs(ex[b].g[j]) + 2 * u * c * fabs(ex[b].g[j]);
+            mag += c * fabs(ex[b].g[j]);
+        }
+        tol += cu_gamma(B + 1, u) * mag;
+        tol *= 1.0 + 0x1p-53 / u; /* the reference's own double rounding: the same bound at u = 2^-53 */
+        if (!(fabs(grad[j] - r) <= tol)) bad++;
+    }
+    return bad;
+}
 
 #endif

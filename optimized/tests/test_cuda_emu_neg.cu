@@ -8,7 +8,11 @@
 //   grid     a scaling kernel whose bound is off by one (i <= n): it writes one element
 //            past the buffer: the redzone check of the emulation (every build) and ASan;
 //   drop     the fused clip-accumulate before the fix: a dropped example (factor 0) whose
-//            block holds +inf is multiplied, 0 * inf = NaN enters the gradient.
+//            block holds +inf is multiplied, 0 * inf = NaN enters the gradient;
+//   gridbarrier  the single-pass fused kernel (cu_fused.cuh) with a grid barrier that
+//            arrives but does not wait: a CTA reads the other CTAs' norm partials before
+//            they are written (CU_EMU_COOP_STAGGER_MS starts them late; the partials are
+//            poisoned with NaN): wrong clip factors (every build), a data race (TSan).
 // Without arguments the correct kernels run (exit 0 when every check passes); with --broken
 // NAME the broken one runs and the program exits 1 when its check fails (as it must), 0 if
 // the broken kernel went unnoticed. optimized/tests/cuda_emu_negative.sh runs every case in
@@ -26,6 +30,7 @@ extern "C" {
 #include "optimized/cuda/cu_check.h"
 #include "optimized/cuda/cu_plan.h"
 #include "optimized/cuda/cu_reduce.cuh"
+#include "optimized/cuda/cu_fused.cuh"
 
 /* ---------------- barrier ---------------- */
 /* out[b] = sum of x[b, :n] (integers: exact in float), one block per row */
@@ -137,24 +142,81 @@ static int check_drop(cu_ctx *ctx, bool broken) {
     return bad;
 }
 
+/* ---------------- gridbarrier ---------------- */
+/* the broken policy: every CTA counts its arrival, none waits for the others */
+struct arrive_only_barrier {
+    static __device__ __forceinline__ void arrive_wait(unsigned int *count, unsigned int nblk) {
+        (void)nblk;
+        __threadfence();
+        atomicAdd(count, 1u);
+    }
+};
+template <class Barrier>
+static int fused_run(cu_ctx *ctx, float *out, const float *A, const float *G, int B, int T, int d, int p, int nblk,
+                     double C) {
+    cudaStream_t s = (cudaStream_t)cu_ctx_stream(ctx);
+    float *dA = (float *)cu_test_up(ctx, A, sizeof(float) * B * T * d), *dG = (float *)cu_test_up(ctx, G, sizeof(float) * B * T * p);
+    float *dW = NULL, *sq = NULL, *c = NULL;
+    double *partial = NULL;
+    unsigned int *count = NULL;
+    T_OK(cu_malloc((void **)&dW, sizeof(float) * p * d));
+    T_OK(cu_malloc((void **)&sq, sizeof(float) * B));
+    T_OK(cu_malloc((void **)&c, sizeof(float) * B));
+    T_OK(cu_malloc((void **)&partial, sizeof(double) * B * nblk));
+    T_OK(cu_malloc((void **)&count, sizeof(unsigned int) * B));
+    T_OK(cu_memset0(ctx, dW, sizeof(float) * p * d));
+    T_OK(cu_memset0(ctx, count, sizeof(unsigned int) * B));
+    T_CHECK(cudaMemset(partial, 0xff, sizeof(double) * B * nblk) == cudaSuccess, "poison the partials (NaN)");
+    const float *ex = NULL;
+    double gamma = 0.0;
+    int automatic = 0;
+    void *args[] = {&dW, &sq, &c, &partial, &count, &dA, &dG, &ex, &C, &automatic, &gamma, &B, &T, &d, &p};
+    T_CHECK(cudaLaunchCooperativeKernel(k_fused_single<float, Barrier>, dim3((unsigned)nblk), dim3(CU_FS_THREADS), args, 0,
+                                        s) == cudaSuccess, "cooperative launch of %d CTAs", nblk);
+    T_OK(cu_d2h(ctx, out, dW, sizeof(float) * p * d));
+    cu_free(dA); cu_free(dG); cu_free(dW); cu_free(sq); cu_free(c); cu_free(partial); cu_free(count);
+    return 0;
+}
+static int check_gridbarrier(cu_ctx *ctx, bool broken) {
+    const int B = 3, T = 9, d = 70, p = 40, nblk = 2; /* 6 tiles: 3 per CTA */
+    float A[3 * 9 * 70], G[3 * 9 * 40], ref[40 * 70], got[40 * 70];
+    for (int i = 0; i < B * T * d; i++) A[i] = (float)((i * 7) % 13) - 6.0f;
+    for (int i = 0; i < B * T * p; i++) G[i] = (float)((i * 5) % 11) - 5.0f;
+    const double C = 1.0; /* every example clipped (its norm is far above 1) */
+    /* the production kernel (cu_grid_barrier) once, then the candidate: the same bits */
+    fused_run<cu_grid_barrier>(ctx, ref, A, G, B, T, d, p, nblk, C);
+    if (broken) fused_run<arrive_only_barrier>(ctx, got, A, G, B, T, d, p, nblk, C);
+    else fused_run<cu_grid_barrier>(ctx, got, A, G, B, T, d, p, nblk, C);
+    int bad = 0;
+    for (int i = 0; i < p * d; i++) bad += memcmp(&ref[i], &got[i], sizeof(float)) != 0;
+    T_CHECK(bad == 0, "gridbarrier: %d of %d dW elements differ from the single pass with its grid barrier (clip factors "
+            "from norm partials read before they were written)", bad, p * d);
+    return bad;
+}
+
 int main(int argc, char **argv) {
     const char *broken = argc == 3 && strcmp(argv[1], "--broken") == 0 ? argv[2] : NULL;
     if (argc != 1 && !broken) {
-        fprintf(stderr, "usage: %s [--broken barrier|grid|drop]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--broken barrier|grid|drop|gridbarrier]\n", argv[0]);
         return 2;
     }
+    /* two CTAs resident (a cooperative launch needs an OS thread per CTA); CTA 1 starts late */
+    setenv("CU_EMU_THREADS", "2", 1);
+    setenv("CU_EMU_COOP_STAGGER_MS", "100", 1);
     cu_ctx *ctx = cu_test_ctx();
     if (!ctx) return t_skip("no CUDA context");
     if (!broken) {
         check_barrier(ctx, false);
         check_grid(ctx, false);
         check_drop(ctx, false);
+        check_gridbarrier(ctx, false);
         cu_ctx_destroy(ctx);
         return t_finish();
     }
     int bad = strcmp(broken, "barrier") == 0 ? check_barrier(ctx, true)
               : strcmp(broken, "grid") == 0  ? check_grid(ctx, true)
               : strcmp(broken, "drop") == 0  ? check_drop(ctx, true)
+              : strcmp(broken, "gridbarrier") == 0 ? check_gridbarrier(ctx, true)
                                              : -1;
     if (bad < 0) {
         fprintf(stderr, "unknown broken kernel '%s'\n", broken);

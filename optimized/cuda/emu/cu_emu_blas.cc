@@ -132,7 +132,7 @@ template <class ACC> void gemm_run(const gemm_prob &p, cudaStream_t s) {
     j.row_blocks = (p.m + j.rb - 1) / j.rb;
     long nblk = (long)j.row_blocks * p.batch;
     launch_desc d{(const void *)&gemm_block<ACC>, launch_cfg{dim3((unsigned)nblk), dim3(1), 0, s}, &gemm_block<ACC>, &j,
-                  nullptr, nullptr, 0};
+                  nullptr, nullptr, 0, false};
     launch(d);
 }
 

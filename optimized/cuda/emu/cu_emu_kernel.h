@@ -89,6 +89,7 @@ struct launch_desc {
     const void *const *ptrs;
     const int *ptr_index;
     int nptrs;
+    bool coop; /* cudaLaunchCooperativeKernel: every block resident at once */
 };
 void launch(const launch_desc &d);
 
@@ -128,9 +129,21 @@ inline void launch_with(void (*k)(P...), call<A...> &c, std::index_sequence<I...
     const void *ptrs[sizeof...(P) + 1];
     int idx[sizeof...(P) + 1], n = 0;
     (note_ptr(ptrs, idx, &n, (int)I, std::get<I>(pk.a)), ...);
-    launch_desc d{(const void *)k, c.cfg, &kernel_pack<P...>::run, &pk, ptrs, idx, n};
+    launch_desc d{(const void *)k, c.cfg, &kernel_pack<P...>::run, &pk, ptrs, idx, n, false};
     launch(d);
 }
+/* cudaLaunchCooperativeKernel: args[i] points to the i-th argument, of the kernel's type */
+template <class... P, size_t... I>
+inline void launch_coop(void (*k)(P...), launch_cfg cfg, void **args, std::index_sequence<I...>) {
+    kernel_pack<P...> pk{k, std::tuple<P...>(*static_cast<std::remove_reference_t<P> *>(args[I])...)};
+    const void *ptrs[sizeof...(P) + 1];
+    int idx[sizeof...(P) + 1], n = 0;
+    (note_ptr(ptrs, idx, &n, (int)I, std::get<I>(pk.a)), ...);
+    launch_desc d{(const void *)k, cfg, &kernel_pack<P...>::run, &pk, ptrs, idx, n, true};
+    launch(d);
+}
+/* the launch's error (configuration, too many blocks), as cudaGetLastError would return it */
+int last_launch_error();
 /* kernel | cfg(grid, block, smem, stream)(args...) */
 template <class... P, class... A> inline void operator|(void (*k)(P...), call<A...> &&c) {
     static_assert(sizeof...(P) == sizeof...(A), "kernel launched with the wrong number of arguments");
@@ -160,8 +173,19 @@ inline void __syncwarp(unsigned int mask = 0xffffffffu) {
     (void)mask;
     cu_emu::syncwarp();
 }
+#if defined(__SANITIZE_THREAD__)
+/* TSan models no standalone fence: the emulation's atomics are sequentially consistent
+ * read-modify-writes, and TSan orders threads by them (a fence adds nothing it could see) */
+inline void __threadfence() { __asm__ __volatile__("" ::: "memory"); }
+inline void __threadfence_block() { __asm__ __volatile__("" ::: "memory"); }
+#else
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+#endif
+/* sleep of a spinning thread (sm_70+): the OS thread yields (blocks of a cooperative launch
+ * run on their own OS threads) */
+void cu_emu_nanosleep(unsigned int ns);
+inline void __nanosleep(unsigned int ns) { cu_emu_nanosleep(ns); }
 [[noreturn]] inline void __trap() { cu_emu::trap("__trap()"); }
 
 /* ---------------- warp shuffles (mask: the whole warp takes part) ---------------- */

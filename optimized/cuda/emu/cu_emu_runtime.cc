@@ -207,6 +207,8 @@ static const err_name err_names[] = {
     {cudaErrorLaunchTimeout, "cudaErrorLaunchTimeout", "the launch timed out and was terminated"},
     {cudaErrorAssert, "cudaErrorAssert", "device-side assert triggered"},
     {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
+    {cudaErrorCooperativeLaunchTooLarge, "cudaErrorCooperativeLaunchTooLarge",
+     "too many blocks in cooperative launch"},
     {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
 };
 static const err_name *find_err(cudaError_t e) {
@@ -257,6 +259,14 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
     p->multiProcessorCount = env().threads;
     p->l2CacheSize = 50 << 20;
     return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) {
+    if (device < 0 || device >= env().devices) return cudaErrorInvalidDevice;
+    switch (attr) {
+    case cudaDevAttrMultiProcessorCount: *value = env().threads; return cudaSuccess;
+    case cudaDevAttrCooperativeLaunch: *value = 1; return cudaSuccess;
+    }
+    return cudaErrorInvalidValue;
 }
 cudaError_t cudaSetDevice(int device) {
     if (device < 0 || device >= env().devices) return cudaErrorInvalidDevice;

@@ -41,6 +41,7 @@ typedef enum cudaError {
     cudaErrorLaunchTimeout = 702,
     cudaErrorAssert = 710,
     cudaErrorLaunchFailure = 719,
+    cudaErrorCooperativeLaunchTooLarge = 720,
     cudaErrorUnknown = 999
 } cudaError_t;
 
@@ -90,6 +91,30 @@ cudaError_t cudaRuntimeGetVersion(int *v);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaDeviceReset(void);
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b);
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrCooperativeLaunch = 95 };
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
+/* Cooperative launches (cudaLaunchCooperativeKernel, cu_emu_kernel.h): every block of the
+ * grid is resident at once, each on its own OS thread of the pool, so blocks may wait for
+ * each other (grid-wide barriers by atomics). Blocks per "SM" that a cooperative launch
+ * may have: the pool's workers / multiProcessorCount (1, or 0 in the TSan build when
+ * CU_EMU_THREADS exceeds its two workers). */
+int cu_emu_coop_blocks_per_sm(void);
+/* Cooperative launch (CUDA runtime API): all blocks co-resident (the pool runs each on its
+ * own OS thread); more blocks than can be resident is cudaErrorCooperativeLaunchTooLarge. */
+template <class... P>
+inline cudaError_t cudaLaunchCooperativeKernel(void (*k)(P...), dim3 grid, dim3 block, void **args, size_t smem = 0,
+                                       cudaStream_t stream = nullptr) {
+    cu_emu::launch_coop(k, cu_emu::launch_cfg{grid, block, smem, stream}, args, std::index_sequence_for<P...>{});
+    return (cudaError_t)cu_emu::last_launch_error();
+}
+
+template <class F>
+inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, F func, int block_size, size_t smem) {
+    (void)func;
+    if (block_size < 1 || block_size > 1024 || smem > (size_t)(48 << 10)) return cudaErrorInvalidValue;
+    *n = cu_emu_coop_blocks_per_sm();
+    return cudaSuccess;
+}
 
 cudaError_t cudaMalloc(void **p, size_t bytes);
 template <class T> inline cudaError_t cudaMalloc(T **p, size_t bytes) { return cudaMalloc((void **)p, bytes); }

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -534,14 +535,31 @@ struct pool_t {
 };
 static pool_t *P = nullptr;
 
+/* CU_EMU_COOP_STAGGER_MS=N: block b of a cooperative launch starts b N ms late (blocks of a
+ * GPU start in no particular order; a test that must see a missing grid barrier fail uses
+ * it to make the late writer certain) */
+static void coop_stagger(const launch_desc *d, long b) {
+    static const long ms = [] {
+        const char *e = getenv("CU_EMU_COOP_STAGGER_MS");
+        return e && *e ? atol(e) : 0L;
+    }();
+    if (d->coop && ms > 0 && b > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms * b));
+}
+
 static void run_blocks(const launch_desc *d, long nb, std::atomic<long> &next) {
     worker *w = get_worker();
 #ifdef CU_EMU_TSAN
     (void)next;
-    for (long b = w->index; b < nb && !launch_fault.load(std::memory_order_relaxed); b += TSAN_WORKERS) run_block(w, *d, b);
+    for (long b = w->index; b < nb && !launch_fault.load(std::memory_order_relaxed); b += TSAN_WORKERS) {
+        coop_stagger(d, b);
+        run_block(w, *d, b);
+    }
 #else
     long b;
-    while (!launch_fault.load(std::memory_order_relaxed) && (b = next.fetch_add(1)) < nb) run_block(w, *d, b);
+    while (!launch_fault.load(std::memory_order_relaxed) && (b = next.fetch_add(1)) < nb) {
+        coop_stagger(d, b);
+        run_block(w, *d, b);
+    }
 #endif
 }
 
@@ -583,6 +601,20 @@ static int pool_helpers() {
 }
 
 static std::mutex launch_m;
+/* the error of the calling thread's last launch (configuration, cooperative size), for
+ * cudaLaunchCooperativeKernel's return value */
+static thread_local int last_launch_err = 0;
+
+/* blocks a cooperative launch may have: one per OS thread that runs blocks (the launching
+ * thread and the pool's helpers), each block on its own, so that a block waiting for
+ * another (a grid-wide barrier) never holds up the thread the other needs */
+static int coop_capacity() {
+#ifdef CU_EMU_TSAN
+    return TSAN_WORKERS; /* block b on worker b mod TSAN_WORKERS */
+#else
+    return env().threads;
+#endif
+}
 
 static bool bad_cfg(const launch_cfg &c) {
     const dim3 g = c.grid, b = c.block;
@@ -613,16 +645,33 @@ void cu_emu::kernel_name(const void *k, char *out, size_t len) {
     snprintf(out, len, "kernel@%p", k);
 }
 
+int cu_emu::last_launch_error() { return last_launch_err; }
+int cu_emu_coop_blocks_per_sm(void) { return cu_emu::coop_capacity() / env().threads; }
+void cu_emu_nanosleep(unsigned int ns) {
+    (void)ns;
+    std::this_thread::yield();
+}
+
 void cu_emu::launch(const launch_desc &d) {
     std::lock_guard<std::mutex> g(launch_m);
+    last_launch_err = 0;
     if (broken()) return; /* the device has faulted: nothing runs */
     char name[200];
+    if (d.coop && (long)d.cfg.grid.x * d.cfg.grid.y * d.cfg.grid.z > coop_capacity()) {
+        kernel_name(d.kernel, name, sizeof name);
+        complain(cudaErrorCooperativeLaunchTooLarge, "kernel %s: cooperative launch of %ld blocks, at most %d can be "
+                 "resident", name, (long)d.cfg.grid.x * d.cfg.grid.y * d.cfg.grid.z, coop_capacity());
+        set_last(cudaErrorCooperativeLaunchTooLarge);
+        last_launch_err = cudaErrorCooperativeLaunchTooLarge;
+        return;
+    }
     if (bad_cfg(d.cfg)) {
         kernel_name(d.kernel, name, sizeof name);
         complain(cudaErrorInvalidConfiguration, "kernel %s: invalid launch configuration grid (%u,%u,%u) block (%u,%u,%u) "
                  "shared %zu bytes", name, d.cfg.grid.x, d.cfg.grid.y, d.cfg.grid.z, d.cfg.block.x, d.cfg.block.y,
                  d.cfg.block.z, d.cfg.smem);
         set_last(cudaErrorInvalidConfiguration);
+        last_launch_err = cudaErrorInvalidConfiguration;
         return;
     }
     stream_obj *s = stream_of(d.cfg.stream);
@@ -646,7 +695,8 @@ void cu_emu::launch(const launch_desc &d) {
     int helpers = nb > 1 ? pool_helpers() : 0; /* every block has its worker (b mod TSAN_WORKERS) */
     (void)nt;
 #else
-    int helpers = nb > 1 && nb * nt >= 4096 ? pool_helpers() : 0;
+    /* a cooperative launch always spreads its blocks over the pool (each on its own thread) */
+    int helpers = nb > 1 && (d.coop || nb * nt >= 4096) ? pool_helpers() : 0;
 #endif
     launch_fault.store(0);
     dev_access(true);
