@@ -312,6 +312,8 @@ $(BUILD)/bench/optimized_bench_gpu_step: optimized/bench/bench_gpu_step.c $(DPCE
 	@mkdir -p $(@D)
 	$(Q_LD)$(CC) $(CFLAGS_BASE) $< -o $@ -rdynamic -Wl,--whole-archive $(DPCERT_LIBS) -Wl,--no-whole-archive $(LDFLAGS_SAN) $(LDLIBS_BASE) -ldl
 all: $(BUILD)/bench/optimized_bench_gpu_step
+# the coverage run (`programs`) runs its smoke test on cuda-emu
+programs: $(BUILD)/bench/optimized_bench_gpu_step
 
 # The sanitizer build runs only the fast subset (ci/run-tests.sh --fast).
 TEST_FLAGS := $(if $(filter 1,$(SANITIZE)),--fast,)

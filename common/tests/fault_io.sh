@@ -56,7 +56,7 @@ io_judge_write() {
   local name=$1 dir=$2 f
   if grep -Eq 'Sanitizer|runtime error:|Segmentation fault' "$dir/err.txt"; then echo "sanitizer report or crash"; return; fi
   [ "$RC" = 3 ] || { echo "exit $RC (want 3): $(head -c 300 "$dir/err.txt" | tr '\n' ' ')"; return; }
-  grep -Eq 'out/[^ :]*: (write|fsync|close|rename) failed: ' "$dir/err.txt" ||
+  grep -Eq '/[^ :]*: (write|fsync|close|rename) failed: ' "$dir/err.txt" ||
     { echo "exit 3 without naming the file and the failed operation: $(head -c 300 "$dir/err.txt" | tr '\n' ' ')"; return; }
   while IFS= read -r f; do
     case $f in *.tmp.*) echo "temporary file left: $f"; return ;; esac

@@ -34,7 +34,7 @@ int cert_read_repeat(cert_result *r, dp_status *st, dp_tensor_set *out, char *sc
                        const char *name, int64_t k, const dp_tensor_set *v) {
     snprintf(sc, sclen, "%s r%lld", name, (long long)k);
     dp_cand_result cr;
-    if ((*st = cert_read_output(&cr, out, bundle, name, k, v)) != DP_OK) return 0;
+    if ((*st = cert_read_output(&cr, out, bundle, name, k, v)) != DP_OK) { dp_tset_free(out); return 0; }
     if (cr.outcome == DP_CAND_OK) return 1;
     *st = output_failed(r, &cr, sc);
     dp_tset_free(out);

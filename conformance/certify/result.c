@@ -192,10 +192,11 @@ dp_status cert_read_output(dp_cand_result *res, dp_tensor_set *out, const char *
         return DP_OK;
     }
     cert_expect_list ex;
-    DP_TRY(cert_expectations(&ex, v));
-    dp_candidate_validate(res, out, ex.e, ex.n);
+    st = cert_expectations(&ex, v); /* ex is freed whole even when it fails half way */
+    if (st == DP_OK) dp_candidate_validate(res, out, ex.e, ex.n);
     cert_expect_free(&ex);
-    return DP_OK;
+    if (st != DP_OK) dp_tset_free(out); /* out of memory: the output read is not kept */
+    return st;
 }
 
 /* ---- evaluation ---- */
