@@ -69,7 +69,7 @@ static dp_status mem_alloc(opt_backend *be, void **out, size_t nbytes, opt_mem_t
     if (l) DP_TRY(DP_GROW(l->rec, l->cap, l->nrec + 1, 64, "memory ledger"));
     if (host) {
         *out = dp_malloc(nbytes ? nbytes : 1);
-        if (!*out) return dp_error(DP_ERR_NOMEM, "engine: cannot allocate %zu bytes of host memory", nbytes);
+        if (!*out) return dp_error(DP_ERR_NOMEM, "engine: out of memory allocating %zu bytes of host memory", nbytes);
     } else
         DP_TRY(be->ops.alloc(be->ctx, out, nbytes));
     if (l) {

@@ -142,9 +142,12 @@ dp_status cert_run(const char *bundle, const cert_opts *o, int verbose) {
                 st = dp_error(DP_ERR_IO, "interrupted");
                 break;
             }
-            if ((st = dp_sha256_file_hex(hex2, ip)) != DP_OK) { /* removed: as modified */
+            struct stat isb;
+            if (lstat(ip, &isb) != 0 || !S_ISREG(isb.st_mode)) { /* removed or replaced: as modified */
                 hex2[0] = '\0';
-                st = DP_OK;
+            } else if ((st = dp_sha256_file_hex(hex2, ip)) != DP_OK) { /* a read error is the system's: exit 3 */
+                if (st != DP_ERR_NOMEM) st = dp_error_context(DP_ERR_SYSIO, "read error of the input copy %s", ip);
+                break;
             }
             if (strcmp(hex, hex2) != 0) {
                 cr.outcome = DP_CAND_INPUT_MODIFIED;
