@@ -82,6 +82,7 @@ static double now_s(void) {
 typedef struct {
     opt_backend *be;
     void *buf[8];
+    int32_t *labels; /* the cross-entropy's labels [rows] (freed with the buffers: a failed op returns early) */
 } calib;
 
 /* Before each timed run, the step's working set (its memory projection, at most 64 MiB) is written
@@ -193,7 +194,7 @@ static dp_status calib_run(plan_device *dev, calib *c, const plan_job *job, int6
     {
         const int64_t r = rows, Bt = r / T > 0 ? r / T : 1;
         DP_TRY(calib_bufs(c, (size_t)(r * VWc), (size_t)(r * VWc), (size_t)(r * VWc), (size_t)(r * Wc)));
-        int32_t *y = dp_calloc((size_t)r, sizeof *y);
+        int32_t *y = c->labels = dp_calloc((size_t)r, sizeof *y);
         if (!y) return DP_ERR_NOMEM;
         double rf, rb, ro, rob, ad, sf, sb, xf, xb;
         TIME_OP(rf, be->ops.rmsnorm_fwd(ctx, c->buf[0], c->buf[3], c->buf[1], c->buf[2], 1e-6, r, Dc));
@@ -206,6 +207,7 @@ static dp_status calib_run(plan_device *dev, calib *c, const plan_job *job, int6
         TIME_OP(xf, be->ops.xent_fwd(ctx, c->buf[3], c->buf[0], y, c->buf[2], r, Vc));
         TIME_OP(xb, be->ops.xent_bwd(ctx, c->buf[1], c->buf[0], y, c->buf[2], r, Vc));
         dp_free(y);
+        c->labels = NULL;
         const double t = (double)L * (2 * rf + 2 * rb + 2 * ro + 2 * rob + 4 * ad + sf + sb) + rf + rb + xf + xb;
         const double el = (double)r * ((double)L * (12.0 * (double)Dc + 3.0 * (double)Fc) + 4.0 * (double)Dc +
                                        2.0 * (double)Vc);
@@ -271,13 +273,14 @@ dp_status plan_calibrate(plan_device *dev, const plan_job *job, int64_t chunk, d
     opt_backend_config bc = {.name = "host", .dtype = job->elem_bytes == 4 ? DP_F32 : DP_F64, .threads = 1,
                              .use_mpi = 0};
     DP_TRY(opt_backend_host_create(&be, &bc));
-    calib c = {&be, {0}};
+    calib c = {&be, {0}, NULL};
     g_flush_bytes = working_set > 0 ? (size_t)fmin(working_set, 64.0 * (1 << 20)) : 0;
     dp_status st = calib_run(dev, &c, job, chunk);
     dp_free(g_flush);
     g_flush = NULL;
     for (int i = 0; i < 8; i++)
         if (c.buf[i]) be.ops.free(be.ctx, c.buf[i]);
+    dp_free(c.labels);
     if (be.ops.destroy) be.ops.destroy(be.ctx);
     if (st == DP_OK) {
         dev->measured = 1;
