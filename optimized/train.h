@@ -60,6 +60,13 @@ dp_status opt_make_dir(const char *dir);
 /* opt_check_backend_built, opt_mpi_start, opt_backend_create (bc->use_mpi set) and
  * opt_share_key (of *key), in that order: the start of every `train` command. */
 dp_status opt_train_start(opt_backend **be, opt_backend_config *bc, dp_noise_key *key, int *use_mpi);
+/* The export metadata every train command records about its run (docs/engine.md): ranks,
+ * threads and the arithmetic declaration the run is judged under (docs/plugin-abi.md). */
+typedef struct {
+    char ranks[32], threads[32];
+    char arith[4600], arith_u[40], arith_u_in[40];
+} opt_train_meta;
+void opt_train_meta_fill(opt_train_meta *tm, const opt_backend *be);
 /* The configuration digest of `train ALGO` (opts[0..n) as parsed, the model) agreed by
  * every rank before any work (optimized/opt_agree.h, docs/ranks.md); a disagreement is
  * DP_ERR_INVALID on every rank, which then exit 2 together. */

@@ -247,6 +247,12 @@ dp_status opt_share_key(opt_backend *be, dp_noise_key *key) {
     return DP_OK;
 }
 
+void opt_train_meta_fill(opt_train_meta *tm, const opt_backend *be) {
+    snprintf(tm->ranks, sizeof tm->ranks, "%d", be->comm.size);
+    snprintf(tm->threads, sizeof tm->threads, "%d", be->threads);
+    opt_decl_meta(tm->arith, sizeof tm->arith, tm->arith_u, tm->arith_u_in, be);
+}
+
 dp_status opt_train_start(opt_backend **be, opt_backend_config *bc, dp_noise_key *key, int *use_mpi) {
     /* backend before MPI so that --backend cuda fails cleanly everywhere */
     DP_TRY(opt_check_backend_built(bc));
@@ -395,19 +401,17 @@ static dp_status run_dpsgd(int argc, char **argv, int *help, int *use_mpi) {
     double **host = dp_calloc((size_t)(m.nparams + 1), sizeof(double *));
     if (!host && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "out of memory");
     for (int p = 0; host && p < m.nparams; p++) host[p] = m.params[p].data;
-    char nranks[32], nthreads[32], peak_ms[32] = "0", peak_tot[32] = "0"; /* peaks: rank 0's ledger so far */
+    char peak_ms[32] = "0", peak_tot[32] = "0"; /* peaks: rank 0's ledger so far */
     char ls_desc[96], ls_used[40] = "1", ls_skip[4] = "0"; /* --loss-scale and this step's S / skip */
     opt_ls_describe(ls_desc, sizeof ls_desc, &o.ls);
-    snprintf(nranks, sizeof nranks, "%d", be->comm.size);
-    snprintf(nthreads, sizeof nthreads, "%d", be->threads);
-    char arith[4600], arith_u[40], arith_u_in[40]; /* the declaration the run is judged under (docs/plugin-abi.md) */
-    opt_decl_meta(arith, sizeof arith, arith_u, arith_u_in, be);
-    const char *extra[] = {"impl", "optimized", "backend", be->name, "arithmetic", arith, "arith_u", arith_u,
-                           "arith_u_in", arith_u_in,
+    opt_train_meta tm;
+    opt_train_meta_fill(&tm, be);
+    const char *extra[] = {"impl", "optimized", "backend", be->name, "arithmetic", tm.arith, "arith_u", tm.arith_u,
+                           "arith_u_in", tm.arith_u_in,
                            "strategy", opt_strategy_names[o.strategy],
                            "noise_mode", opt_noise_mode_names[o.noise_mode], "mixed_rule",
                            opt_mixed_rule_names[o.mixed_rule], "dtype", opt_prec_names[o.prec],
-                           "ranks", nranks, "threads", nthreads, "inject_bug", opt_bug_names[o.bug],
+                           "ranks", tm.ranks, "threads", tm.threads, "inject_bug", opt_bug_names[o.bug],
                            "sharding", opt_sharding_names[o.sharding], "memory_peak_model_states", peak_ms,
                            "memory_peak_total", peak_tot, "loss_scale", ls_desc, "loss_scale_used", ls_used,
                            "loss_scale_skipped", ls_skip, NULL};
@@ -513,14 +517,11 @@ static dp_status run_dpzo(int argc, char **argv, int *help, int *use_mpi) {
         before = opt_f64_arrays_alloc(s.numel, s.nparams);
         if (!before && st == DP_OK) st = dp_error(DP_ERR_NOMEM, "out of memory");
     }
-    char nranks[32], nthreads[32];
-    snprintf(nranks, sizeof nranks, "%d", be->comm.size);
-    snprintf(nthreads, sizeof nthreads, "%d", be->threads);
-    char arith[4600], arith_u[40], arith_u_in[40]; /* the declaration the run is judged under (docs/plugin-abi.md) */
-    opt_decl_meta(arith, sizeof arith, arith_u, arith_u_in, be);
-    const char *extra[] = {"impl", "optimized", "backend", be->name, "arithmetic", arith, "arith_u", arith_u,
-                           "arith_u_in", arith_u_in,
-                           "dtype", opt_prec_names[eo.prec], "ranks", nranks, "threads", nthreads, NULL};
+    opt_train_meta tm;
+    opt_train_meta_fill(&tm, be);
+    const char *extra[] = {"impl", "optimized", "backend", be->name, "arithmetic", tm.arith, "arith_u", tm.arith_u,
+                           "arith_u_in", tm.arith_u_in,
+                           "dtype", opt_prec_names[eo.prec], "ranks", tm.ranks, "threads", tm.threads, NULL};
     if (st == DP_OK && rank == 0)
         printf("dpzo (optimized, %s backend, %d rank%s): model %s, %" PRId64 " parameters, N=%" PRId64 ", q=%g, K=%" PRId64
                ", C=%g, sigma=%g (%s), phi=%g, lr=%g, n-spsa=%d, seed=%" PRIu64 "\n",
