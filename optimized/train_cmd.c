@@ -102,6 +102,13 @@ dp_status opt_train_parse(opt_backend_config *bc, opt_dp_options *o, const opt_t
      * half_convert, or its memory operations (docs/precision.md sections 1 and 8) */
     if (t->seen_threads) DP_TRY(dp_check_range("--threads", (double)t->threads, 1, 1, 256, 1));
     bc->threads = t->seen_threads ? (int)t->threads : opt_default_threads();
+    cpu_set_t aff;
+    const int cpus = sched_getaffinity(0, sizeof aff, &aff) == 0 ? CPU_COUNT(&aff) : bc->threads;
+    if (t->seen_threads && bc->threads > cpus)
+        /* not an error (results are the same for any thread count), but the time is that of
+         * fewer cores: mpirun binds each rank to one core by default (docs/performance.md) */
+        fprintf(stderr, "dpcert train: note: --threads %d but this process may run on %d CPU(s) only (its affinity "
+                        "mask; under mpirun use --bind-to none, or --map-by slot:PE=%d)\n", bc->threads, cpus, bc->threads);
     memset(o, 0, sizeof *o);
     o->prec = prec;
     DP_TRY(dp_parse_choice(&k, "--strategy", t->strategy, opt_strategy_names));

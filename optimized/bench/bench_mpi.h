@@ -11,13 +11,15 @@
 #include "optimized/bench/bench_util.h"
 #include "optimized/dpsgd.h"
 
-/* Runs `mpirun -n n self --worker args` (as root, oversubscribed) and copies its first
+/* Runs `mpirun --bind-to none -n n self --worker args` (as root, oversubscribed; unbound,
+ * because Open MPI binds each rank to one core by default when there are at most 2 ranks,
+ * which puts every thread of a 1-rank, 2-thread worker on one core) and copies its first
  * line starting with "RESULT " into line [cap]; 0 when found, -1 otherwise. */
 static inline int bench_run_worker(char *line, size_t cap, int n, const char *self, const char *args) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
              "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
-             "OMPI_MCA_mpi_yield_when_idle=1 mpirun -n %d '%s' --worker %s 2>&1",
+             "OMPI_MCA_mpi_yield_when_idle=1 mpirun --bind-to none -n %d '%s' --worker %s 2>&1",
              n, self, args);
     FILE *f = popen(cmd, "r");
     int found = -1;
