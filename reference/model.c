@@ -160,6 +160,8 @@ typedef struct {
 
 /* Over 150 lines (one reason): the reference's forward and backward of one example in one
  * textbook loop order, read against docs/models.md line by line. */
+/* Over 150 lines (one reason): the whole llama example, forward then backward, in one
+ * readable pass like llm.c's reference, so that the spec reads top to bottom. */
 /* Parameter pointer layout: P[0] tok_emb [V, D]; layer l at 1 + 9 l:
  * attn_norm [D], wq, wk, wv, wo [D, D], mlp_norm [D], w_gate, w_up [F, D], w_down [D, F];
  * P[1 + 9 L] final_norm [D]; P[2 + 9 L] lm_head [V, D] when untied. */
