@@ -13,7 +13,7 @@ int dp_cmd_compare(int argc, char **argv) {
     const char *dtype = "f64";
     const char *precision = NULL;
     int json = 0, help = 0, verbose = 0, shares = 0, dtype_seen = 0, model_k_seen = 0, noise_ranks_seen = 0;
-    int precision_seen = 0;
+    int precision_seen = 0, stages = 0;
     double warn = 0.5;
     int64_t model_k = 0, noise_ranks = 0;
     dp_opt opts[] = {
@@ -28,6 +28,8 @@ int dp_cmd_compare(int argc, char **argv) {
          "R of --noise-shares when the candidate's metadata lacks 'ranks' (1..255)"},
         {"--model-k", DP_OPT_INT, &model_k, &model_k_seen, "reduction length K of the model (default: from the export)"},
         {"--verbose", DP_OPT_FLAG, &verbose, NULL, "also list skipped tensors"},
+        {"--stages", DP_OPT_FLAG, &stages, NULL,
+         "print the comparison's stages (tensor family, where docs/tolerances.md derives its bound) and exit"},
     };
     const size_t nopts = sizeof opts / sizeof opts[0];
     char *pos[2];
@@ -40,6 +42,11 @@ int dp_cmd_compare(int argc, char **argv) {
                "  (step-NNNNNN.safetensors). Exit 0 agree (PASS/MARGINAL), 1 a tensor FAILs or a required check\n"
                "  could not run (INCOMPLETE: e.g. noise shares that cannot be recomputed), 2 bad input.\n");
         dp_opts_print_help(opts, nopts);
+        return 0;
+    }
+    if (stages) {
+        if (npos != 0) return dp_cli_fail("compare", dp_error(DP_ERR_USAGE, "--stages takes no exports (got %d)", npos));
+        conf_compare_stages_print(stdout);
         return 0;
     }
     if (npos != 2) return dp_cli_fail("compare", dp_error(DP_ERR_USAGE, "expected two exports (REFERENCE CANDIDATE), got %d", npos));

@@ -129,6 +129,9 @@ dp_status conf_cmp_result_push(conf_cmp_result *r, const conf_tensor_result *t);
  * disagreements are results. */
 dp_status conf_compare_sets(conf_cmp_result *out, const dp_tensor_set *ref, const dp_tensor_set *cand,
                             const conf_cmp_opts *o, const char *prefix);
+/* The comparison's stages as data (compare_step.c): one line per row, tab-separated:
+ * algorithm, stage number, tensor family, the docs/tolerances.md section deriving its bound. */
+void conf_compare_stages_print(void *file);
 /* Files or directories (each step-*.safetensors of ref must exist in cand). */
 dp_status conf_compare_paths(conf_cmp_result *out, const char *ref_path, const char *cand_path,
                              const conf_cmp_opts *o);

@@ -601,18 +601,47 @@ static dp_status step_cand_only(conf_step_cmp *s) {
     return st;
 }
 
-/* One step, stage by stage in the order of docs/tolerances.md: each stage a tensor family and
- * its bound (DP-ZO's scalars, directions and updates after the inputs: compare_dpzo.c). */
-static dp_status (*const step_stages[])(conf_step_cmp *s) = {
-    step_norms,         /* per_sample.norm[.group] */
-    step_clip_factors,  /* per_sample.clip_factor[.group] */
-    step_clipped_sums,  /* step.clipped_sum.* */
-    step_noise,         /* step.noise.* (element-wise or recomputed shares) */
-    step_private_grads, /* step.private_grad.* */
-    step_params_after,  /* params_after.* (the reference's optimizer rebuilt) */
-    step_loss,          /* per_sample.loss[_plus|_minus] */
-    step_cand_only,     /* candidate tensors the reference lacks: noted */
+/* DP-ZO's stages after the inputs (compare_dpzo.c: scalars, directions, updates). */
+static dp_status step_dpzo(conf_step_cmp *s) { return conf_compare_dpzo(s->out, s->ref, s->cand, s->o, s->prefix, &s->k, &s->bs); }
+
+/* The stages as data: one row per tensor family, its bound (the function that forms it and
+ * compares) and the place in docs/tolerances.md that derives the bound, in comparison order.
+ * An algorithm is one table: DP-SGD's rows, or DP-ZO's (an export with step.scalar). `dpcert
+ * compare --stages` prints the rows; conformance/tests/compare_stages.sh checks each `doc`
+ * against docs/tolerances.md. */
+typedef struct {
+    const char *family; /* the tensors the row compares (names as in docs/formats.md) */
+    const char *doc;    /* docs/tolerances.md: "## Heading" or "## Heading / N." (a numbered item) */
+    dp_status (*run)(conf_step_cmp *s);
+} conf_step_stage;
+
+#define CONF_STAGES_DOC "## Stages (DP-SGD), in comparison order"
+static const conf_step_stage dpsgd_stages[] = {
+    {"batch.indices, batch.tokens, batch.y (exact); batch.x, params.*", CONF_STAGES_DOC " / 1.", step_inputs},
+    {"per_sample.norm[.<group>]", CONF_STAGES_DOC " / 2.", step_norms},
+    {"per_sample.clip_factor[.<group>]", CONF_STAGES_DOC " / 3.", step_clip_factors},
+    {"step.clipped_sum.*", CONF_STAGES_DOC " / 4.", step_clipped_sums},
+    {"step.noise.* (element-wise or recomputed shares)", CONF_STAGES_DOC " / 5.", step_noise},
+    {"step.private_grad.*", CONF_STAGES_DOC " / 6.", step_private_grads},
+    {"params_after.* (the reference's optimizer replayed)", CONF_STAGES_DOC " / 7.", step_params_after},
+    {"per_sample.loss", CONF_STAGES_DOC " / 8.", step_loss},
+    {"tensors only in the candidate (noted, not compared)", CONF_STAGES_DOC, step_cand_only},
 };
+static const conf_step_stage dpzo_stages[] = {
+    {"batch.indices, batch.tokens, batch.y (exact); batch.x, params.*", CONF_STAGES_DOC " / 1.", step_inputs},
+    {"dpzo.z.*, per_sample.loss_plus|minus, per_sample.diff_clipped, step.noise, step.scalar, params_after.*",
+     "## DP-ZO (docs/dpzo.md)", step_dpzo},
+};
+#define CONF_STAGE_TABLES_(X) X("dpsgd", dpsgd_stages) X("dpzo", dpzo_stages)
+
+void conf_compare_stages_print(void *file) {
+    FILE *f = file;
+    fprintf(f, "# algorithm  stage  tensor family  |  bound derived in docs/tolerances.md\n");
+#define CONF_PRINT_(alg, tab)                                                                                  \
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++) fprintf(f, "%s\t%zu\t%s\t%s\n", alg, i + 1, tab[i].family, tab[i].doc);
+    CONF_STAGE_TABLES_(CONF_PRINT_)
+#undef CONF_PRINT_
+}
 
 static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *ref, const dp_tensor_set *cand,
                                    const conf_cmp_opts *o, const char *prefix, const conf_bstore *carry_in, conf_bstore *carry_out) {
@@ -627,11 +656,12 @@ static dp_status compare_step_body(conf_cmp_result *out, const dp_tensor_set *re
     s.carry_out = carry_out;
     s.B = -1;
     DP_TRY(step_consts(&s));
-    dp_status st = step_inputs(&s); /* batch (exact), data and input parameters */
-    if (st == DP_OK && dp_tset_find(ref, "step.scalar")) /* DP-ZO (docs/dpzo.md; docs/tolerances.md "DP-ZO") */
-        st = conf_compare_dpzo(out, ref, cand, o, prefix, &s.k, &s.bs);
-    else
-        for (size_t i = 0; st == DP_OK && i < sizeof step_stages / sizeof step_stages[0]; i++) st = step_stages[i](&s);
+    /* DP-ZO exports carry step.scalar (docs/dpzo.md): its table; DP-SGD's otherwise */
+    const int zo = dp_tset_find(ref, "step.scalar") != NULL;
+    const conf_step_stage *tab = zo ? dpzo_stages : dpsgd_stages;
+    const size_t ntab = zo ? sizeof dpzo_stages / sizeof dpzo_stages[0] : sizeof dpsgd_stages / sizeof dpsgd_stages[0];
+    dp_status st = DP_OK;
+    for (size_t i = 0; st == DP_OK && i < ntab; i++) st = tab[i].run(&s);
     /* reference tensors no rule above compared: listed, so nothing disappears silently */
     for (size_t i = 0; st == DP_OK && i < s.ref->n; i++) {
         char full[200];

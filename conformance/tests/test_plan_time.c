@@ -21,7 +21,7 @@ int main(int argc, char **argv) {
      * projection of a grad-sample step with short sequences, where that work dominates, misses by
      * more than the bound */
     {
-        const pt_cfg c = {"llama D64 L2 F256 T4 B32 grad-sample", 64, 64, 2, 4, 256, 4, 32, 1, "grad-sample", "replicated", 0};
+        const pt_cfg c = {"llama D64 L2 F256 T2 B32 grad-sample", 64, 64, 2, 4, 256, 2, 32, 1, "grad-sample", "replicated", 0};
         double ms, mm, lat, bw, with, without, wc;
         if (pt_measure(&ms, &mm, &lat, &bw, argv[0], &c, 1) == 0) {
             T_OK(pt_project(&with, &wc, &c, 1, lat, bw, 1));
