@@ -339,14 +339,18 @@ static dp_status load_files(conf_case **v, size_t *k, size_t *cap, const char *d
         char path[4400];
         if ((st = dp_path_fmt(path, sizeof path, "--cases", "%s/%s", dir, names[i])) != DP_OK) break;
         conf_case c;
-        if ((st = conf_case_load(&c, path)) != DP_OK) break;
-        json_error_t err; /* the file parsed just above: loads again for its canonical form */
-        if (!(c.json = json_load_file(path, JSON_REJECT_DUPLICATES, &err))) {
-            conf_case_free(&c);
-            st = dp_error(DP_ERR_IO, "case %s: cannot read it again: %s", path, err.text);
-            break;
+        char *buf = NULL;
+        size_t len = 0;
+        if ((st = dp_read_file_max(&buf, &len, "case file", path, DP_MAX_TEXT_INPUT)) != DP_OK) break;
+        if ((st = conf_case_parse(&c, buf, len, path)) == DP_OK) {
+            /* the bytes parsed just above: loaded again as JSON for the canonical form */
+            if (!(c.json = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL))) {
+                conf_case_free(&c);
+                st = dp_error(DP_ERR_NOMEM, "case %s: out of memory", path);
+            }
         }
-        st = push_case(v, k, cap, &c);
+        dp_free(buf);
+        if (st == DP_OK) st = push_case(v, k, cap, &c);
     }
     for (size_t i = 0; i < nn; i++) dp_free(names[i]);
     dp_free(names);
