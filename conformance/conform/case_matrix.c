@@ -219,6 +219,44 @@ static dp_status axes_check(json_t **norm, const json_t *axes, const char *path)
     return DP_OK;
 }
 
+/* 1 when `var` is the name of a variable some part of the matrix defines. */
+static int var_defined(const char *var, const json_t *axes, const json_t *vars0, const json_t *rules) {
+    if (strcmp(var, "name") == 0 || (vars0 && json_object_get(vars0, var))) return 1;
+    for (size_t a = 0; a < json_array_size(axes); a++) {
+        const json_t *ax = json_array_get(axes, a), *vals = json_object_get(ax, "values");
+        if (strcmp(json_string_value(json_object_get(ax, "axis")), var) == 0) return 1;
+        for (size_t j = 0; j < json_array_size(vals); j++)
+            if (json_object_get(json_object_get(json_array_get(vals, j), "vars"), var)) return 1;
+    }
+    for (size_t r = 0; r < json_array_size(rules); r++)
+        if (json_object_get(json_object_get(json_array_get(rules, r), "vars"), var)) return 1;
+    return 0;
+}
+
+/* A `when` never matching because of a typo is refused: each variable it names is defined
+ * somewhere, and each value it wants of an axis is a value of that axis. */
+static dp_status when_check(const json_t *rules, const json_t *axes, const json_t *vars0, const char *path) {
+    for (size_t r = 0; r < json_array_size(rules); r++) {
+        const char *k;
+        json_t *want;
+        json_object_foreach(json_object_get(json_array_get(rules, r), "when"), k, want) {
+            if (!var_defined(k, axes, vars0, rules)) return MERR("rules[%zu]: 'when' names an undefined variable '%s'", r, k);
+            const json_t *vals = NULL;
+            for (size_t a = 0; a < json_array_size(axes); a++)
+                if (strcmp(json_string_value(json_object_get(json_array_get(axes, a), "axis")), k) == 0)
+                    vals = json_object_get(json_array_get(axes, a), "values");
+            for (size_t i = 0; vals && i < (json_is_array(want) ? json_array_size(want) : 1); i++) {
+                const char *w = json_string_value(json_is_array(want) ? json_array_get(want, i) : want);
+                int hit = 0;
+                for (size_t j = 0; j < json_array_size(vals); j++)
+                    hit |= strcmp(json_string_value(json_object_get(json_array_get(vals, j), "value")), w) == 0;
+                if (!hit) return MERR("rules[%zu]: 'when.%s' wants '%s', not a value of the axis '%s'", r, k, w, k);
+            }
+        }
+    }
+    return DP_OK;
+}
+
 /* The case of one combination (idx[a] = value index of axis a) into *out, or NULL when a rule
  * excludes it. */
 static dp_status expand_one(json_t **out, const json_t *axes, const size_t *idx, const json_t *base, const json_t *vars0,
@@ -291,7 +329,8 @@ dp_status conf_matrix_expand(json_t **out, const char *path) {
         st = MERR("'case' must be an object with a 'name' template");
     else if (vars0 && (st = vars_check(vars0, "the root", path)) != DP_OK) {
     } else if (rules && (st = rules_check(rules, path)) != DP_OK) {
-    } else st = axes_check(&axes, json_object_get(root, "axes"), path);
+    } else if ((st = axes_check(&axes, json_object_get(root, "axes"), path)) == DP_OK && rules)
+        st = when_check(rules, axes, vars0, path);
     size_t idx[CONF_MATRIX_MAX_AXES] = {0}, na = axes ? json_array_size(axes) : 0, total = 1;
     for (size_t a = 0; a < na; a++) total *= json_array_size(json_object_get(json_array_get(axes, a), "values"));
     if (st == DP_OK && total > CONF_MATRIX_MAX_CASES)

@@ -6,7 +6,7 @@
 # changed on purpose updates the snapshot in the same commit: docs/conformance.md).
 # Negative controls, each must fail as stated: one value changed in a matrix changes digests;
 # a hand-written file that repeats an expanded case with another content, a matrix with an
-# unknown key and a template with an unknown variable are refused (exit 2, naming them); an
+# unknown key, a template with an unknown variable and a rule on an undefined variable or axis value are refused (exit 2, naming them); an
 # identical repeat is accepted (kept once).
 set -u
 D=${DPCERT:?}
@@ -71,5 +71,7 @@ refused "an unknown root key" 's/^ "matrix": "cp_grid",/ "matrix": "cp_grid", "c
 refused "an unknown key of an axis value" 's/{"value": "ring", "case"/{"value": "ring", "colour": 1, "case"/' "unknown key 'colour'"
 refused "an unknown template variable" 's/llama-{clipping}-T{t}/llama-{clipping}-T{tee}/' "unknown variable {tee}"
 refused "a rule on nothing" 's/"when": {"variant": "ckpt"}, "case"/"when": {"variant": "ckpt"}, "exclude": false, "case"/' "'exclude' must be true"
+refused "a rule on an axis value that does not exist" 's/"when": {"variant": "ckpt"}, "case"/"when": {"variant": "chkpt"}, "case"/' "not a value of the axis 'variant'"
+refused "a rule on an undefined variable" 's/"when": {"variant": "ckpt"}, "case"/"when": {"varient": "ckpt"}, "case"/' "undefined variable 'varient'"
 refused "a case key the schema lacks" 's/"clip_mix": false/"clip_mix": false, "colour": 1/' "unknown key 'colour'"
 exit $fail
