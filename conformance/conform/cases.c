@@ -377,7 +377,7 @@ static dp_status load_matrices(conf_case **v, size_t *k, size_t *cap, const char
             conf_case c;
             if (!txt) st = dp_error(DP_ERR_NOMEM, "out of memory");
             else st = conf_case_parse(&c, txt, strlen(txt), label);
-            free(txt);
+            dp_free(txt);
             if (st != DP_OK) break;
             c.json = json_incref(cj);
             if ((st = push_case(v, k, cap, &c)) != DP_OK) break;
@@ -402,8 +402,8 @@ static int cmp_case(const void *a, const void *b) {
 static int same_content(const conf_case *a, const conf_case *b) {
     char *x = conf_case_canonical(a->json, JSON_COMPACT), *y = conf_case_canonical(b->json, JSON_COMPACT);
     int same = x && y && strcmp(x, y) == 0;
-    free(x);
-    free(y);
+    dp_free(x);
+    dp_free(y);
     return same;
 }
 

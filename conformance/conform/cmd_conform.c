@@ -143,7 +143,7 @@ static dp_status expand_cases(const char *dir, const conf_case *cs, size_t ncs, 
             txt[len] = '\n'; /* the NUL byte becomes the final newline (txt is not used as a string after) */
             st = dp_write_file_atomic("expanded case", path, txt, len + 1);
         }
-        free(txt);
+        dp_free(txt);
         DP_TRY(st);
         nw++;
     }

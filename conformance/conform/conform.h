@@ -56,7 +56,7 @@ dp_status conf_cases_load_suite(conf_case **out, size_t *n, const char *dir, con
 /* The cases of the matrix file `path` (docs/conformance.md "Case matrices") as a JSON array of
  * case objects in expansion order, not yet checked against the case schema. */
 dp_status conf_matrix_expand(json_t **out, const char *path);
-/* The canonical text of a case object (json_dumps `flags`; free()): its top-level keys sorted,
+/* The canonical text of a case object (json_dumps `flags`; dp_free): its top-level keys sorted,
  * nested objects in their written order (the order of args is the order of the command line).
  * NULL when out of memory. */
 char *conf_case_canonical(const json_t *c, size_t flags);
