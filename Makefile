@@ -373,7 +373,7 @@ FUZZ_LIB_SRC := common/alloc.c common/status.c common/tensor.c common/safetensor
 # FUZZ_LIB_SRC) and prebuilt module libraries linked for what the parser only names (FUZZ_AR_name).
 FUZZ_CC_fuzz_claims := $(common_SRC) $(accountant_SRC)
 FUZZ_CC_fuzz_dpzo_log := $(common_SRC) $(reference_SRC)
-FUZZ_CC_fuzz_cases := $(common_SRC) conformance/conform/cases.c
+FUZZ_CC_fuzz_cases := $(common_SRC) conformance/conform/cases.c conformance/conform/case_matrix.c
 FUZZ_AR_fuzz_cases := $(call libfiles,optimized reference)
 fuzz: $(FUZZ_BIN)
 .SECONDEXPANSION:

@@ -23,6 +23,7 @@ void conf_case_free(conf_case *c) {
     free_argv(c->args, c->nargs);
     free_argv(c->ref_args, c->nref);
     free_argv(c->cand_args, c->ncand);
+    json_decref(c->json);
     memset(c, 0, sizeof *c);
 }
 
@@ -297,52 +298,147 @@ static int in_suite(const conf_case *c, const char *suite) {
     return 0;
 }
 
-dp_status conf_cases_load_suite(conf_case **out, size_t *n, const char *dir, const char *suite) {
+/* The sorted names of the *.json files of dir (none when dir is absent and optional). */
+static dp_status json_files(char ***out, size_t *n, const char *dir, int optional) {
     *out = NULL;
     *n = 0;
     DIR *d = opendir(dir);
-    if (!d) return dp_error(DP_ERR_IO, "cannot open the cases directory %s", dir);
+    if (!d) return optional ? DP_OK : dp_error(DP_ERR_IO, "cannot open the cases directory %s", dir);
     char **names = NULL;
-    size_t nn = 0;
+    size_t nn = 0, cap = 0;
     struct dirent *e;
     dp_status st = DP_OK;
     while ((e = readdir(d))) {
         size_t l = strlen(e->d_name);
         if (l < 6 || strcmp(e->d_name + l - 5, ".json") != 0 || e->d_name[0] == '.') continue;
-        char **p = dp_realloc(names, (nn + 1) * sizeof *p);
-        if (!p) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
-        names = p;
+        if ((st = DP_GROW(names, cap, nn + 1, 64, "case files")) != DP_OK) break;
         if (!(names[nn] = dp_strdup(e->d_name))) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
         nn++;
     }
     closedir(d);
     if (nn) qsort(names, nn, sizeof *names, cmp_str);
-    conf_case *v = NULL;
-    size_t k = 0;
+    *out = names;
+    *n = nn;
+    return st;
+}
+
+/* Append c (moved) to v. */
+static dp_status push_case(conf_case **v, size_t *k, size_t *cap, conf_case *c) {
+    dp_status st = DP_GROW(*v, *cap, *k + 1, 64, "cases");
+    if (st != DP_OK) { conf_case_free(c); return st; }
+    (*v)[(*k)++] = *c;
+    return DP_OK;
+}
+
+/* The hand-written case files of dir (each with its JSON object) appended to v. */
+static dp_status load_files(conf_case **v, size_t *k, size_t *cap, const char *dir) {
+    char **names = NULL;
+    size_t nn = 0;
+    dp_status st = json_files(&names, &nn, dir, 0);
     for (size_t i = 0; i < nn && st == DP_OK; i++) {
         char path[4400];
         if ((st = dp_path_fmt(path, sizeof path, "--cases", "%s/%s", dir, names[i])) != DP_OK) break;
         conf_case c;
-        if ((st = conf_case_load(&c, path)) != DP_OK) break;
-        for (size_t j = 0; j < k; j++)
-            if (strcmp(v[j].name, c.name) == 0) {
-                st = dp_error(DP_ERR_FORMAT, "case name '%s' is used by %s and %s", c.name, v[j].file, path);
-                break;
+        char *buf = NULL;
+        size_t len = 0;
+        if ((st = dp_read_file_max(&buf, &len, "case file", path, DP_MAX_TEXT_INPUT)) != DP_OK) break;
+        if ((st = conf_case_parse(&c, buf, len, path)) == DP_OK) {
+            /* the bytes parsed just above: loaded again as JSON for the canonical form */
+            if (!(c.json = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL))) {
+                conf_case_free(&c);
+                st = dp_error(DP_ERR_NOMEM, "case %s: out of memory", path);
             }
-        if (st != DP_OK || !in_suite(&c, suite)) { conf_case_free(&c); continue; }
-        conf_case *p = dp_realloc(v, (k + 1) * sizeof *p);
-        if (!p) { conf_case_free(&c); st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
-        v = p;
-        v[k++] = c;
+        }
+        dp_free(buf);
+        if (st == DP_OK) st = push_case(v, k, cap, &c);
     }
     for (size_t i = 0; i < nn; i++) dp_free(names[i]);
     dp_free(names);
+    return st;
+}
+
+/* The expansion of every matrix of dir/matrix (docs/conformance.md "Case matrices") appended to
+ * v, each parsed by the schema of a case file; c.file is "MATRIX: NAME". */
+static dp_status load_matrices(conf_case **v, size_t *k, size_t *cap, const char *dir) {
+    char mdir[4400], **names = NULL;
+    size_t nn = 0;
+    DP_TRY(dp_path_fmt(mdir, sizeof mdir, "--cases", "%s/matrix", dir));
+    dp_status st = json_files(&names, &nn, mdir, 1);
+    for (size_t i = 0; i < nn && st == DP_OK; i++) {
+        char path[4600];
+        json_t *cases = NULL;
+        if ((st = dp_path_fmt(path, sizeof path, "--cases", "%s/%s", mdir, names[i])) != DP_OK) break;
+        if ((st = conf_matrix_expand(&cases, path)) != DP_OK) break;
+        size_t j;
+        json_t *cj;
+        json_array_foreach(cases, j, cj) {
+            char label[4800], *txt = json_dumps(cj, JSON_COMPACT);
+            snprintf(label, sizeof label, "%s: %.100s", path, json_string_value(json_object_get(cj, "name")));
+            conf_case c;
+            if (!txt) st = dp_error(DP_ERR_NOMEM, "out of memory");
+            else st = conf_case_parse(&c, txt, strlen(txt), label);
+            dp_free(txt);
+            if (st != DP_OK) break;
+            c.json = json_incref(cj);
+            if ((st = push_case(v, k, cap, &c)) != DP_OK) break;
+        }
+        json_decref(cases);
+    }
+    for (size_t i = 0; i < nn; i++) dp_free(names[i]);
+    dp_free(names);
+    return st;
+}
+
+/* Order of the runs: by file name NAME.json, as when every case was a file. */
+static int cmp_case(const void *a, const void *b) {
+    const conf_case *x = a, *y = b;
+    char kx[sizeof x->name + 8], ky[sizeof y->name + 8];
+    snprintf(kx, sizeof kx, "%s.json", x->name);
+    snprintf(ky, sizeof ky, "%s.json", y->name);
+    return strcmp(kx, ky);
+}
+
+/* 1 when the two cases have the same canonical content. */
+static int same_content(const conf_case *a, const conf_case *b) {
+    char *x = conf_case_canonical(a->json, JSON_COMPACT), *y = conf_case_canonical(b->json, JSON_COMPACT);
+    int same = x && y && strcmp(x, y) == 0;
+    dp_free(x);
+    dp_free(y);
+    return same;
+}
+
+dp_status conf_cases_load_suite(conf_case **out, size_t *n, const char *dir, const char *suite) {
+    *out = NULL;
+    *n = 0;
+    conf_case *v = NULL;
+    size_t k = 0, cap = 0;
+    dp_status st = load_files(&v, &k, &cap, dir);
+    size_t nfiles = k;
+    if (st == DP_OK) st = load_matrices(&v, &k, &cap, dir);
+    /* a name defined twice: an error, unless a hand-written file repeats an expanded case
+     * exactly (then it is kept once) */
+    for (size_t i = 0; i < k && st == DP_OK; i++)
+        for (size_t j = i + 1; j < k && st == DP_OK; j++) {
+            if (strcmp(v[i].name, v[j].name) != 0) continue;
+            if (i < nfiles && j >= nfiles && same_content(&v[i], &v[j])) {
+                conf_case_free(&v[j]);
+                v[j--] = v[--k];
+                continue;
+            }
+            st = dp_error(DP_ERR_FORMAT, "case name '%s' is defined by %s and by %s%s", v[i].name, v[i].file, v[j].file,
+                          i < nfiles && j >= nfiles ? " with a different content" : "");
+        }
+    if (st == DP_OK && k) qsort(v, k, sizeof *v, cmp_case);
+    size_t kept = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (st == DP_OK && in_suite(&v[i], suite)) v[kept++] = v[i];
+        else conf_case_free(&v[i]);
+    }
     if (st != DP_OK) {
-        for (size_t i = 0; i < k; i++) conf_case_free(&v[i]);
         dp_free(v);
         return st;
     }
     *out = v;
-    *n = k;
+    *n = kept;
     return DP_OK;
 }

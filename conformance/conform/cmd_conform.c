@@ -126,6 +126,31 @@ static dp_status make_workdir(char *tmpl, size_t len, const char *work) {
     return DP_OK;
 }
 
+/* --expand-cases DIR: each selected case as DIR/NAME.json, in its canonical form (top-level keys
+ * sorted, JSON_INDENT(1)): sha256 of these files is the snapshot digest of
+ * conformance/tests/case_matrix.sh. */
+static dp_status expand_cases(const char *dir, const conf_case *cs, size_t ncs, const conf_run_sel *runs, size_t nrun) {
+    DP_TRY(dp_mkdir_p("--expand-cases", dir));
+    size_t nw = 0;
+    for (size_t i = 0; i < nrun; i++) {
+        if (i && runs[i].ci == runs[i - 1].ci) continue; /* one file per case, not per rank count */
+        const conf_case *c = &cs[runs[i].ci];
+        char path[4400], *txt = conf_case_canonical(c->json, JSON_INDENT(1));
+        if (!txt) return dp_error(DP_ERR_NOMEM, "out of memory");
+        size_t len = strlen(txt);
+        dp_status st = dp_path_fmt(path, sizeof path, "--expand-cases", "%s/%s.json", dir, c->name);
+        if (st == DP_OK) {
+            txt[len] = '\n'; /* the NUL byte becomes the final newline (txt is not used as a string after) */
+            st = dp_write_file_atomic("expanded case", path, txt, len + 1);
+        }
+        dp_free(txt);
+        DP_TRY(st);
+        nw++;
+    }
+    printf("%zu cases written to %s (of %zu loaded)\n", nw, dir, ncs);
+    return DP_OK;
+}
+
 /* A plugin backend: the declaration every case is judged under (docs/plugin-abi.md). */
 static void print_plugin_decl(const char *backend) {
     if (strncmp(backend, "plugin:", 7) != 0) return;
@@ -141,7 +166,7 @@ static void print_plugin_decl(const char *backend) {
 
 int dp_cmd_conform(int argc, char **argv) {
     const char *suite = NULL, *backend = "host", *ranks_s = NULL, *filter = NULL, *report = NULL, *dpcert = NULL,
-               *cases = NULL, *work = NULL;
+               *cases = NULL, *work = NULL, *expand = NULL;
     int help = 0, keep = 0, list = 0, seen_suite = 0, require_all = 0;
     dp_opt opts[] = {
         {"--suite", DP_OPT_STRING, &suite, &seen_suite, "default | ci | full | all (cases list their suites)"},
@@ -154,6 +179,7 @@ int dp_cmd_conform(int argc, char **argv) {
         {"--work", DP_OPT_STRING, &work, NULL, "DIR for the exports (default: a fresh temporary directory)"},
         {"--keep", DP_OPT_FLAG, &keep, NULL, "keep the exports and logs of every case"},
         {"--list", DP_OPT_FLAG, &list, NULL, "list the selected cases and exit"},
+        {"--expand-cases", DP_OPT_STRING, &expand, NULL, "DIR: write each selected case (files and matrix expansions) as DIR/NAME.json and exit"},
         {"--require-all", DP_OPT_FLAG, &require_all, NULL, "a NOT_SUPPORTED run is a failure (exit 1; for gating jobs)"},
     };
     const size_t nopts = sizeof opts / sizeof opts[0];
@@ -216,6 +242,10 @@ int dp_cmd_conform(int argc, char **argv) {
     if (st == DP_OK && nrun == 0) st = dp_error(DP_ERR_USAGE, "no case of suite '%s' in %s matches the selection", suite, casedir);
     if (st == DP_OK && list) {
         for (size_t i = 0; i < nrun; i++) printf("%s@r%lld\n", cs[runs[i].ci].name, (long long)runs[i].r);
+        goto out;
+    }
+    if (st == DP_OK && expand) {
+        st = expand_cases(expand, cs, ncs, runs, nrun);
         goto out;
     }
     if (st == DP_OK && report) {

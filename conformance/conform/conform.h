@@ -41,14 +41,25 @@ typedef struct {
                                two examples (a dataset of one; almost always empty batches) */
     int expect_fail;        /* negative control: the case must FAIL (a test-only injected bug) */
     char expect_tensor[96]; /* ... naming a tensor whose name starts with this */
+    json_t *json;           /* the case as JSON (file or matrix expansion), set by conf_cases_load_suite */
 } conf_case;
 void conf_case_free(conf_case *c);
 /* Load one JSON case (schema in docs/conformance.md); unknown keys are errors. */
 dp_status conf_case_load(conf_case *c, const char *path);
 /* The same from the file's bytes buf[0..len) (the fuzz target's entry); `path` for messages. */
 dp_status conf_case_parse(conf_case *c, const char *buf, size_t len, const char *path);
-/* All cases of `dir` (sorted by file name) that belong to `suite` ("all" for every case). */
+/* All cases of `dir` that belong to `suite` ("all" for every case): the files dir/NAME.json
+ * and the expansion of the matrices dir/matrix/NAME.json, sorted by NAME.json. A name defined
+ * twice is DP_ERR_FORMAT, unless a file repeats an expanded case with the same canonical
+ * content (kept once: the check that hand-written files equal the expansion). */
 dp_status conf_cases_load_suite(conf_case **out, size_t *n, const char *dir, const char *suite);
+/* The cases of the matrix file `path` (docs/conformance.md "Case matrices") as a JSON array of
+ * case objects in expansion order, not yet checked against the case schema. */
+dp_status conf_matrix_expand(json_t **out, const char *path);
+/* The canonical text of a case object (json_dumps `flags`; dp_free): its top-level keys sorted,
+ * nested objects in their written order (the order of args is the order of the command line).
+ * NULL when out of memory. */
+char *conf_case_canonical(const json_t *c, size_t flags);
 
 /* ---- runner and reports (runner.c, report.c) ---- */
 typedef struct {

@@ -1,7 +1,10 @@
 /* conformance/tests/test_cases.c — the strict case-file schema (issue 15, class 7): argument
  * values are passed whole (no fixed-size buffer: a 300-character value survives), absent keys
  * are not encoded as -1 (a valid case without sigma passes no --sigma), every committed case
- * loads, and hostile values are refused naming the key (negative controls: each must fail). */
+ * loads, and hostile values are refused naming the key (negative controls: each must fail).
+ * Case matrices (docs/conformance.md "Case matrices"): the expansion order, the merge (a key
+ * keeps its place, null removes it, the order of args is the command line's), rules (vars
+ * seen by later rules, exclusion, the variable "name") and templates. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +27,73 @@ static int has_arg(const conf_case *c, const char *opt, const char *val) {
     return 0;
 }
 
+/* Args of an expanded case as "k=v;..." in their order. */
+static void args_text(char *buf, size_t len, const json_t *c) {
+    const char *k;
+    json_t *v;
+    buf[0] = 0;
+    json_object_foreach(json_object_get(c, "args"), k, v) {
+        char one[64];
+        if (json_is_integer(v)) snprintf(one, sizeof one, "%s=%lld;", k, (long long)json_integer_value(v));
+        else snprintf(one, sizeof one, "%s=%s;", k, json_is_string(v) ? json_string_value(v) : "?");
+        strncat(buf, one, len - strlen(buf) - 1);
+    }
+}
+
+static void test_matrix(void) {
+    const char *m =
+        "{\"matrix\": \"t\", \"vars\": {\"x\": \"\"},"
+        " \"case\": {\"name\": \"m-{a}-{b}\", \"description\": \"{a}/{b}{x}\", \"suites\": [\"s\"],"
+        "   \"algorithm\": \"dpsgd\", \"args\": {\"seed\": 1, \"model\": \"mlp\", \"lr\": 3}},"
+        " \"axes\": [{\"axis\": \"a\", \"values\": [{\"value\": \"p\", \"case\": {\"args\": {\"seed\": 2, \"tied\": 1}}}, \"q\"]},"
+        "          {\"axis\": \"b\", \"values\": [\"u\", {\"value\": \"v\", \"vars\": {\"y\": \"1\"}}]}],"
+        " \"rules\": [{\"when\": {\"a\": \"q\", \"b\": \"u\"}, \"exclude\": true},"
+        "            {\"when\": {\"y\": \"1\"}, \"vars\": {\"x\": \"!\"}, \"case\": {\"args\": {\"lr\": null, \"seed\": 9}}},"
+        "            {\"when\": {\"x\": \"!\", \"name\": [\"m-p-v\"]}, \"case\": {\"suites\": [\"t\"]}}]}";
+    const char *p = write_case(m);
+    json_t *cs = NULL;
+    T_OK(conf_matrix_expand(&cs, p));
+    /* p-u, p-v, q-v (q-u excluded), the first axis slowest */
+    T_CHECK(cs && json_array_size(cs) == 3, "3 cases expanded (got %zu)", cs ? json_array_size(cs) : 0);
+    static const char *const names[] = {"m-p-u", "m-p-v", "m-q-v"}, *const descs[] = {"p/u", "p/v!", "q/v!"},
+                             *const args[] = {"seed=2;model=mlp;lr=3;tied=1;", "seed=9;model=mlp;tied=1;",
+                                              "seed=9;model=mlp;"},
+                             *const suites[] = {"s", "t", "s"};
+    for (size_t i = 0; cs && i < 3 && i < json_array_size(cs); i++) {
+        json_t *c = json_array_get(cs, i);
+        char a[256];
+        args_text(a, sizeof a, c);
+        T_CHECK(strcmp(json_string_value(json_object_get(c, "name")), names[i]) == 0, "case %zu name %s", i,
+                json_string_value(json_object_get(c, "name")));
+        T_CHECK(strcmp(json_string_value(json_object_get(c, "description")), descs[i]) == 0, "case %zu description %s",
+                i, json_string_value(json_object_get(c, "description")));
+        T_CHECK(strcmp(a, args[i]) == 0, "case %zu args in order: %s (expected %s)", i, a, args[i]);
+        T_CHECK(strcmp(json_string_value(json_array_get(json_object_get(c, "suites"), 0)), suites[i]) == 0,
+                "case %zu suite", i);
+    }
+    json_decref(cs);
+    /* negative controls: each refused naming the problem */
+    static const char *const bad[][2] = {
+        {"{\"matrix\": \"t\", \"case\": {\"name\": \"n-{zz}\"}, \"axes\": [{\"axis\": \"a\", \"values\": [\"x\"]}]}", "{zz}"},
+        {"{\"matrix\": \"t\", \"case\": {\"name\": \"n\"}, \"axes\": [{\"axis\": \"a\", \"values\": [\"x\"], \"extra\": 1}]}", "'extra'"},
+        {"{\"matrix\": \"t\", \"case\": {\"name\": \"n\"}, \"axes\": [{\"axis\": \"a\", \"values\": [\"x\", \"x\"]}]}", "twice"},
+        {"{\"matrix\": \"t\", \"case\": {\"name\": \"n\"}, \"axes\": [{\"axis\": \"a\", \"values\": [\"x\"]}],"
+         " \"rules\": [{\"when\": {\"a\": \"x\"}, \"exclude\": true}]}", "excluded"},
+        {"{\"matrix\": \"t\", \"case\": {\"name\": \"n\"}, \"axes\": [{\"axis\": \"a\", \"values\": [{\"value\": \"x\", \"vars\": {\"name\": \"y\"}}]}]}", "reserved"},
+        {"{\"matrix\": \"t\", \"case\": {\"name\": \"n\"}, \"axes\": [], \"x\": 1}", "'x'"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        cs = NULL;
+        dp_status st = conf_matrix_expand(&cs, write_case(bad[k][0]));
+        T_CHECK(st == DP_ERR_FORMAT && strstr(dp_last_error(), bad[k][1]) && strstr(dp_last_error(), "test_cases_tmp.json"),
+                "bad matrix %zu: status %d, message '%s' should name %s", k, st, dp_last_error(), bad[k][1]);
+        json_decref(cs);
+        dp_clear_error();
+    }
+}
+
 int main(void) {
+    test_matrix();
     char longv[301];
     memset(longv, 'g', 300);
     longv[300] = 0;
