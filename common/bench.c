@@ -114,7 +114,11 @@ void dp_bench_stats_of(dp_bench_stats *s, double *x, int n) {
 
 void dp_bench_row(const char *name, const dp_bench_stats *s, double base_median, int is_base, double bytes_per_step,
                   double peak_bytes) {
-    char ratio[32], bytes[32], peak[32];
+    char ratio[32], bytes[32], peak[32], field[128];
+    /* the name is one field: spaces print as '_' (the columns can be read by position) */
+    size_t k = 0;
+    for (const char *c = name; *c && k + 1 < sizeof field; c++) field[k++] = *c == ' ' ? '_' : *c;
+    field[k] = '\0';
     if (is_base) snprintf(ratio, sizeof ratio, "base");
     else if (base_median > 0 && isfinite(s->median)) snprintf(ratio, sizeof ratio, "%.3f", s->median / base_median);
     else snprintf(ratio, sizeof ratio, "n/a");
@@ -122,7 +126,7 @@ void dp_bench_row(const char *name, const dp_bench_stats *s, double base_median,
     else snprintf(bytes, sizeof bytes, "n/a");
     if (peak_bytes >= 0) snprintf(peak, sizeof peak, "%.0f", peak_bytes);
     else snprintf(peak, sizeof peak, "n/a");
-    printf("%-28s %12.6f %12.6f %12.6f %10s %14s %14s\n", name, s->median, s->p10, s->p90, ratio, bytes, peak);
+    printf("%-28s %12.6f %12.6f %12.6f %10s %14s %14s\n", field, s->median, s->p10, s->p90, ratio, bytes, peak);
     fflush(stdout);
 }
 

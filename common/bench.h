@@ -52,7 +52,7 @@ void dp_bench_header(const char *program, const char *what, const char *backend,
 typedef struct { double median, p10, p90; } dp_bench_stats;
 void dp_bench_stats_of(dp_bench_stats *s, double *x, int n);
 
-/* One row: name, the statistics of its seconds per iteration, the median of its baseline
+/* One row: name (one field: spaces print as '_'), the statistics of its seconds per iteration, the median of its baseline
  * (<= 0: it is the baseline or has none, printed "base" / "n/a" by is_base), bytes sent per
  * step (< 0: n/a) and the peak ledger bytes (< 0: n/a). */
 void dp_bench_row(const char *name, const dp_bench_stats *s, double base_median, int is_base, double bytes_per_step,

@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
             char args[64], name[64];
             double t[BENCH_MPI_MAX_ITERS], by = -1, peak = -1, act = -1, hid = -1;
             snprintf(args, sizeof args, "%d %s", ms[a], patterns[p]);
-            snprintf(name, sizeof name, "%s M=%d", patterns[p], ms[a]);
+            snprintf(name, sizeof name, "%s-M%d", patterns[p], ms[a]);
             if (bench_run_worker(line, sizeof line, ms[a], argv[0], &bo, args) != 0 ||
                 sscanf(line, "RESULT %lf %lf %lf %lf", &by, &peak, &act, &hid) != 4 ||
                 bench_result_times(t, bo.iters, line, 4) != 0) {

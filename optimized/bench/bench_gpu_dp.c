@@ -150,13 +150,13 @@ static dp_status bench_layer(cu_ctx *ctx, int d, int p, int T, const dp_bench_op
         const double t_gemm = 1e3 * s_gemm.median, t_fused = 1e3 * s_fused.median, t_flat = 1e3 * s_flat.median,
                      t_gbk = 1e3 * s_gbk.median;
         char row[64];
-        snprintf(row, sizeof row, "gemm %dx%d T=%d", d, p, T);
+        snprintf(row, sizeof row, "gemm-%dx%d-T%d", d, p, T);
         dp_bench_row(row, &s_gemm, 0, 1, -1, -1);
-        snprintf(row, sizeof row, "fused %dx%d T=%d", d, p, T);
+        snprintf(row, sizeof row, "fused-%dx%d-T%d", d, p, T);
         dp_bench_row(row, &s_fused, s_gemm.median, 0, -1, -1);
-        snprintf(row, sizeof row, "flat %dx%d T=%d", d, p, T);
+        snprintf(row, sizeof row, "flat-%dx%d-T%d", d, p, T);
         dp_bench_row(row, &s_flat, s_gemm.median, 0, -1, -1);
-        snprintf(row, sizeof row, "ghost+bk %dx%d T=%d", d, p, T);
+        snprintf(row, sizeof row, "ghost+bk-%dx%d-T%d", d, p, T);
         dp_bench_row(row, &s_gbk, s_gemm.median, 0, -1, -1);
         double tf = 2.0 * rows * (double)p * d / (t_gemm * 1e-3) / 1e12;
         printf("# layer d=%d p=%d T=%d B=%d: non-DP dW GEMM %.3f ms (%.0f TFLOP/s), fused %.3f ms, flat (%s) %.3f ms\n", d,
@@ -190,9 +190,9 @@ static dp_status bench_noise(cu_ctx *ctx, int64_t n, const dp_bench_opts *bo) {
     if (st == DP_OK) {
         const double t_noise = 1e3 * s_noise.median, t_copy = 1e3 * s_copy.median;
         char row[64];
-        snprintf(row, sizeof row, "copy N=%lld", (long long)n);
+        snprintf(row, sizeof row, "copy-N%lld", (long long)n);
         dp_bench_row(row, &s_copy, 0, 1, -1, -1);
-        snprintf(row, sizeof row, "noise N=%lld", (long long)n);
+        snprintf(row, sizeof row, "noise-N%lld", (long long)n);
         dp_bench_row(row, &s_noise, s_copy.median, 0, -1, -1);
         printf("# noise N=%lld: in-place Philox noise %.3f ms (%.0f GB/s of r+w), D2D copy of %lld bytes %.3f ms (%.0f GB/s)\n",
                (long long)n, t_noise, 8.0 * n / (t_noise * 1e-3) / 1e9, (long long)(4 * n), t_copy,

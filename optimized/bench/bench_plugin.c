@@ -37,9 +37,9 @@ typedef struct { const char *key, *what; int ta, tb; int64_t M, N, K, batch; } s
  * the medians; th and to come back sorted (th[0], to[0] the minima) */
 static void row_pair(double *mh, double *mo, const char *dt, const char *key, double *th, double *to, int n) {
     char name[64];
-    snprintf(name, sizeof name, "%s %s host", dt, key);
+    snprintf(name, sizeof name, "%s-%s-host", dt, key);
     *mh = dp_bench_row_of(name, th, n, 0, 1, 0, -1);
-    snprintf(name, sizeof name, "%s %s openblas", dt, key);
+    snprintf(name, sizeof name, "%s-%s-openblas", dt, key);
     *mo = dp_bench_row_of(name, to, n, *mh, 0, 0, -1);
 }
 
@@ -219,7 +219,7 @@ int main(int argc, char **argv) {
                 break;
             }
             char key[64];
-            snprintf(key, sizeof key, "step %s", opt_strategy_names[k]);
+            snprintf(key, sizeof key, "step-%s", opt_strategy_names[k]);
             row_pair(&th, &to, dt ? "f32" : "f64", key, tt[0], tt[1], bo.iters);
             const double mh = tt[0][0], mo = tt[1][0];
             printf("RESULT bench=plugin-step strategy=%s dtype=%s D=%d L=%d T=%d B=%lld host_s=%.5f openblas_s=%.5f "

@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
     double med[NC] = {0};
     for (int i = 0; i < NC; i++) {
         char name[64];
-        snprintf(name, sizeof name, "%s %dr x %dt", cf[i].layout, cf[i].n, cf[i].th);
+        snprintf(name, sizeof name, "%s-%drx%dt", cf[i].layout, cf[i].n, cf[i].th);
         med[i] = dp_bench_row_of(name, t[i], rounds * bo.iters, med[cf[i].base], cf[i].base == i, by[i], peak[i]);
     }
     printf("# goal: t(2 ranks x 1 thread) / t(1 rank x 2 threads): replicated %.3f, zero2 %.3f (goal <= 1.1)\n",

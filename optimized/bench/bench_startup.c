@@ -9,9 +9,10 @@
  *     positions, the optimizer, the private gradient's check), reading the parameters
  *     back and the update check, and the teardown; -n in-process runs after -w.
  * One iteration: one run (end to end: one `dpcert train` process; in process: one run of the
- * phases). Rows (common/bench.h, docs/benchmarks.md): "e2e f32 1t" (the baseline of the
- * end-to-end rows), e2e f32 2t, f64 1t, f64 2t; per in-process configuration its "total" (the
- * baseline) then each phase (ratio: the phase's share of the total); after each total a
+ * phases). Rows (common/bench.h, docs/benchmarks.md): e2e-f32-1t (the baseline of the
+ * end-to-end rows), e2e-f32-2t, e2e-f64-1t, e2e-f64-2t; per in-process configuration its total
+ * (inproc-f32-1t, ...: the baseline) then each phase (inproc-f32-1t/step, ...; ratio: the
+ * phase's share of the total); after each total a
  * "# cpu" line (the phases' median CPU seconds). bytes/step and peak_ledger_B n/a
  * (end to end: another process; in process: a backend per run, destroyed in the run).
  * Reproduce: make -j2 && DPCERT=build/dpcert build/bench/optimized_bench_startup -w 1 -n 3
@@ -109,7 +110,7 @@ int main(int argc, char **argv) {
         double base = 0;
         for (int k = 0; k < 4; k++) {
             char name[64];
-            snprintf(name, sizeof name, "e2e %s %dt", k < 2 ? "f32" : "f64", 1 + k % 2);
+            snprintf(name, sizeof name, "e2e-%s-%dt", k < 2 ? "f32" : "f64", 1 + k % 2);
             const double med = dp_bench_row_of(name, t[k], bo.iters, base, k == 0, -1, -1);
             if (k == 0) base = med;
         }
@@ -130,10 +131,10 @@ int main(int argc, char **argv) {
         }
     for (int k = 0; k < 4; k++) {
         char name[64];
-        snprintf(name, sizeof name, "in-process %s %dt total", k < 2 ? "f32" : "f64", 1 + k % 2);
+        snprintf(name, sizeof name, "inproc-%s-%dt", k < 2 ? "f32" : "f64", 1 + k % 2);
         const double base = dp_bench_row_of(name, tot[k], bo.iters, 0, 1, -1, -1);
         for (int ph = 0; ph < NPH; ph++) {
-            snprintf(name, sizeof name, "  %s", k_phase[ph]);
+            snprintf(name, sizeof name, "inproc-%s-%dt/%s", k < 2 ? "f32" : "f64", 1 + k % 2, k_phase[ph]);
             dp_bench_row_of(name, w[k][ph], bo.iters, base, 0, -1, -1);
         }
         printf("# cpu %s %dt (median s):", k < 2 ? "f32" : "f64", 1 + k % 2);

@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
             static char line[BENCH_MPI_LINE];
             double t[BENCH_MPI_MAX_ITERS], by = -1, peak = -1, ms = -1;
             char name[64];
-            snprintf(name, sizeof name, "%s N=%d", stages[b], ns[a]);
+            snprintf(name, sizeof name, "%s-N%d", stages[b], ns[a]);
             if (bench_run_worker(line, sizeof line, ns[a], argv[0], &bo, stages[b]) != 0 ||
                 sscanf(line, "RESULT %lf %lf %lf", &by, &peak, &ms) != 3 ||
                 bench_result_times(t, bo.iters, line, 3) != 0) {
