@@ -153,19 +153,18 @@ static void ratio(const char *what, const cfg_result *a, const cfg_result *b, do
 
 int main(int argc, char **argv) {
     const int quick = quick_given(argc, argv);
-    const char *backend = "cuda", *dt = "f32", *dim = quick ? "256" : "1024", *layers = quick ? "2" : "8",
-               *heads = quick ? "4" : "16", *ffn = quick ? "704" : "2816", *seq = quick ? "128" : "1024",
-               *vocab = quick ? "1024" : "32000", *batch = quick ? "4" : "8", *budget_s = "0";
+    const char *backend = "cuda", *dt = "f32", *budget_s = "0";
+    opt_bench_llama la = {.dim = quick ? "256" : "1024", .layers = quick ? "2" : "8", .heads = quick ? "4" : "16",
+                          .ffn = quick ? "704" : "2816", .seq = quick ? "128" : "1024", .vocab = quick ? "1024" : "32000",
+                          .batch = quick ? "4" : "8"};
     int quick_set = 0;
-    const dp_bench_flag flags[] = {{"--backend", &backend, NULL}, {"--dtype", &dt, NULL},     {"--dim", &dim, NULL},
-                                   {"--layers", &layers, NULL},   {"--heads", &heads, NULL},  {"--ffn", &ffn, NULL},
-                                   {"--seq", &seq, NULL},         {"--batch", &batch, NULL},  {"--vocab", &vocab, NULL},
-                                   {"--budget", &budget_s, NULL}, {"--quick", NULL, &quick_set}};
+    const dp_bench_flag flags[] = {{"--backend", &backend, NULL}, {"--dtype", &dt, NULL}, {"--budget", &budget_s, NULL},
+                                   {"--quick", NULL, &quick_set}, OPT_BENCH_LLAMA_FLAGS(la)};
     dp_bench_opts bo;
     int help = 0;
     if (dp_bench_parse_flags(&bo, &help, argc, argv, quick ? 1 : 3, quick ? 5 : 20,
-                             "[--backend cuda|cuda-emu|host] [--dtype f32|f64|bf16] [--dim D] [--layers L] [--heads H] "
-                             "[--ffn F] [--seq T] [--batch B] [--vocab V] [--quick] [--budget SECONDS]",
+                             "[--backend cuda|cuda-emu|host] [--dtype f32|f64|bf16] " OPT_BENCH_LLAMA_USAGE
+                             " [--quick] [--budget SECONDS]",
                              flags, (int)(sizeof flags / sizeof flags[0])) != DP_OK) {
         fprintf(stderr, "bench_gpu_step: %s\n", dp_last_error());
         return 2;
@@ -173,18 +172,11 @@ int main(int argc, char **argv) {
     if (help) return 0;
     const int warm = bo.warmup, reps = bo.iters;
     dp_model_config mc;
-    dp_model_config_default(&mc, DP_LLAMA);
-    mc.dim = atoi(dim);
-    mc.layers = atoi(layers);
-    mc.heads = atoi(heads);
-    mc.ffn = atoi(ffn);
-    mc.seq = atoi(seq);
-    mc.vocab = atoi(vocab);
-    int64_t B = atoll(batch);
+    int64_t B = 0;
     const double budget = atof(budget_s);
-    if (B < 1 || mc.dim < 1 || mc.layers < 1 || mc.heads < 1 || mc.ffn < 1 || mc.seq < 1 || mc.vocab < 2 ||
-        !(budget >= 0) || (strcmp(dt, "f32") && strcmp(dt, "f64") && strcmp(dt, "bf16"))) {
-        fprintf(stderr, "bench_gpu_step: bad --batch/--dim/--layers/--heads/--ffn/--seq/--vocab/--budget/--dtype\n");
+    if (opt_bench_llama_config(&mc, &B, &la) != DP_OK || !(budget >= 0) ||
+        (strcmp(dt, "f32") && strcmp(dt, "f64") && strcmp(dt, "bf16"))) {
+        fprintf(stderr, "bench_gpu_step: %s\n", dp_last_error()[0] ? dp_last_error() : "bad --budget or --dtype");
         return 2;
     }
     if (strcmp(dt, "bf16") == 0) {

@@ -38,9 +38,9 @@ typedef struct { const char *key, *what; int ta, tb; int64_t M, N, K, batch; } s
 static void row_pair(double *mh, double *mo, const char *dt, const char *key, double *th, double *to, int n) {
     char name[64];
     snprintf(name, sizeof name, "%s-%s-host", dt, key);
-    *mh = dp_bench_row_of(name, th, n, 0, 1, 0, -1);
+    *mh = dp_bench_row_of(name, th, n, 0, 1, -1, -1);
     snprintf(name, sizeof name, "%s-%s-openblas", dt, key);
-    *mo = dp_bench_row_of(name, to, n, *mh, 0, 0, -1);
+    *mo = dp_bench_row_of(name, to, n, *mh, 0, -1, -1);
 }
 
 /* one shape on both backends: times (interleaved), bits, bound */

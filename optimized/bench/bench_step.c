@@ -100,17 +100,14 @@ static dp_status run_row(double *t, double *cpu, double *bytes, double *peak, in
 }
 
 int main(int argc, char **argv) {
-    const char *dt = "f64", *strat = "all", *perf_ctl = NULL, *dim = "32", *layers = "2", *seq = "16", *heads = "4",
-               *ffn = "0", *vocab = "64", *batch = "16";
-    const dp_bench_flag flags[] = {{"--dtype", &dt, NULL},   {"--strategy", &strat, NULL}, {"--perf-ctl", &perf_ctl, NULL},
-                                   {"--dim", &dim, NULL},    {"--layers", &layers, NULL},  {"--seq", &seq, NULL},
-                                   {"--heads", &heads, NULL}, {"--ffn", &ffn, NULL},      {"--vocab", &vocab, NULL},
-                                   {"--batch", &batch, NULL}};
+    const char *dt = "f64", *strat = "all", *perf_ctl = NULL;
+    opt_bench_llama la = {.dim = "32", .layers = "2", .heads = "4", .ffn = "0", .seq = "16", .vocab = "64", .batch = "16"};
+    const dp_bench_flag flags[] = {{"--dtype", &dt, NULL}, {"--strategy", &strat, NULL}, {"--perf-ctl", &perf_ctl, NULL},
+                                   OPT_BENCH_LLAMA_FLAGS(la)};
     dp_bench_opts bo;
     int help = 0;
     if (dp_bench_parse_flags(&bo, &help, argc, argv, 1, 3,
-                             "[--dtype f64|f32] [--dim D] [--layers L] [--seq T] [--batch B] [--ffn F] [--heads H] "
-                             "[--vocab V] [--strategy NAME|non-dp|all] [--perf-ctl FIFO]",
+                             "[--dtype f64|f32] " OPT_BENCH_LLAMA_USAGE " [--strategy NAME|non-dp|all] [--perf-ctl FIFO]",
                              flags, (int)(sizeof flags / sizeof flags[0])) != DP_OK) {
         fprintf(stderr, "bench_step: %s\n", dp_last_error());
         return 2;
@@ -118,20 +115,16 @@ int main(int argc, char **argv) {
     if (help) return 0;
     const int threads = bo.threads ? bo.threads : 1;
     dp_model_config mc;
-    dp_model_config_default(&mc, DP_LLAMA);
-    mc.dim = atoi(dim);
-    mc.layers = atoi(layers);
-    mc.seq = atoi(seq);
-    mc.heads = atoi(heads);
-    mc.ffn = atoi(ffn);
-    mc.vocab = atoi(vocab);
-    if (mc.ffn <= 0) mc.ffn = 2 * mc.dim;
-    int64_t B = atoll(batch);
+    int64_t B = 0;
+    if (opt_bench_llama_config(&mc, &B, &la) != DP_OK) {
+        fprintf(stderr, "bench_step: %s\n", dp_last_error());
+        return 2;
+    }
     const double base_rss = rss_now_mb(); /* the binary's baseline, before the run's memory */
     int known = strcmp(strat, "all") == 0 || strcmp(strat, "non-dp") == 0;
     for (int k = 0; k < OPT_STRAT_COUNT; k++) known |= strcmp(strat, opt_strategy_names[k]) == 0;
-    if (bo.iters > MAX_ITERS || B < 1 || (strcmp(dt, "f64") && strcmp(dt, "f32")) || !known) {
-        fprintf(stderr, "bench_step: bad -n (at most %d), --batch, --dtype or --strategy\n", MAX_ITERS);
+    if (bo.iters > MAX_ITERS || (strcmp(dt, "f64") && strcmp(dt, "f32")) || !known) {
+        fprintf(stderr, "bench_step: bad -n (at most %d), --dtype or --strategy\n", MAX_ITERS);
         return 2;
     }
     dp_dpsgd_config c;

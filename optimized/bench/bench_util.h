@@ -1,9 +1,12 @@
 /* optimized/bench/bench_util.h — what the engine's benchmarks share on top of the harness
  * (common/bench.h, docs/benchmarks.md): the bytes a backend sent since the last reading
- * (the bytes/step column) and the peak of its memory ledger (the peak_ledger_B column).
+ * (the bytes/step column), the peak of its memory ledger (the peak_ledger_B column), and the
+ * llama shape options of the step benchmarks (bench_step.c, bench_gpu_step.c).
  * Header-only (static inline): each benchmark is one program. */
 #ifndef OPT_BENCH_UTIL_H
 #define OPT_BENCH_UTIL_H
+
+#include <stdlib.h>
 
 #include "common/bench.h"
 #include "optimized/dpsgd.h"
@@ -24,6 +27,30 @@ static inline double opt_bench_peak(const opt_backend *be) {
     opt_mem_report r;
     opt_mem_get(&r, be);
     return (double)r.peak_total;
+}
+
+/* The llama shape options (strings as given; the defaults the caller's) */
+typedef struct { const char *dim, *layers, *heads, *ffn, *seq, *vocab, *batch; } opt_bench_llama;
+#define OPT_BENCH_LLAMA_FLAGS(a)                                                                                       \
+    {"--dim", &(a).dim, NULL}, {"--layers", &(a).layers, NULL}, {"--heads", &(a).heads, NULL},                         \
+        {"--ffn", &(a).ffn, NULL}, {"--seq", &(a).seq, NULL}, {"--vocab", &(a).vocab, NULL}, {"--batch", &(a).batch, NULL}
+#define OPT_BENCH_LLAMA_USAGE "[--dim D] [--layers L] [--heads H] [--ffn F (0: 2 D)] [--seq T] [--vocab V] [--batch B]"
+
+/* mc (a llama) and the batch *B from a; --ffn 0 gives 2 D. DP_ERR_USAGE when a value is out of
+ * range (the model's own checks follow in dp_model_init). */
+static inline dp_status opt_bench_llama_config(dp_model_config *mc, int64_t *B, const opt_bench_llama *a) {
+    dp_model_config_default(mc, DP_LLAMA);
+    mc->dim = atoi(a->dim);
+    mc->layers = atoi(a->layers);
+    mc->heads = atoi(a->heads);
+    mc->ffn = atoi(a->ffn);
+    mc->seq = atoi(a->seq);
+    mc->vocab = atoi(a->vocab);
+    if (mc->ffn == 0) mc->ffn = 2 * mc->dim;
+    *B = atoll(a->batch);
+    if (*B < 1 || mc->dim < 1 || mc->layers < 1 || mc->heads < 1 || mc->ffn < 1 || mc->seq < 1 || mc->vocab < 2)
+        return dp_error(DP_ERR_USAGE, "bad --batch/--dim/--layers/--heads/--ffn/--seq/--vocab");
+    return DP_OK;
 }
 
 #endif
