@@ -29,7 +29,9 @@
  * ledger, docs/memory.md; the format ci/peers/gpu_step.sh reads), then the "RATIO" lines of
  * G4 with their targets, and the reproduce line. Exit 0; 77 when the backend has no device
  * (no GPU); 3 when a configuration fails (the others still run); 2 on bad usage.
- * On cuda-emu the numbers are the CPU emulation's, never a GPU measurement. */
+ * On cuda-emu the numbers are the CPU emulation's, never a GPU measurement.
+ * Reproduce (on a GPU): make bench-gpu, or DPCERT_CUDA_PLUGIN=build/libdpcert_cuda.so
+ * build/bench/optimized_bench_gpu_step -w 3 -n 20 --backend cuda */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
