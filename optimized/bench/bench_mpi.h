@@ -74,7 +74,8 @@ static inline dp_status bench_worker_start(dp_model *m, dp_dataset *d, opt_backe
     DP_TRY(dp_model_init(m, mc, c->seed));
     DP_TRY(dp_dataset_generate(d, mc, c->n, c->seed));
     DP_TRY(opt_backend_create(be, bc));
-    DP_TRY(opt_dpsgd_init(s, *be, c, o, m));
+    dp_status st = opt_dpsgd_init(s, *be, c, o, m);
+    if (st != DP_OK) { memset(s, 0, sizeof *s); return st; } /* init cleans up after itself */
     for (int i = 1; i <= warmup; i++) DP_TRY(opt_dpsgd_step(out, s, d, i));
     return DP_OK;
 }

@@ -81,6 +81,7 @@ static dp_status run_row(double *t, double *cpu, double *bytes, double *peak, in
     opt_dp_options o = {.strategy = (opt_strategy)k, .mixed_rule = OPT_MIXED_FLOP, .noise_mode = OPT_NOISE_SINGLE,
                         .bug = OPT_BUG_NONE, .no_step_vectors = 1};
     st = k < OPT_STRAT_COUNT ? opt_dpsgd_init(&s, be, c, &o, m) : opt_bench_nondp_init(&nd, be, m, c->n);
+    if (st != DP_OK) memset(&s, 0, sizeof s); /* a failed init cleans up after itself */
     for (int r = 0; r < bo->warmup + bo->iters && st == DP_OK; r++) {
         if (r == bo->warmup) { perf_enable(perf_ctl); opt_bench_sent_bytes(be); }
         double t0 = dp_bench_now(), c0 = dp_bench_cpu_now();
