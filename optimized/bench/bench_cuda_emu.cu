@@ -137,5 +137,10 @@ int main(int argc, char **argv) {
     dp_bench_row_of("axpy-threads", t2.data(), bo.iters, base, 0, -1, -1);
     printf("# sums agree: %s\n", check[0] == out[0] ? "yes" : "NO");
     dp_bench_reproduce(argv[0], &bo);
+    cudaFree(dx);
+    cudaFree(dy);
+    cudaFree(dout);
+    free(hx);
+    free(hy);
     return check[0] == out[0] ? 0 : 1;
 }
