@@ -275,7 +275,7 @@ st_bench() { # G1-G3 ratios (CUDA events); MODE quick or full
   for b in "$B"/bench/*; do
     case $b in *gpu_step*) continue ;; esac # G4: its own step (st_g4)
     n=$((n+1))
-    if [ "$1" = quick ]; then "$b" --quick; else "$b" --iters 20; fi; r=$?
+    if [ "$1" = quick ]; then "$b" --quick; else "$b" -n 20; fi; r=$?
     [ $r = 77 ] && { echo "SKIP: $(basename "$b"): no GPU"; return 77; }
     [ $r = 0 ] || rc=1
   done

@@ -55,8 +55,8 @@ for sz in $SIZES; do
     for th in $THREADS; do
       for s in $STRATEGIES; do
         echo "LOAD $(cut -d' ' -f1 /proc/loadavg)" >> "$RES"
-        "$BUILD/bench/optimized_bench_step" --dtype "$dt" --threads "$th" --dim "$D" --layers "$L" --seq "$T" \
-          --batch "$B" --warmup "$WARMUP" --reps "$REPS" --strategy "$s" | tee -a "$RES"
+        "$BUILD/bench/optimized_bench_step" -t "$th" -w "$WARMUP" -n "$REPS" --dtype "$dt" --dim "$D" --layers "$L" --seq "$T" \
+          --batch "$B" --strategy "$s" | tee -a "$RES"
       done
       for m in $MODES; do
         export OMP_NUM_THREADS=$th OMP_WAIT_POLICY=$OMP_WAIT

@@ -5,22 +5,25 @@
  * rank) and both patterns (input- and output-stationary), ring attention; time ratios to
  * M = 1 of the same pattern (docs/longshield.md "Benchmark").
  * Model: llama vocab 64, dim 32, 2 layers, 4 heads, ffn 64, T = 256 (AdamW, f64,
- * grad-sample), 64 examples, q = 0.125 (about 8 examples per step); 1 warm-up step, then
- * 3 timed. The parent runs every configuration side by side in one invocation, each as
- * `mpirun -n M bench_cp --worker M PATTERN`.
- * Reproduce: make -j2 && build/bench/optimized_bench_cp
+ * grad-sample), 64 examples, q = 0.125 (about 8 examples per step); -w warm-up steps
+ * (default 1), then -n timed (default 3). One iteration: one DP-SGD step between two barriers
+ * (rank 0's clock). Rows (common/bench.h, docs/benchmarks.md): per pattern, M = 1 (the
+ * baseline), 2, 4; bytes/step and peak_ledger_B the largest over the ranks; after each row a
+ * "# hidden" line: the hidden fraction of the reduce-scatters (min over ranks) and the peak of
+ * activation + per-example bytes (max over ranks). The parent runs every configuration side
+ * by side in one invocation, each as `mpirun -n M bench_cp --worker W N M PATTERN`.
+ * Reproduce: make -j2 && build/bench/optimized_bench_cp -w 1 -n 3
  * Without mpirun: SKIP (exit 77). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "optimized/dpsgd.h"
 #include "optimized/bench/bench_mpi.h"
 #include "optimized/ledger.h"
 
-static int worker(int M, const char *pattern) {
+static int worker(const dp_bench_opts *bo, int M, const char *pattern) {
     if (MPI_Init(NULL, NULL) != MPI_SUCCESS) return 3;
     dp_model_config mc;
     dp_model_config_default(&mc, DP_LLAMA);
@@ -38,55 +41,61 @@ static int worker(int M, const char *pattern) {
     memset(&s, 0, sizeof s);
     dp_dpsgd_step_out out;
     memset(&out, 0, sizeof out);
-    dp_status st = bench_worker_start(&m, &d, &be, &s, &out, &mc, &c, &bc, &o);
-    opt_comm_stats cs;
-    double hid = 0, tot = 0, sec = 0;
+    dp_status st = bench_worker_start(&m, &d, &be, &s, &out, &mc, &c, &bc, &o, bo->warmup);
+    double hid = 0, tot = 0, t[BENCH_MPI_MAX_ITERS], bytes = 0;
     if (st == DP_OK) opt_dpsgd_comm_overlap(&s, &hid, &tot); /* reset */
-    const int steps = 3;
-    if (st == DP_OK) st = bench_timed_steps(&sec, &out, &s, &d, be, 2, steps);
-    if (st == DP_OK) st = OPT_CALL(be, comm_stats, &cs, 0);
+    if (st == DP_OK) st = bench_timed_steps(t, &bytes, &out, &s, &d, be, bo->warmup + 1, bo->iters);
     if (st == DP_OK) opt_dpsgd_comm_overlap(&s, &hid, &tot);
-    unsigned long long mine[2] = {0, 0}, most[2] = {0, 0};
-    for (int k = 0; st == DP_OK && k < OPT_COLL_COUNT; k++) mine[0] += cs.sent[k] / steps;
     opt_mem_report mr;
-    opt_mem_get(&mr, be);
-    mine[1] = mr.peak[OPT_MEM_ACTIVATIONS] + mr.peak[OPT_MEM_PER_EXAMPLE];
+    if (be) opt_mem_get(&mr, be);
+    /* the largest over the ranks: bytes per step, ledger peak, activations + per-example; the smallest hidden fraction */
+    double mine[3] = {bytes, be ? (double)mr.peak_total : 0,
+                      be ? (double)(mr.peak[OPT_MEM_ACTIVATIONS] + mr.peak[OPT_MEM_PER_EXAMPLE]) : 0},
+           most[3] = {0, 0, 0};
     double f = tot > 0 ? hid / tot : 0.0, fmin = 0;
-    MPI_Reduce(mine, most, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(mine, most, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     MPI_Reduce(&f, &fmin, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
-    if (st == DP_OK && be->comm.rank == 0)
-        printf("RESULT %d %s %.6f %.4f %llu %llu\n", M, pattern, sec, fmin, most[0], most[1]);
+    char fields[160];
+    snprintf(fields, sizeof fields, "%.0f %.0f %.0f %.4f", most[0], most[1], most[2], fmin);
+    if (st == DP_OK) bench_worker_result(be, fields, t, bo->iters);
     return bench_worker_end(st, "bench_cp", &out, &s, be);
 }
 
 int main(int argc, char **argv) {
-    if (argc == 4 && strcmp(argv[1], "--worker") == 0) return worker(atoi(argv[2]), argv[3]);
-    if (system("command -v mpirun >/dev/null 2>&1") != 0) { printf("SKIP: mpirun not found\n"); return 77; }
+    dp_bench_opts bo;
+    if (argc == 6 && strcmp(argv[1], "--worker") == 0) {
+        bench_worker_opts(&bo, argv);
+        return worker(&bo, atoi(argv[4]), argv[5]);
+    }
+    int r = bench_mpi_parse(&bo, argc, argv, "bench_cp", 1, 3, "", NULL, 0);
+    if (r) return r == 1 ? 0 : r;
     static const int ms[] = {1, 2, 4};
     static const char *const patterns[] = {"input", "output"};
-    printf("LongShield CP: step time (ratio to M = 1, same pattern), hidden fraction of the reduce-scatters (min over\n");
-    printf("ranks), bytes sent per rank per step (max), peak activation + per-example bytes per rank (max)\n");
-    printf("(llama V 64 D 32 L 2 H 4 F 64 T 256, AdamW f64, grad-sample, ring, ~8 examples/step; reproduce: %s)\n",
-           argv[0]);
-    printf("%-7s %2s %10s %8s %8s %14s %14s\n", "pattern", "M", "s/step", "ratio", "hidden", "bytes/step",
-           "act+per-ex B");
+    dp_bench_header("bench_cp",
+                    "one DP-SGD step between barriers, LongShield CP, llama V 64 D 32 L 2 H 4 F 64 T 256, AdamW, "
+                    "grad-sample, ring, ~8 examples/step; per pattern M = 1 (the baseline), 2, 4 ranks",
+                    "host (MPI)", "f64", 0, 1, &bo);
     int rc = 0;
     for (int p = 0; p < 2; p++) {
-        double t1 = 0;
+        double base = 0;
         for (int a = 0; a < 3; a++) {
-            char line[512], pat[32], args[64];
-            int M = 0;
-            double t = -1, h = 0;
-            unsigned long long by = 0, mem = 0;
+            static char line[BENCH_MPI_LINE];
+            char args[64], name[64];
+            double t[BENCH_MPI_MAX_ITERS], by = -1, peak = -1, act = -1, hid = -1;
             snprintf(args, sizeof args, "%d %s", ms[a], patterns[p]);
-            if (bench_run_worker(line, sizeof line, ms[a], argv[0], args) == 0 &&
-                sscanf(line, "RESULT %d %31s %lf %lf %llu %llu", &M, pat, &t, &h, &by, &mem) != 6)
-                t = -1;
-            if (t < 0) { printf("%-7s %2d  failed\n", patterns[p], ms[a]); rc = 1; continue; }
-            if (a == 0) t1 = t;
-            printf("%-7s %2d %10.4f %8.3f %8.4f %14llu %14llu\n", patterns[p], ms[a], t, t / t1, h, by, mem);
-            fflush(stdout);
+            snprintf(name, sizeof name, "%s-M%d", patterns[p], ms[a]);
+            if (bench_run_worker(line, sizeof line, ms[a], argv[0], &bo, args) != 0 ||
+                sscanf(line, "RESULT %lf %lf %lf %lf", &by, &peak, &act, &hid) != 4 ||
+                bench_result_times(t, bo.iters, line, 4) != 0) {
+                printf("# %s failed\n", name);
+                rc = 1;
+                continue;
+            }
+            const double med = dp_bench_row_of(name, t, bo.iters, base, a == 0, by, peak);
+            if (a == 0) base = med;
+            printf("# hidden %s: %.4f of the reduce-scatters; activations + per-example peak %.0f B\n", name, hid, act);
         }
     }
+    dp_bench_reproduce(argv[0], &bo);
     return rc;
 }

@@ -6,12 +6,14 @@
 //            block and a std::barrier per block (written here, for the comparison only).
 // Two kernels of the backend's kinds: a row reduction (the block sum of cu_reduce.cuh:
 // warp shuffles and three __syncthreads per row, 128 threads per block) and an
-// elementwise grid-stride loop (no barrier, 256 threads per block). Each is run several
-// times; the median wall time is printed with the ratio threads / fibers.
-// Usage: build/bench/optimized_bench_cuda_emu [rows] [n]
+// elementwise grid-stride loop (no barrier, 256 threads per block), the two designs taking
+// turns. One iteration: one launch of the kernel (and its synchronisation) or the same work on
+// the threads. Rows (common/bench.h, docs/benchmarks.md): rowsum-fibers (the baseline),
+// rowsum-threads (ratio threads / fibers), axpy-fibers (the baseline), axpy-threads; then a
+// "# sums agree" line. bytes/step and peak_ledger_B n/a (no engine).
+// Usage: build/bench/optimized_bench_cuda_emu [-w W] [-n N] [rows] [n]   (defaults -w 0 -n 5, 64, 262144)
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -20,11 +22,8 @@
 #include <vector>
 
 #include "optimized/cuda/cu_reduce.cuh"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+extern "C" {
+#include "common/bench.h"
 }
 
 /* ---- the kernels (launched through the emulation) ---- */
@@ -84,15 +83,17 @@ static void threads_axpy(float *y, const float *x, float a, int64_t n, int nt) {
     for (auto &h : th) h.join();
 }
 
-static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
 int main(int argc, char **argv) {
-    const int rows = argc > 1 ? atoi(argv[1]) : 64, D = 512;
-    const int64_t n = argc > 2 ? atoll(argv[2]) : (int64_t)1 << 18;
-    const int reps = 5;
+    dp_bench_opts bo;
+    int help = 0;
+    if (dp_bench_parse(&bo, &help, argc, argv, 0, 5, "[rows] [n]") != DP_OK || bo.threads) {
+        fprintf(stderr, "bench_cuda_emu: %s\n", dp_last_error()[0] ? dp_last_error() : "no -t");
+        return 2;
+    }
+    if (help) return 0;
+    const int rows = bo.npos > 0 ? atoi(bo.pos[0]) : 64, D = 512;
+    const int64_t n = bo.npos > 1 ? atoll(bo.pos[1]) : (int64_t)1 << 18;
+    if (rows < 1 || n < 1) { fprintf(stderr, "bench_cuda_emu: rows and n must be positive\n"); return 2; }
     float *hx = (float *)malloc(sizeof(float) * (size_t)rows * D), *hy = (float *)malloc(sizeof(float) * (size_t)n);
     for (int64_t i = 0; i < (int64_t)rows * D; i++) hx[i] = (float)(i % 13);
     for (int64_t i = 0; i < n; i++) hy[i] = 1.0f;
@@ -104,19 +105,25 @@ int main(int argc, char **argv) {
     cudaMemcpy(dy, hy, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice);
     std::vector<float> out((size_t)rows), y(hy, hy + n);
     std::vector<double> f1, t1, f2, t2;
-    for (int r = 0; r < reps; r++) {
-        double a = now();
+    const int64_t m = std::min<int64_t>(n, (int64_t)rows * D);
+    char what[200];
+    snprintf(what, sizeof what, "one kernel launch or the same work on OS threads: row reduction %d rows x %d, 128 "
+             "threads; axpy %lld elements, 256 threads", rows, D, (long long)m);
+    dp_bench_header("bench_cuda_emu", what, "cuda-emu (CPU emulation: not a GPU)", "f32", 1, 0, &bo);
+    for (int r = 0; r < bo.warmup + bo.iters; r++) {
+        double a = dp_bench_now();
         k_rowsum<<<rows, 128>>>(dout, dx, D);
         cudaDeviceSynchronize();
-        double b = now();
+        double b = dp_bench_now();
         threads_rowsum(out.data(), hx, rows, D, 128);
-        double c = now();
-        k_axpy<<<(unsigned)((n + 255) / 256 < 65535 ? (n + 255) / 256 : 65535), 256>>>(dy, dx, 0.5f, std::min<int64_t>(n, (int64_t)rows * D));
+        double c = dp_bench_now();
+        k_axpy<<<(unsigned)((n + 255) / 256 < 65535 ? (n + 255) / 256 : 65535), 256>>>(dy, dx, 0.5f, m);
         cudaDeviceSynchronize();
-        double d = now();
+        double d = dp_bench_now();
         /* one block's worth of threads: the thread design runs blocks one after another */
-        threads_axpy(y.data(), hx, 0.5f, std::min<int64_t>(n, (int64_t)rows * D), 256);
-        double e = now();
+        threads_axpy(y.data(), hx, 0.5f, m, 256);
+        double e = dp_bench_now();
+        if (r < bo.warmup) continue;
         f1.push_back(b - a);
         t1.push_back(c - b);
         f2.push_back(d - c);
@@ -124,12 +131,16 @@ int main(int argc, char **argv) {
     }
     float check[1];
     cudaMemcpy(check, dout, sizeof check, cudaMemcpyDeviceToHost);
-    printf("cuda-emu execution model, median of %d runs (%d rows x %d, 128 threads; axpy %lld elements, 256 threads):\n",
-           reps, rows, D, (long long)std::min<int64_t>(n, (int64_t)rows * D));
-    printf("  row reduction  fibers %8.3f ms  threads %8.3f ms  ratio threads/fibers %.1f  (sums agree: %s)\n",
-           1e3 * median(f1), 1e3 * median(t1), median(t1) / median(f1), check[0] == out[0] ? "yes" : "NO");
-    printf("  elementwise    fibers %8.3f ms  threads %8.3f ms  ratio threads/fibers %.1f\n", 1e3 * median(f2),
-           1e3 * median(t2), median(t2) / median(f2));
-    printf("command: %s %d %lld\n", argv[0], rows, (long long)n);
+    double base = dp_bench_row_of("rowsum-fibers", f1.data(), bo.iters, 0, 1, -1, -1);
+    dp_bench_row_of("rowsum-threads", t1.data(), bo.iters, base, 0, -1, -1);
+    base = dp_bench_row_of("axpy-fibers", f2.data(), bo.iters, 0, 1, -1, -1);
+    dp_bench_row_of("axpy-threads", t2.data(), bo.iters, base, 0, -1, -1);
+    printf("# sums agree: %s\n", check[0] == out[0] ? "yes" : "NO");
+    dp_bench_reproduce(argv[0], &bo);
+    cudaFree(dx);
+    cudaFree(dy);
+    cudaFree(dout);
+    free(hx);
+    free(hy);
     return check[0] == out[0] ? 0 : 1;
 }

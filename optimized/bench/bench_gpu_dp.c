@@ -1,6 +1,10 @@
 /* optimized/bench/bench_gpu_dp.c — the GPU ratios G1-G3 of issue 7, each measured side
- * by side in this process with CUDA events (median of >= 20 timed iterations after 3
- * warm-up runs), printed with the device name. Exits 77 without a GPU.
+ * by side in this process with CUDA events (median of -n timed iterations, default 20, after
+ * -w warm-up runs, default 3), printed with the device name. Exits 77 without a GPU.
+ * One iteration: one launch sequence of the row's operation (CUDA events around it). Rows
+ * (common/bench.h, docs/benchmarks.md): per layer shape the non-DP dW GEMM (the baseline),
+ * fused, flat, ghost+bk; then the D2D copy (the baseline) and the noise. After each group its
+ * verdict lines ("G1 ... ratio R target <= X MET|NOT MET").
  *
  *   G1  fused per-layer DP weight gradient (bf16 in, f32 out) / cuBLAS non-DP dW GEMM
  *       shapes (d, p) in {4096x4096, 4096x14336, 14336x4096}, B*T = 16384, T in {512, 2048};
@@ -12,11 +16,13 @@
  *       target <= 1.2.
  *   G4  end to end needs the engine's trainer on the cuda backend: not measured here.
  *
- * usage: bench_gpu_dp [--iters N] [--quick]   (--quick: one shape, T = 512 only, N = 2^26) */
+ * usage: bench_gpu_dp [-w W] [-n N] [--quick]   (--quick: one shape, T = 512 only, N = 2^26)
+ * Reproduce: make BUILD=build-gpu bench-gpu, or build-gpu/bench/optimized_bench_gpu_dp -n 20 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bench.h"
 #include "common/status.h"
 #include "common/test.h"
 #include "optimized/cuda/cu_api.h"
@@ -35,6 +41,7 @@ typedef struct {
     float *buf, *buf2;     /* G3 */
     int64_t n;
     int ghost;             /* G2 norm path */
+    const dp_bench_opts *bo; /* -w warm-up runs, -n timed runs */
 } bench;
 
 static dp_status run(bench *b, op_kind k) {
@@ -61,33 +68,28 @@ static dp_status run(bench *b, op_kind k) {
     return DP_ERR_INTERNAL;
 }
 
-static int cmp_f(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-/* median milliseconds of `iters` timed runs after 3 warm-ups */
-static dp_status time_op(float *median, bench *b, op_kind k, int iters) {
+/* the statistics (seconds) of bo->iters timed runs after bo->warmup warm-ups */
+static dp_status time_op(dp_bench_stats *stats, bench *b, op_kind k) {
+    const int iters = b->bo->iters;
     cu_event *e0 = NULL, *e1 = NULL;
-    float *ms = calloc((size_t)iters, sizeof(float));
-    dp_status st = ms ? DP_OK : dp_error(DP_ERR_NOMEM, "bench: out of memory");
+    double *sec = calloc((size_t)iters, sizeof(double));
+    dp_status st = sec ? DP_OK : dp_error(DP_ERR_NOMEM, "bench: out of memory");
     if (st == DP_OK) st = cu_event_create(&e0);
     if (st == DP_OK) st = cu_event_create(&e1);
-    for (int i = 0; st == DP_OK && i < 3; i++) st = run(b, k);
+    for (int i = 0; st == DP_OK && i < b->bo->warmup; i++) st = run(b, k);
     if (st == DP_OK) st = cu_sync(b->ctx);
     for (int i = 0; st == DP_OK && i < iters; i++) {
+        float ms = 0;
         st = cu_event_record(e0, b->ctx);
         if (st == DP_OK) st = run(b, k);
         if (st == DP_OK) st = cu_event_record(e1, b->ctx);
-        if (st == DP_OK) st = cu_event_elapsed_ms(&ms[i], e0, e1);
+        if (st == DP_OK) st = cu_event_elapsed_ms(&ms, e0, e1);
+        sec[i] = 1e-3 * ms;
     }
-    if (st == DP_OK) {
-        qsort(ms, (size_t)iters, sizeof(float), cmp_f);
-        *median = iters % 2 ? ms[iters / 2] : 0.5f * (ms[iters / 2 - 1] + ms[iters / 2]);
-    }
+    if (st == DP_OK) dp_bench_stats_of(stats, sec, iters);
     cu_event_destroy(e0);
     cu_event_destroy(e1);
-    free(ms);
+    free(sec);
     return st;
 }
 
@@ -118,9 +120,10 @@ static void verdict(const char *name, double ratio, double target) {
     printf("  %-44s ratio %.3f  target <= %.3f  %s\n", name, ratio, target, ok ? "MET" : "NOT MET");
 }
 
-static dp_status bench_layer(cu_ctx *ctx, int d, int p, int T, int iters) {
+static dp_status bench_layer(cu_ctx *ctx, int d, int p, int T, const dp_bench_opts *bo) {
     bench b = {0};
     b.ctx = ctx;
+    b.bo = bo;
     b.B = 16384 / T;
     b.T = T; b.d = d; b.p = p;
     int64_t rows = (int64_t)b.B * T;
@@ -136,23 +139,35 @@ static dp_status bench_layer(cu_ctx *ctx, int d, int p, int T, int iters) {
     if (st == DP_OK) st = fill_bf16(ctx, b.G, b.tmpf, rows * p, 0.01f);
     cu_free(b.tmpf);
     b.tmpf = NULL;
-    float t_gemm = 0, t_fused = 0, t_flat = 0, t_gbk = 0;
+    dp_bench_stats s_gemm, s_fused, s_flat, s_gbk;
     b.ghost = (double)T * (p + d) < (double)p * d;
-    if (st == DP_OK) st = time_op(&t_gemm, &b, OP_GEMM, iters);
-    if (st == DP_OK) st = time_op(&t_fused, &b, OP_FUSED, iters);
-    if (st == DP_OK) st = time_op(&t_flat, &b, OP_FLAT, iters);
-    if (st == DP_OK) st = time_op(&t_gbk, &b, OP_GHOSTBK, iters);
+    if (st == DP_OK) st = time_op(&s_gemm, &b, OP_GEMM);
+    if (st == DP_OK) st = time_op(&s_fused, &b, OP_FUSED);
+    if (st == DP_OK) st = time_op(&s_flat, &b, OP_FLAT);
+    if (st == DP_OK) st = time_op(&s_gbk, &b, OP_GHOSTBK);
     if (st == DP_OK) {
+        /* milliseconds of the medians, for the lines below */
+        const double t_gemm = 1e3 * s_gemm.median, t_fused = 1e3 * s_fused.median, t_flat = 1e3 * s_flat.median,
+                     t_gbk = 1e3 * s_gbk.median;
+        char row[64];
+        snprintf(row, sizeof row, "gemm-%dx%d-T%d", d, p, T);
+        dp_bench_row(row, &s_gemm, 0, 1, -1, -1);
+        snprintf(row, sizeof row, "fused-%dx%d-T%d", d, p, T);
+        dp_bench_row(row, &s_fused, s_gemm.median, 0, -1, -1);
+        snprintf(row, sizeof row, "flat-%dx%d-T%d", d, p, T);
+        dp_bench_row(row, &s_flat, s_gemm.median, 0, -1, -1);
+        snprintf(row, sizeof row, "ghost+bk-%dx%d-T%d", d, p, T);
+        dp_bench_row(row, &s_gbk, s_gemm.median, 0, -1, -1);
         double tf = 2.0 * rows * (double)p * d / (t_gemm * 1e-3) / 1e12;
-        printf("layer d=%d p=%d T=%d B=%d: non-DP dW GEMM %.3f ms (%.0f TFLOP/s), fused %.3f ms, flat (%s) %.3f ms\n", d,
+        printf("# layer d=%d p=%d T=%d B=%d: non-DP dW GEMM %.3f ms (%.0f TFLOP/s), fused %.3f ms, flat (%s) %.3f ms\n", d,
                p, T, b.B, t_gemm, tf, t_fused, b.ghost ? "ghost norm" : "per-example norms", t_flat);
         if (b.ghost)
-            printf("  ghost scratch: %lld bytes (B x tile pairs doubles; no T x T Gram in global memory)\n",
+            printf("#   ghost scratch: %lld bytes (B x tile pairs doubles; no T x T Gram in global memory)\n",
                    (long long)(b.B * cu_ghost_npairs_tc(T) * 8));
         char name[96];
         snprintf(name, sizeof name, "G1 fused per-layer %dx%d T=%d", d, p, T);
         verdict(name, t_fused / t_gemm, T >= 2048 ? 1.15 : 1.30);
-        printf("  (per-layer alternative: ghost norm + reweighted GEMM %.3f ms, ratio %.3f)\n", t_gbk, t_gbk / t_gemm);
+        printf("#   (per-layer alternative: ghost norm + reweighted GEMM %.3f ms, ratio %.3f)\n", t_gbk, t_gbk / t_gemm);
         double share = (double)T * (p + d) / ((double)p * d);
         snprintf(name, sizeof name, "G2 flat clipping %dx%d T=%d", d, p, T);
         verdict(name, t_flat / t_gemm, 1.1 * (1.0 + (share < 1 ? share : 1)));
@@ -162,17 +177,24 @@ static dp_status bench_layer(cu_ctx *ctx, int d, int p, int T, int iters) {
     return st;
 }
 
-static dp_status bench_noise(cu_ctx *ctx, int64_t n, int iters) {
+static dp_status bench_noise(cu_ctx *ctx, int64_t n, const dp_bench_opts *bo) {
     bench b = {0};
     b.ctx = ctx;
+    b.bo = bo;
     b.n = n;
     dp_status st = alloc0(ctx, (void **)&b.buf, (size_t)n * 4);
     if (st == DP_OK) st = alloc0(ctx, (void **)&b.buf2, (size_t)n * 4);
-    float t_noise = 0, t_copy = 0;
-    if (st == DP_OK) st = time_op(&t_noise, &b, OP_NOISE, iters);
-    if (st == DP_OK) st = time_op(&t_copy, &b, OP_COPY, iters);
+    dp_bench_stats s_noise, s_copy;
+    if (st == DP_OK) st = time_op(&s_copy, &b, OP_COPY);
+    if (st == DP_OK) st = time_op(&s_noise, &b, OP_NOISE);
     if (st == DP_OK) {
-        printf("noise N=%lld: in-place Philox noise %.3f ms (%.0f GB/s of r+w), D2D copy of %lld bytes %.3f ms (%.0f GB/s)\n",
+        const double t_noise = 1e3 * s_noise.median, t_copy = 1e3 * s_copy.median;
+        char row[64];
+        snprintf(row, sizeof row, "copy-N%lld", (long long)n);
+        dp_bench_row(row, &s_copy, 0, 1, -1, -1);
+        snprintf(row, sizeof row, "noise-N%lld", (long long)n);
+        dp_bench_row(row, &s_noise, s_copy.median, 0, -1, -1);
+        printf("# noise N=%lld: in-place Philox noise %.3f ms (%.0f GB/s of r+w), D2D copy of %lld bytes %.3f ms (%.0f GB/s)\n",
                (long long)n, t_noise, 8.0 * n / (t_noise * 1e-3) / 1e9, (long long)(4 * n), t_copy,
                8.0 * n / (t_copy * 1e-3) / 1e9);
         verdict("G3 noise / copy", t_noise / t_copy, 1.2);
@@ -182,31 +204,34 @@ static dp_status bench_noise(cu_ctx *ctx, int64_t n, int iters) {
 }
 
 int main(int argc, char **argv) {
-    int iters = 20, quick = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--quick") == 0) quick = 1;
-        else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
-            iters = atoi(argv[++i]);
-            if (iters < 20) { fprintf(stderr, "bench_gpu_dp: --iters must be >= 20 (got %d)\n", iters); return 2; }
-        } else { fprintf(stderr, "bench_gpu_dp: unknown option '%s' (usage: [--iters N] [--quick])\n", argv[i]); return 2; }
+    int quick = 0;
+    const dp_bench_flag flags[] = {{"--quick", NULL, &quick}};
+    dp_bench_opts bo;
+    int help = 0;
+    if (dp_bench_parse_flags(&bo, &help, argc, argv, 3, 20, "[--quick]", flags, 1) != DP_OK) {
+        fprintf(stderr, "bench_gpu_dp: %s\n", dp_last_error());
+        return 2;
     }
+    if (help) return 0;
     cu_device_info info;
     if (cu_device_probe(&info, -1) != DP_OK) return t_skip(dp_last_error());
-    printf("device: %s (cc %d.%d, %d SMs, %.1f GiB, driver %d, runtime %d)\n", info.name, info.cc_major, info.cc_minor,
-           info.sm_count, info.global_mem / 1073741824.0, info.driver_version, info.runtime_version);
-    printf("reproduce: %s%s --iters %d   (median of %d timed iterations after 3 warm-ups, CUDA events)\n", argv[0],
-           quick ? " --quick" : "", iters, iters);
+    char dev[320];
+    snprintf(dev, sizeof dev, "cuda (%s, cc %d.%d, %d SMs, %.1f GiB, driver %d, runtime %d)", info.name, info.cc_major,
+             info.cc_minor, info.sm_count, info.global_mem / 1073741824.0, info.driver_version, info.runtime_version);
+    dp_bench_header("bench_gpu_dp", "one launch sequence of the row's operation (CUDA events around it)", dev,
+                    "bf16 in, f32 out", 1, 1, &bo);
     cu_ctx *ctx = NULL;
     if (cu_ctx_create(&ctx, info.device) != DP_OK) { fprintf(stderr, "bench_gpu_dp: %s\n", dp_last_error()); return 3; }
     static const int shapes[3][2] = {{4096, 4096}, {4096, 14336}, {14336, 4096}};
     static const int Ts[2] = {512, 2048};
     dp_status st = DP_OK;
     for (int s = 0; st == DP_OK && s < (quick ? 1 : 3); s++)
-        for (int t = 0; st == DP_OK && t < (quick ? 1 : 2); t++) st = bench_layer(ctx, shapes[s][0], shapes[s][1], Ts[t], iters);
-    if (st == DP_OK) st = bench_noise(ctx, quick ? ((int64_t)1 << 26) : ((int64_t)1 << 28), iters);
+        for (int t = 0; st == DP_OK && t < (quick ? 1 : 2); t++) st = bench_layer(ctx, shapes[s][0], shapes[s][1], Ts[t], &bo);
+    if (st == DP_OK) st = bench_noise(ctx, quick ? ((int64_t)1 << 26) : ((int64_t)1 << 28), &bo);
     printf("  G4 end-to-end llama step: not measured by this program (needs 'dpcert train --backend cuda'; docs/gpu-results.md)\n");
     cu_ctx_destroy(ctx);
     if (st != DP_OK) { fprintf(stderr, "bench_gpu_dp: %s\n", dp_last_error()); return 3; }
     printf("%d ratio(s) not met\n", failures);
+    dp_bench_reproduce(argv[0], &bo);
     return 0;
 }

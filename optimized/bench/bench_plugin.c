@@ -10,10 +10,16 @@
  *     (its gemm, bk_gemm, clip_accum, ghost and fused norms; the rest inherited): medians
  *     of the step times and their ratio.
  * Every ratio is printed for the medians (t_host_over_openblas) and for the minima
- * (min_ratio: the least disturbed runs, the better estimate on a loaded machine).
- * Usage: bench_plugin [--plugin PATH] [--dim D] [--seq T] [--batch B] [--reps R]
+ * (min_ratio: the least disturbed runs, the better estimate on a loaded machine) in the
+ * RESULT lines.
+ * One iteration: one gemm call (part 1) or one DP-SGD step (part 2), host and OpenBLAS taking
+ * turns. Rows (common/bench.h, docs/benchmarks.md): per dtype and shape (fwd, dx, per-ex, bk,
+ * gram), then per dtype and strategy: host (the baseline) then openblas (ratio: openblas /
+ * host, the inverse of t_host_over_openblas); after each pair its "RESULT bench=plugin-..."
+ * line (GF/s, bits that differ, the share of the bound used).
+ * Usage: bench_plugin [-w W] [-n N] [--plugin PATH] [--dim D] [--seq T] [--batch B]
  * (default plugin: BUILD/plugins/libdpcert_openblas.so next to BUILD/bench/; exit 77 when
- * it is not built). Reproduce: make bench, or build/bench/optimized_bench_plugin */
+ * it is not built). Reproduce: make bench, or build/bench/optimized_bench_plugin -w 1 -n 7 */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,24 +27,25 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/bench.h"
 #include "optimized/bench/bench_util.h"
 #include "optimized/dpsgd.h"
 
-static const char *arg(int argc, char **argv, const char *name, const char *dflt) {
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], name) == 0) return argv[i + 1];
-    return dflt;
-}
+typedef struct { const char *key, *what; int ta, tb; int64_t M, N, K, batch; } shape;
 
-typedef struct { const char *what; int ta, tb; int64_t M, N, K, batch; } shape;
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, opt_bench_cmp_double);
-    return v[n / 2];
+/* rows "DT KEY host" (the baseline) and "DT KEY openblas" of the timed samples th, to; returns
+ * the medians; th and to come back sorted (th[0], to[0] the minima) */
+static void row_pair(double *mh, double *mo, const char *dt, const char *key, double *th, double *to, int n) {
+    char name[64];
+    snprintf(name, sizeof name, "%s-%s-host", dt, key);
+    *mh = dp_bench_row_of(name, th, n, 0, 1, -1, -1);
+    snprintf(name, sizeof name, "%s-%s-openblas", dt, key);
+    *mo = dp_bench_row_of(name, to, n, *mh, 0, -1, -1);
 }
 
 /* one shape on both backends: times (interleaved), bits, bound */
-static int gemm_shape(opt_backend *hb, opt_backend *ob, const shape *h, int reps, int *faster) {
+static int gemm_shape(opt_backend *hb, opt_backend *ob, const shape *h, const dp_bench_opts *bo, int *faster) {
+    const int reps = bo->iters;
     const int f64 = hb->dtype == DP_F64;
     const size_t es = f64 ? 8 : 4;
     const int64_t na = h->M * h->K, nb = h->K * h->N, nc = h->M * h->N;
@@ -58,11 +65,11 @@ static int gemm_shape(opt_backend *hb, opt_backend *ob, const shape *h, int reps
         if (st == DP_OK) st = be[k]->ops.upload_f64(be[k]->ctx, dA[k], A, na * h->batch);
         if (st == DP_OK) st = be[k]->ops.upload_f64(be[k]->ctx, dB[k], B, nb * h->batch);
     }
-    for (int r = 0; r < reps && st == DP_OK; r++)
+    for (int r = -bo->warmup; r < reps && st == DP_OK; r++)
         for (int k = 0; k < 2 && st == DP_OK; k++) {
-            double t0 = opt_bench_now();
+            double t0 = dp_bench_now();
             st = be[k]->ops.gemm(be[k]->ctx, dC[k], dA[k], dB[k], h->ta, h->tb, h->M, h->N, h->K, 1.0, 0.0, h->batch, na, nb, nc);
-            t[k][r] = opt_bench_now() - t0;
+            if (r >= 0) t[k][r] = dp_bench_now() - t0;
         }
     if (st == DP_OK) st = hb->ops.download_f64(hb->ctx, c1, dC[0], nc * h->batch);
     if (st == DP_OK) st = ob->ops.download_f64(ob->ctx, c2, dC[1], nc * h->batch);
@@ -86,8 +93,9 @@ static int gemm_shape(opt_backend *hb, opt_backend *ob, const shape *h, int reps
     int rc = 0;
     if (st != DP_OK) { fprintf(stderr, "bench_plugin: %s: %s\n", h->what, dp_last_error()); rc = 3; }
     else {
-        double th = median(t[0], reps), to = median(t[1], reps), fl = 2.0 * (double)(h->M * h->N * h->K * h->batch);
-        /* (median sorts: t[k][0] is then the minimum, the least disturbed run on a shared machine) */
+        double th, to, fl = 2.0 * (double)(h->M * h->N * h->K * h->batch);
+        /* (the rows sort: t[k][0] is then the minimum, the least disturbed run on a shared machine) */
+        row_pair(&th, &to, f64 ? "f64" : "f32", h->key, t[0], t[1], reps);
         printf("RESULT bench=plugin-gemm shape=\"%s\" dtype=%s M=%lld N=%lld K=%lld batch=%lld host_gflops=%.2f "
                "openblas_gflops=%.2f t_host_over_openblas=%.2f min_ratio=%.2f bits_differ=%.1f%% bound_used=%.2f%%\n",
                h->what, f64 ? "f64" : "f32", (long long)h->M, (long long)h->N, (long long)h->K, (long long)h->batch,
@@ -105,23 +113,20 @@ static int gemm_shape(opt_backend *hb, opt_backend *ob, const shape *h, int reps
     return rc;
 }
 
-/* medians of `reps` DP-SGD steps of one strategy on be (after one warm-up step) */
-static dp_status step_time(double *med, double *mn, opt_backend *be, const dp_dpsgd_config *c, opt_strategy k, const dp_model *m,
-                           const dp_dataset *d, int reps) {
+/* the seconds t[0..n) of n DP-SGD steps of one strategy on be, after w warm-up steps */
+static dp_status step_times(double *t, opt_backend *be, const dp_dpsgd_config *c, opt_strategy k, const dp_model *m,
+                            const dp_dataset *d, const dp_bench_opts *bo) {
     opt_dp_options o = {.strategy = k, .mixed_rule = OPT_MIXED_FLOP, .noise_mode = OPT_NOISE_SINGLE, .bug = OPT_BUG_NONE};
     opt_dpsgd s;
     DP_TRY(opt_dpsgd_init(&s, be, c, &o, m));
     dp_dpsgd_step_out out;
     memset(&out, 0, sizeof out);
-    double *t = malloc(sizeof(double) * (size_t)(reps + 1));
-    dp_status st = t ? DP_OK : DP_ERR_NOMEM;
-    for (int r = 0; r <= reps && st == DP_OK; r++) {
-        double t0 = opt_bench_now();
+    dp_status st = DP_OK;
+    for (int r = 0; r < bo->warmup + bo->iters && st == DP_OK; r++) {
+        double t0 = dp_bench_now();
         st = opt_dpsgd_step(&out, &s, d, r + 1);
-        t[r] = opt_bench_now() - t0;
+        if (r >= bo->warmup) t[r - bo->warmup] = dp_bench_now() - t0;
     }
-    if (st == DP_OK) { *med = median(t + 1, reps); *mn = t[1]; }
-    free(t);
     dp_dpsgd_step_free(&out);
     opt_dpsgd_free(&s);
     return st;
@@ -135,25 +140,39 @@ int main(int argc, char **argv) {
         char *sl = strrchr(def, '/');
         if (sl) snprintf(sl, sizeof def - (size_t)(sl - def), "/../plugins/libdpcert_openblas.so");
     }
-    const char *plugin = arg(argc, argv, "--plugin", def);
-    int64_t D = atoll(arg(argc, argv, "--dim", "128")), T = atoll(arg(argc, argv, "--seq", "128"));
-    int64_t B = atoll(arg(argc, argv, "--batch", "16"));
-    int reps = atoi(arg(argc, argv, "--reps", "7"));
-    if (D < 1 || T < 1 || B < 1 || reps < 1) { fprintf(stderr, "bench_plugin: bad --dim/--seq/--batch/--reps\n"); return 2; }
+    const char *plugin = def, *dim = "128", *seq = "128", *batch = "16";
+    const dp_bench_flag flags[] = {{"--plugin", &plugin, NULL}, {"--dim", &dim, NULL}, {"--seq", &seq, NULL},
+                                   {"--batch", &batch, NULL}};
+    dp_bench_opts bo;
+    int help = 0;
+    if (dp_bench_parse_flags(&bo, &help, argc, argv, 1, 7, "[--plugin PATH] [--dim D] [--seq T] [--batch B]", flags, 4) !=
+        DP_OK) {
+        fprintf(stderr, "bench_plugin: %s\n", dp_last_error());
+        return 2;
+    }
+    if (help) return 0;
+    int64_t D = atoll(dim), T = atoll(seq), B = atoll(batch);
+    if (D < 1 || T < 1 || B < 1 || bo.threads > 1) {
+        fprintf(stderr, "bench_plugin: bad --dim/--seq/--batch (or -t: one thread each)\n");
+        return 2;
+    }
     if (access(plugin, R_OK) != 0) {
         printf("SKIP: no OpenBLAS plugin at %s (needs libopenblas-dev at build time)\n", plugin);
         return 77;
     }
     char name[PATH_MAX + 16];
     snprintf(name, sizeof name, "plugin:%s", plugin);
-    printf("OpenBLAS plugin (%s) against the host GEMM, 1 thread each, medians of %d interleaved runs\n", plugin, reps);
+    char what[PATH_MAX + 160];
+    snprintf(what, sizeof what, "one gemm call or one DP-SGD step, the OpenBLAS plugin (%s) against the host, taking turns",
+             plugin);
+    dp_bench_header("bench_plugin", what, "host|plugin:openblas", "f64|f32", 1, 1, &bo);
     int rc = 0, faster = 0, nshapes = 0;
     const shape sh[] = {
-        {"forward y = x W^T (rows B*T)", 0, 1, B * T, D, D, 1},
-        {"input grad dx = dy W", 0, 0, B * T, D, D, 1},
-        {"per-example g_b = G_b^T A_b", 1, 0, D, D, T, B},
-        {"book-keeping dW = G^T diag(c) A", 1, 0, D, D, B * T, 1},
-        {"ghost Gram A_b A_b^T", 0, 1, T, T, D, B},
+        {"fwd", "forward y = x W^T (rows B*T)", 0, 1, B * T, D, D, 1},
+        {"dx", "input grad dx = dy W", 0, 0, B * T, D, D, 1},
+        {"per-ex", "per-example g_b = G_b^T A_b", 1, 0, D, D, T, B},
+        {"bk", "book-keeping dW = G^T diag(c) A", 1, 0, D, D, B * T, 1},
+        {"gram", "ghost Gram A_b A_b^T", 0, 1, T, T, D, B},
     };
     for (int dt = 0; dt < 2 && rc == 0; dt++) {
         opt_backend_config hc = {"host", dt ? DP_F32 : DP_F64, 1, 0}, oc = {name, dt ? DP_F32 : DP_F64, 1, 0};
@@ -163,12 +182,12 @@ int main(int argc, char **argv) {
             opt_backend_destroy(hb);
             return 3;
         }
-        for (size_t s = 0; s < sizeof sh / sizeof sh[0] && rc == 0; s++, nshapes++) rc = gemm_shape(hb, ob, &sh[s], reps, &faster);
+        for (size_t s = 0; s < sizeof sh / sizeof sh[0] && rc == 0; s++, nshapes++) rc = gemm_shape(hb, ob, &sh[s], &bo, &faster);
         opt_backend_destroy(hb);
         opt_backend_destroy(ob);
     }
     if (rc) return rc;
-    printf("gemm: OpenBLAS faster on %d of %d shapes (t_host_over_openblas > 1), every difference within the shared bound "
+    printf("# gemm: OpenBLAS faster on %d of %d shapes (t_host_over_openblas > 1), every difference within the shared bound "
            "(bound_used <= 100%%)\n", faster, nshapes);
 
     /* whole steps: a small llama, the whole dataset each step */
@@ -189,14 +208,20 @@ int main(int argc, char **argv) {
         opt_backend_config hc = {"host", dt ? DP_F32 : DP_F64, 1, 0}, oc = {name, dt ? DP_F32 : DP_F64, 1, 0};
         opt_backend *hb = NULL, *ob = NULL;
         if (opt_backend_create(&hb, &hc) != DP_OK || opt_backend_create(&ob, &oc) != DP_OK) { rc = 3; opt_backend_destroy(hb); break; }
+        static double tt[2][1000];
+        if (bo.iters > 1000) { rc = 2; fprintf(stderr, "bench_plugin: -n at most 1000\n"); }
         for (int k = 0; k < OPT_STRAT_COUNT && rc == 0; k++) {
-            double th = 0, to = 0, mh = 0, mo = 0;
-            if (step_time(&th, &mh, hb, &c, (opt_strategy)k, &m, &d, reps) != DP_OK ||
-                step_time(&to, &mo, ob, &c, (opt_strategy)k, &m, &d, reps) != DP_OK) {
+            double th = 0, to = 0;
+            if (step_times(tt[0], hb, &c, (opt_strategy)k, &m, &d, &bo) != DP_OK ||
+                step_times(tt[1], ob, &c, (opt_strategy)k, &m, &d, &bo) != DP_OK) {
                 fprintf(stderr, "bench_plugin: step %s: %s\n", opt_strategy_names[k], dp_last_error());
                 rc = 3;
                 break;
             }
+            char key[64];
+            snprintf(key, sizeof key, "step-%s", opt_strategy_names[k]);
+            row_pair(&th, &to, dt ? "f32" : "f64", key, tt[0], tt[1], bo.iters);
+            const double mh = tt[0][0], mo = tt[1][0];
             printf("RESULT bench=plugin-step strategy=%s dtype=%s D=%d L=%d T=%d B=%lld host_s=%.5f openblas_s=%.5f "
                    "t_host_over_openblas=%.2f min_ratio=%.2f\n", opt_strategy_names[k], dt ? "f32" : "f64", mc.dim,
                    mc.layers, mc.seq, (long long)B, th, to, th / to, mh / mo);
@@ -204,6 +229,7 @@ int main(int argc, char **argv) {
         opt_backend_destroy(hb);
         opt_backend_destroy(ob);
     }
+    dp_bench_reproduce(argv[0], &bo);
     dp_dataset_free(&d);
     dp_model_free(&m);
     return rc;

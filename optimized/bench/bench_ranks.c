@@ -5,10 +5,15 @@
  * and 1 rank x 1 thread for scale. Model: llama D = 128, L = 4, T = 128, H = 4, F = 256,
  * V = 64; N = B = 16 examples, q = 1 (every step the same 16); book-keeping, f32, SGD;
  * no host copies of the step's vectors (as `dpcert train` without --export). Each
- * configuration runs as `mpirun -n R bench_ranks --worker LAYOUT THREADS` (1 warm-up
- * step, then 3 timed between barriers); rounds interleave the configurations and the
- * ratios are of the medians over ROUNDS (environment, default 3).
- * Reproduce: make -j2 && build/bench/optimized_bench_ranks
+ * configuration runs as `mpirun -n R bench_ranks --worker W N LAYOUT THREADS` (-w warm-up
+ * steps, default 1, then -n timed, default 3, each between barriers); --rounds R (default 3)
+ * rounds interleave the configurations, and a row's statistics are over the R x N steps.
+ * One iteration: one DP-SGD step between two barriers (rank 0's clock). Rows (common/bench.h,
+ * docs/benchmarks.md): replicated 1 rank x 2 threads (the baseline of the replicated rows),
+ * replicated 2 x 1, zero2 1 x 2 (the baseline of the zero2 rows), zero2 2 x 1, replicated
+ * 1 x 1; then the "# goal" line.
+ * Usage: bench_ranks [-w W] [-n N] [--rounds R]
+ * Reproduce: make -j2 && build/bench/optimized_bench_ranks -w 1 -n 3 --rounds 3
  * Without mpirun: SKIP (exit 77). */
 #include <mpi.h>
 #include <stdio.h>
@@ -16,10 +21,9 @@
 #include <string.h>
 
 #include "optimized/bench/bench_mpi.h"
-#include "optimized/bench/bench_util.h"
 #include "optimized/dpsgd.h"
 
-static int worker(const char *layout, int threads) {
+static int worker(const dp_bench_opts *bo, const char *layout, int threads) {
     if (MPI_Init(NULL, NULL) != MPI_SUCCESS) return 3;
     int k = -1;
     for (int i = 0; opt_sharding_names[i]; i++)
@@ -41,48 +45,67 @@ static int worker(const char *layout, int threads) {
     dp_dpsgd_step_out out;
     memset(&out, 0, sizeof out);
     dp_status st = k < 0 ? dp_error(DP_ERR_USAGE, "unknown layout %s", layout) : DP_OK;
-    if (st == DP_OK) st = bench_worker_start(&m, &d, &be, &s, &out, &mc, &c, &bc, &o);
-    double sec = 0;
-    if (st == DP_OK) st = bench_timed_steps(&sec, &out, &s, &d, be, 2, 3);
-    if (st == DP_OK && be->comm.rank == 0) printf("RESULT %s %d %d %.6f\n", layout, be->comm.size, threads, sec);
+    if (st == DP_OK) st = bench_worker_start(&m, &d, &be, &s, &out, &mc, &c, &bc, &o, bo->warmup);
+    double t[BENCH_MPI_MAX_ITERS], bytes = 0;
+    if (st == DP_OK) st = bench_timed_steps(t, &bytes, &out, &s, &d, be, bo->warmup + 1, bo->iters);
+    double mine[2] = {bytes, be ? opt_bench_peak(be) : 0}, most[2] = {0, 0};
+    MPI_Reduce(mine, most, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    char fields[96];
+    snprintf(fields, sizeof fields, "%.0f %.0f", most[0], most[1]);
+    if (st == DP_OK) bench_worker_result(be, fields, t, bo->iters);
     if (st == DP_OK) { dp_model_free(&m); dp_dataset_free(&d); }
     return bench_worker_end(st, "bench_ranks", &out, &s, be);
 }
 
+enum { MAX_ROUNDS = 16 };
+
 int main(int argc, char **argv) {
-    if (argc == 4 && strcmp(argv[1], "--worker") == 0) return worker(argv[2], atoi(argv[3]));
-    if (system("command -v mpirun >/dev/null 2>&1") != 0) { printf("SKIP: mpirun not found\n"); return 77; }
-    const int rounds = getenv("ROUNDS") ? atoi(getenv("ROUNDS")) : 3;
-    /* ranks, threads, layout */
-    static const struct { int n, th; const char *layout; } cf[] = {
-        {1, 2, "replicated"}, {2, 1, "replicated"}, {1, 2, "zero2"}, {2, 1, "zero2"}, {1, 1, "replicated"}};
-    enum { NC = sizeof cf / sizeof cf[0], MAXR = 64 };
-    double t[NC][MAXR];
+    dp_bench_opts bo;
+    if (argc == 6 && strcmp(argv[1], "--worker") == 0) {
+        bench_worker_opts(&bo, argv);
+        return worker(&bo, argv[4], atoi(argv[5]));
+    }
+    const char *rounds_s = "3";
+    const dp_bench_flag flags[] = {{"--rounds", &rounds_s, NULL}};
+    int r = bench_mpi_parse(&bo, argc, argv, "bench_ranks", 1, 3, "[--rounds R]", flags, 1);
+    if (r) return r == 1 ? 0 : r;
+    const int rounds = atoi(rounds_s);
+    if (rounds < 1 || rounds > MAX_ROUNDS) {
+        fprintf(stderr, "bench_ranks: --rounds needs an integer in [1, %d] (got '%s')\n", MAX_ROUNDS, rounds_s);
+        return 2;
+    }
+    /* ranks, threads, layout, the row of its baseline */
+    static const struct { int n, th; const char *layout; int base; } cf[] = {
+        {1, 2, "replicated", 0}, {2, 1, "replicated", 0}, {1, 2, "zero2", 2}, {2, 1, "zero2", 2}, {1, 1, "replicated", 0}};
+    enum { NC = sizeof cf / sizeof cf[0] };
+    static double t[NC][MAX_ROUNDS * BENCH_MPI_MAX_ITERS];
+    double by[NC], peak[NC];
     int rc = 0;
-    printf("DP-SGD step on one machine: 2 MPI ranks x 1 thread against 1 rank x 2 threads, same batch\n");
-    printf("(llama D=128 L=4 T=128 B=16, f32, book-keeping, %d interleaved rounds, medians; reproduce: %s)\n",
-           rounds < 1 ? 1 : rounds > MAXR ? MAXR : rounds, argv[0]);
-    for (int r = 0; r < rounds && r < MAXR; r++)
+    char what[240];
+    snprintf(what, sizeof what, "one DP-SGD step between barriers, llama D=128 L=4 T=128 B=16, book-keeping, SGD; 2 MPI "
+             "ranks x 1 thread against 1 rank x 2 threads, %d interleaved rounds", rounds);
+    dp_bench_header("bench_ranks", what, "host (MPI)", "f32", 0, 0, &bo);
+    for (int k = 0; k < rounds; k++)
         for (int i = 0; i < NC; i++) {
-            char line[512], args[64], lay[32];
-            int n = 0, th = 0;
+            static char line[BENCH_MPI_LINE];
+            char args[64];
             snprintf(args, sizeof args, "%s %d", cf[i].layout, cf[i].th);
-            t[i][r] = -1;
-            if (bench_run_worker(line, sizeof line, cf[i].n, argv[0], args) == 0 &&
-                sscanf(line, "RESULT %31s %d %d %lf", lay, &n, &th, &t[i][r]) != 4)
-                t[i][r] = -1;
-            if (t[i][r] < 0) { printf("%s %d x %d failed\n", cf[i].layout, cf[i].n, cf[i].th); rc = 1; }
+            if (bench_run_worker(line, sizeof line, cf[i].n, argv[0], &bo, args) != 0 ||
+                sscanf(line, "RESULT %lf %lf", &by[i], &peak[i]) != 2 ||
+                bench_result_times(t[i] + k * bo.iters, bo.iters, line, 2) != 0) {
+                printf("# %s %d x %d failed\n", cf[i].layout, cf[i].n, cf[i].th);
+                rc = 1;
+            }
         }
     if (rc) return rc;
-    const int nr = rounds < 1 ? 1 : rounds > MAXR ? MAXR : rounds;
-    double med[NC];
+    double med[NC] = {0};
     for (int i = 0; i < NC; i++) {
-        qsort(t[i], (size_t)nr, sizeof(double), opt_bench_cmp_double);
-        med[i] = t[i][nr / 2];
+        char name[64];
+        snprintf(name, sizeof name, "%s-%drx%dt", cf[i].layout, cf[i].n, cf[i].th);
+        med[i] = dp_bench_row_of(name, t[i], rounds * bo.iters, med[cf[i].base], cf[i].base == i, by[i], peak[i]);
     }
-    printf("%-11s %5s %7s %10s\n", "layout", "ranks", "threads", "s/step");
-    for (int i = 0; i < NC; i++) printf("%-11s %5d %7d %10.4f\n", cf[i].layout, cf[i].n, cf[i].th, med[i]);
-    printf("ratio t(2 ranks x 1 thread) / t(1 rank x 2 threads): replicated %.3f, zero2 %.3f (goal <= 1.1)\n",
+    printf("# goal: t(2 ranks x 1 thread) / t(1 rank x 2 threads): replicated %.3f, zero2 %.3f (goal <= 1.1)\n",
            med[1] / med[0], med[3] / med[2]);
+    dp_bench_reproduce(argv[0], &bo);
     return 0;
 }

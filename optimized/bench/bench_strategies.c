@@ -13,23 +13,9 @@
 #include "optimized/dpsgd.h"
 #include "optimized/ledger.h"
 #include "optimized/opt_spec.h"
+#include "optimized/bench/bench_util.h"
 
 #define MAX_ITERS 1000
-
-/* bytes this rank sent since the last reset (one rank: 0, measured) */
-static double sent_bytes(opt_backend *be) {
-    opt_comm_stats cs;
-    if (OPT_CALL(be, comm_stats, &cs, 1) != DP_OK) { dp_clear_error(); return -1; }
-    double b = 0;
-    for (int k = 0; k < OPT_COLL_COUNT; k++) b += (double)cs.sent[k];
-    return b;
-}
-
-static double peak_bytes(const opt_backend *be) {
-    opt_mem_report r;
-    opt_mem_get(&r, be);
-    return (double)r.peak_total;
-}
 
 /* The non-private step: forward, backward and one summed backward (c = 1) on the same Poisson
  * batches; iteration r uses the batch of step r. */
@@ -50,7 +36,7 @@ static dp_status nonprivate(double *t, double *bytes, double *peak, const dp_ben
     if (st == DP_OK) st = be->ops.upload_f64(be->ctx, ones, h1, c->n);
     for (int r = 1; st == DP_OK && r <= bo->warmup + bo->iters; r++) {
         opt_tape tp;
-        if (r == bo->warmup + 1) sent_bytes(be); /* bytes of the timed iterations only */
+        if (r == bo->warmup + 1) opt_bench_sent_bytes(be); /* bytes of the timed iterations only */
         const double t0 = dp_bench_now();
         opt_poisson(idx, &B, c->key, r, c->q, c->n);
         st = opt_forward_backward(&tp, &om, d, idx, B);
@@ -58,8 +44,8 @@ static dp_status nonprivate(double *t, double *bytes, double *peak, const dp_ben
         opt_tape_free(&tp);
         if (r > bo->warmup) t[r - bo->warmup - 1] = dp_bench_now() - t0;
     }
-    *bytes = st == DP_OK ? sent_bytes(be) / bo->iters : -1;
-    *peak = peak_bytes(be);
+    *bytes = st == DP_OK ? opt_bench_sent_bytes(be) / bo->iters : -1;
+    *peak = opt_bench_peak(be);
     free(idx);
     free(h1);
     for (int p = 0; g && p < om.np; p++) if (g[p]) be->ops.free(be->ctx, g[p]);
@@ -81,15 +67,15 @@ static dp_status strategy(double *t, double *bytes, double *peak, const dp_bench
     if (st != DP_OK) { opt_backend_destroy(be); return st; }
     dp_dpsgd_step_out out;
     memset(&out, 0, sizeof out);
-    sent_bytes(be);
+    opt_bench_sent_bytes(be);
     for (int r = 1; st == DP_OK && r <= bo->warmup + bo->iters; r++) {
-        if (r == bo->warmup + 1) sent_bytes(be); /* bytes of the timed steps only */
+        if (r == bo->warmup + 1) opt_bench_sent_bytes(be); /* bytes of the timed steps only */
         const double t0 = dp_bench_now();
         st = opt_dpsgd_step(&out, &s, d, r);
         if (r > bo->warmup) t[r - bo->warmup - 1] = dp_bench_now() - t0;
     }
-    *bytes = st == DP_OK ? sent_bytes(be) / bo->iters : -1;
-    *peak = peak_bytes(be);
+    *bytes = st == DP_OK ? opt_bench_sent_bytes(be) / bo->iters : -1;
+    *peak = opt_bench_peak(be);
     dp_dpsgd_step_free(&out);
     opt_dpsgd_free(&s);
     opt_backend_destroy(be);

@@ -2,30 +2,26 @@
  * per rank per step for replicated, zero1, zero2 and zero3 at N = 1, 2, 4 MPI ranks,
  * reported as ratios to the replicated run at the same N (docs/zero.md "Benchmark").
  * Model: mlp 256-512-512-10 (P = 399,114 parameters, AdamW, f64), 512 examples,
- * q = 0.125 (about 64 examples per step), ghost norms; 1 warm-up step, then 4 timed.
- * The parent runs every configuration side by side in one invocation, each as
- * `mpirun -n N bench_zero --worker STAGE` (a worker times its steps with a barrier
- * before and after, and reports rank 0's time and the largest bytes sent by a rank).
- * Reproduce: make -j2 && build/bench/optimized_bench_zero
+ * q = 0.125 (about 64 examples per step), ghost norms; -w warm-up steps (default 1), then -n
+ * timed (default 4). One iteration: one DP-SGD step between two barriers (rank 0's clock).
+ * Rows (common/bench.h, docs/benchmarks.md): per N, replicated (the baseline), zero1, zero2,
+ * zero3; bytes/step the largest bytes sent by a rank, peak_ledger_B the largest ledger peak;
+ * after each row a "# model states" line (the ledger's peak of the model states, the ratio to
+ * replicated at the same N). The parent runs every configuration side by side in one
+ * invocation, each as `mpirun -n N bench_zero --worker W N STAGE`.
+ * Reproduce: make -j2 && build/bench/optimized_bench_zero -w 1 -n 4
  * Without mpirun: SKIP (exit 77). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <math.h>
 
 #include "optimized/dpsgd.h"
 #include "optimized/bench/bench_mpi.h"
 #include "optimized/ledger.h"
-#include "optimized/bench/bench_util.h"
 
-static uint64_t bytes_sent(const opt_comm_stats *cs) {
-    uint64_t t = 0;
-    for (int k = 0; k < OPT_COLL_COUNT; k++) t += cs->sent[k];
-    return t;
-}
-
-static int worker(const char *stage) {
+static int worker(const dp_bench_opts *bo, const char *stage) {
     if (MPI_Init(NULL, NULL) != MPI_SUCCESS) return 3;
     int k = -1;
     for (int i = 0; opt_sharding_names[i]; i++)
@@ -46,50 +42,54 @@ static int worker(const char *stage) {
     dp_dpsgd_step_out out;
     memset(&out, 0, sizeof out);
     dp_status st = k < 0 ? dp_error(DP_ERR_USAGE, "unknown stage %s", stage) : DP_OK;
-    if (st == DP_OK) st = bench_worker_start(&m, &d, &be, &s, &out, &mc, &c, &bc, &o);
-    opt_comm_stats cs;
-    const int steps = 4;
-    double sec = 0;
-    if (st == DP_OK) st = bench_timed_steps(&sec, &out, &s, &d, be, 2, steps);
-    if (st == DP_OK) st = OPT_CALL(be, comm_stats, &cs, 0);
-    unsigned long long mine = st == DP_OK ? (unsigned long long)(bytes_sent(&cs) / steps) : 0, most = 0;
-    MPI_Reduce(&mine, &most, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (st == DP_OK) st = bench_worker_start(&m, &d, &be, &s, &out, &mc, &c, &bc, &o, bo->warmup);
+    double t[BENCH_MPI_MAX_ITERS], bytes = 0;
+    if (st == DP_OK) st = bench_timed_steps(t, &bytes, &out, &s, &d, be, bo->warmup + 1, bo->iters);
     opt_mem_report mr;
-    opt_mem_get(&mr, be);
-    if (st == DP_OK && be->comm.rank == 0)
-        printf("RESULT %s %d %.6f %llu %llu\n", stage, be->comm.size, sec, most,
-               (unsigned long long)mr.peak_model_states);
+    if (be) opt_mem_get(&mr, be);
+    /* the largest over the ranks: bytes sent per step, ledger peak, model states */
+    double mine[3] = {bytes, be ? (double)mr.peak_total : 0, be ? (double)mr.peak_model_states : 0}, most[3] = {0, 0, 0};
+    MPI_Reduce(mine, most, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    char fields[128];
+    snprintf(fields, sizeof fields, "%.0f %.0f %.0f", most[0], most[1], most[2]);
+    if (st == DP_OK) bench_worker_result(be, fields, t, bo->iters);
     return bench_worker_end(st, "bench_zero", &out, &s, be);
 }
 
 int main(int argc, char **argv) {
-    if (argc == 3 && strcmp(argv[1], "--worker") == 0) return worker(argv[2]);
-    if (system("command -v mpirun >/dev/null 2>&1") != 0) { printf("SKIP: mpirun not found\n"); return 77; }
+    dp_bench_opts bo;
+    if (argc == 5 && strcmp(argv[1], "--worker") == 0) {
+        bench_worker_opts(&bo, argv);
+        return worker(&bo, argv[4]);
+    }
+    int r = bench_mpi_parse(&bo, argc, argv, "bench_zero", 1, 4, "", NULL, 0);
+    if (r) return r == 1 ? 0 : r;
     static const int ns[] = {1, 2, 4};
     static const char *const stages[] = {"replicated", "zero1", "zero2", "zero3"};
-    printf("DP-ZeRO step time and bytes sent per rank per step, ratios to replicated at the same N\n");
-    printf("(mlp 256-512-512-10, AdamW f64, ghost, ~64 examples/step; reproduce: %s)\n", argv[0]);
-    printf("%-11s %2s %10s %8s %14s %8s %16s %8s\n", "stage", "N", "s/step", "ratio", "bytes/step", "ratio",
-           "model states B", "ratio");
+    dp_bench_header("bench_zero",
+                    "one DP-SGD step between barriers, mlp 256-512-512-10 (P = 399,114), AdamW, ghost, ~64 "
+                    "examples/step, per stage at N = 1, 2, 4 ranks (replicated the baseline at each N)",
+                    "host (MPI)", "f64", 0, 1, &bo);
     int rc = 0;
     for (int a = 0; a < 3; a++) {
-        double t_rep = 0, b_rep = 0, m_rep = 0;
+        double base = 0, ms_rep = 0;
         for (int b = 0; b < 4; b++) {
-            char line[512], st[32];
-            int n = 0;
-            double t = -1;
-            unsigned long long by = 0, ms = 0;
-            if (bench_run_worker(line, sizeof line, ns[a], argv[0], stages[b]) == 0 &&
-                sscanf(line, "RESULT %31s %d %lf %llu %llu", st, &n, &t, &by, &ms) != 5)
-                t = -1;
-            if (t < 0) { printf("%-11s %2d  failed\n", stages[b], ns[a]); rc = 1; continue; }
-            if (b == 0) { t_rep = t; b_rep = (double)by; m_rep = (double)ms; }
-            char rb[32] = "-"; /* one rank: no bytes, no ratio */
-            if (b_rep > 0) snprintf(rb, sizeof rb, "%.3f", (double)by / b_rep);
-            printf("%-11s %2d %10.4f %8.3f %14llu %8s %16llu %8.3f\n", stages[b], ns[a], t, t / t_rep, by, rb, ms,
-                   (double)ms / m_rep);
-            fflush(stdout);
+            static char line[BENCH_MPI_LINE];
+            double t[BENCH_MPI_MAX_ITERS], by = -1, peak = -1, ms = -1;
+            char name[64];
+            snprintf(name, sizeof name, "%s-N%d", stages[b], ns[a]);
+            if (bench_run_worker(line, sizeof line, ns[a], argv[0], &bo, stages[b]) != 0 ||
+                sscanf(line, "RESULT %lf %lf %lf", &by, &peak, &ms) != 3 ||
+                bench_result_times(t, bo.iters, line, 3) != 0) {
+                printf("# %s failed\n", name);
+                rc = 1;
+                continue;
+            }
+            const double med = dp_bench_row_of(name, t, bo.iters, base, b == 0, by, peak);
+            if (b == 0) { base = med; ms_rep = ms; }
+            printf("# model states %s: %.0f B (%.3f of replicated)\n", name, ms, ms_rep > 0 ? ms / ms_rep : NAN);
         }
     }
+    dp_bench_reproduce(argv[0], &bo);
     return rc;
 }

@@ -14,7 +14,7 @@ export DPCERT_CUDA_EMU_PLUGIN=$DPCERT_BUILD/libdpcert_cuda_emu.so DPCERT_CUDA_PL
 [ -f "$DPCERT_CUDA_EMU_PLUGIN" ] || { echo "SKIP: no emulation plugin in $DPCERT_BUILD"; exit 77; }
 # the SANITIZE=1 build's ranks leak Open MPI components at exit (as conform_ci.sh)
 export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}detect_leaks=0"
-SHAPE="--dim 32 --layers 1 --heads 2 --ffn 64 --seq 8 --batch 2 --vocab 64 --warmup 0 --reps 2"
+SHAPE="--dim 32 --layers 1 --heads 2 --ffn 64 --seq 8 --batch 2 --vocab 64 -w 0 -n 2"
 timeout 600 "$BIN" --backend cuda-emu $SHAPE >out.txt 2>err.txt; rc=$?
 cat out.txt err.txt
 check "cuda-emu run exits 0" test $rc = 0
@@ -23,7 +23,9 @@ for s in fused-single fused-chunked flat non-dp; do
 done
 check "six RATIO lines with numbers" test "$(grep -Ec '^RATIO .* [0-9]+\.[0-9]{3}( |$)' out.txt)" = 6
 check "says the emulation is not a GPU" grep -q 'cuda-emu is the CPU emulation: these are not GPU measurements' out.txt
-check "prints the command" grep -q "^COMMAND: .*bench_gpu_step --backend cuda-emu" out.txt
+check "prints the harness header" grep -q "^# dpcert-bench bench_gpu_step: .*(the CPU emulation: not a GPU)" out.txt
+check "a row per configuration, non-dp the baseline" bash -c "grep -Eq '^non-dp +[0-9.]+ +[0-9.]+ +[0-9.]+ +base ' out.txt && test \$(grep -Ec '^(fused-single|fused-chunked|flat) +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ ' out.txt) = 3"
+check "prints the reproduce line" grep -q "^# reproduce: .*bench_gpu_step -w 0 -n 2 --backend cuda-emu" out.txt
 # every printed ratio is the ratio of the printed values (3 decimals)
 awk '
   function num() { match($0, / [0-9]+\.[0-9][0-9][0-9]/); return substr($0, RSTART + 1, RLENGTH - 1) }
@@ -38,12 +40,14 @@ awk '
         exit !(n == 5 && bad == 0) }' out.txt
 check "the RATIO lines are the ratios of the RESULT lines" test $? = 0
 # --budget: each configuration stops taking timed steps once its share is spent (>= 3 steps)
-timeout 600 "$BIN" --backend cuda-emu --reps 400 --budget 1 $SHAPE >budget.txt 2>&1; rc=$?
+timeout 600 "$BIN" --backend cuda-emu --budget 1 $SHAPE -n 400 >budget.txt 2>&1; rc=$?
 check "--budget run exits 0" test $rc = 0
 check "--budget: every configuration took between 3 and 399 timed steps" \
   bash -c "test \$(grep -Ec '^RESULT .* reps=([3-9]|[1-9][0-9]|[1-3][0-9][0-9]) ' budget.txt) = 4"
-"$BIN" --backend cuda-emu --reps 0 >/dev/null 2>&1
-check "--reps 0 exits 2" test $? = 2
+"$BIN" --backend cuda-emu -n 0 >/dev/null 2>&1
+check "-n 0 exits 2" test $? = 2
+"$BIN" --backend cuda-emu --reps 3 >/dev/null 2>&1
+check "an unknown flag (--reps) exits 2" test $? = 2
 "$BIN" --backend cuda-emu --dtype f16 >/dev/null 2>&1
 check "--dtype f16 exits 2" test $? = 2
 if [ -f "$DPCERT_CUDA_PLUGIN" ] && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
