@@ -27,7 +27,8 @@ fault_cmd() {
   HAS_OUT=0
   case $1 in
     reference) CMD=("$D" reference dpsgd $M --export out); HAS_OUT=1 ;;
-    train2) CMD=(mpirun -n 2 "$D" train dpsgd $M --export out); HAS_OUT=1 ;;
+    # mpirun's pid in DIR/mpirun.pid, so that its own crash or hang is told from a rank's
+    train2) CMD=(sh -c 'echo $$ > mpirun.pid; exec "$@"' sh mpirun -n 2 "$D" train dpsgd $M --export out); HAS_OUT=1 ;;
     compare) CMD=("$D" compare "$WORK/cmp-ref" "$WORK/cmp-cand") ;;
     certify) CMD=("$D" certify --candidate "sh -c 'cp \"\$1\" \"\$2\"' x" --suite ci --filter '^step-mlp-batch1$'
                   --repeats 2 --report out); HAS_OUT=1 ;;
@@ -86,6 +87,18 @@ mpirun_teardown_crash() {
          END { exit (bad || b) }' "$1"
 }
 
+# fault_launcher_failed DIR: 0 when the train2 run in DIR ended with the launcher itself failing:
+# mpirun hung until the timeout (exit 124) or a crash report names mpirun's own pid
+# (DIR/mpirun.pid; Open MPI prints "[host:PID] Signal: ..."). The injected failure is
+# deterministic, so such a run is made again (fault_alloc_loop) rather than judged: a rank that
+# hangs or crashes does so again, and the rerun is judged like any run.
+fault_launcher_failed() {
+  local pid
+  [ "$RC" = 124 ] && return 0
+  pid=$(cat "$1/mpirun.pid" 2>/dev/null) || return 1
+  [ -n "$pid" ] && grep -Eq "^\[[^]]*:0*$pid\] Signal: " "$1/err.txt"
+}
+
 # fault_judge NAME DIR PATTERN: "" when the run in DIR ended as a fault must (exit 3, stderr
 # matching PATTERN, no sanitizer report or crash, no temporary file, every output file equal to
 # the baseline's), else the reason
@@ -98,7 +111,8 @@ fault_judge() {
   fi
   # the launcher hanging in its teardown after a rank's MPI_Abort(3) (the same Open MPI defect: Open
   # MPI kills every rank on MPI_Abort, so what the timeout ends is mpirun itself): judged by the ranks
-  if [ "$name" = train2 ] && [ "$rc" = 124 ] && grep -q 'MPI_ABORT was invoked on rank [0-9]* in communicator MPI_COMM_WORLD with errorcode 3' "$err"; then
+  if [ "$name" = train2 ] && [ "$rc" = 124 ] && grep -q 'MPI_ABORT was invoked on rank [0-9]* in communicator MPI_COMM_WORLD' "$err" &&
+    grep -q '^with errorcode 3\.' "$err"; then
     echo "note: $dir: mpirun hung in its teardown after MPI_Abort(3) (Open MPI defect); judged by the ranks" >&2
     rc=3
   fi
@@ -141,7 +155,7 @@ fault_samples() {
 # exit RC0), then DPCERT_FAIL_ALLOC=SPEC for every SPEC that SPECS_FN K NAME puts in the array
 # SPECS, each judged by fault_judge.
 fault_alloc_loop() {
-  local specs_fn=$1 s spec why n_bad t0=$SECONDS
+  local specs_fn=$1 s spec why n_bad retry t0=$SECONDS
   fault_prepare || { bad "preparing the compare inputs"; return; }
   for s in $FAULT_SCENARIOS; do
     fault_available "$s" || { echo "skip $s (mpirun not found)"; continue; }
@@ -155,6 +169,11 @@ fault_alloc_loop() {
     n_bad=0
     for spec in "${SPECS[@]}"; do
       fault_run "$s" "$WORK/run" DPCERT_FAIL_ALLOC="$spec"
+      for retry in 1 2; do
+        [ "$s" = train2 ] && fault_launcher_failed "$WORK/run" || break
+        echo "  note: $s: DPCERT_FAIL_ALLOC=$spec: mpirun itself crashed or hung (exit $RC; Open MPI defect): run again ($retry)"
+        fault_run "$s" "$WORK/run" DPCERT_FAIL_ALLOC="$spec"
+      done
       why=$(fault_judge "$s" "$WORK/run" 'out of memory')
       if [ -n "$why" ]; then bad "$s: DPCERT_FAIL_ALLOC=$spec: $why"; n_bad=$((n_bad + 1)); fi
     done
@@ -191,5 +210,14 @@ fault_judge_selftest() {
   check "fault judge: excuses mpirun's teardown crash after MPI_Abort(3)" [ -z "$(fault_judge train2 "$WORK/st" 'out of memory' 2>/dev/null)" ]
   sed -i 's/mpirun(+0x13ea)/dpcert(dp_tset_add+0x13b)/' "$WORK/st/err.txt"
   check "fault judge: rejects a rank's crash" [ -n "$(fault_judge train2 "$WORK/st" 'out of memory' 2>/dev/null)" ]
+  # the launcher's own failure (its pid in the crash report, or a hang) is run again, a rank's is not
+  echo 9 > "$WORK/st/mpirun.pid"; RC=139
+  check "fault launcher: mpirun's own crash (its pid) is recognised" fault_launcher_failed "$WORK/st"
+  echo 10 > "$WORK/st/mpirun.pid"
+  fault_launcher_failed "$WORK/st"; local lf=$?
+  check "fault launcher: a rank's crash (another pid) is not" [ "$lf" = 1 ]
+  RC=124
+  check "fault launcher: a hang is recognised" fault_launcher_failed "$WORK/st"
+  rm -f "$WORK/st/mpirun.pid"
   RC=3
 }
