@@ -156,8 +156,7 @@ static int account_parse(account_run *a, int argc, char **argv) {
                                                ACCT_CALIB_MIN_PREC, a->prec));
     if (!(a->pld_h >= 0))
         return dp_cli_fail("account", dp_error(DP_ERR_INVALID, "--pld-h must be > 0 (or 0 for automatic; got %g)", a->pld_h));
-    if (a->seen_target && a->seen_eps)
-        return dp_cli_fail("account", dp_error(DP_ERR_USAGE, "--target-epsilon excludes --epsilon"));
+    /* --target-epsilon with --epsilon cannot reach here: it needs --delta, and --delta excludes --epsilon */
     memset(&a->s0, 0, sizeof a->s0);
     if (a->sched_path) {
         if (a->seen_q || a->seen_steps || a->seen_mech || a->seen_sigma || a->seen_scale || a->seen_eps0)

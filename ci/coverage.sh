@@ -3,7 +3,11 @@
 # floors CI enforces (docs/development.md "Coverage").
 # Called by `make coverage` as `ci/coverage.sh build-cov build/coverage` after
 # building BUILD with COVERAGE=1 (gcc --coverage -O0). Steps: reset the counters,
-# run the fast tests (ci/run-tests.sh BUILD --fast), capture with lcov (branches
+# run the fast tests (ci/run-tests.sh BUILD --fast) with a fixed seed (DPCERT_TEST_SEED,
+# default 1) and a fixed number of command-line fuzzer runs (CLI_FUZZ_MAX_RUNS, default 600),
+# so that two runs measure the same; then the allocation-failure sweep FAULT_SWEEP (default
+# "reference train1 compare account audit": common/tests/fault_alloc_all_slow.sh over every
+# allocation of those runs, about 40 s here; empty skips it); capture with lcov (branches
 # included), keep the product code only (drop system headers and libraries, /usr/*,
 # and the tests, benches and fuzz drivers themselves), write the HTML report with
 # genhtml into OUTDIR, and print one line:
@@ -37,10 +41,17 @@ mkdir -p "$OUT"
 : >"$LOG"
 
 lcov --quiet --zerocounters --directory "$BUILD" >>"$LOG" 2>&1
+export DPCERT_TEST_SEED=${DPCERT_TEST_SEED:-1}
+export CLI_FUZZ_MAX_RUNS=${CLI_FUZZ_MAX_RUNS:-600} CLI_FUZZ_SECONDS=${CLI_FUZZ_SECONDS:-600}
 args=("$BUILD" --fast)
 [ -n "${COVERAGE_FILTER:-}" ] && args+=(--filter "$COVERAGE_FILTER")
 "$ROOT/ci/run-tests.sh" "${args[@]}"
 test_rc=$?
+SWEEP=${FAULT_SWEEP-reference train1 compare account audit}
+if [ -z "${COVERAGE_FILTER:-}" ] && [ -n "$SWEEP" ]; then
+  echo "coverage: allocation-failure sweep over every allocation of: $SWEEP"
+  FAULT_ONLY=$SWEEP "$ROOT/ci/run-tests.sh" "$BUILD" --filter '^fault_alloc_all_slow\.sh$' || test_rc=1
+fi
 
 BR=(--rc lcov_branch_coverage=1)
 if ! lcov --quiet "${BR[@]}" --capture --directory "$BUILD" --base-directory "$ROOT" --output-file "$INFO.raw" >>"$LOG" 2>&1; then

@@ -10,6 +10,8 @@
 # Scenarios (one command each, the same words in every run; OUT is the output directory):
 #   reference      reference dpsgd, mlp, one step, --export OUT
 #   train2         mpirun -n 2 train dpsgd (the engine at 2 ranks), --export OUT (skipped without mpirun)
+#   train1         train dpsgd at one rank, --export OUT (not in the default set: `make coverage`'s
+#                  sweep, ci/coverage.sh, runs every N of it, faster than train2's mpirun)
 #   compare        compare of a reference and an engine export (made once, undisturbed)
 #   certify        certify of one vector (step-mlp-batch1, 2 repeats; the candidate copies its
 #                  input: verdict INCOMPLETE, exit 1), --report OUT
@@ -28,6 +30,7 @@ fault_cmd() {
   case $1 in
     reference) CMD=("$D" reference dpsgd $M --export out); HAS_OUT=1 ;;
     train2) CMD=(mpirun -n 2 "$D" train dpsgd $M --export out); HAS_OUT=1 ;;
+    train1) CMD=("$D" train dpsgd $M --export out); HAS_OUT=1 ;;
     compare) CMD=("$D" compare "$WORK/cmp-ref" "$WORK/cmp-cand") ;;
     certify) CMD=("$D" certify --candidate "sh -c 'cp \"\$1\" \"\$2\"' x" --suite ci --filter '^step-mlp-batch1$'
                   --repeats 2 --report out); HAS_OUT=1 ;;
