@@ -5,8 +5,10 @@
 # (--dtype vs --precision, --threads, --strategy / --noise-mode / --sharding / --dp / --cp /
 # --cp-* / --checkpoint / --loss-scale / --memory-report for dpzo, --mixed-rule outside
 # mixed-ghost and book-keeping, --inject-bug without DPCERT_TEST_INJECT=1, --collective-timeout);
-# the accepted spellings of the same options run (exit 0), so a rule that refuses too much fails
-# too. No MPI: one rank.
+# the DP-SGD options shared with `reference dpsgd` (common/spec_dpsgd.c: --gamma needs
+# --clip-fn automatic, adamw's options refused with sgd and --momentum with adamw), through both
+# commands; the accepted spellings of the same options run (exit 0), so a rule that refuses too
+# much fails too. No MPI: one rank.
 . "${DPCERT_ROOT:?run through ci/run-tests.sh}/common/tests/check_lib.bash"
 # expect CODE PATTERN ARGS...: `dpcert train ARGS` exits CODE with stderr matching PATTERN (grep -E; "" any)
 expect() {
@@ -48,5 +50,24 @@ expect 2 "--collective-timeout must be in \(0, 1e6\] seconds \(got 0\)" $S --col
 expect 2 "--collective-timeout must be in \(0, 1e6\] seconds" $S --collective-timeout 2e6
 expect 0 "" $S --collective-timeout 30
 expect 2 "--loss-scale applies to dpsgd only" $Z --loss-scale 1024
+# the shared DP-SGD options, the same rules in both commands
+for cmd in train reference; do
+  run() { env -u DPCERT_TEST_INJECT "$D" "$cmd" "$@"; }
+  R="dpsgd $M --clip 1 --sigma 1 --lr 0.1"
+  e() { local want=$1 pat=$2; shift 2; run "$@" >out.txt 2>err.txt; local rc=$?
+        if [ "$rc" = "$want" ] && { [ -z "$pat" ] || grep -Eq -- "$pat" err.txt; }; then ok "exit $want: $cmd $*"
+        else bad "$cmd $* -> exit $rc (want $want), stderr: $(head -c 300 err.txt)"; fi; }
+  e 2 "--gamma applies to --clip-fn automatic only" $R --gamma 0.1
+  e 0 "" $R --clip-fn automatic --gamma 0.1
+  e 2 "--clip-fn" $R --clip-fn soft
+  for o in "--beta1 0.8" "--beta2 0.9" "--adam-eps 1e-6" "--weight-decay 0.1"; do
+    e 2 "--beta1, --beta2, --adam-eps and --weight-decay apply to --optimizer adamw only" $R --optimizer sgd $o
+  done
+  e 0 "" $R --optimizer adamw --beta1 0.8 --weight-decay 0.1
+  e 2 "--momentum applies to --optimizer sgd only" $R --optimizer adamw --momentum 0.5
+  e 0 "" $R --optimizer sgd --momentum 0.5
+  e 2 "--optimizer" $R --optimizer lamb
+  e 2 "--clipping" $R --clipping diagonal
+done
 echo "train_option_rules: $checks checks, $fails failed"
 [ "$checks" -gt 0 ] && [ "$fails" = 0 ]
