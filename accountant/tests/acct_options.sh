@@ -11,13 +11,7 @@
 . "${DPCERT_ROOT:?run through ci/run-tests.sh}/common/tests/check_lib.bash"
 "$D" account --help >/dev/null 2>&1 || { echo "SKIP: dpcert account not built"; exit 77; }
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not found"; exit 77; }
-# expect CODE PATTERN ARGS...: `dpcert account ARGS` exits CODE with stderr matching PATTERN (grep -E)
-expect() {
-  local want=$1 pat=$2; shift 2
-  "$D" account "$@" >out.txt 2>err.txt; local rc=$?
-  if [ "$rc" = "$want" ] && grep -Eq -- "$pat" err.txt; then ok "exit $want: account $*"
-  else bad "account $* -> exit $rc (want $want), stderr: $(head -c 300 err.txt)"; fi
-}
+expect() { expect_exit "$1" "$2" account "${@:3}"; } # expect CODE PATTERN ARGS...: of `dpcert account ARGS`
 G="--mechanism gaussian --sigma 1 --q 0.01 --steps 10"
 expect 2 "--mechanism.*gaussian" --mechanism poisson --sigma 1 --q 0.01 --steps 10 --delta 1e-5
 expect 2 "--conversion" $G --delta 1e-5 --conversion fancy

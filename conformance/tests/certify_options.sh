@@ -8,13 +8,7 @@
 # dpcert-certify-* directory in TMPDIR were left); keygen without --public and verify-report
 # without DIR or --pubkey, or with a second DIR, exit 2.
 . "${DPCERT_ROOT:?run through ci/run-tests.sh}/common/tests/check_lib.bash"
-# expect CODE PATTERN CMD ARGS...: `dpcert CMD ARGS` exits CODE with stderr matching PATTERN (grep -E)
-expect() {
-  local want=$1 pat=$2; shift 2
-  "$D" "$@" >out.txt 2>err.txt; local rc=$?
-  if [ "$rc" = "$want" ] && grep -Eq -- "$pat" err.txt; then ok "exit $want: $*"
-  else bad "$* -> exit $rc (want $want), stderr: $(head -c 300 err.txt)"; fi
-}
+expect() { expect_exit "$@"; }
 C=(certify --candidate true --suite ci)
 expect 2 "--candidate CMD is required" certify --suite ci
 expect 2 "option --candidate needs a value" certify --candidate "" --suite ci

@@ -10,13 +10,7 @@
 # --mbs derives the micro-batches. Runs on the builtin h100 device (no host calibration): fast.
 . "${DPCERT_ROOT:?run through ci/run-tests.sh}/common/tests/check_lib.bash"
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not found"; exit 77; }
-# expect CODE PATTERN ARGS...: `dpcert plan ARGS` exits CODE with stderr matching PATTERN (grep -E)
-expect() {
-  local want=$1 pat=$2; shift 2
-  "$D" plan "$@" >out.txt 2>err.txt; local rc=$?
-  if [ "$rc" = "$want" ] && grep -Eq -- "$pat" err.txt; then ok "exit $want: plan $*"
-  else bad "plan $* -> exit $rc (want $want), stderr: $(head -c 300 err.txt)"; fi
-}
+expect() { expect_exit "$1" "$2" plan "${@:3}"; } # expect CODE PATTERN ARGS...: of `dpcert plan ARGS`
 # field FILE KEY: the JSON value of KEY in FILE
 field() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2" 2>/dev/null; }
 # same A B: the numbers A and B agree to 1e-12 relative

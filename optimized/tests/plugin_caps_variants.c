@@ -7,13 +7,7 @@
 #ifndef CAPS
 #error "compile with -DCAPS=N"
 #endif
-#define dpcert_backend_abi_version sk_abi_version
-#define dpcert_backend_query sk_query
-#define dpcert_backend_create sk_create
-#include "skeleton.c"
-#undef dpcert_backend_abi_version
-#undef dpcert_backend_query
-#undef dpcert_backend_create
+#include "plugin_skeleton_wrap.h"
 
 uint32_t dpcert_backend_abi_version(void) { return sk_abi_version(); }
 

@@ -10,13 +10,8 @@
 # commands; the accepted spellings of the same options run (exit 0), so a rule that refuses too
 # much fails too. No MPI: one rank.
 . "${DPCERT_ROOT:?run through ci/run-tests.sh}/common/tests/check_lib.bash"
-# expect CODE PATTERN ARGS...: `dpcert train ARGS` exits CODE with stderr matching PATTERN (grep -E; "" any)
-expect() {
-  local want=$1 pat=$2; shift 2
-  env -u DPCERT_TEST_INJECT "$D" train "$@" >out.txt 2>err.txt; local rc=$?
-  if [ "$rc" = "$want" ] && { [ -z "$pat" ] || grep -Eq -- "$pat" err.txt; }; then ok "exit $want: train $*"
-  else bad "train $* -> exit $rc (want $want), stderr: $(head -c 300 err.txt)"; fi
-}
+unset DPCERT_TEST_INJECT                              # the test-only switches stay refused
+expect() { expect_exit "$1" "$2" train "${@:3}"; } # expect CODE PATTERN ARGS...: of `dpcert train ARGS`
 M="--model mlp --in 4 --hidden 8 --classes 3 --dataset-size 8 --q 0.5 --steps 1 --seed 1 --noise-key 2"
 S="dpsgd $M --clip 1 --sigma 1 --lr 0.1"
 Z="dpzo $M --clip 1 --sigma 1 --phi 1e-3 --lr 1e-3"
@@ -52,11 +47,8 @@ expect 0 "" $S --collective-timeout 30
 expect 2 "--loss-scale applies to dpsgd only" $Z --loss-scale 1024
 # the shared DP-SGD options, the same rules in both commands
 for cmd in train reference; do
-  run() { env -u DPCERT_TEST_INJECT "$D" "$cmd" "$@"; }
   R="dpsgd $M --clip 1 --sigma 1 --lr 0.1"
-  e() { local want=$1 pat=$2; shift 2; run "$@" >out.txt 2>err.txt; local rc=$?
-        if [ "$rc" = "$want" ] && { [ -z "$pat" ] || grep -Eq -- "$pat" err.txt; }; then ok "exit $want: $cmd $*"
-        else bad "$cmd $* -> exit $rc (want $want), stderr: $(head -c 300 err.txt)"; fi; }
+  e() { expect_exit "$1" "$2" "$cmd" "${@:3}"; }
   e 2 "--gamma applies to --clip-fn automatic only" $R --gamma 0.1
   e 0 "" $R --clip-fn automatic --gamma 0.1
   e 2 "--clip-fn" $R --clip-fn soft

@@ -10,13 +10,7 @@
 # The safetensors files are written here by python3 (the format's header: 8-byte length, JSON).
 . "${DPCERT_ROOT:?run through ci/run-tests.sh}/common/tests/check_lib.bash"
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not found"; exit 77; }
-# expect CODE PATTERN ARGS...: `dpcert ARGS` exits CODE with stderr matching PATTERN (grep -E)
-expect() {
-  local want=$1 pat=$2; shift 2
-  "$D" "$@" >out.txt 2>err.txt; local rc=$?
-  if [ "$rc" = "$want" ] && { [ -z "$pat" ] || grep -Eq -- "$pat" err.txt; }; then ok "exit $want: $*"
-  else bad "$* -> exit $rc (want $want), stderr: $(head -c 300 err.txt)"; fi
-}
+expect() { expect_exit "$@"; }
 # st FILE NAME:DTYPE:SHAPE:VALUES ...: a safetensors file (SHAPE like 4x3, VALUES comma-separated, cycled)
 st() {
   python3 - "$@" <<'PY'
