@@ -156,8 +156,7 @@ static int account_parse(account_run *a, int argc, char **argv) {
                                                ACCT_CALIB_MIN_PREC, a->prec));
     if (!(a->pld_h >= 0))
         return dp_cli_fail("account", dp_error(DP_ERR_INVALID, "--pld-h must be > 0 (or 0 for automatic; got %g)", a->pld_h));
-    if (a->seen_target && a->seen_eps)
-        return dp_cli_fail("account", dp_error(DP_ERR_USAGE, "--target-epsilon excludes --epsilon"));
+    /* --target-epsilon with --epsilon cannot reach here: it needs --delta, and --delta excludes --epsilon */
     memset(&a->s0, 0, sizeof a->s0);
     if (a->sched_path) {
         if (a->seen_q || a->seen_steps || a->seen_mech || a->seen_sigma || a->seen_scale || a->seen_eps0)
@@ -328,9 +327,15 @@ static int account_pure(account_run *a) {
         if (a->seen_delta) {
             if (acct_pure_advanced(&adv, &a->s, a->delta) == DP_OK) json_object_set_new(o, "advanced_epsilon", jnum(adv));
             st = acct_pure_exact(&ex, &a->s, a->delta);
-            if (st == DP_OK) json_object_set_new(o, "exact_rr_epsilon", jnum(ex));
-            else { json_object_set_new(o, "exact_rr", json_string(dp_last_error())); dp_clear_error(); }
-            if (!a->json) fprintf(a->txt, "pure  epsilon: basic %.10g, advanced %.10g, exact (randomized-response composition) %.10g\n", basic, adv, ex);
+            char exs[DP_ERR_MAX + 8] = "", advs[32] = "n/a"; /* the exact value, or n/a and why (never "nan") */
+            if (st == DP_OK) { json_object_set_new(o, "exact_rr_epsilon", jnum(ex)); snprintf(exs, sizeof exs, "%.10g", ex); }
+            else {
+                json_object_set_new(o, "exact_rr", json_string(dp_last_error()));
+                snprintf(exs, sizeof exs, "n/a (%s)", dp_last_error());
+                dp_clear_error();
+            }
+            if (!isnan(adv)) snprintf(advs, sizeof advs, "%.10g", adv);
+            if (!a->json) fprintf(a->txt, "pure  epsilon: basic %.10g, advanced %s, exact (randomized-response composition) %s\n", basic, advs, exs);
         } else {
             double e0 = 0;
             int64_t T = 0;

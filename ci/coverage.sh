@@ -3,22 +3,30 @@
 # floors CI enforces (docs/development.md "Coverage").
 # Called by `make coverage` as `ci/coverage.sh build-cov build/coverage` after
 # building BUILD with COVERAGE=1 (gcc --coverage -O0). Steps: reset the counters,
-# run the fast tests (ci/run-tests.sh BUILD --fast), capture with lcov (branches
+# run the fast tests (ci/run-tests.sh BUILD --fast) with a fixed seed (DPCERT_TEST_SEED,
+# default 1) and a fixed number of command-line fuzzer runs (CLI_FUZZ_MAX_RUNS, default 600),
+# so that two runs measure the same; then the allocation-failure sweep FAULT_SWEEP (default
+# "reference train1 refdpzo compare account audit": common/tests/fault_alloc_all_slow.sh over
+# every allocation of those runs, about 40 s here; traindpzo and plan are swept by the fast
+# fault_alloc_sweep.sh; empty skips it); capture with lcov (branches
 # included), keep the product code only (drop system headers and libraries, /usr/*,
 # and the tests, benches and fuzz drivers themselves), write the HTML report with
 # genhtml into OUTDIR, and print one line:
 #   coverage: lines X% (a/b), functions Y%, branches Z% (c/d)
 # Floors (the one place they are set; raise them as they are met): lines >= MIN_LINES,
 # branches >= MIN_BRANCHES; COVERAGE_MIN_LINES / COVERAGE_MIN_BRANCHES override them
-# (0 disables). Lines: issue 29's 93%. Branches: issue 29 asks 85%; measured 73.1% when the
-# floor was set (the untaken sides are mostly error paths: DP_TRY chains after a failed
-# allocation or I/O), so the floor is that level as a ratchet until 85% is met. COVERAGE_FILTER=REGEX restricts the tests (passed to run-tests.sh
-# --filter; the floors are then not checked: a subset is not the measure).
+# (0 disables). Measured when set (docs/development.md "CI and coverage"): lines 95.7%, branches
+# 77.9%; each floor is that minus 0.5 points (the runs are deterministic: fixed seed and fuzzer
+# run count; what varies is timing, signals and thread interleaving), rounded down to a whole
+# percent. Issue 29 asks branches >= 85%: not met; the floor is a ratchet until it is (most untaken
+# sides are error propagation: DP_TRY chains and allocation checks, reached only by injected
+# faults or failing backends). COVERAGE_FILTER=REGEX restricts the tests (passed to
+# run-tests.sh --filter; the floors are then not checked: a subset is not the measure).
 # Exit status: 2 for bad usage or missing lcov, 1 when a test failed or a floor is not
 # met (the report is written either way), 0 otherwise.
 set -u
-MIN_LINES=${COVERAGE_MIN_LINES:-93}
-MIN_BRANCHES=${COVERAGE_MIN_BRANCHES:-73}
+MIN_LINES=${COVERAGE_MIN_LINES:-95}
+MIN_BRANCHES=${COVERAGE_MIN_BRANCHES:-77}
 BUILD=${1:-}; OUT=${2:-}
 if [ -z "$BUILD" ] || [ -z "$OUT" ] || [ $# -ne 2 ]; then
   echo "usage: ci/coverage.sh BUILD OUTDIR" >&2; exit 2
@@ -37,10 +45,17 @@ mkdir -p "$OUT"
 : >"$LOG"
 
 lcov --quiet --zerocounters --directory "$BUILD" >>"$LOG" 2>&1
+export DPCERT_TEST_SEED=${DPCERT_TEST_SEED:-1}
+export CLI_FUZZ_MAX_RUNS=${CLI_FUZZ_MAX_RUNS:-600} CLI_FUZZ_SECONDS=${CLI_FUZZ_SECONDS:-600}
 args=("$BUILD" --fast)
 [ -n "${COVERAGE_FILTER:-}" ] && args+=(--filter "$COVERAGE_FILTER")
 "$ROOT/ci/run-tests.sh" "${args[@]}"
 test_rc=$?
+SWEEP=${FAULT_SWEEP-reference train1 refdpzo compare account audit}
+if [ -z "${COVERAGE_FILTER:-}" ] && [ -n "$SWEEP" ]; then
+  echo "coverage: allocation-failure sweep over every allocation of: $SWEEP"
+  FAULT_ONLY=$SWEEP "$ROOT/ci/run-tests.sh" "$BUILD" --filter '^fault_alloc_all_slow\.sh$' || test_rc=1
+fi
 
 BR=(--rc lcov_branch_coverage=1)
 if ! lcov --quiet "${BR[@]}" --capture --directory "$BUILD" --base-directory "$ROOT" --output-file "$INFO.raw" >>"$LOG" 2>&1; then

@@ -13,7 +13,7 @@ static _Thread_local char dp_errbuf[DP_ERRBUF];
 /* Length of the valid UTF-8 sequence at s (1..4), 0 when s does not start one. */
 static size_t utf8_len(const unsigned char *s, size_t n) {
     unsigned c = s[0];
-    size_t k = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    size_t k = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0; /* 0xf5.. lead nothing */
     if (k == 0 || k > n) return 0;
     for (size_t i = 1; i < k; i++)
         if ((s[i] & 0xc0) != 0x80) return 0;
@@ -22,15 +22,24 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
     return k;
 }
 
+/* The unit at s[0..n): the length of the byte or UTF-8 sequence kept as is (0: escape s[0] as
+ * \xHH, 4 bytes); *w its escaped width. */
+static size_t unit_len(const unsigned char *s, size_t n, size_t *w) {
+    size_t k = s[0] >= 0x80 ? utf8_len(s, n) : (s[0] >= 0x20 && s[0] != 0x7f);
+    *w = k ? k : 4;
+    return k;
+}
+
 /* The message m[0..n) escaped (control bytes, DEL and bytes outside valid UTF-8 as \xHH) into
  * out (cap bytes); a result longer than cap - 1 keeps its head and its tail around the marker
- * "[... N bytes ...]". Two passes: the escaped length first, then the bytes. */
+ * "[... N bytes ...]" (N: the escaped bytes left out, exact). Passes: the escaped length, for a long
+ * message the bytes left out (whole units only), then the bytes. */
 static void finish_message(char *out, size_t cap, const char *m, size_t n) {
     const unsigned char *s = (const unsigned char *)m;
     size_t total = 0;
     for (size_t i = 0; i < n;) {
-        size_t k = s[i] >= 0x80 ? utf8_len(s + i, n - i) : (s[i] >= 0x20 && s[i] != 0x7f);
-        total += k ? k : 4;
+        size_t w, k = unit_len(s + i, n - i, &w);
+        total += w;
         i += k ? k : 1;
     }
     char marker[64] = "";
@@ -39,13 +48,22 @@ static void finish_message(char *out, size_t cap, const char *m, size_t n) {
         size_t room = cap - 1 - 40;          /* 40: the marker's room */
         head = room / 2;
         tail_from = total - (room - head);
-        snprintf(marker, sizeof marker, "[... %zu bytes ...]", tail_from - head);
+        /* what is left out: from the end of the last whole unit (character or escape) within the
+         * head to the start of the first unit at or after tail_from */
+        size_t hk = 0, tk = total, pos = 0;
+        for (size_t i = 0; i < n;) {
+            size_t w, k = unit_len(s + i, n - i, &w);
+            if (pos + w <= head) hk = pos + w;
+            if (pos >= tail_from && tk == total) tk = pos;
+            pos += w;
+            i += k ? k : 1;
+        }
+        snprintf(marker, sizeof marker, "[... %zu bytes ...]", tk - hk);
     }
     size_t o = 0, pos = 0; /* pos: escaped offset of s[i] */
     int marked = 0;
     for (size_t i = 0; i < n;) {
-        size_t k = s[i] >= 0x80 ? utf8_len(s + i, n - i) : (s[i] >= 0x20 && s[i] != 0x7f);
-        size_t w = k ? k : 4;
+        size_t w, k = unit_len(s + i, n - i, &w);
         if (pos + w <= head || pos >= tail_from) {
             if (k) memcpy(out + o, s + i, k);
             else snprintf(out + o, 5, "\\x%02x", s[i]);

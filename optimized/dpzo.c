@@ -125,14 +125,16 @@ dp_status opt_dpzo_step(dp_dpzo_step_out *out, opt_dpzo *s, const dp_dataset *d,
         }
         dp_free(all);
     }
-    for (int j = 0; j < n; j++) out->sum[j] = red[j];
+    for (int j = 0; st == DP_OK && j < n; j++) out->sum[j] = red[j]; /* (red is NULL when its allocation failed) */
     if (st == DP_OK) st = opt_dpzo_noise(out->noise, hp, step); /* the single draw, same on every rank */
     for (int j = 0; half && j < n; j++) out->noise[j] = r32_(out->noise[j], 1); /* f32 noise */
     if (st == DP_OK) st = opt_dpzo_scalars(out->scalar, hp, out->sum, out->noise, step);
     for (int j = 0; half && j < n; j++) out->scalar[j] = r32_(out->scalar[j], 1); /* the f32 released scalar */
-    out->ndropped = (int64_t)red[n + 1]; /* an exact integer count (< 2^53) */
-    int64_t kept = b * (int64_t)n - out->ndropped;
-    out->loss = kept ? red[n] / (double)kept : NAN;
+    if (st == DP_OK) {
+        out->ndropped = (int64_t)red[n + 1]; /* an exact integer count (< 2^53) */
+        int64_t kept = b * (int64_t)n - out->ndropped;
+        out->loss = kept ? red[n] / (double)kept : NAN;
+    }
     /* per-example arrays [n][b] in global order (exports) */
     if (st == DP_OK && gather) {
         double *arrs[3] = {lp, lm, dc}, *dst[3] = {out->loss_plus, out->loss_minus, out->diff_clipped};

@@ -9,3 +9,11 @@ fails=0; checks=0
 ok()  { checks=$((checks+1)); echo "ok   $*"; }
 bad() { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL $*"; }
 check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+# expect_exit CODE PATTERN ARGS...: `dpcert ARGS` exits CODE with stderr matching PATTERN (grep -E;
+# "" matches anything); stdout in out.txt, stderr in err.txt; one check
+expect_exit() {
+  local want=$1 pat=$2; shift 2
+  "$D" "$@" >out.txt 2>err.txt; local rc=$?
+  if [ "$rc" = "$want" ] && { [ -z "$pat" ] || grep -Eq -- "$pat" err.txt; }; then ok "exit $want: dpcert $*"
+  else bad "dpcert $* -> exit $rc (want $want), stderr: $(head -c 300 err.txt)"; fi
+}

@@ -5,7 +5,8 @@
 # 0; to /dev/full exit 3 with a message) and the options its help calls required, then the
 # corpus of past findings (common/tests/data/cli_fuzz_corpus.txt, each with its expected exit
 # code), then generated combinations of every subcommand's options for CLI_FUZZ_SECONDS
-# (default 60) with the seed printed (DPCERT_TEST_SEED sets it). Each run must exit 0, 1, 2, 3
+# (default 60) with the seed printed (DPCERT_TEST_SEED sets it), or CLI_FUZZ_MAX_RUNS runs if
+# fewer (`make coverage` sets a fixed seed and run count: the same runs every time). Each run must exit 0, 1, 2, 3
 # or 77 within its limit (CLI_FUZZ_TIMEOUT, default 30 s, a hang confirmed with 3 times that),
 # print a "dpcert ..." message on 2 and 3, show no sanitizer report, and write nothing outside
 # its directory. A finding fails the test; its line for the corpus is printed (add it, with the
@@ -49,7 +50,7 @@ done
 
 mkdir -p work
 python3 "$ROOT/common/tests/cli_fuzz.py" --dpcert "$D" --root "$ROOT" --seconds "$secs" --seed "$seed" \
-  --timeout "${CLI_FUZZ_TIMEOUT:-30}" --corpus "$ROOT/common/tests/data/cli_fuzz_corpus.txt" --work work
+  --max-runs "${CLI_FUZZ_MAX_RUNS:-0}" --timeout "${CLI_FUZZ_TIMEOUT:-30}" --corpus "$ROOT/common/tests/data/cli_fuzz_corpus.txt" --work work
 rc=$?
 if [ $rc = 0 ]; then echo "ok: no finding (seed $seed)"
 else

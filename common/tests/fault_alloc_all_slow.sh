@@ -6,18 +6,7 @@
 # FAULT_CERTIFY_STRIDE (default 41, about 520 runs; 1 runs all of them, about 3 hours on the
 # 2-core machine). Same checks as fault_alloc.sh; deterministic (no sampling).
 . "${DPCERT_ROOT:?}/common/tests/fault_lib.bash"
-# every N one-shot (certify every FAULT_CERTIFY_STRIDE-th, and its last), N+ every 7th of those
-every() {
-  local k=$1 stride=1 n sstride
-  [ "$2" = certify ] && stride=${FAULT_CERTIFY_STRIDE:-41}
-  sstride=$((stride * ${FAULT_STICKY_STRIDE:-7}))
-  for ((n = 1; n <= k; n++)); do
-    (( (n - 1) % stride == 0 || n == k )) && SPECS+=("$n")
-    (( (n - 1) % sstride == 0 )) && SPECS+=("$n+")
-  done
-  return 0
-}
 t0=$SECONDS
-fault_alloc_loop every
+fault_alloc_loop fault_every
 echo "fault_alloc_all: $((SECONDS - t0)) s; $checks checks, $fails failed"
 [ "$checks" -gt 0 ] && [ "$fails" = 0 ]

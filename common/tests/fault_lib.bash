@@ -10,6 +10,11 @@
 # Scenarios (one command each, the same words in every run; OUT is the output directory):
 #   reference      reference dpsgd, mlp, one step, --export OUT
 #   train2         mpirun -n 2 train dpsgd (the engine at 2 ranks), --export OUT (skipped without mpirun)
+#   refdpzo        reference dpzo, mlp, two steps, --export OUT
+#   traindpzo      train dpzo (the engine, one rank), two steps, --export OUT
+#   plan           plan --search over 4 devices on the builtin h100 (no output file)
+#   train1         train dpsgd at one rank, --export OUT (not in the default set: `make
+#                  coverage`'s sweep, ci/coverage.sh, runs every N of it, faster than train2's mpirun)
 #   compare        compare of a reference and an engine export (made once, undisturbed)
 #   certify        certify of one vector (step-mlp-batch1, 2 repeats; the candidate copies its
 #                  input: verdict INCOMPLETE, exit 1), --report OUT
@@ -19,7 +24,7 @@
 . "${DPCERT_ROOT:?run through ci/run-tests.sh}/common/tests/check_lib.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 M="--model mlp --in 4 --hidden 8 --classes 3 --dataset-size 8 --q 0.5 --steps 1 --seed 1 --noise-key 2"
-FAULT_SCENARIOS=${FAULT_ONLY:-"reference train2 compare certify account audit"}
+FAULT_SCENARIOS=${FAULT_ONLY:-"reference train2 refdpzo traindpzo compare certify account audit plan"}
 WORK=$PWD
 
 # fault_cmd NAME: sets CMD (an array) and HAS_OUT (1: the command writes OUT) for scenario NAME
@@ -29,6 +34,10 @@ fault_cmd() {
     reference) CMD=("$D" reference dpsgd $M --export out); HAS_OUT=1 ;;
     # mpirun's pid in DIR/mpirun.pid, so that its own crash or hang is told from a rank's
     train2) CMD=(sh -c 'echo $$ > mpirun.pid; exec "$@"' sh mpirun -n 2 "$D" train dpsgd $M --export out); HAS_OUT=1 ;;
+    train1) CMD=("$D" train dpsgd $M --export out); HAS_OUT=1 ;;
+    refdpzo) CMD=("$D" reference dpzo ${M/--steps 1/--steps 2} --clip 1 --sigma 1 --phi 1e-3 --lr 1e-3 --export out); HAS_OUT=1 ;;
+    traindpzo) CMD=("$D" train dpzo ${M/--steps 1/--steps 2} --clip 1 --sigma 1 --phi 1e-3 --lr 1e-3 --export out); HAS_OUT=1 ;;
+    plan) CMD=("$D" plan --device h100 --search --devices 4) ;;
     compare) CMD=("$D" compare "$WORK/cmp-ref" "$WORK/cmp-cand") ;;
     certify) CMD=("$D" certify --candidate "sh -c 'cp \"\$1\" \"\$2\"' x" --suite ci --filter '^step-mlp-batch1$'
                   --repeats 2 --report out); HAS_OUT=1 ;;
@@ -148,6 +157,20 @@ fault_samples() {
     [ -n "${seen[$n]:-}" ] && continue
     seen[$n]=1; SPECS+=("$n$suf")
   done
+}
+
+# fault_every K NAME: appends to SPECS every N in [1, K] (one-shot), and the sticky N+ every
+# FAULT_STICKY_STRIDE-th (default 7); certify, about 21,000 allocations at 0.5 s a run, every
+# FAULT_CERTIFY_STRIDE-th N (default 41, about 520 runs) and its last
+fault_every() {
+  local k=$1 stride=1 n sstride
+  [ "$2" = certify ] && stride=${FAULT_CERTIFY_STRIDE:-41}
+  sstride=$((stride * ${FAULT_STICKY_STRIDE:-7}))
+  for ((n = 1; n <= k; n++)); do
+    (( (n - 1) % stride == 0 || n == k )) && SPECS+=("$n")
+    (( (n - 1) % sstride == 0 )) && SPECS+=("$n+")
+  done
+  return 0
 }
 
 # fault_alloc_loop SPECS_FN: the allocation-failure loop. For every scenario that can run here:

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/candidate.h"
 #include "common/cli.h"
@@ -131,9 +132,12 @@ int dp_cmd_certify(int argc, char **argv) {
         }
         dp_free(names);
         if (filter) regfree(&re);
-        if (!kept)
+        if (!kept) { /* bad usage leaves nothing behind: the emptied vectors/ and a temporary report */
+            rmdir(vd);
+            if (report == tmpl) rmdir(tmpl);
             return dp_cli_fail("certify", dp_error(DP_ERR_INVALID, "--filter '%s' --scope %s: no vector left",
                                                    filter ? filter : ".*", scope));
+        }
     }
     const double pstd = cert_suite_power_std(o.suite);
     if (pstd > 0) { /* the power claim: std <= pstd of the claim caught with power >= 0.999 */

@@ -2,8 +2,10 @@
  * time of a DP-SGD job on a DP x CP x ZeRO layout, or (--search) every layout of R devices ranked
  * by step time under the memory capacity (docs/plan.md). Bad input exits 2 naming the option;
  * nothing is allocated in proportion to the model (the host calibration runs capped shapes). */
+#include <ctype.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,36 +31,40 @@ static int model_named(opt_cost_llama *m, const char *name) {
     return 1;
 }
 
-/* "BW" with a unit: 900GB/s, 50Gb/s, 2e9 (bytes/s); "/LAT" seconds or us: nvlink:900GB/s/5us */
+/* "BW" with a unit: 900GB/s, 50Gb/s, 2e9 (bytes/s); "/LAT" seconds or us: nvlink:900GB/s/5us, 2e9/5us.
+ * Grammar: NUMBER [UNIT] ["/s"] ["/" LATENCY [us|ns|ms|s]], nothing after. */
 static dp_status parse_bw(double *bw, double *lat, const char *s) {
-    char num[64], unit[32] = "", rest[64] = "";
-    if (sscanf(s, "%63[0-9.eE+-]%31[a-zA-Z/]%63s", num, unit, rest) < 1) return DP_ERR_INVALID;
+    char num[64];
+    int used = 0;
+    if (sscanf(s, "%63[0-9.eE+-]%n", num, &used) < 1) return DP_ERR_INVALID;
     double v;
     if (dp_parse_double(&v, "--link", num) != DP_OK) { dp_clear_error(); return DP_ERR_INVALID; }
+    const char *p = s + used, *u = p;
+    while (isalpha((unsigned char)*p)) p++;
+    const size_t ul = (size_t)(p - u);
     double mul = 1;
-    char *slash = strchr(unit, '/');
-    char u[32];
-    snprintf(u, sizeof u, "%.*s", slash ? (int)(slash - unit) : (int)strlen(unit), unit);
-    if (strcmp(u, "") == 0 || strcmp(u, "B") == 0) mul = 1;
-    else if (strcmp(u, "KB") == 0) mul = 1e3;
-    else if (strcmp(u, "MB") == 0) mul = 1e6;
-    else if (strcmp(u, "GB") == 0) mul = 1e9;
-    else if (strcmp(u, "TB") == 0) mul = 1e12;
-    else if (strcmp(u, "Gb") == 0) mul = 1e9 / 8;
-    else if (strcmp(u, "Tb") == 0) mul = 1e12 / 8;
+    if (ul == 0 || (ul == 1 && u[0] == 'B')) mul = 1;
+    else if (ul == 2 && strncmp(u, "KB", 2) == 0) mul = 1e3;
+    else if (ul == 2 && strncmp(u, "MB", 2) == 0) mul = 1e6;
+    else if (ul == 2 && strncmp(u, "GB", 2) == 0) mul = 1e9;
+    else if (ul == 2 && strncmp(u, "TB", 2) == 0) mul = 1e12;
+    else if (ul == 2 && strncmp(u, "Gb", 2) == 0) mul = 1e9 / 8;
+    else if (ul == 2 && strncmp(u, "Tb", 2) == 0) mul = 1e12 / 8;
     else return DP_ERR_INVALID;
-    if (slash && strcmp(slash, "/s") != 0 && strncmp(slash, "/s/", 3) != 0) return DP_ERR_INVALID;
+    if (strncmp(p, "/s", 2) == 0 && (p[2] == 0 || p[2] == '/')) p += 2; /* "per second" */
     *bw = v * mul;
     if (!(*bw > 0) || !isfinite(*bw)) return DP_ERR_INVALID;
-    const char *l = slash && strncmp(slash, "/s/", 3) == 0 ? slash + 3 : rest[0] == '/' ? rest + 1 : NULL;
-    if (l) {
-        double x;
-        char lu[8] = "";
-        if (sscanf(l, "%lf%7s", &x, lu) < 1 || !(x >= 0) || !isfinite(x)) return DP_ERR_INVALID;
-        *lat = strcmp(lu, "us") == 0 ? x * 1e-6 : strcmp(lu, "ns") == 0 ? x * 1e-9 : strcmp(lu, "ms") == 0 ? x * 1e-3
-             : strcmp(lu, "s") == 0 || !lu[0] ? x : -1;
-        if (*lat < 0) return DP_ERR_INVALID;
-    }
+    if (*p == 0) return DP_OK;
+    if (*p != '/') return DP_ERR_INVALID;
+    double x;
+    char lu[8] = "";
+    int n = 0;
+    if (sscanf(p + 1, "%lf%n", &x, &n) < 1 || !(x >= 0) || !isfinite(x)) return DP_ERR_INVALID;
+    if (strlen(p + 1 + n) >= sizeof lu) return DP_ERR_INVALID;
+    snprintf(lu, sizeof lu, "%s", p + 1 + n);
+    *lat = strcmp(lu, "us") == 0 ? x * 1e-6 : strcmp(lu, "ns") == 0 ? x * 1e-9 : strcmp(lu, "ms") == 0 ? x * 1e-3
+         : strcmp(lu, "s") == 0 || !lu[0] ? x : -1;
+    if (*lat < 0) return DP_ERR_INVALID;
     return DP_OK;
 }
 
@@ -278,7 +284,7 @@ int dp_cmd_plan(int argc, char **argv) {
     int64_t V = 64, D = 32, L = 2, H = 4, KV = 0, F = 0, B = 16, T = 32, k = 1, dpn = 0, N = 1, M = 1, devices = 0,
             mbs = 0, top = 0;
     int tied = 0, nonpriv = 0, json = 0, help = 0, do_search = 0;
-    int s_strategy = 0, s_ckpt = 0, s_k = 0, s_dp = 0, s_dtype = 0, s_dev = 0, s_F = 0;
+    int s_strategy = 0, s_ckpt = 0, s_k = 0, s_dp = 0, s_dtype = 0, s_dev = 0, s_F = 0, s_dpn = 0;
     const dp_opt opts[] = {
         {"--profile", DP_OPT_STRING, &profile, NULL, "engine (dpcert's engine, default) | framework (the papers' setting)"},
         {"--model", DP_OPT_STRING, &model, NULL, "llama (dimensions below) | llama3.2-1b | llama3.2-3b | llama3.1-8b | gpt-26b | gpt-100b"},
@@ -305,7 +311,7 @@ int dp_cmd_plan(int argc, char **argv) {
         {"--device", DP_OPT_STRING, &device, &s_dev, "host | h100 | h200 | a100 | FILE (per-operation costs; host)"},
         {"--save-device", DP_OPT_STRING, &calib_out, NULL, "write the device's per-operation costs (host: measured now) to FILE"},
         {"--link", DP_OPT_STRING, &link, NULL, "NAME:BW[/LAT],NAME:BW: within a node, between nodes (nvlink:900GB/s,ib:50GB/s)"},
-        {"--devices-per-node", DP_OPT_INT, &dpn, NULL, "devices of one node (the device's)"},
+        {"--devices-per-node", DP_OPT_INT, &dpn, &s_dpn, "devices of one node (the device's)"},
         {"--capacity", DP_OPT_STRING, &capacity, NULL, "memory per device, BYTES[K|M|G|T] (the device's)"},
         {"--search", DP_OPT_FLAG, &do_search, NULL, "rank every layout of --devices R by step time under the capacity"},
         {"--devices", DP_OPT_INT, &devices, NULL, "devices R for --search"},
@@ -385,7 +391,7 @@ int dp_cmd_plan(int argc, char **argv) {
         return dp_cli_fail("plan", dp_error(st, "--device: %s (host, h100, h200, a100, or a device file)", dp_last_error()));
     c.calibrate = strcmp(dn, "host") == 0; /* the host's per-operation costs are measured for every layout */
     if (link && (st = parse_links(&c.dev, link)) != DP_OK) return dp_cli_fail("plan", st);
-    if (dpn) {
+    if (s_dpn) { /* given: 1.. (0 is not "the device's") */
         if ((st = dp_check_range("--devices-per-node", (double)dpn, 1, 1, (double)(1 << 20), 1)) != DP_OK)
             return dp_cli_fail("plan", st);
         c.dev.devices_per_node = dpn;

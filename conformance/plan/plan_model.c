@@ -248,7 +248,7 @@ static void engine_bytes(plan_result *r, const plan_job *job, const plan_layout 
 
 /* Ring collectives of a framework step (docs/models-of-cost.md §5-§6): FSDP over dp x cp, the CP
  * group's KV ring and the per-example gradients' reduce-scatter (input-stationary). */
-static void framework_bytes(plan_result *r, const plan_job *job, const plan_layout *lay) {
+static dp_status framework_bytes(plan_result *r, const plan_job *job, const plan_layout *lay) {
     const opt_cost_llama *m = &job->model;
     const int64_t W = lay->dp * lay->cp, M = lay->cp, Psi = opt_cost_llama_params(m);
     double pay[OPT_COST_N_COLLECTIVES];
@@ -270,21 +270,21 @@ static void framework_bytes(plan_result *r, const plan_job *job, const plan_layo
         if (job->dp && job->strategy == OPT_COST_GRAD_SAMPLE) { /* V2: per-example gradients reduce-scattered */
             const int cap = (int)m->layers * 7 + 1;
             opt_cost_linear *lin = dp_malloc(sizeof *lin * (size_t)cap);
+            if (!lin) return DP_ERR_NOMEM; /* never a silently smaller byte count */
             double sum = 0;
-            if (lin) {
-                int n = opt_cost_llama_linears(lin, m, cap);
-                for (int i = 0; i < n; i++) sum += opt_cost_cp_input_stationary(&lin[i], r->chunk, 2, M);
-                dp_free(lin);
-            }
+            int n = opt_cost_llama_linears(lin, m, cap);
+            for (int i = 0; i < n; i++) sum += opt_cost_cp_input_stationary(&lin[i], r->chunk, 2, M);
+            dp_free(lin);
             r->sent_cp[REPRO_COLL_reduce_scatter_sum] = chunks * sum;
             r->calls_cp[REPRO_COLL_reduce_scatter_sum] = chunks * (double)(7 * m->layers + 1);
         }
     }
+    return DP_OK;
 }
 
 /* ------------------------------------------------------------- the operations ---- */
 /* Work of one chunk of Bc examples of Tl positions on one device (docs/plan.md §4). */
-static void step_work(double *w, const plan_job *job, int64_t Bc, int64_t Tl, int64_t Tq, int64_t Tatt, int zero3,
+static dp_status step_work(double *w, const plan_job *job, int64_t Bc, int64_t Tl, int64_t Tq, int64_t Tatt, int zero3,
                       plan_profile prof) {
     const opt_cost_llama *m = &job->model;
     const double B = (double)Bc, r = B * (double)Tl, D = (double)m->dim, F = (double)m->ffn, V = (double)m->vocab,
@@ -296,14 +296,14 @@ static void step_work(double *w, const plan_job *job, int64_t Bc, int64_t Tl, in
     /* activation passes: per block 2 norms fwd + 2 bwd (D), rope 2 + 2 (D), 2 + 2 adds (D), swiglu
      * fwd + bwd (3 F), the head's norm (2 D), cross-entropy fwd + bwd (2 V), the embedding (2 D) */
     w[PLAN_OP_ELEM] += r * (L * (12 * D + 3 * F) + 4 * D + 2 * V);
-    if (!job->dp) { w[PLAN_OP_GEMM] += 2 * r * S; return; }
+    if (!job->dp) { w[PLAN_OP_GEMM] += 2 * r * S; return DP_OK; }
     /* the weighted second backward: the engine's (not under zero3, whose per-layer gathers every rank
      * must walk); a framework's ghost clipping always (Li et al.'s second backpropagation) */
     const int second = (job->strategy == OPT_COST_GHOST || job->strategy == OPT_COST_MIXED_GHOST) &&
                        (!zero3 || prof == PLAN_FRAMEWORK);
     const int cap = (int)m->layers * 7 + 1;
     opt_cost_linear *lin = dp_malloc(sizeof *lin * (size_t)cap);
-    if (!lin) return;
+    if (!lin) return DP_ERR_NOMEM; /* never a silently smaller work */
     const int n = opt_cost_llama_linears(lin, m, cap);
     for (int i = 0; i < n; i++) {
         const double p = (double)lin[i].p, d = (double)lin[i].d, pd = p * d;
@@ -331,6 +331,7 @@ static void step_work(double *w, const plan_job *job, int64_t Bc, int64_t Tl, in
         w[PLAN_OP_ATTN] += 8 * B * (double)Tq * Ta * D * L;
         w[PLAN_OP_ELEM] += r * (L * (6 * D + 2 * F) + 2 * D + V);
     }
+    return DP_OK;
 }
 
 /* ------------------------------------------------------------------- time ---- */
@@ -394,7 +395,7 @@ dp_status plan_project(plan_result *out, const plan_job *job, const plan_layout 
             return DP_OK;
         }
         DP_TRY(framework_memory(out, job, lay));
-        framework_bytes(out, job, lay);
+        DP_TRY(framework_bytes(out, job, lay));
     }
     if (prof == PLAN_ENGINE && lay->cp > 1) {
         snprintf(out->why, sizeof out->why, "the engine's CP activations are not modelled: memory shows the states only");
@@ -410,7 +411,7 @@ dp_status plan_project(plan_result *out, const plan_job *job, const plan_layout 
     /* attention queries per device: the framework's ring attention T / M; the engine's all-gather
      * attention computes the whole sequence on every CP rank (docs/longshield.md §3) */
     const int64_t Tl = out->tokens_local, Tq = prof == PLAN_FRAMEWORK ? Tl : job->seq;
-    step_work(out->work, job, share, Tl, Tq, job->seq, lay->zero == 3, prof);
+    DP_TRY(step_work(out->work, job, share, Tl, Tq, job->seq, lay->zero == 3, prof));
     if (prof == PLAN_FRAMEWORK) out->work[PLAN_OP_ATTN] *= 0.5; /* flash attention skips the masked half */
     const double P = (double)opt_cost_llama_params(m);
     double shard = P;

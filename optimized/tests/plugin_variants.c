@@ -25,13 +25,7 @@
 #error "compile with -DVARIANT=V_NAME"
 #endif
 
-#define dpcert_backend_abi_version sk_abi_version
-#define dpcert_backend_query sk_query
-#define dpcert_backend_create sk_create
-#include "skeleton.c"
-#undef dpcert_backend_abi_version
-#undef dpcert_backend_query
-#undef dpcert_backend_create
+#include "plugin_skeleton_wrap.h"
 
 static dpcert_status v_crash(void *ctx, void *sq, const void *g, int64_t B, int64_t n) {
     volatile int *nowhere = (volatile int *)(uintptr_t)(n < 0 ? 8 : 0);
