@@ -13,6 +13,7 @@
 #include "common/cli.h"
 #include "common/fsutil.h"
 #include "conformance/conform/conform.h"
+#include "optimized/strategy.h"
 
 #define MERR(...) dp_error_context(dp_error(DP_ERR_FORMAT, __VA_ARGS__), "case matrix %s", path)
 #define CONF_MATRIX_MAX_AXES 16
@@ -184,8 +185,22 @@ static dp_status axes_check(json_t **norm, const json_t *axes, const char *path)
             if (strcmp(json_string_value(json_object_get(json_array_get(out, j), "axis")), json_string_value(name)) == 0)
                 st = MERR("%s: axis '%s' is declared twice", where, json_string_value(name));
         if (st != DP_OK) break;
+        json_t *reg = NULL; /* "values": "@strategies": the engine's registry of norm strategies */
+        if (json_is_string(vals)) {
+            if (strcmp(json_string_value(vals), "@strategies") != 0) {
+                st = MERR("%s: 'values' names an unknown registry '%s' (known: @strategies)", where, json_string_value(vals));
+                break;
+            }
+            if (!(reg = json_array())) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
+            for (const char *const *q = opt_strategy_names; *q && st == DP_OK; q++) {
+                json_t *e = json_pack("{s:s,s:{s:s}}", "value", *q, "case", json_string_value(name), *q);
+                if (!e || json_array_append_new(reg, e) != 0) st = dp_error(DP_ERR_NOMEM, "out of memory");
+            }
+            if (st != DP_OK) { json_decref(reg); break; }
+            vals = reg;
+        }
         if (!json_is_array(vals) || json_array_size(vals) == 0) {
-            st = MERR("%s: 'values' must be a non-empty array", where);
+            st = MERR("%s: 'values' must be a non-empty array or a registry (@strategies)", where);
             break;
         }
         json_t *nv = json_array(), *na = json_pack("{s:O,s:o}", "axis", name, "values", nv);
@@ -212,6 +227,7 @@ static dp_status axes_check(json_t **norm, const json_t *axes, const char *path)
                                   "case", cs ? json_deep_copy(cs) : json_object());
             if (!e || json_array_append_new(nv, e) != 0) { st = dp_error(DP_ERR_NOMEM, "out of memory"); break; }
         }
+        json_decref(reg);
         if (st != DP_OK) break;
     }
     if (st != DP_OK) { json_decref(out); return st; }

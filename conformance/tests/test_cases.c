@@ -11,6 +11,7 @@
 
 #include "common/test.h"
 #include "conformance/conform/conform.h"
+#include "optimized/strategy.h"
 
 static const char *write_case(const char *body) {
     static char path[] = "test_cases_tmp.json";
@@ -72,6 +73,21 @@ static void test_matrix(void) {
                 "case %zu suite", i);
     }
     json_decref(cs);
+    /* "values": "@strategies": one case per entry of the engine's registry, each setting the key
+     * named by the axis, in the registry's order */
+    cs = NULL;
+    T_OK(conf_matrix_expand(&cs, write_case("{\"matrix\": \"t\", \"case\": {\"name\": \"r-{strategy}\"},"
+                                            " \"axes\": [{\"axis\": \"strategy\", \"values\": \"@strategies\"}]}")));
+    size_t nreg = 0;
+    while (opt_strategy_names[nreg]) nreg++;
+    T_CHECK(cs && json_array_size(cs) == nreg && nreg >= 5, "@strategies: %zu cases for %zu strategies",
+            cs ? json_array_size(cs) : 0, nreg);
+    for (size_t i = 0; cs && i < json_array_size(cs) && i < nreg; i++) {
+        const char *sv = json_string_value(json_object_get(json_array_get(cs, i), "strategy"));
+        T_CHECK(sv && strcmp(sv, opt_strategy_names[i]) == 0, "@strategies case %zu sets strategy %s (want %s)", i,
+                sv ? sv : "(none)", opt_strategy_names[i]);
+    }
+    json_decref(cs);
     /* negative controls: each refused naming the problem */
     static const char *const bad[][2] = {
         {"{\"matrix\": \"t\", \"case\": {\"name\": \"n-{zz}\"}, \"axes\": [{\"axis\": \"a\", \"values\": [\"x\"]}]}", "{zz}"},
@@ -81,6 +97,7 @@ static void test_matrix(void) {
          " \"rules\": [{\"when\": {\"a\": \"x\"}, \"exclude\": true}]}", "excluded"},
         {"{\"matrix\": \"t\", \"case\": {\"name\": \"n\"}, \"axes\": [{\"axis\": \"a\", \"values\": [{\"value\": \"x\", \"vars\": {\"name\": \"y\"}}]}]}", "reserved"},
         {"{\"matrix\": \"t\", \"case\": {\"name\": \"n\"}, \"axes\": [], \"x\": 1}", "'x'"},
+        {"{\"matrix\": \"t\", \"case\": {\"name\": \"n-{a}\"}, \"axes\": [{\"axis\": \"a\", \"values\": \"@nope\"}]}", "'@nope'"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         cs = NULL;
