@@ -136,8 +136,10 @@ endef
 $(foreach s,$(TEST_SRC),$(eval $(call TEST_RULE,$(firstword $(subst /, ,$(s))),tests,$(s))))
 $(foreach s,$(BENCH_SRC),$(eval $(call TEST_RULE,$(firstword $(subst /, ,$(s))),bench,$(s))))
 
-.PHONY: all programs run test test-fast test-gpu test-cuda-emu-full coverage bench bench-gpu fuzz clean deps config banner check-config test-peers
+.PHONY: all programs benches run test test-fast test-gpu test-cuda-emu-full coverage bench bench-gpu fuzz clean deps config banner check-config test-peers
 all: programs $(BENCH_BIN)
+# the benchmark programs alone (make coverage builds them: ci/tests/bench_harness.sh runs each)
+benches: $(BENCH_BIN)
 # the binary and the test programs (what the coverage run needs)
 programs: banner $(DPCERT) $(TEST_BIN)
 
@@ -296,6 +298,7 @@ $(EMU_BENCH): $(BUILD)/bench/optimized_%: $(BUILD)/emu/obj/optimized/bench/%.o $
 	@mkdir -p $(@D)
 	$(Q_LD)$(CXX) $(EMU_OPT_emu) $< $(emu_CU_OBJ) $(emu_RT_OBJ) -o $@ -rdynamic $(EMU_LIBS) $(LDFLAGS_SAN) $(LDLIBS_BASE) -ldl
 all: $(EMU_BENCH)
+benches: $(EMU_BENCH)
 
 # -Bsymbolic: the plugin's calls to its own cu_* functions bind to its own definitions, never to
 # the stubs (cu_stub.c) that a SANITIZE=1 or coverage dpcert exports with -rdynamic
@@ -314,6 +317,7 @@ $(BUILD)/bench/optimized_bench_gpu_step: optimized/bench/bench_gpu_step.c $(DPCE
 all: $(BUILD)/bench/optimized_bench_gpu_step
 # the coverage run (`programs`) runs its smoke test on cuda-emu
 programs: $(BUILD)/bench/optimized_bench_gpu_step
+benches: $(BUILD)/bench/optimized_bench_gpu_step
 
 # The sanitizer build runs only the fast subset (ci/run-tests.sh --fast).
 TEST_FLAGS := $(if $(filter 1,$(SANITIZE)),--fast,)
@@ -363,7 +367,7 @@ bench-gpu: deps
 # fails or a floor of ci/coverage.sh is not met (docs/development.md "CI and coverage")
 coverage:
 	@$(MAKE) --no-print-directory BUILD=build-cov COVERAGE=1 deps
-	@$(MAKE) --no-print-directory BUILD=build-cov COVERAGE=1 programs
+	@$(MAKE) --no-print-directory BUILD=build-cov COVERAGE=1 programs benches
 	@ci/coverage.sh build-cov build/coverage
 
 FUZZ_SRC := $(wildcard $(MODULES:%=%/fuzz/fuzz_*.c))
