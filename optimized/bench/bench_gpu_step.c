@@ -198,10 +198,8 @@ int main(int argc, char **argv) {
     c.n = B; c.seed.k = 2;
     dp_model m;
     dp_dataset d;
-    if (dp_model_init(&m, &mc, c.seed) != DP_OK || dp_dataset_generate(&d, &mc, c.n, c.seed) != DP_OK) {
-        fprintf(stderr, "bench_gpu_step: %s\n", dp_last_error());
-        return 2;
-    }
+    const int mrc = opt_bench_model_data(&m, &d, &mc, &c, "bench_gpu_step");
+    if (mrc != 0) return mrc;
     char what[240];
     snprintf(what, sizeof what, "one DP-SGD step (or the non-private one) of the llama D=%d L=%d H=%d F=%d T=%d B=%lld "
              "V=%d and the device synchronisation after it%s", mc.dim, mc.layers, mc.heads, mc.ffn, mc.seq, (long long)B,

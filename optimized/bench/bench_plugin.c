@@ -200,10 +200,8 @@ int main(int argc, char **argv) {
     c.n = B; c.q = 1.0; c.clip = 1.0; c.sigma = 1.0; c.key.k = 1; c.seed.k = 2;
     dp_model m;
     dp_dataset d;
-    if (dp_model_init(&m, &mc, c.seed) != DP_OK || dp_dataset_generate(&d, &mc, c.n, c.seed) != DP_OK) {
-        fprintf(stderr, "bench_plugin: %s\n", dp_last_error());
-        return 2;
-    }
+    const int mrc = opt_bench_model_data(&m, &d, &mc, &c, "bench_plugin");
+    if (mrc != 0) return mrc;
     for (int dt = 0; dt < 2 && rc == 0; dt++) {
         opt_backend_config hc = {"host", dt ? DP_F32 : DP_F64, 1, 0}, oc = {name, dt ? DP_F32 : DP_F64, 1, 0};
         opt_backend *hb = NULL, *ob = NULL;

@@ -33,6 +33,7 @@
 #include "optimized/dpzo.h"
 #include "optimized/ledger.h"
 #include "common/bench.h"
+#include "optimized/bench/bench_util.h"
 
 enum { NPREC = 3, MAX_ITERS = 1000 };
 static int WARM = 1, REPS = 5; /* -w, -n */
@@ -115,10 +116,8 @@ int main(int argc, char **argv) {
     c.seed.k = 1; c.key.k = 2;
     dp_model m;
     dp_dataset d;
-    if (dp_model_init(&m, &mc, c.seed) != DP_OK || dp_dataset_generate(&d, &mc, c.n, c.seed) != DP_OK) {
-        fprintf(stderr, "bench_precision: %s\n", dp_last_error());
-        return 3;
-    }
+    const int mrc = opt_bench_model_data(&m, &d, &mc, &c, "bench_precision");
+    if (mrc != 0) return mrc;
     char what[200];
     snprintf(what, sizeof what, "one step per precision (f32, bf16, fp16 in turn), llama V%d D%d L%d T%d, P = %lld, "
              "%lld examples, q = %g, AdamW", mc.vocab, mc.dim, mc.layers, mc.seq, (long long)m.total, (long long)c.n, c.q);

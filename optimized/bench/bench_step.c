@@ -133,10 +133,8 @@ int main(int argc, char **argv) {
     c.n = B; c.q = 1.0; c.clip = 1.0; c.sigma = 1.0; c.key.k = 1; c.seed.k = 2;
     dp_model m;
     dp_dataset d;
-    if (dp_model_init(&m, &mc, c.seed) != DP_OK || dp_dataset_generate(&d, &mc, c.n, c.seed) != DP_OK) {
-        fprintf(stderr, "bench_step: %s\n", dp_last_error());
-        return 2;
-    }
+    const int mrc = opt_bench_model_data(&m, &d, &mc, &c, "bench_step");
+    if (mrc != 0) return mrc;
     opt_backend_config bc = {"host", strcmp(dt, "f32") == 0 ? DP_F32 : DP_F64, threads, 0};
     char what[200];
     snprintf(what, sizeof what, "one step of the llama D=%d L=%d T=%d H=%d F=%d V=%d, B=%lld (q = 1), per strategy and "

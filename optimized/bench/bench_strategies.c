@@ -100,10 +100,8 @@ int main(int argc, char **argv) {
     c.n = 256; c.q = 0.125; c.clip = 1.0; c.sigma = 1.0; c.key.k = 1; c.seed.k = 2;
     dp_model m;
     dp_dataset d;
-    if (dp_model_init(&m, &mc, c.seed) != DP_OK || dp_dataset_generate(&d, &mc, c.n, c.seed) != DP_OK) {
-        fprintf(stderr, "bench_strategies: %s\n", dp_last_error());
-        return 3;
-    }
+    const int mrc = opt_bench_model_data(&m, &d, &mc, &c, "bench_strategies");
+    if (mrc != 0) return mrc;
     const opt_backend_config bc = {"host", DP_F64, threads, 0};
     char what[160];
     snprintf(what, sizeof what, "one DP-SGD step per norm strategy, %s (default config), N=%lld q=%g, same batches",

@@ -1,11 +1,13 @@
 /* optimized/bench/bench_util.h — what the engine's benchmarks share on top of the harness
  * (common/bench.h, docs/benchmarks.md): the bytes a backend sent since the last reading
  * (the bytes/step column), the peak of its memory ledger (the peak_ledger_B column), and the
- * llama shape options of the step benchmarks (bench_step.c, bench_gpu_step.c).
+ * llama shape options of the step benchmarks (bench_step.c, bench_gpu_step.c), and the model and
+ * data set every single-process benchmark builds.
  * Header-only (static inline): each benchmark is one program. */
 #ifndef OPT_BENCH_UTIL_H
 #define OPT_BENCH_UTIL_H
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "common/bench.h"
@@ -51,6 +53,17 @@ static inline dp_status opt_bench_llama_config(dp_model_config *mc, int64_t *B, 
     if (*B < 1 || mc->dim < 1 || mc->layers < 1 || mc->heads < 1 || mc->ffn < 1 || mc->seq < 1 || mc->vocab < 2)
         return dp_error(DP_ERR_USAGE, "bad --batch/--dim/--layers/--heads/--ffn/--seq/--vocab");
     return DP_OK;
+}
+
+/* The model and data set of mc and c for the benchmark `prog`: 0, or the exit code of the
+ * failure (dp_status_exit_code) after its message on stderr, with nothing left allocated. */
+static inline int opt_bench_model_data(dp_model *m, dp_dataset *d, const dp_model_config *mc,
+                                       const dp_dpsgd_config *c, const char *prog) {
+    dp_status st = dp_model_init(m, mc, c->seed);
+    if (st == DP_OK && (st = dp_dataset_generate(d, mc, c->n, c->seed)) != DP_OK) dp_model_free(m);
+    if (st == DP_OK) return 0;
+    fprintf(stderr, "%s: %s\n", prog, dp_last_error());
+    return dp_status_exit_code(st);
 }
 
 #endif
